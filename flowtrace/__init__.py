@@ -1,0 +1,10 @@
+"""flowtrace: trace hidden-state data flow (EAGLE-3 aux hidden states) through LLM inference engines.
+
+The pipeline reads top to bottom in the package listing: ``index`` (files -> facts),
+``facts`` (the frozen records every stage passes on), ``resolve`` (facts -> model matrix),
+``graph`` (facts -> networkx graph), ``checks`` / ``trace`` / ``compat`` (graph -> answers),
+``render`` (answers -> text, json, sarif, github, html). ``probe`` sits beside it and is the
+only part that runs model code.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,83 @@
+"""The plain Python API: what the CLI and the tests call.
+
+Every entry point takes a path and options and returns frozen results; nothing here prints,
+exits or reads the environment beyond the options given. The CLI (``cli.py``) is a thin
+layer that parses arguments, calls one of these and renders the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowtrace import facts as F
+from flowtrace.index.build import IndexOptions, build_index
+from flowtrace.profiles import Conventions, Profile, select_profiles
+from flowtrace.resolve import ModelRow, Project
+
+
+class UsageError(Exception):
+    """A user mistake (missing path, bad option value): one clear line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    root: Path
+    profiles: tuple[Profile, ...]
+    index: F.IndexResult
+    project: Project
+
+    @property
+    def rows(self) -> tuple[ModelRow, ...]:
+        return self.project.rows
+
+    @property
+    def files(self) -> tuple[F.FileFacts, ...]:
+        return self.index.files
+
+    @property
+    def engine(self) -> str:
+        return ",".join(p.name for p in self.profiles)
+
+
+def resolve_root(path: str | Path) -> Path:
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    return root
+
+
+def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None) -> ScanResult:
+    """Index a tree and resolve its model matrix."""
+    source = str(path)
+    if source.startswith("pypi:"):
+        from flowtrace.index.fetch import fetch_pypi
+
+        root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
+    else:
+        root = resolve_root(path)
+    profiles = select_profiles(root, profile)
+    index = build_index(root, profiles, options)
+    project = Project(index.files, Conventions.merge(profiles))
+    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
+
+
+def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
+    """Run every rule over a scan (rule selection by code prefix)."""
+    from flowtrace.checks.base import all_rules
+
+    out = []
+    for rule_cls in all_rules():
+        if select and not any(rule_cls.code.startswith(s) for s in select):
+            continue
+        if ignore and any(rule_cls.code.startswith(s) for s in ignore):
+            continue
+        out.extend(rule_cls().check(result))
+    return sorted(out, key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+
+
+def html_report(result: ScanResult, findings: list, *, link_base: str | None = None, probe: dict | None = None) -> str:
+    from flowtrace.render.html import render_html
+    from flowtrace.render.scan_json import scan_document
+
+    return render_html(scan_document(result, findings), link_base=link_base, probe=probe)

@@ -1,0 +1,1 @@
+"""Rules, one small module each, named after what they find. Importing this package registers them."""

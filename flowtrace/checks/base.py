@@ -1,0 +1,102 @@
+"""The rule framework: one small class per rule, its metadata and examples beside its logic.
+
+A rule reads the resolved project (facts, model rows) and yields findings. Its metadata is
+what ``flowtrace rules`` / ``flowtrace explain`` print and what SARIF's ``rules[]`` carries.
+Fingerprints hash the rule, the qualified symbol and a normalised snippet, never the line
+number, so a baseline survives unrelated edits above the finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Iterator
+
+from flowtrace.facts import Location
+
+if TYPE_CHECKING:
+    from flowtrace.api import ScanResult
+
+SEVERITIES = ("info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    name: str
+    severity: str
+    file: str
+    line: int
+    message: str
+    symbol: str | None
+    fingerprint: str
+    hint: str | None = None
+    flow: tuple[Location, ...] = ()  # steps of a capture path, for SARIF codeFlows
+
+
+def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
+    normalised = " ".join(snippet.split())
+    return hashlib.sha256(f"{rule}\0{symbol or ''}\0{normalised}".encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    code: str
+    note: str = ""
+
+
+class Rule:
+    """Subclass, set the metadata, implement :meth:`check`; registration is automatic."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[str]
+    summary: ClassVar[str]
+    rationale: ClassVar[str]
+    fix: ClassVar[str]
+    valid: ClassVar[tuple[Example, ...]] = ()
+    invalid: ClassVar[tuple[Example, ...]] = ()
+
+    registry: ClassVar[dict[str, type[Rule]]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if getattr(cls, "code", None):
+            if cls.code in Rule.registry:
+                raise RuntimeError(f"duplicate rule code {cls.code}")
+            Rule.registry[cls.code] = cls
+
+    def check(self, result: ScanResult) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    def finding(self, location: Location, message: str, symbol: str | None, snippet: str, flow: tuple[Location, ...] = ()) -> Finding:
+        return Finding(
+            rule=self.code,
+            name=self.name,
+            severity=self.severity,
+            file=location.file,
+            line=location.line,
+            message=message,
+            symbol=symbol,
+            fingerprint=fingerprint(self.code, symbol, snippet),
+            hint=self.fix,
+            flow=flow,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuleInfo:
+    code: str
+    name: str
+    severity: str
+    summary: str
+    rationale: str
+    fix: str
+    valid: tuple[Example, ...] = field(default=())
+    invalid: tuple[Example, ...] = field(default=())
+
+
+def all_rules() -> list[type[Rule]]:
+    import flowtrace.checks  # noqa: F401  (imports every rule module, which registers them)
+
+    return [Rule.registry[c] for c in sorted(Rule.registry)]

@@ -1,0 +1,338 @@
+"""Find capture sites in a forward: how capture indices become captured states.
+
+A capture site is a layer loop that records a state when its index is in the capture
+attribute. Three shapes cover the engines seen so far, and each is recognised by its
+structure, never by a model name:
+
+* **append**: ``if i in self.<attr>: aux.append(h + r)`` before or after ``layer(...)``;
+* **callback / packer**: ``layer(..., kw=aux.capture if i in self.<attr> else None)``: the
+  point is decided later by following ``kw`` into the layer's forward (see
+  :class:`flowtrace.facts.CallbackUse`);
+* **helper**: ``self.<helper>(aux, label, h, r)`` with the label an offset of the loop index.
+
+The capture point follows from two numbers: the boundary the recorded stream sits at
+(loop index, plus one when recorded after the layer call) and the label checked against the
+capture attribute. Equal means ``input``; one more means ``output``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from flowtrace import facts as F
+from flowtrace.index.syntax import FastVisitor, dotted, last_name, names_in, walk_statements
+
+if TYPE_CHECKING:
+    from flowtrace.index.visitors import FileAnalyzer, _Class
+
+
+def offset_of(expr: cst.BaseExpression, var: str) -> int | None:
+    """0 for ``var``, k for ``var + k`` / ``k + var``, -k for ``var - k``, else None."""
+    if isinstance(expr, cst.Name) and expr.value == var:
+        return 0
+    if isinstance(expr, cst.BinaryOperation):
+        left, right = expr.left, expr.right
+        if isinstance(expr.operator, cst.Add):
+            if isinstance(left, cst.Name) and left.value == var and isinstance(right, cst.Integer):
+                return int(right.value)
+            if isinstance(right, cst.Name) and right.value == var and isinstance(left, cst.Integer):
+                return int(left.value)
+        if isinstance(expr.operator, cst.Subtract) and isinstance(left, cst.Name) and left.value == var and isinstance(right, cst.Integer):
+            return -int(right.value)
+    return None
+
+
+def point_for(boundary_offset: int, label_offset: int) -> str:
+    diff = boundary_offset - label_offset
+    return F.INPUT if diff == 0 else F.OUTPUT if diff == 1 else F.UNKNOWN
+
+
+class _Nodes(FastVisitor):
+    """Collects calls, if-expressions and if-statements below a node, with their ancestors' tests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[cst.Call, tuple[cst.BaseExpression, ...]]] = []
+        self.ifexps: list[cst.IfExp] = []
+        self._tests: list[cst.BaseExpression] = []
+
+    def visit_If(self, node: cst.If) -> None:
+        self._tests.append(node.test)
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self._tests.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append((node, tuple(self._tests)))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.ifexps.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+class LoopAnalyzer:
+    def __init__(self, file: FileAnalyzer, info: _Class, fn: cst.FunctionDef) -> None:
+        self.file = file
+        self.info = info
+        self.fn = fn
+        self.conv = file.conv
+        self.function = f"{info.name}.{fn.name.value}"
+        self.attrs = self.conv.attributes
+
+    def facts(self) -> tuple[list[F.LayerLoopFact], list[F.CaptureSiteFact]]:
+        statements = walk_statements(self.fn.body)
+        loops = [s for s in statements if isinstance(s, cst.For)]
+        if not loops:
+            return [], []
+        containers = self.containers(statements)
+        loop_facts: list[F.LayerLoopFact] = []
+        sites: list[F.CaptureSiteFact] = []
+        for loop in loops:
+            layer_call = self.layer_call(loop)
+            if layer_call is None:
+                continue
+            found = self.captures(loop, layer_call, containers, statements)
+            loop_facts.append(F.LayerLoopFact(self.info.qualname, self.function, self.file.loc(loop), bool(found)))
+            sites.extend(found)
+        return loop_facts, sites
+
+    # -- structure ---------------------------------------------------------------
+    def containers(self, statements: list) -> dict[str, str]:
+        """Container variables and the class (or literal) they were built from."""
+        out: dict[str, str] = {}
+        for stmt in statements:
+            value = None
+            targets: list[cst.BaseExpression] = []
+            if isinstance(stmt, cst.Assign):
+                value, targets = stmt.value, [t.target for t in stmt.targets]
+            elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
+                value, targets = stmt.value, [stmt.target]
+            if value is None:
+                continue
+            kind = None
+            if isinstance(value, cst.List) and not value.elements:
+                kind = "list"
+            elif isinstance(value, cst.Call):
+                callee = last_name(value.func) or ""
+                if callee in self.conv.containers or callee in self.conv.packers:
+                    kind = callee
+                elif callee == "for_batch" and isinstance(value.func, cst.Attribute):
+                    kind = last_name(value.func.value) or callee
+                elif any(h.name == callee for h in self.conv.helpers):
+                    kind = "list"
+            if kind:
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        out.setdefault(target.value, kind)
+        return out
+
+    def loop_variables(self, loop: cst.For) -> tuple[str | None, str | None]:
+        """(index variable, layer variable) of ``for i in ...`` / ``for i, layer in enumerate(...)``."""
+        target = loop.target
+        if isinstance(target, cst.Name):
+            return target.value, None
+        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            a, b = (e.value for e in target.elements)
+            return (a.value if isinstance(a, cst.Name) else None, b.value if isinstance(b, cst.Name) else None)
+        return None, None
+
+    def layer_call(self, loop: cst.For) -> cst.Call | None:
+        """The call that runs one decoder layer inside the loop, if this is a layer loop."""
+        index, layer_var = self.loop_variables(loop)
+        layer_names = {layer_var} if layer_var else set()
+        iter_text = self.file.code(loop.iter)
+        layers_attr = any(f"self.{a}" in iter_text for a in self.conv.layers_attributes)
+        if not layer_var and layers_attr and index:
+            layer_names.add(index)  # for layer in self.layers
+        for stmt in walk_statements(loop.body):
+            if isinstance(stmt, cst.Assign) and isinstance(stmt.value, cst.Subscript):
+                if (dotted(stmt.value.value) or "").split(".")[-1] in self.conv.layers_attributes:
+                    for t in stmt.targets:
+                        if isinstance(t.target, cst.Name):
+                            layer_names.add(t.target.value)
+        nodes = _Nodes()
+        nodes.walk(loop.body)
+        for call, _ in nodes.calls:
+            func = call.func
+            if isinstance(func, cst.Name) and func.value in layer_names:
+                return call
+            if isinstance(func, cst.Subscript) and (dotted(func.value) or "").split(".")[-1] in self.conv.layers_attributes:
+                return call
+        return None
+
+    # -- captures ---------------------------------------------------------------
+    def captures(self, loop: cst.For, layer_call: cst.Call, containers: dict[str, str], statements: list) -> list[F.CaptureSiteFact]:
+        index, _ = self.loop_variables(loop)
+        if index is None:
+            return []
+        pos = self.file.positions
+        call_start = pos[layer_call].start
+        call_end = pos[layer_call].end
+        nodes = _Nodes()
+        nodes.walk(loop.body)
+        base = dict(
+            class_qualname=self.info.qualname,
+            function=self.function,
+            loop_range=self.file.code(loop.iter),
+            loop_variable=index,
+        )
+        pre, post = self.outside_captures(loop, statements, containers)
+        found: list[F.CaptureSiteFact] = []
+
+        # callback or collector handed to the layer call
+        for arg in layer_call.args:
+            value = arg.value
+            if isinstance(value, cst.IfExp) and _is_none(value.orelse):
+                attribute = self.condition_attribute(value.test)
+                if attribute is None:
+                    continue
+                carried = dotted(value.body) or self.file.code(value.body)
+                container = carried.split(".")[0]
+                mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.CALLBACK
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                note = (
+                    f"{carried} handed to layer {index} as {keyword}=; point decided in the layer's forward"
+                    if keyword
+                    else f"{carried} handed to layer {index} positionally; cannot follow it"
+                )
+                found.append(
+                    F.CaptureSiteFact(
+                        **base,
+                        location=self.file.loc(arg),
+                        mechanism=mechanism,
+                        point=F.UNKNOWN,
+                        attribute=attribute,
+                        container=container,
+                        note=note,
+                        embedding_capturable=None,
+                        last_layer_capturable=None,
+                        callback_parameter=keyword,
+                        captured_expression=None,
+                    )
+                )
+
+        for call, tests in nodes.calls:
+            start = pos[call].start
+            after = (start.line, start.column) > (call_end.line, call_end.column)
+            before = (start.line, start.column) < (call_start.line, call_start.column)
+            if not (after or before):
+                continue
+            method = last_name(call.func)
+            helper = next((h for h in self.conv.helpers if h.name == method), None)
+            if helper is not None and isinstance(call.func, cst.Attribute) and len(call.args) > helper.label_arg:
+                label = offset_of(call.args[helper.label_arg].value, index)
+                boundary = 1 if after else 0
+                point = point_for(boundary, label) if label is not None else F.UNKNOWN
+                captured = " + ".join(self.file.code(a.value) for a in call.args[helper.label_arg + 1 :][:2])
+                found.append(
+                    F.CaptureSiteFact(
+                        **base,
+                        location=self.file.loc(call),
+                        mechanism=F.HELPER,
+                        point=point,
+                        attribute=None,
+                        container=self.file.code(call.args[0].value) if call.args else None,
+                        note=f"{method} labels the stream {'after' if after else 'before'} layer {index} as {self.file.code(call.args[helper.label_arg].value)}",
+                        embedding_capturable=bool(pre) or (point == F.INPUT and not after and label == 0),
+                        last_layer_capturable=bool(post) or (after and point == F.INPUT) or point == F.OUTPUT,
+                        captured_expression=captured,
+                    )
+                )
+                continue
+            if method in self.conv.container_methods and isinstance(call.func, cst.Attribute):
+                container = dotted(call.func.value) or ""
+                if container not in containers:
+                    continue
+                attribute, label = None, None
+                for test in tests:
+                    attribute = self.condition_attribute(test)
+                    if attribute is not None:
+                        label = self.condition_label(test, index)
+                        break
+                if attribute is None:
+                    continue
+                boundary = 1 if after else 0
+                point = point_for(boundary, label) if label is not None else F.UNKNOWN
+                mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.APPEND
+                captured = self.file.code(call.args[0].value) if call.args else None
+                found.append(
+                    F.CaptureSiteFact(
+                        **base,
+                        location=self.file.loc(call),
+                        mechanism=mechanism,
+                        point=point,
+                        attribute=attribute,
+                        container=container,
+                        note=f"{container}.{method}(...) {'after' if after else 'before'} layer {index} runs, when {self.file.code(tests[-1])}",
+                        embedding_capturable=bool(pre) or point == F.INPUT,
+                        last_layer_capturable=bool(post) or point == F.OUTPUT,
+                        captured_expression=captured,
+                    )
+                )
+        return found
+
+    def condition_attribute(self, test: cst.BaseExpression) -> str | None:
+        """The capture attribute (or per-layer flag) a test checks, if it checks one."""
+        for node in _attributes(test):
+            if node in self.attrs:
+                return node
+        if isinstance(test, cst.Call) and last_name(test.func) in {"getattr", "hasattr"} and len(test.args) >= 2:
+            flag = test.args[1].value
+            if isinstance(flag, cst.SimpleString):
+                return str(flag.evaluated_value)
+        return None
+
+    def condition_label(self, test: cst.BaseExpression, var: str) -> int | None:
+        """k when the test is ``var + k in self.<attr>``; 0 for a per-layer flag."""
+        if isinstance(test, cst.Comparison) and test.comparisons and isinstance(test.comparisons[0].operator, cst.In):
+            return offset_of(test.left, var)
+        if isinstance(test, cst.BooleanOperation):
+            return self.condition_label(test.left, var) if self.condition_attribute(test.left) else self.condition_label(test.right, var)
+        if isinstance(test, cst.Call):
+            return 0
+        return None
+
+    def outside_captures(self, loop: cst.For, statements: list, containers: dict[str, str]) -> tuple[bool, bool]:
+        """Whether the forward also records a state before the loop (the embedding) or after it."""
+        pos = self.file.positions
+        loop_start, loop_end = pos[loop].start.line, pos[loop].end.line
+        pre = post = False
+        nodes = _Nodes()
+        nodes.walk(self.fn.body)
+        for call, tests in nodes.calls:
+            line = pos[call].start.line
+            if loop_start <= line <= loop_end:
+                continue
+            method = last_name(call.func)
+            records = any(h.name == method for h in self.conv.helpers) or (
+                method in self.conv.container_methods
+                and isinstance(call.func, cst.Attribute)
+                and (dotted(call.func.value) or "") in containers
+                and any(self.condition_attribute(t) for t in tests)
+            )
+            if records:
+                pre |= line < loop_start
+                post |= line > loop_end
+        return pre, post
+
+
+def _attributes(node: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class _V(FastVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            found.append(n.attr.value)
+
+    _V().walk(node)
+    return found
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+__all__ = ["LoopAnalyzer", "names_in"]

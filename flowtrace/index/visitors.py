@@ -1,0 +1,479 @@
+"""One libcst pass per file: turn a module's syntax into facts.
+
+The pass works in two steps over the same tree: a visitor collects the module's structure
+(imports, classes, functions, module-level assignments, and the sites that need an enclosing
+function: capture modes, concatenations, config-key reads), then small analysers read the
+function bodies it kept (setters, capture loops, layer forwards). Nothing here knows an
+engine: every name comes from :class:`flowtrace.profiles.Conventions`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from flowtrace import facts as F
+from flowtrace.index.loops import LoopAnalyzer
+from flowtrace.index.setters import SetterAnalyzer
+from flowtrace.index.syntax import FastVisitor, Positions, body_statements, clip, dotted, last_name, module_name, walk_statements
+from flowtrace.profiles import Conventions
+
+_SUPPRESSION = re.compile(r"#\s*flowtrace:\s*ignore\[([A-Za-z0-9_,\s]+)\]")
+_CAT_NAMES = {"cat", "concat", "concatenate"}
+
+
+@dataclass
+class _Function:
+    node: cst.FunctionDef
+    class_qualname: str | None
+    name: str
+
+
+@dataclass
+class _Class:
+    node: cst.ClassDef
+    qualname: str
+    name: str
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+
+
+class _Collector(FastVisitor):
+    """Collects structure and the few sites that need the enclosing function's name."""
+
+    def __init__(self, module: str, conv: Conventions, package: str, positions) -> None:
+        self.positions = positions
+        self.module = module
+        self.package = package
+        self.conv = conv
+        self.imports: dict[str, str] = {}
+        self.classes: list[_Class] = []
+        self.module_assigns: list[cst.Assign] = []
+        self.modes: list[tuple[int, str, str]] = []
+        self.concats: list[tuple[int, cst.CSTNode, str]] = []
+        self.config_reads: list[tuple[int, str, str | None, str, cst.CSTNode]] = []
+        self._class_stack: list[_Class] = []
+        self._func_stack: list[str] = []
+        self._key_names = {k.rsplit(".", 1)[-1] for k in conv.layer_id_keys}
+
+    # -- positions -------------------------------------------------------------
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    def function_name(self) -> str:
+        if not self._func_stack:
+            return "<module>"
+        prefix = f"{self._class_stack[-1].name}." if self._class_stack else ""
+        return prefix + self._func_stack[-1]
+
+    # -- imports ---------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted(alias.name) or ""
+            if alias.asname and isinstance(alias.asname.name, cst.Name):
+                self.imports[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self.imports.setdefault(head, head)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        base = dotted(node.module) if node.module is not None else ""
+        dots = len(node.relative)
+        if dots:
+            pkg = self.package.split(".") if self.package else []
+            keep = len(pkg) - (dots - 1)
+            anchor = ".".join(pkg[: max(keep, 0)])
+            base = ".".join(x for x in (anchor, base or "") if x)
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted(alias.name) or ""
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            self.imports[local] = f"{base}.{name}" if base else name
+
+    # -- classes and functions -------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        outer = self._class_stack[-1].qualname if self._class_stack else self.module
+        qual = f"{outer}.{node.name.value}" if outer else node.name.value
+        info = _Class(node, qual, node.name.value)
+        if not self._func_stack:
+            self.classes.append(info)
+        self._class_stack.append(info)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._class_stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self._class_stack and not self._func_stack:
+            self._class_stack[-1].methods.setdefault(node.name.value, node)
+        self._func_stack.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._func_stack.pop()
+
+    # -- module-level assignments (registries) ---------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self._func_stack and not self._class_stack:
+            self.module_assigns.append(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if not self._func_stack and not self._class_stack and node.value is not None:
+            self.module_assigns.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.value))
+
+    # -- sites -----------------------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        head = last_name(node.value)
+        if head and head in self.conv.capture_mode_enums:
+            self.modes.append((self.line(node), node.attr.value, self.function_name()))
+        if node.attr.value in self._key_names:
+            self.config_reads.append((self.line(node), node.attr.value, None, self.function_name(), node))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = last_name(node.func)
+        if name in _CAT_NAMES and node.args:
+            self.concats.append((self.line(node), node, self.function_name()))
+        elif name and "pack" in name.lower() and node.args and "aux" in name.lower():
+            self.concats.append((self.line(node), node, self.function_name()))
+        if name in {"getattr", "get"} and node.args:
+            index = 1 if name == "getattr" else 0
+            if len(node.args) > index:
+                key = node.args[index].value
+                if isinstance(key, cst.SimpleString) and key.evaluated_value in self._key_names:
+                    default = node.args[index + 1].value if len(node.args) > index + 1 else None
+                    self.config_reads.append((self.line(node), str(key.evaluated_value), default, self.function_name(), node))  # type: ignore[arg-type]
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if isinstance(key, cst.SimpleString) and key.evaluated_value in self._key_names:
+                self.config_reads.append((self.line(node), str(key.evaluated_value), None, self.function_name(), node))
+
+
+class FileAnalyzer:
+    """Builds :class:`FileFacts` for one parsed module."""
+
+    def __init__(self, path: str, source: str, module: cst.Module, conv: Conventions) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.conv = conv
+        self.modname = module_name(path)
+        is_package = path.endswith("__init__.py")
+        package = self.modname if is_package else self.modname.rpartition(".")[0]
+        self.positions = Positions(module)
+        self.collector = _Collector(self.modname, conv, package, self.positions)
+        self.collector.walk(module)
+        self.imports = self.collector.imports
+        self.local_classes = {c.name: c.qualname for c in self.collector.classes}
+        self.lines = source.splitlines()
+        self.watched = conv.attributes | conv.flags
+
+    # -- helpers ---------------------------------------------------------------
+    def text_of(self, node: cst.CSTNode) -> str:
+        """The node's source lines, sliced from the file text (no code generation)."""
+        span = self.positions[node]
+        return "\n".join(self.lines[span.start.line - 1 : span.end.line])
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    def loc(self, node: cst.CSTNode) -> F.Location:
+        return F.Location(self.path, self.line(node))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node).strip()
+
+    def resolve(self, name: str) -> str:
+        """Qualify a dotted name through the module's imports and local classes."""
+        head, _, rest = name.partition(".")
+        if head in self.imports:
+            base = self.imports[head]
+            return f"{base}.{rest}" if rest else base
+        if head in self.local_classes and not rest:
+            return self.local_classes[head]
+        return name
+
+    # -- the whole file ----------------------------------------------------------
+    def facts(self) -> F.FileFacts:
+        classes: list[F.ClassFact] = []
+        setters: list[F.SetterFact] = []
+        getters: list[F.DefaultGetterFact] = []
+        sites: list[F.CaptureSiteFact] = []
+        loops: list[F.LayerLoopFact] = []
+        fcs: list[F.FcFact] = []
+        uses: list[F.AttributeUseFact] = []
+        callbacks: list[F.CallbackUse] = []
+        for info in self.collector.classes:
+            classes.append(self.class_fact(info))
+            fcs.extend(self.fc_facts(info))
+            for name, fn in info.methods.items():
+                text = self.text_of(fn)
+                if name in self.conv.setters:
+                    setters.append(SetterAnalyzer(self, info, fn).fact())
+                if name in self.conv.default_getters:
+                    getters.append(self.getter_fact(info, fn))
+                # Cheap substring gates on the method's own source lines keep the
+                # per-method passes off the (many) methods that cannot matter.
+                if "for " in text and any(a in text for a in self.conv.layers_attributes):
+                    loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
+                    loops.extend(loop_facts)
+                    sites.extend(site_facts)
+                if any(a in text for a in self.watched):
+                    uses.extend(self.attribute_uses(info, fn))
+                if name == "forward" or name.startswith("forward"):
+                    callbacks.extend(self.callback_uses(info, fn))
+        return F.FileFacts(
+            path=self.path,
+            module=self.modname,
+            imports=tuple(F.ImportFact(k, v) for k, v in sorted(self.imports.items())),
+            classes=tuple(classes),
+            registry=tuple(self.registry_facts()),
+            setters=tuple(setters),
+            default_getters=tuple(getters),
+            capture_sites=tuple(sites),
+            layer_loops=tuple(loops),
+            capture_modes=tuple(
+                F.CaptureModeFact(F.Location(self.path, ln), mode, fn) for ln, mode, fn in self.collector.modes
+            ),
+            concat_sites=tuple(self.concat_facts()),
+            fc_definitions=tuple(fcs),
+            config_reads=tuple(self.config_read_facts()),
+            attribute_uses=tuple(uses),
+            suppressions=tuple(suppressions(self.source)),
+            callback_uses=tuple(callbacks),
+        )
+
+    # -- classes ---------------------------------------------------------------
+    def class_fact(self, info: _Class) -> F.ClassFact:
+        bases = []
+        for arg in info.node.bases:
+            text = dotted(arg.value)
+            if text is None and isinstance(arg.value, cst.Subscript):
+                text = dotted(arg.value.value)  # Generic[T] -> Generic
+            if text is not None:
+                bases.append(self.resolve(text))
+        assignments: list[F.AttributeAssignment] = []
+        init = info.methods.get("__init__")
+        if init is not None:
+            assignments.extend(self.init_assignments(info, init))
+        return F.ClassFact(
+            name=info.name,
+            qualname=info.qualname,
+            location=self.loc(info.node),
+            bases=tuple(bases),
+            methods=tuple(sorted(info.methods)),
+            assignments=tuple(assignments),
+        )
+
+    def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
+        """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
+        class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
+        out: list[F.AttributeAssignment] = []
+        analyzer = self
+
+        class _V(FastVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for target in node.targets:
+                    name = dotted(target.target)
+                    if name and name.startswith("self.") and name.count(".") == 1:
+                        callee = analyzer.constructed_class(info, node.value)
+                        if callee:
+                            out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node)))
+
+            def visit_Call(self, node: cst.Call) -> None:
+                name = dotted(node.func)
+                if name and name.split(".")[-1][:1].isupper():
+                    out.append(F.AttributeAssignment("*", analyzer.resolve(name), analyzer.line(node)))
+
+        _V().walk(init.body)
+        return out
+
+    def constructed_class(self, info: _Class, value: cst.BaseExpression) -> str | None:
+        if isinstance(value, cst.IfExp):
+            return self.constructed_class(info, value.body) or self.constructed_class(info, value.orelse)
+        if not isinstance(value, cst.Call):
+            return None
+        name = dotted(value.func)
+        if not name:
+            return None
+        if name.startswith("self.") and name.count(".") == 1:
+            method = info.methods.get(name[5:])
+            if method is not None:
+                for stmt in walk_statements(method.body):
+                    if isinstance(stmt, cst.Return) and stmt.value is not None:
+                        return self.constructed_class(info, stmt.value)
+            alias = self.class_attribute(info, name[5:])  # model_cls = FooModel; self.model_cls(...)
+            return self.resolve(alias) if alias else None
+        if name.split(".")[-1][:1].isupper():
+            return self.resolve(name)
+        # A factory handed the class: initialize_model(..., model_class=FooForCausalLM)
+        for arg in value.args:
+            ref = dotted(arg.value)
+            if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword.value or "class" in arg.keyword.value):
+                return self.resolve(ref)
+        return None
+
+    def class_attribute(self, info: _Class, attribute: str) -> str | None:
+        """``attribute = SomeName`` in the class body, as dotted text."""
+        for stmt in body_statements(info.node.body):
+            if isinstance(stmt, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attribute for t in stmt.targets):
+                return dotted(stmt.value)
+            if isinstance(stmt, cst.AnnAssign) and isinstance(stmt.target, cst.Name) and stmt.target.value == attribute and stmt.value is not None:
+                return dotted(stmt.value)
+        return None
+
+    def fc_facts(self, info: _Class) -> list[F.FcFact]:
+        init = info.methods.get("__init__")
+        if init is None:
+            return []
+        out: list[F.FcFact] = []
+        for stmt in walk_statements(init.body):
+            if not isinstance(stmt, cst.Assign) or not isinstance(stmt.value, cst.Call):
+                continue
+            for target in stmt.targets:
+                name = dotted(target.target)
+                if name and name.startswith("self.") and name[5:] in self.conv.fc_attributes:
+                    args = stmt.value.args
+                    positional = [a for a in args if a.keyword is None]
+                    keywords = {a.keyword.value: a for a in args if a.keyword is not None}
+                    in_arg = keywords.get("in_features") or keywords.get("input_size") or (positional[0] if positional else None)
+                    out_arg = keywords.get("out_features") or keywords.get("output_size") or (positional[1] if len(positional) > 1 else None)
+                    out.append(
+                        F.FcFact(
+                            info.qualname,
+                            self.loc(stmt),
+                            self.code(in_arg.value) if in_arg else None,
+                            self.code(out_arg.value) if out_arg else None,
+                        )
+                    )
+        return out
+
+    def getter_fact(self, info: _Class, fn: cst.FunctionDef) -> F.DefaultGetterFact:
+        expression = None
+        for stmt in walk_statements(fn.body):
+            if isinstance(stmt, cst.Return) and stmt.value is not None:
+                expression = self.code(stmt.value)
+        return F.DefaultGetterFact(info.qualname, fn.name.value, self.loc(fn), expression, self.code(fn))
+
+    def attribute_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.AttributeUseFact]:
+        watched = self.conv.attributes | self.conv.flags
+        out: list[F.AttributeUseFact] = []
+        analyzer = self
+        function = f"{info.name}.{fn.name.value}"
+        written: set[int] = set()
+
+        class _V(FastVisitor):
+            def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+                if isinstance(node.target, cst.Attribute) and node.target.attr.value in watched:
+                    written.add(id(node.target))
+                    out.append(F.AttributeUseFact(info.qualname, function, node.target.attr.value, "write", analyzer.loc(node)))
+
+            def visit_Attribute(self, node: cst.Attribute) -> None:
+                if node.attr.value in watched and id(node) not in written:
+                    out.append(F.AttributeUseFact(info.qualname, function, node.attr.value, "read", analyzer.loc(node)))
+
+        _V().walk(fn.body)
+        return out
+
+    def callback_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.CallbackUse]:
+        """Where each optional parameter of a layer forward is used, relative to its compute."""
+        params = [p for p in fn.params.params + fn.params.kwonly_params if p.default is not None]
+        if not params:
+            return []
+        events: list[tuple[int, int, str, str | None]] = []  # (line, col, kind, detail)
+        names = {p.name.value for p in params}
+        analyzer = self
+
+        class _V(FastVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                func = dotted(node.func)
+                pos = analyzer.positions[node].start
+                if func and func.startswith("self.") and func.count(".") == 1:
+                    events.append((pos.line, pos.column, "compute", func))
+                if isinstance(node.func, cst.Name) and node.func.value in names:
+                    events.append((pos.line, pos.column, "use:" + node.func.value, "called"))
+                for arg in node.args:
+                    if isinstance(arg.value, cst.Name) and arg.value.value in names:
+                        p = analyzer.positions[arg].start
+                        events.append((p.line, p.column, "use:" + arg.value.value, func))
+
+        _V().walk(fn.body)
+        events.sort()
+        out: list[F.CallbackUse] = []
+        for name in sorted(names):
+            idx = [i for i, e in enumerate(events) if e[2] == "use:" + name]
+            if not idx:
+                continue
+            first, last = idx[0], idx[-1]
+            compute_before = any(e[2] == "compute" for e in events[:first])
+            compute_after = any(e[2] == "compute" for e in events[last + 1 :])
+            position = "before" if not compute_before else "after" if not compute_after else "middle"
+            ev = events[first]
+            out.append(
+                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3])
+            )
+        return out
+
+    # -- module-level ----------------------------------------------------------
+    def registry_facts(self) -> list[F.RegistryFact]:
+        out: list[F.RegistryFact] = []
+        dict_file = any(self.path.endswith(d) for d in self.conv.dict_files)
+        patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
+        prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
+        for node in self.collector.module_assigns:
+            for target in node.targets:
+                name = dotted(target.target)
+                if not name:
+                    continue
+                if name in self.conv.entry_variables:
+                    values = node.value.elements if isinstance(node.value, (cst.List, cst.Tuple)) else [node.value]
+                    for element in values:
+                        expr = element.value if isinstance(element, cst.BaseElement) else element
+                        ref = dotted(expr)  # type: ignore[arg-type]
+                        if ref:
+                            out.append(F.RegistryFact(ref.split(".")[-1], self.resolve(ref), self.loc(node), "entry_class"))
+                elif dict_file and any(p.match(name) for p in patterns) and isinstance(node.value, cst.Dict):
+                    for element in node.value.elements:
+                        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                            continue
+                        value = element.value
+                        if isinstance(value, cst.Tuple) and len(value.elements) >= 2:
+                            mod, cls = value.elements[0].value, value.elements[1].value
+                            if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
+                                target_name = f"{prefix}{mod.evaluated_value}.{cls.evaluated_value}"
+                                out.append(
+                                    F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict")
+                                )
+        return out
+
+    def concat_facts(self) -> list[F.ConcatFact]:
+        out = []
+        for ln, node, function in self.collector.concats:
+            text = self.code(node)
+            args_text = " ".join(self.code(a) for a in node.args)  # type: ignore[attr-defined]
+            if "aux" in args_text.lower() or any(a in args_text for a in self.conv.attributes):
+                out.append(F.ConcatFact(F.Location(self.path, ln), clip(text), function))
+        return out
+
+    def config_read_facts(self) -> list[F.ConfigReadFact]:
+        out = []
+        for ln, key, default, function, node in self.collector.config_reads:
+            out.append(
+                F.ConfigReadFact(
+                    key, self.code(default) if default is not None else None, F.Location(self.path, ln), function, clip(self.code(node))
+                )
+            )
+        return out
+
+
+def suppressions(source: str) -> list[F.Suppression]:
+    out = []
+    if "flowtrace:" not in source:
+        return out
+    for number, text in enumerate(source.splitlines(), 1):
+        m = _SUPPRESSION.search(text)
+        if m:
+            codes = tuple(sorted({c.strip().upper() for c in m.group(1).split(",") if c.strip()}))
+            out.append(F.Suppression(number, codes))
+    return out

@@ -1,0 +1,187 @@
+"""``flowtrace probe``: a click group with ``capture`` and ``draft``.
+
+Importing this module is cheap and torch-free; torch is imported when a command runs, and its
+absence is one line ("install flowtrace[probe]"). User mistakes exit 2 with one line; a refuted
+(or unconfirmed) claim exits 1; agreement exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from flowtrace.probe.errors import ProbeError
+
+
+class ProbeUsageError(click.ClickException):
+    """One-line error for user mistakes; exit 2 so it never reads as "refuted" (exit 1)."""
+
+    exit_code = 2
+
+
+def _progress() -> Callable[[str], None] | None:
+    """Progress on stderr, only for a person watching a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def say(msg: str) -> None:
+        click.echo(f"[probe] {msg}", err=True)
+
+    return say
+
+
+def _parse_factory_args(items: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ProbeUsageError(f"--factory-arg {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise ProbeUsageError(f"-o {output}: cannot write: {exc}") from None
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def _run(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except ProbeError as exc:
+        if os.environ.get("FLOWTRACE_PROBE_DEBUG"):
+            raise
+        raise ProbeUsageError(str(exc)) from None
+
+
+def _target_options(f):
+    opts = [
+        click.option("--factory", metavar="MODULE:FUNCTION",
+                     help="Function returning (model, example_inputs[, make_inputs])."),
+        click.option("--factory-arg", "factory_arg", multiple=True, metavar="KEY=VALUE",
+                     help="Keyword argument for the factory (VALUE parsed as JSON if it can be)."),
+        click.option("--path", "path", multiple=True, type=click.Path(file_okay=False),
+                     help="Directory added to sys.path before importing the factory."),
+        click.option("--hf-config", metavar="DIR_OR_CONFIG_JSON",
+                     help="Random-init Hugging Face model from a config (needs transformers)."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+                     show_default=True, help="auto = cuda if available."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+                     default="auto", show_default=True,
+                     help="auto = float32 on CPU, bfloat16 on CUDA."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--embed-module", metavar="NAME", help="Token embedding module (default: embed_tokens)."),
+        click.option("--layers-module", metavar="NAME", help="Decoder layer ModuleList (default: layers)."),
+        click.option("--expect", metavar="B0,B1,...", help="Claimed boundaries, e.g. 0,3,31."),
+        click.option("--expect-trace", type=click.Path(dir_okay=False), metavar="TRACE_JSON",
+                     help="Claim from `flowtrace trace --format json` (keys boundaries, model)."),
+        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                     show_default=True),
+        click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@click.group("probe")
+def probe() -> None:
+    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs flowtrace[probe])."""
+
+
+@probe.command("capture")
+@_target_options
+@click.option("--fc-module", metavar="NAME", help="Draft fc whose input to split (default: a Linear named fc).")
+@click.option("--final-norm-module", metavar="NAME", help="Final norm (default: norm beside the layers).")
+@click.option("--aux-from-output/--no-aux-from-output", default=True, show_default=True,
+              help="Treat a (hidden, aux) model output as observed aux states.")
+def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
+                layers_module, expect, expect_trace, fmt, output, fc_module, final_norm_module,
+                aux_from_output) -> None:
+    """Run the target once and name the boundaries fed to the aux concatenation.
+
+    Exit 0 when the claim (--expect/--expect-trace) is confirmed or there is none, 1 when it is
+    refuted or cannot be confirmed, 2 on usage errors.
+    """
+    from flowtrace.probe.report import capture_text
+
+    prog = _progress()
+    if prog:
+        prog("execution is eager: no CUDA graphs, no torch.compile")
+
+    def go():
+        from flowtrace.probe.api import probe_capture
+
+        return probe_capture(
+            factory=factory, factory_args=_parse_factory_args(factory_arg), hf_config=hf_config,
+            path=path, device=device, dtype=dtype, seed=seed, embed_module=embed_module,
+            layers_module=layers_module, fc_module=fc_module, final_norm_module=final_norm_module,
+            aux_from_output=aux_from_output, expect=expect, expect_trace=expect_trace,
+            progress=prog,
+        )
+
+    result = _run(go)
+    _emit(result.to_json() + "\n" if fmt == "json" else capture_text(result), output)
+    click.get_current_context().exit(result.exit_code)
+
+
+@probe.command("draft")
+@click.argument("draft_dir", type=click.Path(file_okay=False))
+@_target_options
+@click.option("--lm-head-module", metavar="NAME", help="Target output head (default: lm_head).")
+@click.option("--tokens", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Prompts: whitespace-separated token ids, one sequence per line.")
+@click.option("--random-tokens", type=int, metavar="N",
+              help="Draw N uniform token ids with --seed (default 256 when --tokens is absent).")
+@click.option("--exhaustive", is_flag=True, help="Also score every ascending layout of the draft's size.")
+@click.option("--min-accuracy", type=float, default=0.05, show_default=True,
+              help="No clear winner when the best accuracy is below max(this, 2 x chance).")
+@click.option("--min-margin", type=float, default=0.05, show_default=True,
+              help="Winner must beat the runner-up by this much (absolute accuracy).")
+def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
+              layers_module, expect, expect_trace, fmt, output, lm_head_module, tokens,
+              random_tokens, exhaustive, min_accuracy, min_margin) -> None:
+    """Rank candidate layouts by an EAGLE-3 draft's teacher-forced step-0 agreement.
+
+    Exit 0 when there is a clear winner (and it is the claim, if one is given), else 1; 2 on usage
+    errors.
+    """
+    from flowtrace.probe.report import draft_text
+
+    prog = _progress()
+    if prog:
+        prog("execution is eager: no CUDA graphs, no torch.compile")
+
+    def go():
+        from flowtrace.probe.api import probe_draft
+
+        return probe_draft(
+            draft_dir, factory=factory, factory_args=_parse_factory_args(factory_arg),
+            hf_config=hf_config, path=path, device=device, dtype=dtype, seed=seed,
+            embed_module=embed_module, layers_module=layers_module, lm_head_module=lm_head_module,
+            tokens=tokens, random_tokens=random_tokens, expect=expect, expect_trace=expect_trace,
+            exhaustive=exhaustive, min_accuracy=min_accuracy, min_margin=min_margin, progress=prog,
+        )
+
+    result = _run(go)
+    _emit(result.to_json() + "\n" if fmt == "json" else draft_text(result), output)
+    click.get_current_context().exit(result.exit_code)
+
+
+if __name__ == "__main__":  # python -m flowtrace.probe.cli ...
+    probe()

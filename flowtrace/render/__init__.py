@@ -1,0 +1,1 @@
+"""Renderers: one findings/scan model, many output formats."""

@@ -1,0 +1,120 @@
+"""The ``flowtrace.scan/1`` JSON document: the public, versioned scan interface.
+
+Fields are only ever added; renaming or removing one means bumping the schema version.
+Output is deterministic: lists are sorted, and timing lives only under ``stats.seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from flowtrace import __version__
+from flowtrace import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.api import ScanResult
+    from flowtrace.checks.base import Finding
+    from flowtrace.resolve import ModelRow
+
+SCHEMA = "flowtrace.scan/1"
+
+
+def _site(site: F.CaptureSiteFact | None, point: str, note: str) -> dict[str, Any] | None:
+    if site is None:
+        return None
+    return {
+        "qualname": site.function if "." not in site.class_qualname else f"{site.class_qualname.rsplit('.', 1)[0]}.{site.function}",
+        "file": site.location.file,
+        "line": site.location.line,
+        "mechanism": site.mechanism,
+        "point": point,
+        "note": note,
+        "loop_range": " ".join((site.loop_range or "").split()) or None,
+        "attribute": site.attribute,
+        "captured_expression": site.captured_expression,
+    }
+
+
+def model_json(row: ModelRow) -> dict[str, Any]:
+    capture = None
+    c = row.capture
+    if c is not None:
+        setter = c.setter
+        capture = {
+            "setter": {
+                "qualname": f"{setter.class_qualname}.{setter.method}",
+                "file": setter.location.file,
+                "line": setter.location.line,
+                "inherited": c.inherited,
+            },
+            "id_transform": c.id_transform,
+            "transform_note": c.transform_note,
+            "delegates_to": c.delegates_to,
+            "default_layers": c.default_layers,
+            "capture_site": _site(c.site, c.point, c.point_note),
+            "embedding_capturable": c.embedding_capturable,
+            "last_layer_capturable": c.last_layer_capturable,
+            "effective_transform": c.effective_transform,
+            "holder": c.holder,
+            "pp_guard": setter.pp_guard,
+            "problems": list(c.problems),
+        }
+    return {
+        "class": row.name,
+        "qualname": row.qualname,
+        "file": row.location.file,
+        "line": row.location.line,
+        "registered": row.registered,
+        "architectures": list(row.architectures),
+        "support": row.support,
+        "capture": capture,
+    }
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "rule": f.rule,
+        "name": f.name,
+        "severity": f.severity,
+        "file": f.file,
+        "line": f.line,
+        "message": f.message,
+        "symbol": f.symbol,
+        "fingerprint": f.fingerprint,
+    }
+
+
+def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+    files = result.files
+    stats = result.index.stats
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": {"name": "flowtrace", "version": __version__},
+        "root": result.root.as_posix(),
+        "profiles": sorted(p.name for p in result.profiles),
+        "stats": {
+            "files_total": stats.files_total,
+            "files_parsed": stats.files_parsed + stats.files_cached,
+            "parse_errors": stats.parse_errors,
+            "seconds": stats.seconds,
+            "files_skipped": stats.files_skipped,
+            "files_from_cache": stats.files_cached,
+        },
+        "models": [model_json(r) for r in sorted(result.rows, key=lambda r: r.qualname)],
+        "capture_modes": sorted(
+            ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
+            key=lambda d: (d["file"], d["line"], d["mode"]),
+        ),
+        "concat_sites": sorted(
+            ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function} for ff in files for c in ff.concat_sites),
+            key=lambda d: (d["file"], d["line"], d["expression"]),
+        ),
+        "diagnostics": [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics],
+        "findings": [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))],
+    }
+    return doc
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"

@@ -1,0 +1,93 @@
+"""Human-readable text: the model matrix and findings, sized for a terminal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flowtrace.api import ScanResult
+    from flowtrace.checks.base import Finding
+
+
+def _yn(value: bool | None) -> str:
+    return "?" if value is None else "yes" if value else "no"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = min(max(widths[i], len(cell)), 60)
+    def fmt(row: list[str]) -> str:
+        return "  ".join((c if len(c) <= 60 else c[:59] + "…").ljust(widths[i]) for i, c in enumerate(row)).rstrip()
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines.extend(fmt(r) for r in rows)
+    return "\n".join(lines)
+
+
+def model_matrix(result: ScanResult, *, registered_only: bool = False) -> str:
+    rows = []
+    for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
+        if registered_only and not r.registered:
+            continue
+        c = r.capture
+        if c is None:
+            rows.append([r.name, "reg" if r.registered else "-", r.support, "-", "-", "-", "-", "-", "-", f"{r.location}"])
+            continue
+        setter = f"{c.setter.location}" + (" (inherited)" if c.inherited else "")
+        transform = c.id_transform if c.effective_transform == c.id_transform else f"{c.id_transform}->{c.effective_transform}"
+        site = f"{c.site.location}" if c.site else "-"
+        rows.append(
+            [
+                r.name,
+                "reg" if r.registered else "-",
+                r.support,
+                transform,
+                " ".join((c.default_layers or "-").split()),
+                c.point + (f" ({c.site.mechanism})" if c.site else ""),
+                _yn(c.embedding_capturable),
+                _yn(c.last_layer_capturable),
+                setter,
+                site,
+            ]
+        )
+    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "setter", "capture site"]
+    return _table(headers, rows)
+
+
+def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
+    lines = []
+    for f in sorted(findings, key=lambda f: (f.file, f.line, f.rule)):
+        lines.append(f"{f.file}:{f.line}: {f.rule} [{f.severity}] {f.message}")
+        if not concise and f.hint:
+            lines.append(f"    hint: {f.hint}")
+    return "\n".join(lines)
+
+
+def summary_line(result: ScanResult, findings: list[Finding] | None = None) -> str:
+    s = result.index.stats
+    supported = sum(1 for r in result.rows if r.capture is not None and r.support != "broken")
+    parts = [
+        f"{s.files_total} files",
+        f"{s.files_parsed} parsed",
+        f"{s.files_cached} from cache",
+        f"{s.files_skipped} skipped by prefilter",
+        f"{s.parse_errors} errors",
+        f"{len(result.rows)} model classes ({supported} can capture)",
+    ]
+    if findings is not None:
+        parts.append(f"{len(findings)} findings")
+    parts.append(f"{s.seconds:.2f}s")
+    return "flowtrace: " + ", ".join(parts)
+
+
+def scan_text(result: ScanResult, findings: list[Finding] | None, *, all_classes: bool = False) -> str:
+    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", model_matrix(result, registered_only=False if all_classes else False)]
+    if findings:
+        out += ["", f"findings ({len(findings)}):", findings_text(findings, concise=True)]
+    if result.index.diagnostics:
+        out += ["", f"diagnostics ({len(result.index.diagnostics)}):"]
+        out += [f"{d.file}:{d.line}: {d.kind}: {d.reason}" for d in result.index.diagnostics[:50]]
+        if len(result.index.diagnostics) > 50:
+            out.append(f"... {len(result.index.diagnostics) - 50} more (see --format json)")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,355 @@
+"""Cross-file resolution: from per-file facts to one row per model class.
+
+Per-file facts cannot say whether a registered class can capture: its setter may live on a
+base class in another file, hand the ids to ``self.language_model``, or to a holder found
+only through the attributes built in ``__init__``. This module links classes by qualified
+name (falling back to a unique simple name), walks bases depth-first, follows delegation
+and attribute construction, and decides the capture point of callback sites by looking up
+how the layer's forward uses the callback (a :class:`flowtrace.facts.CallbackUse`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from flowtrace import facts as F
+from flowtrace.profiles import Conventions
+
+SUPPORTED, INHERITED, DELEGATED, BROKEN, NONE = "supported", "inherited", "delegated", "broken", "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    setter: F.SetterFact
+    inherited: bool
+    id_transform: str
+    transform_note: str | None
+    effective_transform: str
+    delegates_to: str | None
+    default_layers: str | None
+    default_location: F.Location | None
+    holder: str | None  # class that holds the capture attribute and runs the capture loop
+    site: F.CaptureSiteFact | None
+    point: str
+    point_note: str
+    point_evidence: tuple[F.Location, ...]
+    embedding_capturable: bool | None
+    last_layer_capturable: bool | None
+    chain: tuple[F.SetterFact, ...]  # setters followed, outermost first
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    name: str
+    qualname: str
+    location: F.Location
+    registered: bool
+    architectures: tuple[str, ...]
+    support: str
+    capture: Capture | None
+
+
+def compose(outer: str, inner: str) -> str:
+    """The transform of ``inner(outer(ids))``: identity and pure delegation are neutral."""
+    if outer in (F.IDENTITY, F.DELEGATES):
+        return inner
+    if inner in (F.IDENTITY, F.DELEGATES):
+        return outer
+    if F.CONDITIONAL in (outer, inner):
+        return F.CONDITIONAL
+    return F.OTHER
+
+
+class Project:
+    """All facts of one scan, indexed for lookups by class."""
+
+    def __init__(self, files: tuple[F.FileFacts, ...], conv: Conventions) -> None:
+        self.files = files
+        self.conv = conv
+        self.classes: dict[str, F.ClassFact] = {}
+        self.by_name: dict[str, list[str]] = {}
+        self.setters: dict[str, dict[str, F.SetterFact]] = {}
+        self.getters: dict[str, F.DefaultGetterFact] = {}
+        self.sites: dict[str, list[F.CaptureSiteFact]] = {}
+        self.callbacks: dict[str, list[F.CallbackUse]] = {}
+        self.registry: dict[str, list[F.RegistryFact]] = {}
+        for ff in files:
+            for c in ff.classes:
+                self.classes.setdefault(c.qualname, c)
+                self.by_name.setdefault(c.name, []).append(c.qualname)
+            for s in ff.setters:
+                self.setters.setdefault(s.class_qualname, {})[s.method] = s
+            for g in ff.default_getters:
+                self.getters.setdefault(g.class_qualname, g)
+            for site in ff.capture_sites:
+                self.sites.setdefault(site.class_qualname, []).append(site)
+            for cb in ff.callback_uses:
+                self.callbacks.setdefault(cb.parameter, []).append(cb)
+            for r in ff.registry:
+                self.registry.setdefault(r.target, []).append(r)
+
+    # -- class lookups -----------------------------------------------------------
+    def find_class(self, name: str) -> str | None:
+        if name in self.classes:
+            return name
+        simple = name.rsplit(".", 1)[-1]
+        candidates = self.by_name.get(simple, [])
+        if len(candidates) == 1:
+            return candidates[0]
+        # Prefer a candidate in the module the name points at (re-exports, relative imports).
+        module = name.rpartition(".")[0]
+        close = [c for c in candidates if module and c.startswith(module.rpartition(".")[0])]
+        return close[0] if len(close) == 1 else None
+
+    def mro(self, qualname: str) -> list[str]:
+        order: list[str] = []
+
+        def visit(q: str, depth: int) -> None:
+            if q in order or depth > 30:
+                return
+            order.append(q)
+            cls = self.classes.get(q)
+            if cls is None:
+                return
+            for base in cls.bases:
+                found = self.find_class(base)
+                if found:
+                    visit(found, depth + 1)
+
+        visit(qualname, 0)
+        return order
+
+    def find_setter(self, qualname: str, names: tuple[str, ...] | None = None) -> F.SetterFact | None:
+        mro = self.mro(qualname)
+        for name in names or self.conv.setter_order:
+            for q in mro:
+                setter = self.setters.get(q, {}).get(name)
+                if setter is not None:
+                    return setter
+        return None
+
+    def attribute_class(self, qualname: str, attribute: str) -> str | None:
+        for q in self.mro(qualname):
+            cls = self.classes.get(q)
+            if cls is None:
+                continue
+            for a in cls.assignments:
+                if a.attribute == attribute:
+                    found = self.find_class(a.callee)
+                    if found:
+                        return found
+        return None
+
+    def constructed(self, qualname: str) -> list[str]:
+        out: list[str] = []
+        for q in self.mro(qualname):
+            cls = self.classes.get(q)
+            if cls:
+                for a in cls.assignments:
+                    found = self.find_class(a.callee)
+                    if found and found not in out:
+                        out.append(found)
+        return out
+
+    def holder_for_method(self, qualname: str, method: str) -> str | None:
+        """The object a setter hands ids to through a local (``holder = getattr(...)``): the
+        class itself or an attribute class (two levels deep) that defines ``method``."""
+        def defines(q: str) -> bool:
+            return any(method in self.setters.get(c, {}) for c in self.mro(q))
+
+        if defines(qualname):
+            return qualname
+        frontier = [qualname]
+        for _ in range(2):
+            nxt = []
+            for q in frontier:
+                for cls_q in self.mro(q):
+                    cls = self.classes.get(cls_q)
+                    for a in cls.assignments if cls else ():
+                        if a.attribute == "*":
+                            continue
+                        found = self.find_class(a.callee)
+                        if found and defines(found):
+                            return found
+                        if found:
+                            nxt.append(found)
+            frontier = nxt
+        return None
+
+    def site_for(self, holder: str, attribute_hint: set[str]) -> F.CaptureSiteFact | None:
+        for q in self.mro(holder):
+            sites = self.sites.get(q, [])
+            ranked = sorted(sites, key=lambda s: (s.function.split(".")[-1] != "forward", s.attribute not in attribute_hint, s.location.line))
+            if ranked:
+                return ranked[0]
+        return None
+
+    def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
+        """Decide input/output for a callback site by how the layer's forward uses the callback."""
+        param = site.callback_parameter
+        if not param:
+            return F.UNKNOWN, site.note, ()
+        uses = [u for u in self.callbacks.get(param, []) if u.function == "forward"]
+        if not uses:
+            return F.UNKNOWN, f"no layer forward takes a '{param}' parameter; cannot follow the callback", ()
+        built = set(self.constructed(holder))
+        preferred = [u for u in uses if u.class_qualname in built]
+        module = holder.rpartition(".")[0]
+        same_module = [u for u in uses if u.class_qualname.rpartition(".")[0] == module]
+        chosen = preferred or same_module or (uses if len({u.position for u in uses}) == 1 else [])
+        if not chosen:
+            return F.UNKNOWN, f"several layer classes take '{param}' and use it differently; cannot tell which runs here", ()
+        use = chosen[0]
+        where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward"
+        via = f" via {use.handed_to}" if use.handed_to and use.handed_to != "called" else ""
+        if use.position == "before":
+            return F.INPUT, f"{where} uses {param}{via} before its first sub-module call: records the layer's input", (use.location,)
+        if use.position == "after":
+            return F.OUTPUT, f"{where} uses {param}{via} after its last sub-module call: records the layer's output", (use.location,)
+        return F.UNKNOWN, f"{where} uses {param}{via} between sub-module calls; neither input nor output", (use.location,)
+
+    # -- the capture path ----------------------------------------------------------
+    def resolve_capture(self, qualname: str, depth: int = 0, names: tuple[str, ...] | None = None) -> Capture | None:
+        setter = self.find_setter(qualname, names)
+        if setter is None or depth > 4:
+            return None
+        inherited = setter.class_qualname != qualname
+        problems: list[str] = []
+        chain = [setter]
+        effective = setter.id_transform
+        delegates_to = None
+        holder: str | None = None
+        inner: Capture | None = None
+        if setter.delegate:
+            target = None
+            if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
+                target = self.attribute_class(qualname, setter.delegate[5:])
+            elif setter.delegate == "self":
+                target = qualname
+            if target is None and setter.delegate_method:
+                target = self.holder_for_method(qualname, setter.delegate_method)
+            if target is None:
+                problems.append(f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved")
+            else:
+                delegates_to = target
+                inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
+                if inner is None:
+                    problems.append(f"{setter.delegate} is a {target.rsplit('.', 1)[-1]}, which has no {setter.delegate_method}()")
+                else:
+                    chain.extend(inner.chain)
+                    effective = compose(setter.id_transform if setter.id_transform != F.DELEGATES else F.IDENTITY, inner.effective_transform)
+                    holder = inner.holder
+                    problems.extend(inner.problems)
+        else:
+            for write in setter.writes:
+                parts = write.split(".")
+                if len(parts) == 2 and parts[0] == "self":
+                    holder = qualname
+                elif len(parts) == 3 and parts[0] == "self":
+                    holder = self.attribute_class(qualname, parts[1])
+                    if holder is None:
+                        problems.append(f"cannot resolve the class of self.{parts[1]} written by the setter")
+                if holder:
+                    break
+            if not setter.writes:
+                problems.append("the setter writes no capture attribute")
+
+        default_layers = setter.default_layers
+        default_location = setter.location if default_layers else None
+        if default_layers is None and inner is not None:
+            default_layers, default_location = inner.default_layers, inner.default_location
+        if default_layers is None:
+            for q in self.mro(qualname):
+                getter = self.getters.get(q)
+                if getter is not None:
+                    default_layers, default_location = getter.expression, getter.location
+                    break
+
+        if inner is not None:
+            site, point, note, evidence = inner.site, inner.point, inner.point_note, inner.point_evidence
+            emb, last = inner.embedding_capturable, inner.last_layer_capturable
+        else:
+            site, point, note, evidence, emb, last = None, F.UNKNOWN, "no capture site found", (), None, None
+            if holder is not None:
+                attribute_hint = {w.rsplit(".", 1)[-1] for w in setter.writes}
+                site = self.site_for(holder, attribute_hint)
+                if site is None:
+                    problems.append(f"{holder.rsplit('.', 1)[-1]} has no capture loop reading the ids")
+                else:
+                    point, note, evidence = site.point, site.note, site.evidence
+                    emb, last = site.embedding_capturable, site.last_layer_capturable
+                    if site.mechanism in (F.CALLBACK, F.PACKER) and site.point == F.UNKNOWN:
+                        point, note, evidence = self.callback_point(holder, site)
+                        emb = point == F.INPUT if point != F.UNKNOWN else None
+                        last = point == F.OUTPUT if point != F.UNKNOWN else None
+        return Capture(
+            setter=setter,
+            inherited=inherited,
+            id_transform=setter.id_transform,
+            transform_note=setter.transform_note,
+            effective_transform=effective,
+            delegates_to=delegates_to,
+            default_layers=default_layers,
+            default_location=default_location,
+            holder=holder,
+            site=site,
+            point=point,
+            point_note=note,
+            point_evidence=evidence,
+            embedding_capturable=emb,
+            last_layer_capturable=last,
+            chain=tuple(chain),
+            problems=tuple(problems),
+        )
+
+    @cached_property
+    def rows(self) -> tuple[ModelRow, ...]:
+        registered: dict[str, list[str]] = {}
+        for target, entries in self.registry.items():
+            found = self.find_class(target)
+            if found:
+                registered.setdefault(found, []).extend(e.architecture for e in entries)
+        out = []
+        for qualname in sorted(self.classes):
+            capture = self.resolve_capture(qualname)
+            if capture is None and qualname not in registered:
+                continue
+            cls = self.classes[qualname]
+            if capture is None:
+                support = NONE
+            elif capture.problems or capture.site is None:
+                support = BROKEN
+            elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:
+                support = DELEGATED
+            elif capture.inherited:
+                support = INHERITED
+            else:
+                support = SUPPORTED
+            out.append(
+                ModelRow(
+                    name=cls.name,
+                    qualname=qualname,
+                    location=cls.location,
+                    registered=qualname in registered,
+                    architectures=tuple(sorted(set(registered.get(qualname, ())))),
+                    support=support,
+                    capture=capture,
+                )
+            )
+        return tuple(out)
+
+    def row(self, name: str) -> ModelRow | None:
+        """A row by qualified name, simple class name, or registered architecture."""
+        rows = self.rows
+        for r in rows:
+            if r.qualname == name:
+                return r
+        by_simple = [r for r in rows if r.name == name]
+        if len(by_simple) == 1:
+            return by_simple[0]
+        by_arch = [r for r in rows if name in r.architectures]
+        if by_arch:
+            return sorted(by_arch, key=lambda r: (r.name != name, r.qualname))[0]
+        return by_simple[0] if by_simple else None
