@@ -312,7 +312,10 @@ class Project:
             if found:
                 registered.setdefault(found, []).extend(e.architecture for e in entries)
         out = []
+        providers = self.conv.interfaces | self.conv.holders
         for qualname in sorted(self.classes):
+            if self.classes[qualname].name in providers:
+                continue  # the engine's own interface/mixin provides capture; it is not a model
             capture = self.resolve_capture(qualname)
             if capture is None and qualname not in registered:
                 continue

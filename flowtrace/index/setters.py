@@ -42,7 +42,7 @@ class SetterAnalyzer:
         self.locals: dict[str, cst.BaseExpression] = {}
         self.arms: list[_Arm] = []
         self.pp_guard = False
-        self.notes: list[str] = []
+        self.param_default: str | None = None
 
     # -- walking -------------------------------------------------------------
     def fact(self) -> F.SetterFact:
@@ -70,7 +70,7 @@ class SetterAnalyzer:
             parameter=self.param,
             id_transform=transform,
             transform_note=note,
-            default_layers=defaults[0].text if defaults else None,
+            default_layers=defaults[0].text if defaults else self.param_default,
             writes=writes,
             delegate=delegate or None,
             delegate_method=delegate_method,
@@ -108,6 +108,11 @@ class SetterAnalyzer:
     def assignment(self, stmt: cst.Assign, conditions: tuple[str, ...], node: cst.CSTNode | None = None) -> None:
         for target in stmt.targets:
             if isinstance(target.target, cst.Name):
+                if target.target.value == self.param:
+                    # `if layer_ids is None: layer_ids = [...]`: a default given by rebinding.
+                    if self.param_default is None and not self.uses_param(stmt.value):
+                        self.param_default = self.file.code(stmt.value)
+                    continue
                 self.locals[target.target.value] = stmt.value
                 continue
             name = last_name(target.target)

@@ -393,6 +393,8 @@ class FileAnalyzer:
                     events.append((pos.line, pos.column, "compute", func))
                 if isinstance(node.func, cst.Name) and node.func.value in names:
                     events.append((pos.line, pos.column, "use:" + node.func.value, "called"))
+                elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
+                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}"))
                 for arg in node.args:
                     if isinstance(arg.value, cst.Name) and arg.value.value in names:
                         p = analyzer.positions[arg].start
