@@ -8,6 +8,7 @@ layer that parses arguments, calls one of these and renders the result.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from flowtrace import facts as F
@@ -38,6 +39,26 @@ class ScanResult:
     @property
     def engine(self) -> str:
         return ",".join(p.name for p in self.profiles)
+
+    @property
+    def engine_keys(self) -> tuple[str, ...]:
+        """Where the engine reads the draft's layer ids, in the order it tries them."""
+        return tuple(dict.fromkeys(k for p in self.profiles for k in p.layer_id_keys))
+
+    @cached_property
+    def graph(self):
+        """The repo's data-flow graph (built once; rules and the report read it)."""
+        from flowtrace.graph import build_graph
+
+        return build_graph(self.project, self.engine_keys)
+
+    def model(self, name: str):
+        row = self.project.row(name)
+        if row is None:
+            close = sorted(r.name for r in self.rows if name.lower() in r.name.lower())[:8]
+            hint = f" (similar: {', '.join(close)})" if close else ""
+            raise UsageError(f"no model class or architecture named {name!r} in {self.root}{hint}")
+        return row
 
 
 def resolve_root(path: str | Path) -> Path:
@@ -81,3 +102,22 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
     from flowtrace.render.scan_json import scan_document
 
     return render_html(scan_document(result, findings), link_base=link_base, probe=probe)
+
+
+def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None):
+    """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
+    from flowtrace.trace import trace_row
+
+    if num_layers <= 0:
+        raise UsageError("--num-layers must be a positive integer")
+    return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size)
+
+
+def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None):
+    """The verdict for one deployment: the draft's training layout against what the engine serves."""
+    from flowtrace.compat import ConfigError, compat as run_compat
+
+    try:
+        return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None

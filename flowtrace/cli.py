@@ -102,6 +102,98 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
     click.echo(text_render.summary_line(result, findings), err=True)
 
 
+@main.command()
+@click.argument("path")
+@click.option("--model", "-m", required=True, help="Model class (simple or qualified name) or registered architecture.")
+@click.option("--layer-ids", default="default", show_default=True, help="Draft config ids, e.g. -1,2,30, or 'default'.")
+@click.option("--num-layers", "-L", type=int, help="Number of decoder layers of the target.")
+@click.option("--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size.")
+@click.option("--hidden-size", type=int, help="Target hidden size (for the fc width).")
+@scan_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """Which boundaries will MODEL capture on this engine, step by step with file:line.
+
+    Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
+    k-1, L = last layer's output before the final norm.
+    """
+    from flowtrace import api
+    from flowtrace.trace import parse_ids, trace_json, trace_text
+
+    try:
+        ids = parse_ids(layer_ids)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--layer-ids") from None
+    if target_config:
+        from flowtrace.compat import ConfigError, read_config, target_info
+
+        try:
+            info = target_info(read_config(target_config, "target"), target_config)
+        except ConfigError as exc:
+            raise api.UsageError(str(exc)) from None
+        num_layers = num_layers or info.num_layers
+        hidden_size = hidden_size or info.hidden_size
+    if not num_layers:
+        raise click.UsageError("give --num-layers N or --target-config config.json")
+    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    traced = api.trace(result, model, ids, num_layers, hidden_size)
+    if fmt == "json":
+        import json
+
+        emit(json.dumps(trace_json(traced), indent=2) + "\n", output)
+    else:
+        emit(trace_text(traced), output)
+    sys.exit(EXIT_CLEAN if traced.ok else EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--target-config", required=True, type=click.Path(), help="The target model's config.json (or its folder).")
+@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json (or its folder).")
+@click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
+@scan_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def compat(path, target_config, draft_config, trained_with, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
+
+    Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
+    """
+    from flowtrace import api
+    from flowtrace.compat import compat_json, compat_text
+
+    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    verdict = api.compat(result, target_config, draft_config, trained_with)
+    if fmt == "json":
+        import json
+
+        emit(json.dumps(compat_json(verdict), indent=2) + "\n", output)
+    else:
+        emit(compat_text(verdict), output)
+    sys.exit(verdict.exit_code)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--model", "-m", help="Only the subgraph of this model class.")
+@scan_options
+@click.option("--format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
+    from flowtrace import api
+    from flowtrace import graph as graphs
+
+    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    g = result.graph
+    if model:
+        g = graphs.model_subgraph(g, result.model(model).qualname)
+    render = {"json": graphs.to_json, "graphml": graphs.to_graphml, "dot": graphs.to_dot}[fmt]
+    emit(render(g), output)
+    click.echo(f"flowtrace: graph with {g.number_of_nodes()} nodes, {g.number_of_edges()} edges", err=True)
+
+
 def _register_optional_commands() -> None:
     """Commands living in their own modules (probe needs torch only when it runs)."""
     try:
