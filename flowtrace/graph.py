@@ -70,7 +70,7 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
         g.add_edge(aid, lid, label=f"point: {c.point}", model=row.qualname)
         cid = _node(g, f"container:{site.location}:{site.container}", "container", site.container or "aux", site.location)
         g.add_edge(lid, cid, label=site.mechanism, model=row.qualname)
-        rid = _node(g, f"return:{site.class_qualname}.{site.function}", "return", f"{site.function} returns aux", site.location)
+        rid = _node(g, f"return:{site.class_qualname.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", site.location)
         g.add_edge(cid, rid, label="returned", model=row.qualname)
         module = site.class_qualname.rpartition(".")[0]
         for ff in project.files:
@@ -81,19 +81,23 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
 
 
 def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:
-    """The nodes on one model's path: edges tagged with the model, plus what they reach."""
-    keep: set[str] = set()
-    for u, v, data in g.edges(data=True):
+    """One model's path: the edges tagged with that model, plus untagged edges (draft side)
+    reachable from them. Other models' parallel edges are left out."""
+    sub = nx.MultiDiGraph()
+    for u, v, key, data in g.edges(keys=True, data=True):
         if data.get("model") == qualname:
-            keep.update((u, v))
-    frontier = list(keep)
+            sub.add_edge(u, v, key=key, **data)
+    frontier = list(sub.nodes)
     while frontier:
         node = frontier.pop()
-        for _, nxt, data in g.out_edges(node, data=True):
-            if nxt not in keep and not data.get("model"):
-                keep.add(nxt)
-                frontier.append(nxt)
-    return g.subgraph(keep).copy()
+        for _, nxt, key, data in g.out_edges(node, keys=True, data=True):
+            if not data.get("model") and not sub.has_edge(node, nxt, key):
+                if nxt not in sub:
+                    frontier.append(nxt)
+                sub.add_edge(node, nxt, key=key, **data)
+    for node in sub.nodes:
+        sub.nodes[node].update(g.nodes[node])
+    return sub
 
 
 def to_json(g: nx.MultiDiGraph) -> str:
