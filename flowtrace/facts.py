@@ -137,6 +137,7 @@ class CaptureSiteFact:
     evidence: tuple[Location, ...] = ()  # further steps followed (layer forward, boundary helper)
     captured_expression: str | None = None  # what is stored, e.g. "hidden_states + residual"
     callback_parameter: str | None = None  # the layer-forward keyword a callback is handed in
+    split_residual: bool = False  # the layer call returns (hidden_states, residual)
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,8 @@ class Project:
                 target = self.attribute_class(qualname, setter.delegate[5:])
             elif setter.delegate == "self":
                 target = qualname
-            if target is None and setter.delegate_method:
+            elif setter.delegate_method:
+                # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
                 target = self.holder_for_method(qualname, setter.delegate_method)
             if target is None:
                 problems.append(f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved")

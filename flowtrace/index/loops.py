@@ -174,11 +174,20 @@ class LoopAnalyzer:
         call_end = pos[layer_call].end
         nodes = _Nodes()
         nodes.walk(loop.body)
+        split = False
+        for stmt in walk_statements(loop.body):
+            if isinstance(stmt, cst.Assign) and stmt.value is layer_call:
+                for t in stmt.targets:
+                    if isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        isinstance(e.value, cst.Name) and "residual" in e.value.value for e in t.target.elements
+                    ):
+                        split = True
         base = dict(
             class_qualname=self.info.qualname,
             function=self.function,
-            loop_range=self.file.code(loop.iter),
+            loop_range=" ".join(self.file.code(loop.iter).split()),
             loop_variable=index,
+            split_residual=split,
         )
         pre, post = self.outside_captures(loop, statements, containers)
         found: list[F.CaptureSiteFact] = []

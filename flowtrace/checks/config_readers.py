@@ -1,0 +1,43 @@
+"""Places that read the draft's layer ids and disagree (FT014)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+
+
+class DisagreeingConfigReaders(Rule):
+    code = "FT014"
+    name = "disagreeing-config-readers"
+    severity = "warning"
+    summary = "Two places read the draft's layer-id key with different defaults."
+    rationale = (
+        "The layer ids (and the number of auxiliary states) must be the same wherever they are read. A "
+        "reader with a different default makes one part of the engine size the fc for one layout while "
+        "another captures a different one."
+    )
+    fix = "Read the key in one helper and use it everywhere, with a single default."
+    valid = (Example("ids = draft_layer_ids(cfg)  # one reader, one default"),)
+    invalid = (Example("a = getattr(cfg, 'eagle_aux_hidden_state_layer_ids', None)\nb = getattr(cfg, 'eagle_aux_hidden_state_layer_ids', [1, 2, 3, 4])"),)
+
+    def check(self, result) -> Iterator[Finding]:
+        reads: dict[str, list] = {}
+        for ff in result.files:
+            for r in ff.config_reads:
+                if r.default is not None or "getattr" in r.expression or ".get(" in r.expression:
+                    reads.setdefault(r.key, []).append(r)
+        for key, items in sorted(reads.items()):
+            defaults = {" ".join((r.default or "None").split()) for r in items}
+            if len(defaults) < 2:
+                continue
+            first = items[0]
+            for r in items[1:]:
+                if " ".join((r.default or "None").split()) == " ".join((first.default or "None").split()):
+                    continue
+                yield self.finding(
+                    r.location,
+                    f"{r.function} reads {key} with default {r.default or 'None'}, but {first.function} ({first.location}) uses {first.default or 'None'}",
+                    r.function,
+                    f"{key}:{r.default}",
+                )

@@ -1,0 +1,52 @@
+"""What the analysis could not read or decide, as counted findings (FT015, FT017)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace import facts as F
+from flowtrace.checks.base import Example, Finding, Rule
+
+
+class UnreadableFile(Rule):
+    code = "FT015"
+    name = "unreadable-file"
+    severity = "info"
+    summary = "A file could not be read or parsed; its facts are missing from the analysis."
+    rationale = "A scan that skips a file silently could hide a setter or a capture loop. Every such file is reported and counted."
+    fix = "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine code."
+    valid = (Example("x = 1  # parses"),)
+    invalid = (Example("def broken(:\n    pass"),)
+
+    def check(self, result) -> Iterator[Finding]:
+        for d in result.index.diagnostics:
+            if d.kind in {"parse-error", "too-large", "timeout", "unreadable", "internal"}:
+                yield self.finding(F.Location(d.file, max(d.line, 1)), f"{d.kind}: {d.reason}", None, f"{d.file}:{d.kind}")
+
+
+class UnresolvedCapture(Rule):
+    code = "FT017"
+    name = "unresolved-capture"
+    severity = "info"
+    summary = "A capture path could not be decided statically (unknown capture point or missing registry target)."
+    rationale = "Where the analysis cannot decide, it says so instead of guessing; `flowtrace probe capture` settles such cases on tensors."
+    fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
+    valid = (Example("capture_output=aux.capture if i in self.layers_to_capture else None  # followed into the layer"),)
+    invalid = (Example("layer(h, aux if i in self.layers_to_capture else None)  # positional: cannot be followed"),)
+
+    def check(self, result) -> Iterator[Finding]:
+        project = result.project
+        for target, entries in sorted(project.registry.items()):
+            if project.find_class(target) is None:
+                e = entries[0]
+                yield self.finding(e.location, f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree", target, target)
+        seen = set()
+        for row in result.rows:
+            c = row.capture
+            for problem in (c.problems if c is not None and not c.inherited else ()):
+                if "could not be resolved" in problem or "cannot resolve" in problem:
+                    yield self.finding(c.setter.location, f"{row.name}: {problem}", row.qualname, problem)
+            if c is None or c.site is None or c.point != F.UNKNOWN or c.site.location in seen:
+                continue
+            seen.add(c.site.location)
+            yield self.finding(c.site.location, f"{row.name}: capture point unknown: {c.point_note}", row.qualname, c.site.function)

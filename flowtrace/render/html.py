@@ -1,0 +1,755 @@
+"""The HTML report: one self-contained, offline, deterministic file for a ``flowtrace.scan/1`` doc.
+
+Why it is built this way:
+
+* **One file, no network.** The report is attached to CI runs and bug reports and opened on
+  machines without internet, so CSS, JS and the data-flow graphs (inline SVG laid out in Python
+  by :mod:`flowtrace.render.svg_layout`) are all inside it. The only URLs are the source links
+  the user configured (``vscode://file/...`` or ``{link_base}/{file}#L{line}``).
+* **Scanned code is hostile input.** Class names, file paths, expressions and messages come
+  from the scanned tree. Everything reaches the page through jinja2 with autoescape on; the
+  embedded JSON is escaped so that ``</script>`` or ``<!--`` in a string cannot end the block.
+  Nothing in the page's JS ever turns data into markup (no ``innerHTML``).
+* **Deterministic bytes.** Same doc, same options -> byte-identical HTML, so the example
+  report can be kept in git and compared by a test. No clock, no random ids, no set order.
+* **Degrades gracefully.** ``rules``, ``paths``, ``examples``, ``graph`` and ``sources`` are
+  optional keys; each section says what it would show when its key is absent.
+
+``python -m flowtrace.render.html --regenerate-example`` rewrites ``reports/example.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import quote
+
+import jinja2
+from markupsafe import Markup
+
+from flowtrace.render import svg_layout
+
+TEMPLATES = Path(__file__).parent / "templates"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_FIXTURE = "tests/fixtures/engines/sglang_like"
+EXAMPLE_REPORT = "reports/example.html"
+
+SUPPORT_ORDER = ("supported", "inherited", "delegated", "broken", "none")
+SEVERITY_ORDER = ("error", "warning", "info")
+PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
+# Section ids are reserved before any data-derived id is handed out, so a rule code or class
+# name can never steal them.
+RESERVED_IDS = (
+    "top", "summary", "probe", "matrix", "matrix-table", "filter", "only-registered", "only-findings",
+    "hide-unsupported", "matrix-count", "inspector", "model-select", "findings", "diagnostics",
+    "flowtrace-data", "toc",
+)  # fmt: skip
+SNIPPET_CONTEXT = 3
+PROBE_MARKS = {"confirmed": "confirmed", "refuted": "refuted"}
+
+
+# --------------------------------------------------------------------------------------------
+# small pure helpers
+
+
+def _str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _slug(text: str) -> str:
+    """An id fragment: keeps letters, digits, ``_ . -``; anything else becomes ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+def _tristate(value: Any) -> tuple[str, str]:
+    """(text, css class) for a yes/no/unknown capturability flag."""
+    if value is True:
+        return "yes", "yes"
+    if value is False:
+        return "no", "no"
+    if value is None:
+        return "—", "unknown"
+    return _str(value), "unknown"
+
+
+def _short_qualname(qualname: str, parts: int = 2) -> str:
+    return ".".join(qualname.split(".")[-parts:]) if qualname else ""
+
+
+def _finite(obj: Any) -> Any:
+    """JSON without NaN/Infinity (``JSON.parse`` rejects them, which would break the page)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)
+
+
+def json_for_script(obj: Any) -> Markup:
+    """JSON safe inside ``<script type="application/json">``.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c`` etc. (still the same JSON value), so neither
+    ``</script>`` nor ``<!--`` in a string can end or confuse the block; U+2028/U+2029 are
+    escaped too for any consumer that evaluates the text as JS.
+    """
+    text = json.dumps(_finite(obj), ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, esc)
+    return Markup(text)  # noqa: S704 - escaped above for the script-data context
+
+
+class IdAllocator:
+    """Hands out unique element ids; a collision gets ``_2``, ``_3``... in allocation order,
+    which is fixed by the doc, so ids stay stable."""
+
+    def __init__(self, reserved: Iterable[str] = RESERVED_IDS) -> None:
+        self.used: set[str] = set(reserved)
+
+    def take(self, wanted: str) -> str:
+        candidate, n = wanted, 1
+        while candidate in self.used:
+            n += 1
+            candidate = f"{wanted}_{n}"
+        self.used.add(candidate)
+        return candidate
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLinks:
+    """Builds source links: ``vscode://file/{root}/{file}:{line}``, or
+    ``{link_base}/{file}#L{line}`` (GitHub/GitLab blob URLs) when a base is configured."""
+
+    root: str
+    link_base: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        if self.link_base:
+            return self.link_base.rstrip("/") + "/"
+        return "vscode://file/"
+
+    def __call__(self, file: Any, line: Any = None) -> str | None:
+        if not file or not isinstance(file, str):
+            return None
+        n = _int(line)
+        path = quote(file.lstrip("/") if self.link_base else file, safe="/:@._-~+")
+        if self.link_base:
+            return f"{self.prefix}{path}" + (f"#L{n}" if n and n > 0 else "")
+        if file.startswith("/"):
+            full = file
+        else:
+            full = f"{self.root.rstrip('/')}/{file}" if self.root else file
+        full_q = quote(full.lstrip("/"), safe="/:@._-~+")
+        return f"{self.prefix}{full_q}" + (f":{n}" if n and n > 0 else "")
+
+
+# --------------------------------------------------------------------------------------------
+# source snippets
+
+
+def _normalise_source(entry: Any) -> dict[int, str]:
+    """Accepted shapes of ``doc["sources"][file]``: the whole file as a list of lines (line 1
+    first); ``{"start": n, "lines": [...]}``; a list of such windows; or ``{"12": text}``."""
+    out: dict[int, str] = {}
+    if isinstance(entry, dict) and "lines" in entry:
+        entry = [entry]
+    if isinstance(entry, list) and all(isinstance(x, str) for x in entry):
+        return {i + 1: x for i, x in enumerate(entry)}
+    if isinstance(entry, list):
+        for window in entry:
+            w = _dict(window)
+            start = _int(w.get("start")) or 1
+            for i, text in enumerate(_list(w.get("lines"))):
+                out[start + i] = _str(text)
+        return out
+    if isinstance(entry, dict):
+        for k, v in entry.items():
+            if str(k).isdigit():
+                out[int(k)] = _str(v)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetLine:
+    number: int
+    text: str
+    hit: bool
+
+
+class Sources:
+    def __init__(self, raw: Any) -> None:
+        self.raw = _dict(raw)
+        self.cache: dict[str, dict[int, str]] = {}
+
+    def snippet(self, file: Any, line: Any, context: int = SNIPPET_CONTEXT) -> tuple[SnippetLine, ...]:
+        n = _int(line)
+        if not isinstance(file, str) or n is None or file not in self.raw:
+            return ()
+        if file not in self.cache:
+            self.cache[file] = _normalise_source(self.raw[file])
+        lines = self.cache[file]
+        if n not in lines:
+            return ()
+        return tuple(SnippetLine(i, lines[i].rstrip("\r\n"), i == n) for i in range(n - context, n + context + 1) if i in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# view models: what the template reads
+
+
+@dataclass(slots=True)
+class FindingView:
+    anchor: str
+    index: int
+    rule: str
+    name: str
+    severity: str
+    file: str
+    line: int | None
+    href: str | None
+    message: str
+    symbol: str
+    fingerprint: str
+    snippet: tuple[SnippetLine, ...]
+    model_id: str | None = None
+    model_class: str | None = None
+    probe_mark: str | None = None
+
+
+@dataclass(slots=True)
+class RuleGroup:
+    code: str
+    anchor: str
+    name: str
+    severity: str
+    summary: str
+    rationale: str
+    fix: str
+    findings: list[FindingView]
+
+
+@dataclass(frozen=True, slots=True)
+class PathStep:
+    kind: str
+    label: str
+    file: str | None
+    line: int | None
+    href: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleView:
+    num_layers: int | None
+    layer_ids: list[Any]
+    boundaries: list[Any]
+    note: str
+    strip: svg_layout.BoundaryStrip | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeView:
+    command: str
+    status: str  # the verdict that marks the model: claim verdict for draft, verdict for capture
+    mark: str  # "confirmed" | "refuted" | "other"
+    verdict: str
+    target: str
+    num_layers: int | None
+    claim_model: str | None
+    claim_source: str
+    claim_boundaries: list[Any]
+    observed: list[Any] | None
+    slots: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]
+    reason: str
+    evidence: str
+    warnings: list[str]
+    strip: svg_layout.BoundaryStrip | None
+    model_id: str | None
+    device: str
+
+
+@dataclass(slots=True)
+class ModelView:
+    id: str
+    index: int
+    qualname: str
+    cls: str
+    module: str
+    file: str
+    line: int | None
+    href: str | None
+    support: str
+    support_css: str
+    registered: bool
+    architectures: list[str]
+    capture: dict[str, Any] | None
+    setter: dict[str, Any] | None
+    site: dict[str, Any] | None
+    setter_href: str | None
+    site_href: str | None
+    transform: str
+    effective: str
+    point: str
+    mechanism: str
+    default_layers: str
+    emb: tuple[str, str]
+    last: tuple[str, str]
+    problems: list[str]
+    search: str
+    findings: list[FindingView] = field(default_factory=list)
+    path: list[PathStep] = field(default_factory=list)
+    example: ExampleView | None = None
+    graph: svg_layout.GraphLayout | None = None
+    probe: ProbeView | None = None
+    setter_snippet: tuple[SnippetLine, ...] = ()
+    site_snippet: tuple[SnippetLine, ...] = ()
+
+
+def _support_css(support: str) -> str:
+    return support if support in SUPPORT_ORDER else "other"
+
+
+def _severity_css(severity: str) -> str:
+    return severity if severity in SEVERITY_ORDER else "other"
+
+
+def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceLinks, sources: Sources) -> ModelView:
+    qualname = _str(raw.get("qualname")) or _str(raw.get("class"))
+    cls = _str(raw.get("class")) or qualname.rsplit(".", 1)[-1]
+    capture = raw.get("capture") if isinstance(raw.get("capture"), dict) else None
+    c = capture or {}
+    setter = c.get("setter") if isinstance(c.get("setter"), dict) else None
+    site = c.get("capture_site") if isinstance(c.get("capture_site"), dict) else None
+    support = _str(raw.get("support")) or "none"
+    transform = _str(c.get("id_transform"))
+    effective = _str(c.get("effective_transform"))
+    point = _str((site or {}).get("point"))
+    mechanism = _str((site or {}).get("mechanism"))
+    archs = [_str(a) for a in _list(raw.get("architectures"))]
+    search_parts = [
+        cls, qualname, _str(raw.get("file")), support, " ".join(archs), _str(c.get("default_layers")), transform,
+        effective, point, mechanism, _str((setter or {}).get("qualname")), _str((site or {}).get("qualname")),
+        _str(c.get("delegates_to")), _str(c.get("holder")),
+    ]  # fmt: skip
+    return ModelView(
+        id=ids.take("model-" + _slug(qualname)),
+        index=index,
+        qualname=qualname,
+        cls=cls,
+        module=qualname.rsplit(".", 1)[0] if "." in qualname else "",
+        file=_str(raw.get("file")),
+        line=_int(raw.get("line")),
+        href=link(raw.get("file"), raw.get("line")),
+        support=support,
+        support_css=_support_css(support),
+        registered=bool(raw.get("registered")),
+        architectures=archs,
+        capture=capture,
+        setter=setter,
+        site=site,
+        setter_href=link((setter or {}).get("file"), (setter or {}).get("line")),
+        site_href=link((site or {}).get("file"), (site or {}).get("line")),
+        transform=transform,
+        effective=effective,
+        point=point,
+        mechanism=mechanism,
+        default_layers=_str(c.get("default_layers")),
+        emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
+        last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
+        problems=[_str(p) for p in _list(c.get("problems"))],
+        search=" ".join(p for p in search_parts if p).lower(),
+        setter_snippet=sources.snippet((setter or {}).get("file"), (setter or {}).get("line"), 2),
+        site_snippet=sources.snippet((site or {}).get("file"), (site or {}).get("line"), 2),
+    )
+
+
+class ModelIndex:
+    """Finds the model a finding's symbol or a probe claim names: exact qualname, the longest
+    model qualname that prefixes it (``pkg.Cls.method`` -> ``pkg.Cls``), or a unique class name."""
+
+    def __init__(self, models: list[ModelView]) -> None:
+        self.by_qualname = {m.qualname: m for m in models}
+        names = Counter(m.cls for m in models)
+        self.by_class = {m.cls: m for m in models if names[m.cls] == 1}
+        archs = Counter(a for m in models for a in set(m.architectures))
+        self.by_arch = {a: m for m in models for a in m.architectures if archs[a] == 1}
+
+    def find(self, name: Any) -> ModelView | None:
+        if not isinstance(name, str) or not name:
+            return None
+        probe = name
+        while probe:
+            if probe in self.by_qualname:
+                return self.by_qualname[probe]
+            if "." not in probe:
+                break
+            probe = probe.rsplit(".", 1)[0]
+        return self.by_class.get(name) or self.by_arch.get(name)
+
+
+def _rules_meta(raw: Any) -> dict[str, dict[str, Any]]:
+    if isinstance(raw, dict):
+        return {str(k): _dict(v) for k, v in raw.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for item in _list(raw):
+        d = _dict(item)
+        if d.get("code"):
+            out[str(d["code"])] = d
+    return out
+
+
+def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex) -> list[RuleGroup]:
+    meta = _rules_meta(doc.get("rules"))
+    by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in _list(doc.get("findings")):
+        if isinstance(f, dict):
+            by_rule.setdefault(_str(f.get("rule")) or "?", []).append(f)
+    groups: list[RuleGroup] = []
+    # Finding anchors first: they are the ids users paste into tickets (#FT003-2).
+    pending: list[tuple[str, list[FindingView]]] = []
+    for code in sorted(by_rule):
+        items = sorted(
+            by_rule[code],
+            key=lambda f: (_str(f.get("file")), _int(f.get("line")) or 0, _str(f.get("fingerprint")), _str(f.get("message")), _str(f.get("symbol"))),
+        )
+        views: list[FindingView] = []
+        for i, f in enumerate(items, 1):
+            model = index.find(f.get("symbol"))
+            views.append(
+                FindingView(
+                    anchor=ids.take(f"{_slug(code)}-{i}"),
+                    index=i,
+                    rule=code,
+                    name=_str(f.get("name")),
+                    severity=_str(f.get("severity")) or "info",
+                    file=_str(f.get("file")),
+                    line=_int(f.get("line")),
+                    href=link(f.get("file"), f.get("line")),
+                    message=_str(f.get("message")),
+                    symbol=_str(f.get("symbol")),
+                    fingerprint=_str(f.get("fingerprint")),
+                    snippet=sources.snippet(f.get("file"), f.get("line")),
+                    model_id=model.id if model else None,
+                    model_class=model.cls if model else None,
+                )
+            )
+            if model is not None:
+                model.findings.append(views[-1])
+        pending.append((code, views))
+    for code, views in pending:
+        m = meta.get(code, {})
+        severities = [v.severity for v in views]
+        worst = next((s for s in SEVERITY_ORDER if s in severities), severities[0] if severities else "info")
+        groups.append(
+            RuleGroup(
+                code=code,
+                anchor=ids.take(f"rule-{_slug(code)}"),
+                name=_str(m.get("name")) or (views[0].name if views else ""),
+                severity=_str(m.get("severity")) or worst,
+                summary=_str(m.get("summary")),
+                rationale=_str(m.get("rationale")),
+                fix=_str(m.get("fix")),
+                findings=views,
+            )
+        )
+    return groups
+
+
+def _probe_view(probe: dict[str, Any], index: ModelIndex) -> ProbeView:
+    command = _str(probe.get("command")) or "capture"
+    claim = _dict(probe.get("claim"))
+    if command == "draft" and claim:
+        status = _str(probe.get("claim_verdict")) or _str(probe.get("verdict"))
+    else:
+        status = _str(probe.get("verdict"))
+    target = _dict(probe.get("target"))
+    num_layers = _int(target.get("num_layers"))
+    observed = probe.get("boundaries")
+    observed = _list(observed) if observed is not None else None
+    rows: list[tuple[str, list[Any]]] = []
+    if claim.get("boundaries") is not None:
+        rows.append(("claimed", _list(claim.get("boundaries"))))
+    if observed is not None:
+        rows.append(("observed", observed))
+    model = index.find(claim.get("model"))
+    return ProbeView(
+        command=command,
+        status=status,
+        mark=PROBE_MARKS.get(status, "other"),
+        verdict=_str(probe.get("verdict")),
+        target=_str(target.get("name")),
+        num_layers=num_layers,
+        claim_model=_str(claim.get("model")) or None,
+        claim_source=_str(claim.get("source")),
+        claim_boundaries=_list(claim.get("boundaries")),
+        observed=observed,
+        slots=[_dict(s) for s in _list(probe.get("slots"))],
+        candidates=[_dict(c) for c in _list(probe.get("candidates"))[:10]],
+        reason=_str(probe.get("reason")),
+        evidence=_str(probe.get("claim_evidence")),
+        warnings=[_str(w) for w in _list(probe.get("warnings"))],
+        strip=svg_layout.boundary_strip(num_layers, rows) if num_layers is not None and rows else None,
+        model_id=model.id if model else None,
+        device=" ".join(p for p in (_str(probe.get("device")), _str(probe.get("dtype")), _str(probe.get("execution"))) if p),
+    )
+
+
+def _example_view(raw: Any, probe: ProbeView | None) -> ExampleView | None:
+    ex = _dict(raw)
+    if not ex:
+        return None
+    num_layers = _int(ex.get("num_layers"))
+    boundaries = _list(ex.get("boundaries"))
+    rows: list[tuple[str, list[Any]]] = [("predicted", boundaries)]
+    if probe is not None and probe.observed is not None and probe.num_layers == num_layers:
+        rows.append(("observed", probe.observed))
+    return ExampleView(
+        num_layers=num_layers,
+        layer_ids=_list(ex.get("layer_ids")),
+        boundaries=boundaries,
+        note=_str(ex.get("note")),
+        strip=svg_layout.boundary_strip(num_layers, rows) if num_layers is not None else None,
+    )
+
+
+def _path_steps(raw: Any, link: SourceLinks) -> list[PathStep]:
+    steps = []
+    for s in _list(raw):
+        d = _dict(s)
+        if not d:
+            continue
+        steps.append(
+            PathStep(
+                kind=_str(d.get("kind")),
+                label=_str(d.get("label")),
+                file=_str(d.get("file")) or None,
+                line=_int(d.get("line")),
+                href=link(d.get("file") or None, d.get("line")),
+            )
+        )
+    return steps
+
+
+def _default_model(models: list[ModelView], probe: ProbeView | None) -> ModelView | None:
+    """The model the inspector opens on: the probed one, else the first with findings, else the
+    first that can capture and has a graph, else the first row."""
+    if not models:
+        return None
+    if probe is not None and probe.model_id:
+        return next(m for m in models if m.id == probe.model_id)
+    for test in (
+        lambda m: bool(m.findings),
+        lambda m: m.support == "supported" and m.graph is not None,
+        lambda m: m.support == "supported",
+        lambda m: m.graph is not None,
+    ):
+        hit = next((m for m in models if test(m)), None)
+        if hit is not None:
+            return hit
+    return models[0]
+
+
+def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None) -> dict[str, Any]:
+    """Everything the template reads, computed once in Python (sorting, anchors, layouts)."""
+    root = _str(doc.get("root"))
+    link = SourceLinks(root=root, link_base=link_base)
+    sources = Sources(doc.get("sources"))
+    ids = IdAllocator()
+    models = [_model_view(m, i, ids, link, sources) for i, m in enumerate(_list(doc.get("models"))) if isinstance(m, dict)]
+    index = ModelIndex(models)
+    groups = _rule_groups(doc, ids, link, sources, index)
+    findings = [f for g in groups for f in g.findings]
+
+    probe_view = _probe_view(probe, index) if isinstance(probe, dict) else None
+    if probe_view is not None and probe_view.model_id:
+        for m in models:
+            if m.id == probe_view.model_id:
+                m.probe = probe_view
+                for f in m.findings:
+                    f.probe_mark = probe_view.mark
+
+    paths = _dict(doc.get("paths"))
+    examples = _dict(doc.get("examples"))
+    graph = svg_layout.parse_graph(doc["graph"]) if isinstance(doc.get("graph"), dict) else None
+    for m in models:
+        m.path = _path_steps(paths.get(m.qualname), link)
+        m.example = _example_view(examples.get(m.qualname), m.probe)
+        if graph is not None:
+            sub, cut = svg_layout.model_subgraph(graph, m.qualname)
+            m.graph = svg_layout.layout_graph(sub, cut)
+
+    stats = _dict(doc.get("stats"))
+    severities = Counter(f.severity for f in findings)
+    severity_counts = [(s, severities.get(s, 0)) for s in SEVERITY_ORDER] + sorted((s, n) for s, n in severities.items() if s not in SEVERITY_ORDER)
+    supports = Counter(m.support for m in models)
+    support_counts = [(s, supports.get(s, 0)) for s in SUPPORT_ORDER] + sorted((s, n) for s, n in supports.items() if s not in SUPPORT_ORDER)
+    groups_by_support = [(s, [m for m in models if m.support == s]) for s, n in support_counts if n]
+    profiles = [_str(p) for p in _list(doc.get("profiles"))]
+    tool = _dict(doc.get("tool"))
+    default = _default_model(models, probe_view)
+    seconds = stats.get("seconds")
+
+    data = {
+        "doc": {k: v for k, v in doc.items() if k not in ("sources", "graph")},
+        "probe": probe,
+        "ui": {
+            "findings": [f.anchor for f in findings],
+            "default_model": default.id if default else None,
+            "link_prefix": link.prefix,
+        },
+    }
+    page_title = title or f"flowtrace report — {', '.join(profiles) or 'scan'} — {root or '.'}"
+    return {
+        "title": page_title,
+        "doc": doc,
+        "tool_name": _str(tool.get("name")) or "flowtrace",
+        "tool_version": _str(tool.get("version")),
+        "schema": _str(doc.get("schema")),
+        "root": root,
+        "profiles": profiles,
+        "stats": stats,
+        "seconds": f"{seconds:.2f} s" if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else "—",
+        "models": models,
+        "groups": groups,
+        "findings": findings,
+        "severity_counts": severity_counts,
+        "support_counts": support_counts,
+        "groups_by_support": groups_by_support,
+        "registered_count": sum(1 for m in models if m.registered),
+        "probe": probe_view,
+        "default_model": default,
+        "has_graph": graph is not None,
+        "has_paths": bool(paths),
+        "has_examples": bool(examples),
+        "has_rules": "rules" in doc,
+        "has_sources": bool(sources.raw),
+        "diagnostics": [_dict(d) for d in _list(doc.get("diagnostics"))],
+        "capture_modes": [_dict(d) for d in _list(doc.get("capture_modes"))],
+        "concat_sites": [_dict(d) for d in _list(doc.get("concat_sites"))],
+        "link": link,
+        "link_base": link_base,
+        "data_json": json_for_script(data),
+        "css": _asset("report.css"),
+        "js": _asset("report.js"),
+        "fmt": svg_layout.fmt,
+        "severity_css": _severity_css,
+        "support_css": _support_css,
+        "short_qualname": _short_qualname,
+        "path_kinds": PATH_KINDS,
+    }
+
+
+def _asset(name: str) -> Markup:
+    """Inline CSS/JS, read raw (not through jinja, whose ``{{``/``{%`` would clash with JS).
+    Refuses text that could close its own ``<style>``/``<script>`` element early."""
+    text = (TEMPLATES / name).read_text(encoding="utf-8")
+    if re.search(r"</(script|style)", text, re.IGNORECASE) or "<!--" in text:
+        raise ValueError(f"{name} must not contain '</script', '</style' or '<!--'")
+    return Markup(text)  # noqa: S704 - our own static asset, checked above
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def _environment() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+    return _ENV
+
+
+def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None = None, title: str | None = None) -> str:
+    """One self-contained HTML report for a ``flowtrace.scan/1`` document (see module doc)."""
+    context = build_context(doc, link_base=link_base, probe=probe, title=title)
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+# --------------------------------------------------------------------------------------------
+# the committed example report
+
+
+def example_document() -> dict[str, Any]:
+    """The scan of the sglang-like fixture with every machine-dependent value pinned: a
+    relative root and zero seconds, so the example is the same bytes on every machine."""
+    from flowtrace import api
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.render.scan_json import scan_document
+
+    result = api.scan(REPO_ROOT / EXAMPLE_FIXTURE, options=IndexOptions(use_cache=False))
+    doc = scan_document(result, api.findings(result))
+    doc["root"] = EXAMPLE_FIXTURE
+    doc["stats"] = {**doc["stats"], "seconds": 0, "files_from_cache": 0}
+    return doc
+
+
+def render_example() -> str:
+    return render_html(example_document(), title="flowtrace example report — sglang-like fixture")
+
+
+def regenerate_example(path: str | Path | None = None) -> Path:
+    """Rewrite ``reports/example.html``; run after changing the report or the fixture."""
+    from flowtrace.render.output import write_atomic
+
+    target = Path(path) if path else REPO_ROOT / EXAMPLE_REPORT
+    write_atomic(target, render_example())
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flowtrace.render.html", description="Render a flowtrace.scan/1 JSON document to HTML.")
+    parser.add_argument("doc", nargs="?", help="scan JSON (flowtrace scan PATH --format json)")
+    parser.add_argument("-o", "--output", help="write here instead of stdout")
+    parser.add_argument("--link-base", help="source links as {link_base}/{file}#L{line}")
+    parser.add_argument("--probe", help="a flowtrace.probe/1 JSON to merge")
+    parser.add_argument("--title")
+    parser.add_argument("--regenerate-example", action="store_true", help=f"rewrite {EXAMPLE_REPORT} from {EXAMPLE_FIXTURE}")
+    args = parser.parse_args(argv)
+    if args.regenerate_example:
+        print(regenerate_example(args.output), file=sys.stderr)
+        return 0
+    if not args.doc:
+        parser.error("give a scan JSON document or --regenerate-example")
+    doc = json.loads(Path(args.doc).read_text(encoding="utf-8"))
+    probe = json.loads(Path(args.probe).read_text(encoding="utf-8")) if args.probe else None
+    text = render_html(doc, link_base=args.link_base, probe=probe, title=args.title)
+    if args.output:
+        from flowtrace.render.output import write_atomic
+
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
