@@ -140,7 +140,7 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
             out.append(0 if i == -1 else i + 1)
         elif conv.meaning == "hf_index":
             if i == num_layers:
-                notes.append(f"id {i} is HF hidden_states[{i}], the output AFTER the final norm: no engine boundary equals it")
+                notes.append(f"id {i} is HF hidden_states[{i}], the output after the final norm: no engine boundary equals it")
                 out.append(-num_layers)  # sentinel: never equals a served boundary
             else:
                 out.append(i % (num_layers + 1) if i < 0 else i)

@@ -12,12 +12,15 @@ from flowtrace.checks.base import Example, Finding, Rule
 def _own_setters(result):
     """Setters that assign capture indices themselves (not pure delegation, not the engine's interface)."""
     providers = result.project.conv.interfaces | result.project.conv.holders
+    # A setter reached only through another setter receives already-mapped indices.
+    inner = {(s.class_qualname, s.method) for row in result.rows if row.capture for s in row.capture.chain[1:]}
+    inner -= {(row.capture.chain[0].class_qualname, row.capture.chain[0].method) for row in result.rows if row.capture and row.registered}
     out = []
     for ff in result.files:
         for s in ff.setters:
             if s.class_qualname.rsplit(".", 1)[-1] in providers or s.id_transform == F.DELEGATES or s.parameter is None:
                 continue
-            if not any(b.transform != "default" for b in s.branches):
+            if (s.class_qualname, s.method) in inner or not any(b.transform != "default" for b in s.branches):
                 continue
             out.append(s)
     return out

@@ -303,6 +303,7 @@ class ModelView:
     href: str | None
     support: str
     support_css: str
+    support_rank: int
     registered: bool
     architectures: list[str]
     capture: dict[str, Any] | None
@@ -330,6 +331,10 @@ class ModelView:
 
 def _support_css(support: str) -> str:
     return support if support in SUPPORT_ORDER else "other"
+
+
+def _kind_css(kind: str) -> str:
+    return kind if kind in svg_layout.KIND_ORDER else "other"
 
 
 def _severity_css(severity: str) -> str:
@@ -365,6 +370,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         href=link(raw.get("file"), raw.get("line")),
         support=support,
         support_css=_support_css(support),
+        support_rank=SUPPORT_ORDER.index(support) if support in SUPPORT_ORDER else len(SUPPORT_ORDER),
         registered=bool(raw.get("registered")),
         architectures=archs,
         capture=capture,
@@ -657,6 +663,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "fmt": svg_layout.fmt,
         "severity_css": _severity_css,
         "support_css": _support_css,
+        "kind_css": _kind_css,
         "short_qualname": _short_qualname,
         "path_kinds": PATH_KINDS,
     }

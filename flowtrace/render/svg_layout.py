@@ -52,6 +52,7 @@ class PlacedEdge:
     source: str
     target: str
     label: str
+    short: str  # label cut to 30 characters for display
     path: str  # SVG path data
     arrow: str  # SVG polygon points of the arrowhead
     lx: float
@@ -320,6 +321,7 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
                 source=u,
                 target=v,
                 label=label,
+                short=_shorten(label, 30),
                 path=path,
                 arrow=_arrowhead(c1, (x1, y1)),
                 lx=round(0.125 * x0 + 0.375 * c0[0] + 0.375 * c1[0] + 0.125 * x1, 1),

@@ -1,0 +1,192 @@
+"""``[tool.flowtrace]``: the scanned tree's own settings for ``flowtrace check``.
+
+The table lives in ``pyproject.toml`` at the scanned root (the folder given to ``check``, or
+the folder holding the file given). There is no upward search: scanning a downloaded engine
+must not pick up an unrelated project's settings. ``--config FILE`` names another file and
+``--isolated`` ignores configuration altogether.
+
+Keys, spelled as in ruff::
+
+    [tool.flowtrace]
+    select = ["FT"]                    # code prefixes to enable (default: every rule)
+    extend-select = ["FT016"]          # added to select
+    ignore = ["FT010"]                 # code prefixes to disable
+    per-file-ignores = { "tests/**" = ["FT001"] }   # gitignore-style pattern -> prefixes
+    exclude = ["third_party/"]         # gitignore-style patterns, added to --exclude
+    fail-on = "warning"                # error | warning | info
+    profile = "sglang"                 # force an engine profile
+
+Any problem (bad TOML, a table that is not a table, an unknown key, a wrong type, an unknown
+rule code) is a :class:`ConfigError`: one line naming the file and the key, exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowtrace.api import UsageError
+from flowtrace.checks.base import SEVERITIES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "fail-on", "profile")
+
+
+class ConfigError(UsageError):
+    """A malformed ``[tool.flowtrace]`` table (or a bad selector on the command line)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None = None  # the file read, None when there was none
+    select: tuple[str, ...] | None = None  # None: not set (every rule)
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+    exclude: tuple[str, ...] = ()
+    fail_on: str | None = None
+    profile: str | None = None
+
+
+def rule_codes() -> tuple[str, ...]:
+    """Every registered rule code, sorted (imports the rule modules)."""
+    from flowtrace.checks.base import Rule, all_rules
+
+    import flowtrace.checks.unused_suppression  # noqa: F401  (FT016 is produced by the runner)
+
+    all_rules()
+    return tuple(sorted(Rule.registry))
+
+
+def normalise_selector(value: str) -> str:
+    return value.strip().upper()
+
+
+def check_selector(selector: str, codes: tuple[str, ...]) -> str | None:
+    """None when ``selector`` names at least one rule (a code, a prefix such as ``FT0``, or ALL)."""
+    if selector == "ALL" or any(c.startswith(selector) for c in codes):
+        return None
+    if not selector:
+        return "empty rule code"
+    return f"unknown rule code {selector!r} (valid: {', '.join(codes)})"
+
+
+def parse_selectors(values: tuple[str, ...] | list[str], *, where: str, codes: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """Split comma-separated, repeatable CLI values into validated, upper-case prefixes."""
+    codes = codes if codes is not None else rule_codes()
+    out: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            sel = normalise_selector(part)
+            problem = check_selector(sel, codes)
+            if problem:
+                raise ConfigError(f"{where}: {problem}")
+            out.append(sel)
+    return tuple(dict.fromkeys(out))
+
+
+def config_file_for(root: Path) -> Path:
+    return (root if root.is_dir() else root.parent) / "pyproject.toml"
+
+
+def load_config(root: Path, explicit: str | Path | None = None) -> Config:
+    """Read ``[tool.flowtrace]`` from ``explicit`` or from the root's ``pyproject.toml``."""
+    path = Path(explicit) if explicit is not None else config_file_for(root)
+    if explicit is None and not path.is_file():
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table, got {_type(tool)}")
+    if "flowtrace" not in tool:
+        return Config(path=path)
+    return parse_table(tool["flowtrace"], path)
+
+
+def _type(value: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a float", bool: "a boolean", list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def parse_table(table: Any, path: Path) -> Config:
+    where = f"{path}: [tool.flowtrace]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table, got {_type(table)}")
+    for key in table:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(KEYS)})"
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+    codes = rule_codes()
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = table[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} {key}: expected an array of strings, got {_type(value)}")
+        return tuple(value)
+
+    def selectors(key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for v in values:
+            sel = normalise_selector(v)
+            problem = check_selector(sel, codes)
+            if problem:
+                raise ConfigError(f"{where} {key}: {problem}")
+            out.append(sel)
+        return tuple(out)
+
+    kwargs: dict[str, Any] = {"path": path}
+    if "select" in table:
+        kwargs["select"] = selectors("select", strings("select"))
+    if "extend-select" in table:
+        kwargs["extend_select"] = selectors("extend-select", strings("extend-select"))
+    if "ignore" in table:
+        kwargs["ignore"] = selectors("ignore", strings("ignore"))
+    if "exclude" in table:
+        kwargs["exclude"] = strings("exclude")
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{where} per-file-ignores: expected a table of pattern = [codes], got {_type(pfi)}")
+        entries = []
+        for pattern, value in pfi.items():
+            key = f'per-file-ignores."{pattern}"'
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{where} {key}: expected an array of rule codes, got {_type(value)}")
+            entries.append((pattern, selectors(key, tuple(value))))
+        kwargs["per_file_ignores"] = tuple(entries)
+    if "fail-on" in table:
+        value = table["fail-on"]
+        if value not in SEVERITIES:
+            shown = repr(value) if isinstance(value, str) else _type(value)
+            raise ConfigError(f"{where} fail-on: expected one of {', '.join(SEVERITIES)}, got {shown}")
+        kwargs["fail_on"] = value
+    if "profile" in table:
+        value = table["profile"]
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} profile: expected a string, got {_type(value)}")
+        from flowtrace.profiles import ProfileError, available_profiles
+
+        try:
+            names = tuple(available_profiles())
+        except ProfileError:
+            names = ()
+        if names and value not in names:
+            raise ConfigError(f"{where} profile: unknown profile {value!r} (available: {', '.join(names)})")
+        kwargs["profile"] = value
+    return Config(**kwargs)

@@ -1,0 +1,7 @@
+"""Where the fixture engines live (importable from any test module)."""
+
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+SGLANG_LIKE = FIXTURES / "sglang_like"
+VLLM_LIKE = FIXTURES / "vllm_like"
