@@ -1,0 +1,45 @@
+"""``flowtrace check`` as text: ``full`` (message, source line, hint) and ``concise`` (one line each).
+
+Paths are relative to the working folder when the scanned tree is inside it, so an editor or
+terminal can open them; lines are 1-based.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flowtrace.check import CheckOutcome
+
+MAX_SNIPPET = 200
+
+
+def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | None = None) -> str:
+    from flowtrace.check import _read_source, display_path
+
+    @lru_cache(maxsize=None)
+    def lines(file: str) -> tuple[str, ...]:
+        source = _read_source(outcome.root, file)
+        return tuple(source.splitlines()) if source is not None else ()
+
+    blocks = []
+    for f in outcome.findings:
+        head = f"{display_path(outcome.root, f.file, cwd)}:{f.line}: {f.rule} [{f.severity}] {f.message}"
+        if concise:
+            blocks.append(head)
+            continue
+        block = [head]
+        text = lines(f.file)
+        if 1 <= f.line <= len(text):
+            snippet = text[f.line - 1].expandtabs(4).rstrip()
+            if len(snippet) > MAX_SNIPPET:
+                snippet = snippet[: MAX_SNIPPET - 1] + "…"
+            block.append(f"{f.line:>6} | {snippet}")
+        if f.hint:
+            block.append(f"{'':>6} = hint: {f.hint}")
+        blocks.append("\n".join(block))
+    if not blocks:
+        return ""
+    return ("\n" if concise else "\n\n").join(blocks) + "\n"

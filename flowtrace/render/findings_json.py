@@ -1,0 +1,65 @@
+"""``flowtrace check`` as JSON: a versioned document (``json``) or one finding per line (``json-lines``).
+
+Each finding carries the stable fields ``rule``, ``name``, ``severity``, ``file`` (POSIX,
+relative to the scanned root), ``line`` (1-based), ``message``, ``symbol`` and ``fingerprint``,
+plus ``hint`` and ``flow`` (the capture path, a list of ``{"file", "line"}``). Fields are only
+ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Iterable
+
+from flowtrace import __version__
+
+if TYPE_CHECKING:
+    from flowtrace.check import CheckOutcome
+    from flowtrace.checks.base import Finding
+
+SCHEMA = "flowtrace.check/1"
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {
+        "rule": f.rule,
+        "name": f.name,
+        "severity": f.severity,
+        "file": f.file,
+        "line": f.line,
+        "message": f.message,
+        "symbol": f.symbol,
+        "fingerprint": f.fingerprint,
+        "hint": f.hint,
+        "flow": [{"file": step.file, "line": step.line} for step in f.flow],
+    }
+
+
+def document(outcome: CheckOutcome) -> dict[str, Any]:
+    counts = outcome.counts
+    return {
+        "schema": SCHEMA,
+        "generator": f"flowtrace {__version__}",
+        "root": str(outcome.root),
+        "findings": [finding_dict(f) for f in outcome.findings],
+        "summary": {
+            "findings": len(outcome.findings),
+            "errors": counts["error"],
+            "warnings": counts["warning"],
+            "info": counts["info"],
+            "suppressed_inline": outcome.suppressed_inline,
+            "suppressed_baseline": outcome.suppressed_baseline,
+            "ignored_per_file": outcome.ignored_per_file,
+            "fail_on": outcome.fail_on,
+            "exit_code": outcome.exit_code,
+        },
+        "rules": list(outcome.enabled),
+    }
+
+
+def to_json(outcome: CheckOutcome) -> str:
+    return json.dumps(document(outcome), indent=2, ensure_ascii=False) + "\n"
+
+
+def to_json_lines(findings: Iterable[Finding]) -> str:
+    return "".join(json.dumps(finding_dict(f), ensure_ascii=False, separators=(",", ":")) + "\n" for f in findings)
