@@ -194,6 +194,36 @@ def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output)
     click.echo(f"flowtrace: graph with {g.number_of_nodes()} nodes, {g.number_of_edges()} edges", err=True)
 
 
+@main.command()
+@click.option("--scan", "scan_json", required=True, type=click.Path(dir_okay=False), help="A `flowtrace scan --format json` document.")
+@click.option("--probe", "probe_json", type=click.Path(dir_okay=False), help="A `flowtrace probe ... --format json` result to merge in.")
+@click.option("-o", "--output", default="reports/flowtrace-report.html", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--link-base", help="Source links: URL prefix instead of vscode://.")
+def report(scan_json, probe_json, output, link_base):
+    """Render the HTML report from saved scan (and probe) results."""
+    import json
+
+    from flowtrace.api import UsageError
+    from flowtrace.render.html import render_html
+    from flowtrace.render.output import write_atomic
+
+    def load(path: str, schema: str) -> dict:
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(schema):
+            raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
+        return doc
+
+    doc = load(scan_json, "flowtrace.scan/")
+    probe = load(probe_json, "flowtrace.probe/") if probe_json else None
+    write_atomic(output, render_html(doc, link_base=link_base, probe=probe))
+    click.echo(f"flowtrace: wrote {output}", err=True)
+
+
 def _register_optional_commands() -> None:
     """Commands living in their own modules (probe needs torch only when it runs)."""
     try:

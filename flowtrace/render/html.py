@@ -719,8 +719,8 @@ def example_document() -> dict[str, Any]:
     return doc
 
 
-def render_example() -> str:
-    return render_html(example_document(), title="flowtrace example report — sglang-like fixture")
+def render_example(doc: dict[str, Any] | None = None) -> str:
+    return render_html(doc if doc is not None else example_document(), title="flowtrace example report — sglang-like fixture")
 
 
 def regenerate_example(path: str | Path | None = None) -> Path:

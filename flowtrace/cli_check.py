@@ -1,0 +1,185 @@
+"""``flowtrace check`` / ``rules`` / ``explain``: thin click commands over :mod:`flowtrace.check`.
+
+Registered on the main group in ``cli.py``; runnable alone with ``python -m flowtrace.cli_check
+--write-rules-doc docs/rules.md`` to regenerate the rules reference.
+
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 usage or internal error (one line
+on stderr, never a traceback). stdout holds only the requested format; the summary goes to
+stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _fail(ctx: click.Context, message: str) -> None:
+    click.echo(message, err=True)
+    ctx.exit(EXIT_ERROR)
+
+
+def _guard(ctx: click.Context, fn):
+    """Run ``fn``; user errors and unexpected exceptions become one line and exit 2."""
+    from flowtrace.api import UsageError
+    from flowtrace.profiles import ProfileError
+
+    try:
+        return fn()
+    except (UsageError, ProfileError) as exc:
+        _fail(ctx, f"flowtrace: error: {exc}")
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise
+    except BrokenPipeError:
+        ctx.exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        _fail(ctx, "flowtrace: interrupted")
+    except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, not a traceback
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _fail(ctx, f"flowtrace: internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
+
+
+def _scan_options(f):
+    """The options every scanning command shares (as ``scan_options`` in cli.py)."""
+    f = click.option("--profile", help="Force an engine profile (default: [tool.flowtrace] profile, else detected).")(f)
+    f = click.option("--exclude", multiple=True, metavar="PATTERN", help="Skip paths matching this gitignore-style pattern (repeatable; added to [tool.flowtrace] exclude).")(f)
+    f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
+    f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
+    f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
+    return f
+
+
+@click.command("check")
+@click.argument("path")
+@click.option("--select", multiple=True, metavar="CODES", help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these code prefixes on top of the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Disable these code prefixes.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=None, help="Exit 1 on findings at or above this severity (default: [tool.flowtrace] fail-on, else warning).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means the check could not run).")
+@click.option("--baseline", type=click.Path(dir_okay=False), help="Accept the findings recorded in this baseline file; report only new ones.")
+@click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record every current finding in this baseline file (and accept them).")
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]), default="full", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
+@_scan_options
+@click.pass_context
+def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, config_file, isolated, profile, exclude, jobs, no_cache, cache_dir):
+    """Lint PATH for capture-wiring problems, for CI.
+
+    \b
+    Exit 0 clean, 1 findings at or above --fail-on, 2 usage or internal error.
+    Silence one finding with `# flowtrace: ignore[FT001]` on its line.
+    Configure with [tool.flowtrace] in PATH/pyproject.toml.
+    """
+    from flowtrace.check import render, run_check
+
+    def go() -> int:
+        outcome = run_check(
+            path,
+            select=select or None,
+            extend_select=extend_select,
+            ignore=ignore,
+            fail_on=fail_on,
+            exit_zero=exit_zero,
+            baseline=baseline,
+            write_baseline=write_baseline,
+            profile=profile,
+            exclude=exclude,
+            jobs=jobs,
+            use_cache=not no_cache,
+            cache_dir=cache_dir,
+            config=config_file,
+            isolated=isolated,
+            progress=None,
+        )
+        text = render(outcome, output_format)
+        if output:
+            from flowtrace.render.output import write_atomic
+
+            write_atomic(output, text)
+            click.echo(f"flowtrace: wrote {output}", err=True)
+        elif text:
+            click.echo(text, nl=False)
+        if outcome.baseline_written is not None:
+            click.echo(f"flowtrace: wrote baseline {outcome.baseline_written} ({outcome.suppressed_baseline} findings)", err=True)
+        click.echo(outcome.summary(), err=True)
+        return outcome.exit_code
+
+    code = _guard(ctx, go)
+    ctx.exit(code)
+
+
+@click.command("rules")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def rules(ctx, fmt):
+    """List every rule: code, name, severity, summary."""
+    from flowtrace.render.rules_doc import help_uri, registered_rules
+
+    def go() -> None:
+        listed = registered_rules()
+        if fmt == "json":
+            doc = [
+                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix, "url": help_uri(r.code)}
+                for r in listed
+            ]
+            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+            return
+        width = max((len(r.name) for r in listed), default=4)
+        for r in listed:
+            click.echo(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}")
+
+    _guard(ctx, go)
+
+
+@click.command("explain")
+@click.argument("code")
+@click.pass_context
+def explain(ctx, code):
+    """Explain rule CODE (e.g. FT003): summary, rationale, fix, valid and invalid examples."""
+    from flowtrace.checks.base import Rule
+    from flowtrace.render.rules_doc import registered_rules, rule_text
+
+    def go() -> None:
+        listed = registered_rules()
+        wanted = code.strip().upper()
+        if wanted not in Rule.registry:
+            _fail(ctx, f"flowtrace: error: unknown rule code {code!r} (valid codes: {', '.join(r.code for r in listed)})")
+        click.echo(rule_text(Rule.registry[wanted]), nl=False)
+
+    _guard(ctx, go)
+
+
+@click.command("rules-doc", hidden=True)
+@click.option("--write-rules-doc", "target", type=click.Path(dir_okay=False), required=True, help="Write the rules reference (Markdown) to FILE.")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not up to date instead of writing it.")
+@click.pass_context
+def rules_doc(ctx, target, check_only):
+    """Regenerate docs/rules.md from the rule metadata."""
+    from flowtrace.render.rules_doc import rules_markdown
+
+    def go() -> int:
+        text = rules_markdown()
+        path = Path(target)
+        if check_only:
+            current = path.read_text(encoding="utf-8") if path.is_file() else None
+            if current != text:
+                click.echo(f"flowtrace: {target} is stale; run python -m flowtrace.cli_check --write-rules-doc {target}", err=True)
+                return EXIT_FINDINGS
+            return EXIT_CLEAN
+        from flowtrace.render.output import write_atomic
+
+        write_atomic(path, text)
+        click.echo(f"flowtrace: wrote {target}", err=True)
+        return EXIT_CLEAN
+
+    ctx.exit(_guard(ctx, go))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    rules_doc(prog_name="python -m flowtrace.cli_check")

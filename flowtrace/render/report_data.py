@@ -1,0 +1,102 @@
+"""The data an HTML report embeds beyond ``flowtrace.scan/1``: capture paths, worked
+examples, the graph, rule texts and source snippets.
+
+Kept separate from the JSON schema so the public document stays small and stable, while the
+report (one self-contained file) carries what a reviewer clicks through.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from flowtrace import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.api import ScanResult
+
+EXAMPLE_LAYERS = 32  # the worked example uses a typical layer count when the target's is unknown
+SNIPPET_CONTEXT = 3
+
+
+def _step(kind: str, label: str, location: F.Location | None) -> dict[str, Any]:
+    return {"kind": kind, "label": label, "file": location.file if location else None, "line": location.line if location else None}
+
+
+def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
+    paths: dict[str, list[dict[str, Any]]] = {}
+    keys = result.engine_keys
+    for row in result.rows:
+        c = row.capture
+        if c is None:
+            continue
+        steps = [_step("config", " or ".join(keys) or "draft config ids", None)]
+        for s in c.chain:
+            steps.append(_step("setter", f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} ({s.id_transform})", s.location))
+        if c.site is not None:
+            attribute = c.site.attribute or next((w.rsplit(".", 1)[-1] for s in c.chain for w in s.writes), "capture attribute")
+            steps.append(_step("attribute", f"{(c.holder or '').rsplit('.', 1)[-1]}.{attribute}", c.site.location))
+            steps.append(_step("loop", f"{c.site.function}: for {c.site.loop_variable} in {c.site.loop_range} — {c.site.mechanism}, point {c.point}", c.site.location))
+            for evidence in c.point_evidence:
+                steps.append(_step("loop", c.point_note, evidence))
+            steps.append(_step("container", c.site.container or "aux", c.site.location))
+        for ff in result.files:
+            for concat in ff.concat_sites:
+                if c.holder and ff.module == c.holder.rpartition(".")[0]:
+                    steps.append(_step("concat", concat.expression, concat.location))
+            for fc in ff.fc_definitions:
+                steps.append(_step("fc", f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc(in_features={fc.in_features})", fc.location))
+        paths[row.qualname] = steps
+    return paths
+
+
+def worked_examples(result: ScanResult) -> dict[str, dict[str, Any]]:
+    from flowtrace.trace import trace_row
+
+    out: dict[str, dict[str, Any]] = {}
+    for row in result.rows:
+        if row.capture is None or not row.registered:
+            continue
+        traced = trace_row(result.project, row, None, EXAMPLE_LAYERS)
+        out[row.qualname] = {
+            "num_layers": EXAMPLE_LAYERS,
+            "layer_ids": None,
+            "boundaries": list(traced.boundaries) if traced.boundaries is not None else None,
+            "note": "default ids with L = 32" if traced.boundaries is not None else "; ".join(traced.problems),
+        }
+    return out
+
+
+def rule_texts() -> dict[str, dict[str, str]]:
+    from flowtrace.checks.base import all_rules
+
+    return {r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix} for r in all_rules()}
+
+
+def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, str]]:
+    """A few lines around each finding: {file: {line number: text}}."""
+    wanted: dict[str, set[int]] = {}
+    for f in findings:
+        wanted.setdefault(f.file, set()).update(range(max(1, f.line - SNIPPET_CONTEXT), f.line + SNIPPET_CONTEXT + 1))
+    out: dict[str, dict[str, str]] = {}
+    root = result.root if result.root.is_dir() else result.root.parent
+    for file, lines in sorted(wanted.items()):
+        try:
+            text = (root / file).read_bytes()[:4_000_000].decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        out[file] = {str(n): text[n - 1] for n in sorted(lines) if 0 < n <= len(text)}
+    return out
+
+
+def report_document(result: ScanResult, findings: list) -> dict[str, Any]:
+    from flowtrace.graph import to_json
+    from flowtrace.render.scan_json import scan_document
+
+    doc = scan_document(result, findings)
+    doc["paths"] = capture_paths(result)
+    doc["examples"] = worked_examples(result)
+    doc["rules"] = rule_texts()
+    doc["graph"] = json.loads(to_json(result.graph))
+    doc["sources"] = source_snippets(result, findings)
+    return doc
