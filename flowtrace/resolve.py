@@ -94,6 +94,11 @@ class Project:
     def find_class(self, name: str) -> str | None:
         if name in self.classes:
             return name
+        if name.startswith("arch:"):  # a factory given an architecture name: ask the registry
+            for target, entries in self.registry.items():
+                if any(e.architecture == name[5:] for e in entries):
+                    return self.find_class(target) if not target.startswith("arch:") else None
+            return None
         simple = name.rsplit(".", 1)[-1]
         candidates = self.by_name.get(simple, [])
         if len(candidates) == 1:
@@ -255,7 +260,7 @@ class Project:
                 if holder:
                     break
             if not setter.writes:
-                problems.append("the setter writes no capture attribute")
+                problems.append("the setter writes no capture attribute named by the profile (it may capture another way; `flowtrace probe capture` can tell)")
 
         default_layers = setter.default_layers
         default_location = setter.location if default_layers else None

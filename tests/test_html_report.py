@@ -241,6 +241,10 @@ def by_id(tb: TreeBuilder) -> dict[str, Node]:
     return {n.attrs["id"]: n for n in tb.root.walk() if n.attrs.get("id")}
 
 
+def rows_by_model(tb: TreeBuilder) -> dict[str, Node]:
+    return {n.attrs["data-model"]: n for n in tb.root.walk() if n.tag == "tr" and n.attrs.get("data-model")}
+
+
 def data_block(tb: TreeBuilder) -> dict[str, Any]:
     node = by_id(tb)["flowtrace-data"]
     assert node.tag == "script" and node.attrs.get("type") == "application/json"
@@ -283,7 +287,7 @@ def check_report(text: str, doc: dict[str, Any], *, link_prefix: str = "vscode:/
     assert data["doc"] == json.loads(json.dumps({k: v for k, v in doc.items() if k not in ("sources", "graph")}))
 
     # every model: a matrix row and a detail article, named in the text
-    rows = {n.attrs["data-model"]: n for n in tb.root.walk() if n.tag == "tr" and n.attrs.get("data-model")}
+    rows = rows_by_model(tb)
     articles = {n.attrs["id"]: n for n in tb.root.walk() if "model-detail" in n.classes()}
     assert len(rows) == len(doc["models"]) == len(articles)
     assert set(rows) == set(articles)
@@ -471,7 +475,7 @@ def test_probe_marks_model_and_findings():
     ids = by_id(tb)
     panel = ids["probe"].text()
     assert "refuted" in panel and "b=0 embedding, b=3, b=30" in panel and HOSTILE in panel
-    row = ids["row-model-" + alpha]
+    row = rows_by_model(tb)["model-" + alpha]
     assert any("probe-refuted" in n.classes() for n in row.walk())
     detail = ids["model-" + alpha]
     assert any("probe-refuted" in n.classes() for n in detail.walk())
@@ -486,7 +490,7 @@ def test_probe_marks_model_and_findings():
         "claim_verdict": "confirmed", "claim_evidence": "winner", "warnings": [],
     }
     tb2 = check_report(render_html(doc, probe=draft), doc)
-    assert any("probe-confirmed" in n.classes() for n in by_id(tb2)["row-model-" + alpha].walk())
+    assert any("probe-confirmed" in n.classes() for n in rows_by_model(tb2)["model-" + alpha].walk())
     # a probe naming a model that is not in the matrix is shown, but marks nothing
     tb3 = check_report(render_html(doc, probe=capture_probe("NoSuchModel")), doc)
     assert "not in this matrix" in by_id(tb3)["probe"].text()
@@ -497,7 +501,8 @@ def test_example_report_is_fresh():
     doc = report.example_document()
     fresh = report.render_example(doc)
     assert str(REPO) not in fresh, "the example report must not contain absolute paths"
-    assert committed.exists() and committed.read_text(encoding="utf-8") == fresh, (
+    same = committed.exists() and committed.read_text(encoding="utf-8") == fresh
+    assert same, (
         f"{report.EXAMPLE_REPORT} is stale: the report template or the {report.EXAMPLE_FIXTURE} scan changed. "
         "Regenerate it with `python -m flowtrace.render.html --regenerate-example` and commit the result."
     )

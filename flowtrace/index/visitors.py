@@ -307,7 +307,20 @@ class FileAnalyzer:
             return self.resolve(alias) if alias else None
         if name.split(".")[-1][:1].isupper():
             return self.resolve(name)
+        # A class handed in as an __init__ parameter: def __init__(..., model_cls=FooModel)
+        init = info.methods.get("__init__")
+        if init is not None and "." not in name:
+            for param in init.params.params + init.params.kwonly_params:
+                if param.name.value == name and param.default is not None:
+                    default = dotted(param.default)
+                    if default and default.split(".")[-1][:1].isupper():
+                        return self.resolve(default)
         # A factory handed the class: initialize_model(..., model_class=FooForCausalLM)
+        for arg in value.args:
+            if arg.keyword is not None and arg.keyword.value == "architectures" and isinstance(arg.value, (cst.List, cst.Tuple)):
+                first = arg.value.elements[0].value if arg.value.elements else None
+                if isinstance(first, cst.SimpleString):
+                    return f"arch:{first.evaluated_value}"  # resolved through the registry
         for arg in value.args:
             ref = dotted(arg.value)
             if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword.value or "class" in arg.keyword.value):

@@ -329,6 +329,17 @@ class ModelView:
     site_snippet: tuple[SnippetLine, ...] = ()
 
 
+def _search_text(parts: list[str]) -> str:
+    """What the matrix filter matches, lower-cased; parts already contained are left out,
+    since 500 rows of repeated qualnames would double the size of the page."""
+    text = ""
+    for part in parts:
+        part = part.lower()
+        if part and part not in text:
+            text = f"{text} {part}" if text else part
+    return text
+
+
 def _support_css(support: str) -> str:
     return support if support in SUPPORT_ORDER else "other"
 
@@ -386,7 +397,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
         last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
         problems=[_str(p) for p in _list(c.get("problems"))],
-        search=" ".join(p for p in search_parts if p).lower(),
+        search=_search_text(search_parts),
         setter_snippet=sources.snippet((setter or {}).get("file"), (setter or {}).get("line"), 2),
         site_snippet=sources.snippet((site or {}).get("file"), (site or {}).get("line"), 2),
     )
@@ -605,7 +616,9 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         m.example = _example_view(examples.get(m.qualname), m.probe)
         if graph is not None:
             sub, cut = svg_layout.model_subgraph(graph, m.qualname)
-            m.graph = svg_layout.layout_graph(sub, cut)
+            # A class alone with no edges says nothing the matrix does not; skip its picture.
+            if sub.number_of_edges():
+                m.graph = svg_layout.layout_graph(sub, cut)
 
     stats = _dict(doc.get("stats"))
     severities = Counter(f.severity for f in findings)

@@ -26,7 +26,7 @@ KIND_ORDER = ("config", "model", "setter", "attribute", "loop", "container", "re
 
 NODE_H = 50.0
 ROW_GAP = 22.0
-COL_GAP = 64.0
+COL_GAP = 48.0
 MARGIN = 14.0
 CHAR_W = 6.7  # advance of the 11px monospace label font
 LINE_MAX = 28  # characters per label line; two lines at most
@@ -191,6 +191,11 @@ def model_subgraph(g: nx.MultiDiGraph, qualname: str, limit: int = MAX_NODES) ->
     return sub, cut
 
 
+def _label_w(label: str) -> float:
+    """Width of an edge label's background box (10px monospace, cut to 30 characters)."""
+    return len(_shorten(label, 30)) * 6.1 + 8.0 if label else 0.0
+
+
 def _kind_rank(kind: str) -> int:
     return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
@@ -271,6 +276,12 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
     tallest = max(len(column) for column in columns)
     height = 2 * MARGIN + tallest * NODE_H + (tallest - 1) * ROW_GAP
 
+    # Each gap is wide enough for the labels of the edges crossing it (between adjacent columns).
+    gaps = [COL_GAP] * ncols
+    for u, v, data in g.edges(data=True):
+        if col[v] == col[u] + 1:
+            gaps[col[u]] = max(gaps[col[u]], _label_w(_text(data.get("label"))) + 28.0)
+
     placed: dict[str, PlacedNode] = {}
     x = MARGIN
     for c, column in enumerate(columns):
@@ -293,8 +304,8 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
                 h=NODE_H,
             )
             y += NODE_H + ROW_GAP
-        x += col_w[c] + COL_GAP
-    width = x - COL_GAP + MARGIN
+        x += col_w[c] + gaps[c]
+    width = x - gaps[-1] + MARGIN
 
     edges: list[PlacedEdge] = []
     seen: dict[tuple[str, str], int] = {}
@@ -326,7 +337,7 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
                 arrow=_arrowhead(c1, (x1, y1)),
                 lx=round(0.125 * x0 + 0.375 * c0[0] + 0.375 * c1[0] + 0.125 * x1, 1),
                 ly=round(0.125 * y0 + 0.375 * c0[1] + 0.375 * c1[1] + 0.125 * y1, 1),
-                lw=round(len(_shorten(label, 30)) * 5.6 + 8.0, 1),
+                lw=round(_label_w(label), 1),
             )
         )
     return GraphLayout(
