@@ -103,3 +103,22 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
     from flowtrace.render.report_data import report_document
 
     return render_html(report_document(result, findings), link_base=link_base, probe=probe)
+
+
+def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None):
+    """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
+    from flowtrace.trace import trace_row
+
+    if num_layers <= 0:
+        raise UsageError("--num-layers must be a positive integer")
+    return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size)
+
+
+def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None):
+    """The verdict for one deployment: the draft's training layout against what the engine serves."""
+    from flowtrace.compat import ConfigError, compat as run_compat
+
+    try:
+        return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
