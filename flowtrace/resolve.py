@@ -208,6 +208,8 @@ class Project:
             return F.UNKNOWN, f"several layer classes take '{param}' and use it differently; cannot tell which runs here", ()
         use = chosen[0]
         where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward"
+        if not (preferred or same_module):
+            where = f"every layer forward taking '{param}' ({len(uses)} classes, e.g. {where})"
         via = f" via {use.handed_to}" if use.handed_to and use.handed_to != "called" else ""
         if use.position == "before":
             return F.INPUT, f"{where} uses {param}{via} before its first sub-module call: records the layer's input", (use.location,)

@@ -100,3 +100,24 @@ def test_suppression_comments_are_parsed():
 
     found = suppressions("x = 1  # flowtrace: ignore[FT001, ft002]\ny = 2  # flowtrace: ignore\n")
     assert [(s.line, s.codes) for s in found] == [(1, ("FT001", "FT002"))]
+
+
+def test_append_after_layer_with_shifted_label_is_an_input_point():
+    """`if idx + 1 in attr: aux.append(h + r)` after layer idx records boundary idx + 1 under label idx + 1."""
+    from flowtrace.index.parse import analyze_bytes
+    from flowtrace.profiles import Conventions, load_all
+
+    source = b'''
+class Model:
+    def forward(self, h):
+        r = None
+        aux_hidden_states = []
+        for idx, layer in enumerate(self.layers):
+            h, r = layer(h, r)
+            if idx + 1 in self.aux_hidden_state_layers:
+                aux_hidden_states.append(h + r)
+        return h, aux_hidden_states
+'''
+    (site,) = analyze_bytes("m.py", source, Conventions.merge(load_all())).capture_sites
+    assert (site.mechanism, site.point) == (F.APPEND, F.INPUT)
+    assert (site.embedding_capturable, site.last_layer_capturable) == (False, True)

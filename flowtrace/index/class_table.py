@@ -86,6 +86,17 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                     callee = _dotted(sub.func)
                     if callee and callee.split(".")[-1][:1].isupper():
                         assignments.append(F.AttributeAssignment("*", resolve(callee), sub.lineno))
+                elif isinstance(sub, ast.Name) and sub.id in local and isinstance(sub.ctx, ast.Load):
+                    assignments.append(F.AttributeAssignment("*", local[sub.id], sub.lineno))
+            defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
+            for default in defaults:
+                name = _dotted(default)
+                if name and name.split(".")[-1][:1].isupper():
+                    assignments.append(F.AttributeAssignment("*", resolve(name), default.lineno))
+            unique: dict[tuple[str, str], F.AttributeAssignment] = {}
+            for a in assignments:
+                unique.setdefault((a.attribute, a.callee), a)
+            assignments = list(unique.values())
         assignments.sort(key=lambda a: (a.line, a.attribute != "*"))
         classes.append(
             F.ClassFact(node.name, local[node.name], F.Location(path, node.lineno), tuple(bases), tuple(sorted(methods)), tuple(assignments))

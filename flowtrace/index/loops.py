@@ -246,8 +246,9 @@ class LoopAnalyzer:
                         attribute=None,
                         container=self.file.code(call.args[0].value) if call.args else None,
                         note=f"{method} labels the stream {'after' if after else 'before'} layer {index} as {self.file.code(call.args[helper.label_arg].value)}",
-                        embedding_capturable=bool(pre) or (point == F.INPUT and not after and label == 0),
-                        last_layer_capturable=bool(post) or (after and point == F.INPUT) or point == F.OUTPUT,
+                        # recorded before layer idx: boundaries from 0; after it: up to L
+                        embedding_capturable=bool(pre) or not after,
+                        last_layer_capturable=bool(post) or after,
                         captured_expression=captured,
                     )
                 )
@@ -277,8 +278,8 @@ class LoopAnalyzer:
                         attribute=attribute,
                         container=container,
                         note=f"{container}.{method}(...) {'after' if after else 'before'} layer {index} runs, when {self.file.code(tests[-1])}",
-                        embedding_capturable=bool(pre) or point == F.INPUT,
-                        last_layer_capturable=bool(post) or point == F.OUTPUT,
+                        embedding_capturable=bool(pre) or not after,
+                        last_layer_capturable=bool(post) or after,
                         captured_expression=captured,
                     )
                 )

@@ -284,9 +284,27 @@ class FileAnalyzer:
             def visit_Call(self, node: cst.Call) -> None:
                 name = dotted(node.func)
                 if name and name.split(".")[-1][:1].isupper():
-                    out.append(F.AttributeAssignment("*", analyzer.resolve(name), analyzer.line(node)))
+                    mention(name, node)
+
+            def visit_Name(self, node: cst.Name) -> None:
+                # a class referenced without being called: `decoder_layer_type or FooLayer`
+                if node.value[:1].isupper() and node.value in analyzer.local_classes:
+                    mention(node.value, node)
+
+        seen: set[str] = set()
+
+        def mention(name: str, node: cst.CSTNode) -> None:
+            resolved = analyzer.resolve(name)
+            if resolved not in seen:
+                seen.add(resolved)
+                out.append(F.AttributeAssignment("*", resolved, analyzer.line(node)))
 
         _V().walk(init.body)
+        # classes handed in as parameter defaults: def __init__(..., layer_type=FooLayer)
+        for param in init.params.params + init.params.kwonly_params:
+            default = dotted(param.default) if param.default is not None else None
+            if default and default.split(".")[-1][:1].isupper():
+                mention(default, param)
         return out
 
     def constructed_class(self, info: _Class, value: cst.BaseExpression) -> str | None:
