@@ -122,3 +122,10 @@ def compat(result: ScanResult, target_config: str | Path, draft_config: str | Pa
         return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check(path: str | Path, **options):
+    """The CI form of a scan: findings after selection, suppressions and baseline (see flowtrace.check)."""
+    from flowtrace.check import run_check
+
+    return run_check(path, **options)

@@ -101,7 +101,7 @@ class PerFileIgnores:
     def __post_init__(self) -> None:
         import pathspec
 
-        object.__setattr__(self, "_specs", tuple((pathspec.PathSpec.from_lines("gitwildmatch", [p]), codes) for p, codes in self.entries))
+        object.__setattr__(self, "_specs", tuple((pathspec.GitIgnoreSpec.from_lines([p]), codes) for p, codes in self.entries))
 
     def ignores(self, file: str, code: str) -> bool:
         for spec, codes in self._specs:  # type: ignore[attr-defined]

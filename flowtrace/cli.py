@@ -226,6 +226,11 @@ def report(scan_json, probe_json, output, link_base):
 
 def _register_optional_commands() -> None:
     """Commands living in their own modules (probe needs torch only when it runs)."""
+    from flowtrace.cli_check import check, explain, rules
+
+    main.add_command(check)
+    main.add_command(rules)
+    main.add_command(explain)
     try:
         from flowtrace.probe.cli import probe
     except Exception:  # noqa: BLE001 - a broken optional part must not break scan

@@ -195,12 +195,6 @@ class AttributeUseFact:
 
 
 @dataclass(frozen=True, slots=True)
-class Suppression:
-    line: int
-    codes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Diagnostic:
     """Something the index could not read or decide; counted and reported, never silent."""
 
@@ -226,7 +220,6 @@ class FileFacts:
     fc_definitions: tuple[FcFact, ...] = ()
     config_reads: tuple[ConfigReadFact, ...] = ()
     attribute_uses: tuple[AttributeUseFact, ...] = ()
-    suppressions: tuple[Suppression, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
     # Layer-forward summaries used to follow a callback into a decoder layer:
     # (class qualname, parameter name) -> point ("input"/"output"/"unknown") with a note.

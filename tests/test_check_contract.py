@@ -23,7 +23,12 @@ from flowtrace.facts import Location
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 REPO = Path(__file__).resolve().parents[1]
-FAST = ["--jobs", "1", "--no-cache"]
+FAST = ["--jobs", "1", "--no-cache"]  # a shared fact cache replaces --no-cache below (content-keyed, so edits are safe)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_fact_cache(tmp_path_factory):
+    FAST[:] = ["--jobs", "1", "--cache-dir", str(tmp_path_factory.mktemp("facts"))]
 
 
 def cli() -> click.Group:
@@ -428,7 +433,7 @@ def test_output_file_is_written_and_stdout_is_empty(engine, probe, tmp_path):
 
 
 def test_run_check_api_matches_cli(engine, probe):
-    outcome = run_check(engine, select=["FT999"], jobs=1, use_cache=False)
+    outcome = run_check(engine, select=["FT999"], jobs=1, cache_dir=FAST[-1])
     _, doc = run_json(engine, "--select", "FT999")
     assert [f.fingerprint for f in outcome.findings] == [f["fingerprint"] for f in doc["findings"]]
     assert outcome.exit_code == 1 and outcome.counts["warning"] == 2

@@ -95,13 +95,6 @@ def test_capture_modes_concat_fc_and_config_reads(sglang_scan):
     assert {(r.function, r.default) for r in draft.config_reads} >= {("draft_layer_ids", "None"), ("aux_count", "[1, 2, 3, 4]")}
 
 
-def test_suppression_comments_are_parsed():
-    from flowtrace.index.visitors import suppressions
-
-    found = suppressions("x = 1  # flowtrace: ignore[FT001, ft002]\ny = 2  # flowtrace: ignore\n")
-    assert [(s.line, s.codes) for s in found] == [(1, ("FT001", "FT002"))]
-
-
 def test_append_after_layer_with_shifted_label_is_an_input_point():
     """`if idx + 1 in attr: aux.append(h + r)` after layer idx records boundary idx + 1 under label idx + 1."""
     from flowtrace.index.parse import analyze_bytes

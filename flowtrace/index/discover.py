@@ -29,7 +29,7 @@ class SourceFile:
 
 
 def _spec(lines: list[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[Diagnostic]]:

@@ -20,7 +20,6 @@ from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.profiles import Conventions
 
-_SUPPRESSION = re.compile(r"#\s*flowtrace:\s*ignore\[([A-Za-z0-9_,\s]+)\]")
 _CAT_NAMES = {"cat", "concat", "concatenate"}
 
 
@@ -240,7 +239,6 @@ class FileAnalyzer:
             fc_definitions=tuple(fcs),
             config_reads=tuple(self.config_read_facts()),
             attribute_uses=tuple(uses),
-            suppressions=tuple(suppressions(self.source)),
             callback_uses=tuple(callbacks),
         )
 
@@ -498,15 +496,3 @@ class FileAnalyzer:
                 )
             )
         return out
-
-
-def suppressions(source: str) -> list[F.Suppression]:
-    out = []
-    if "flowtrace:" not in source:
-        return out
-    for number, text in enumerate(source.splitlines(), 1):
-        m = _SUPPRESSION.search(text)
-        if m:
-            codes = tuple(sorted({c.strip().upper() for c in m.group(1).split(",") if c.strip()}))
-            out.append(F.Suppression(number, codes))
-    return out
