@@ -87,7 +87,7 @@ def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:
     for u, v, key, data in g.edges(keys=True, data=True):
         if data.get("model") == qualname:
             sub.add_edge(u, v, key=key, **data)
-    frontier = list(sub.nodes)
+    frontier = [n for n in sub.nodes if g.nodes[n].get("kind") != "config"]  # config reads are not on the path
     while frontier:
         node = frontier.pop()
         for _, nxt, key, data in g.out_edges(node, keys=True, data=True):

@@ -217,6 +217,20 @@ class Project:
             return F.OUTPUT, f"{where} uses {param}{via} after its last sub-module call: records the layer's output", (use.location,)
         return F.UNKNOWN, f"{where} uses {param}{via} between sub-module calls; neither input nor output", (use.location,)
 
+    def _holder_from_writes(self, qualname: str, setter: F.SetterFact, problems: list[str]) -> str | None:
+        """The class whose attribute the setter writes: ``self.attr`` -> this class,
+        ``self.model.attr`` -> the class built as ``self.model``."""
+        for write in setter.writes:
+            parts = write.split(".")
+            if len(parts) == 2 and parts[0] == "self":
+                return qualname
+            if len(parts) == 3 and parts[0] == "self":
+                holder = self.attribute_class(qualname, parts[1])
+                if holder is None:
+                    problems.append(f"cannot resolve the class of self.{parts[1]} written by the setter")
+                return holder
+        return None
+
     # -- the capture path ----------------------------------------------------------
     def resolve_capture(self, qualname: str, depth: int = 0, names: tuple[str, ...] | None = None) -> Capture | None:
         setter = self.find_setter(qualname, names)
@@ -235,15 +249,32 @@ class Project:
                 target = self.attribute_class(qualname, setter.delegate[5:])
             elif setter.delegate == "self":
                 target = qualname
+            elif setter.delegate == "super()" and setter.delegate_method:
+                # the base class's version of the method, still acting on this object
+                base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
+                if base is not None:
+                    inner_setter = self.setters[base][setter.delegate_method]
+                    holder = self._holder_from_writes(qualname, inner_setter, problems)
+                    chain.append(inner_setter)
+                    effective = compose(F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform)
+                else:
+                    problems.append(f"super().{setter.delegate_method}() has no base-class definition in the tree")
+                target = None
             elif setter.delegate_method:
                 # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
                 target = self.holder_for_method(qualname, setter.delegate_method)
-            if target is None:
+            if target is None and setter.delegate != "super()":
                 problems.append(f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved")
+            elif target is None:
+                pass
             else:
                 delegates_to = target
                 inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
-                if inner is None:
+                if inner is None and setter.writes:
+                    # `if hasattr(self.model, "<setter>"): delegate, else: write the attribute`
+                    delegates_to = None
+                    holder = self._holder_from_writes(qualname, setter, problems)
+                elif inner is None:
                     problems.append(f"{setter.delegate} is a {target.rsplit('.', 1)[-1]}, which has no {setter.delegate_method}()")
                 else:
                     chain.extend(inner.chain)
@@ -251,16 +282,7 @@ class Project:
                     holder = inner.holder
                     problems.extend(inner.problems)
         else:
-            for write in setter.writes:
-                parts = write.split(".")
-                if len(parts) == 2 and parts[0] == "self":
-                    holder = qualname
-                elif len(parts) == 3 and parts[0] == "self":
-                    holder = self.attribute_class(qualname, parts[1])
-                    if holder is None:
-                        problems.append(f"cannot resolve the class of self.{parts[1]} written by the setter")
-                if holder:
-                    break
+            holder = self._holder_from_writes(qualname, setter, problems)
             if not setter.writes:
                 problems.append("the setter writes no capture attribute named by the profile (it may capture another way; `flowtrace probe capture` can tell)")
 

@@ -148,6 +148,7 @@ def sample_doc() -> dict[str, Any]:
         "examples": {
             alpha: {"num_layers": 32, "layer_ids": [-1, 2, 30], "boundaries": [0, 3, 31], "note": "ids + 1, captured before layer i"},
             evil: {"num_layers": 8, "layer_ids": [1, 9], "boundaries": [2, 10], "note": HOSTILE},
+            deleg: {"num_layers": 32, "layer_ids": None, "boundaries": None, "note": "delegate not resolved"},
         },
         "graph": graph,
         "sources": {
@@ -255,6 +256,13 @@ def data_block(tb: TreeBuilder) -> dict[str, Any]:
 # invariants every report must satisfy
 
 
+def csp_hash(text: str) -> str:
+    import base64
+    import hashlib
+
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
 def check_report(text: str, doc: dict[str, Any], *, link_prefix: str = "vscode://file/") -> TreeBuilder:
     tb = parse(text)
     assert text.startswith("<!DOCTYPE html>")
@@ -278,13 +286,20 @@ def check_report(text: str, doc: dict[str, Any], *, link_prefix: str = "vscode:/
     scripts = [a for t, a in tb.starttags if t == "script"]
     assert len(scripts) == 2 and scripts[0] == {"type": "application/json", "id": "flowtrace-data"} and scripts[1] == {}
     assert not {t for t, _ in tb.starttags} & {"img", "iframe", "object", "embed", "link", "base", "form", "video", "audio"}
+    # the CSP pins our one style and one script by hash and allows nothing else
+    csp = next(a["content"] for t, a in tb.starttags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp
+    script_text = next(n.text() for n in tb.root.walk() if n.tag == "script" and not n.attrs)
+    style_text = next(n.text() for n in tb.root.walk() if n.tag == "style")
+    assert f"script-src {csp_hash(script_text)};" in csp and f"style-src {csp_hash(style_text)};" in csp
+    assert not any("style" in a for _, a in tb.starttags), "inline style attributes would be blocked by the CSP"
     style = "".join(n.text() for n in tb.root.walk() if n.tag == "style")
     assert "url(" not in style and "@import" not in style
     assert not re.search(r"https?://", "".join(n.text() for n in tb.root.walk() if n.tag == "script" and not n.attrs))
 
     # the embedded data is the doc (less the bulky keys) and survives escaping intact
     data = data_block(tb)
-    assert data["doc"] == json.loads(json.dumps({k: v for k, v in doc.items() if k not in ("sources", "graph")}))
+    assert data["doc"] == json.loads(json.dumps({k: v for k, v in doc.items() if k not in report.RENDER_ONLY_KEYS}))
 
     # every model: a matrix row and a detail article, named in the text
     rows = rows_by_model(tb)
@@ -338,19 +353,30 @@ def test_fixture_engine_report(fixture_docs, name):
         assert f"{n} {sev}" in header
 
 
-def test_fixture_report_with_graph(sglang_scan, fixture_docs):
-    from flowtrace import graph as graphs
+def test_fixture_report_document(sglang_scan):
+    """The document api.html_report renders: paths, examples, graph, rules, snippets included."""
+    from flowtrace import api
+    from flowtrace.render.report_data import report_document
 
-    doc = dict(fixture_docs["sglang_like"])
-    doc["graph"] = json.loads(graphs.to_json(sglang_scan.graph))
+    doc = report_document(sglang_scan, api.findings(sglang_scan))
     text = render_html(doc)
     tb = check_report(text, doc)
+    ids = by_id(tb)
     svgs = [n for n in tb.root.walk() if n.tag == "svg" and "graph" in n.classes()]
     capturing = [m for m in doc["models"] if m["capture"] is not None]
     assert len(svgs) >= len(capturing)
-    alpha = by_id(tb)["model-sglang.srt.models.alpha.AlphaForCausalLM"]
+    alpha = ids["model-sglang.srt.models.alpha.AlphaForCausalLM"]
     labels = alpha.text()
     assert "AlphaModel.layers_to_capture" in labels and "point: input" in labels
+    assert [n for n in alpha.walk() if "step" in n.classes()], "capture path steps"
+    assert "reach the draft as [b=" in labels or "no resolvable layout" in labels
+    # snippets: at most one highlighted line per finding, and most findings have one
+    finding_ids = data_block(tb)["ui"]["findings"]
+    hits = {fid: [n for n in ids[fid].walk() if "hit" in n.classes()] for fid in finding_ids}
+    assert all(len(h) <= 1 for h in hits.values())
+    assert sum(1 for h in hits.values() if h) >= len(finding_ids) // 2
+    for code in {f["rule"] for f in doc["findings"]}:
+        assert doc["rules"][code]["summary"] in ids[f"rule-{code}"].text()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,6 +412,10 @@ def test_sample_doc_structure():
     assert "setter:evil" not in graph_text and HOSTILE_PWN not in graph_text  # other models' nodes stay out
     hrefs = [n.attrs["href"] for n in graph_svg[0].walk() if n.tag == "a"]
     assert "vscode://file/src/engine/pkg/models/alpha.py:40" in hrefs
+    vl = ids["model-pkg.models.vl.VLForConditionalGeneration"].text()
+    assert "default layer ids give no resolvable layout" in vl and "delegate not resolved" in vl
+    evil = next(node for key, node in ids.items() if key.startswith("model-pkg.models.evil."))
+    assert "outside 0..8" in evil.text()  # b=10 > L=8
     # the model without capture says so, the finding on the method links to its class
     assert "No layer-capture setter" in ids["model-pkg.models.plain.PlainForCausalLM"].text()
     links = [n.attrs.get("href") for n in ids[order[0]["rule"] + "-1"].walk() if n.tag == "a"]
@@ -411,8 +441,9 @@ def test_hostile_strings_stay_text():
     data = json.loads(block)
     assert data["doc"]["models"][1]["class"] == HOSTILE
     # hostile file paths are percent-encoded inside source links
-    hostile_links = [a["href"] for t, a in tb.starttags if a.get("href", "").startswith("vscode://") and "evil" not in a["href"] and "%22" in a["href"]]
-    assert hostile_links and all('"' not in h and "<" not in h and " " not in h for h in hostile_links)
+    links = [a["href"] for t, a in tb.starttags if a.get("href", "").startswith("vscode://")]
+    assert any("%22%3E%3Csvg%20onload" in h for h in links)
+    assert not any(c in h for h in links for c in '"<> ')
 
 
 def test_json_escaping_helper():
@@ -517,3 +548,21 @@ def test_cli_entry_point(tmp_path):
     out = tmp_path / "r.html"
     assert report.main([str(doc_path), "-o", str(out), "--probe", str(probe_path), "--link-base", "https://h.test/b"]) == 0
     check_report(out.read_text(encoding="utf-8"), sample_doc(), link_prefix="https://h.test/b/")
+
+
+def test_deterministic_across_hash_seeds(tmp_path):
+    """Set iteration order changes with PYTHONHASHSEED; the bytes must not."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    doc_path = tmp_path / "doc.json"
+    doc_path.write_text(json.dumps(sample_doc()), encoding="utf-8")
+    code = (
+        "import json, sys, hashlib; from flowtrace.render.html import render_html; "
+        "print(hashlib.sha256(render_html(json.load(open(sys.argv[1]))).encode()).hexdigest())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code, str(doc_path)], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == hashlib.sha256(render_html(sample_doc()).encode()).hexdigest()

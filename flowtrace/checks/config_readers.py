@@ -27,13 +27,17 @@ class DisagreeingConfigReaders(Rule):
             for r in ff.config_reads:
                 if r.default is not None or "getattr" in r.expression or ".get(" in r.expression:
                     reads.setdefault(r.key, []).append(r)
+        def norm(default):
+            text = " ".join((default or "None").split())
+            return "empty" if text in {"None", "[]", "()", "{}", "''", '""'} else text  # all mean "no ids"
+
         for key, items in sorted(reads.items()):
-            defaults = {" ".join((r.default or "None").split()) for r in items}
+            defaults = {norm(r.default) for r in items}
             if len(defaults) < 2:
                 continue
             first = items[0]
             for r in items[1:]:
-                if " ".join((r.default or "None").split()) == " ".join((first.default or "None").split()):
+                if norm(r.default) == norm(first.default):
                     continue
                 yield self.finding(
                     r.location,

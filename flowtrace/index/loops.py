@@ -193,8 +193,15 @@ class LoopAnalyzer:
         found: list[F.CaptureSiteFact] = []
 
         # callback or collector handed to the layer call
+        # Locals bound in the loop body: `cb = aux.capture if i in attr else None; layer(..., capture_output=cb)`
+        bound: dict[str, cst.BaseExpression] = {}
+        for stmt in walk_statements(loop.body):
+            if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+                bound.setdefault(stmt.targets[0].target.value, stmt.value)
         for arg in layer_call.args:
             value = arg.value
+            if isinstance(value, cst.Name) and value.value in bound:
+                value = bound[value.value]
             if isinstance(value, cst.IfExp) and _is_none(value.orelse):
                 attribute = self.condition_attribute(value.test)
                 if attribute is None:
@@ -236,7 +243,7 @@ class LoopAnalyzer:
                 label = offset_of(call.args[helper.label_arg].value, index)
                 boundary = 1 if after else 0
                 point = point_for(boundary, label) if label is not None else F.UNKNOWN
-                captured = " + ".join(self.file.code(a.value) for a in call.args[helper.label_arg + 1 :][:2])
+                captured = " + ".join(self.file.code(a.value) for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value))
                 found.append(
                     F.CaptureSiteFact(
                         **base,
@@ -268,7 +275,12 @@ class LoopAnalyzer:
                 boundary = 1 if after else 0
                 point = point_for(boundary, label) if label is not None else F.UNKNOWN
                 mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.APPEND
-                captured = self.file.code(call.args[0].value) if call.args else None
+                captured = None
+                if call.args:
+                    stored = call.args[0].value
+                    if isinstance(stored, cst.Name) and stored.value in bound:
+                        stored = bound[stored.value]  # `x = h + r; aux.append(x)`
+                    captured = self.file.code(stored)
                 found.append(
                     F.CaptureSiteFact(
                         **base,

@@ -21,6 +21,8 @@ Why it is built this way:
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import math
 import re
@@ -32,7 +34,7 @@ from typing import Any, Iterable
 from urllib.parse import quote
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from flowtrace.render import svg_layout
 
@@ -52,6 +54,9 @@ RESERVED_IDS = (
     "flowtrace-data", "toc",
 )  # fmt: skip
 SNIPPET_CONTEXT = 3
+# Keys shown in the page but left out of its embedded JSON copy of the doc: they are bulky and
+# derived (graph, paths, examples, snippets); the copy keeps the flowtrace.scan/1 data + rules.
+RENDER_ONLY_KEYS = ("sources", "graph", "paths", "examples")
 PROBE_MARKS = {"confirmed": "confirmed", "refuted": "refuted"}
 
 
@@ -89,6 +94,24 @@ def _tristate(value: Any) -> tuple[str, str]:
     if value is None:
         return "—", "unknown"
     return _str(value), "unknown"
+
+
+def _one_line(expr: str) -> str:
+    """Source expressions spread over lines (``[\n    2,\n    n // 2,\n]``) as one line."""
+    text = " ".join(expr.split())
+    return re.sub(r"([\[(]) ", r"\1", re.sub(r",? ([\])])", r"\1", text))
+
+
+def wbr(text: Any) -> Markup:
+    """Escaped text with ``<wbr>`` break opportunities after dots and before camel-case humps,
+    so that long qualified names wrap in narrow table columns instead of widening them."""
+    parts = re.split(r"(?<=\.)|(?<=[a-z0-9_])(?=[A-Z])", _str(text))
+    return Markup("<wbr>").join(escape(p) for p in parts if p)
+
+
+def _setter_owner(model: str, setter: str) -> str:
+    owner = setter.rsplit(".", 1)[0] if "." in setter else setter
+    return "own" if owner == model else owner.rsplit(".", 1)[-1]
 
 
 def _short_qualname(qualname: str, parts: int = 2) -> str:
@@ -263,8 +286,8 @@ class PathStep:
 @dataclass(frozen=True, slots=True)
 class ExampleView:
     num_layers: int | None
-    layer_ids: list[Any]
-    boundaries: list[Any]
+    layer_ids: list[Any] | None  # None: the setter's default ids
+    boundaries: list[Any] | None  # None: the trace could not resolve a layout (see note)
     note: str
     strip: svg_layout.BoundaryStrip | None
 
@@ -316,6 +339,8 @@ class ModelView:
     point: str
     mechanism: str
     default_layers: str
+    delegates: str  # short form of capture.delegates_to for the matrix
+    setter_owner: str  # "own" when the class defines its setter, else the defining class
     emb: tuple[str, str]
     last: tuple[str, str]
     problems: list[str]
@@ -393,7 +418,9 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         effective=effective,
         point=point,
         mechanism=mechanism,
-        default_layers=_str(c.get("default_layers")),
+        default_layers=_one_line(_str(c.get("default_layers"))),
+        setter_owner=_setter_owner(qualname, _str((setter or {}).get("qualname"))),
+        delegates=_short_qualname(_str(c.get("delegates_to")), 1) if "." in _str(c.get("delegates_to")).removeprefix("self.") else _str(c.get("delegates_to")),
         emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
         last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
         problems=[_str(p) for p in _list(c.get("problems"))],
@@ -539,16 +566,16 @@ def _example_view(raw: Any, probe: ProbeView | None) -> ExampleView | None:
     if not ex:
         return None
     num_layers = _int(ex.get("num_layers"))
-    boundaries = _list(ex.get("boundaries"))
-    rows: list[tuple[str, list[Any]]] = [("predicted", boundaries)]
+    boundaries = _list(ex.get("boundaries")) if ex.get("boundaries") is not None else None
+    rows: list[tuple[str, list[Any]]] = [("predicted", boundaries)] if boundaries is not None else []
     if probe is not None and probe.observed is not None and probe.num_layers == num_layers:
         rows.append(("observed", probe.observed))
     return ExampleView(
         num_layers=num_layers,
-        layer_ids=_list(ex.get("layer_ids")),
+        layer_ids=_list(ex.get("layer_ids")) if ex.get("layer_ids") is not None else None,
         boundaries=boundaries,
         note=_str(ex.get("note")),
-        strip=svg_layout.boundary_strip(num_layers, rows) if num_layers is not None else None,
+        strip=svg_layout.boundary_strip(num_layers, rows) if num_layers is not None and rows else None,
     )
 
 
@@ -597,6 +624,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     ids = IdAllocator()
     models = [_model_view(m, i, ids, link, sources) for i, m in enumerate(_list(doc.get("models"))) if isinstance(m, dict)]
     index = ModelIndex(models)
+    matrix = sorted(models, key=lambda m: (m.support_rank, m.index))
     groups = _rule_groups(doc, ids, link, sources, index)
     findings = [f for g in groups for f in g.findings]
 
@@ -632,7 +660,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     seconds = stats.get("seconds")
 
     data = {
-        "doc": {k: v for k, v in doc.items() if k not in ("sources", "graph")},
+        "doc": {k: v for k, v in doc.items() if k not in RENDER_ONLY_KEYS},
         "probe": probe,
         "ui": {
             "findings": [f.anchor for f in findings],
@@ -640,6 +668,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
             "link_prefix": link.prefix,
         },
     }
+    css, js = _asset("report.css"), _asset("report.js")
     page_title = title or f"flowtrace report — {', '.join(profiles) or 'scan'} — {root or '.'}"
     return {
         "title": page_title,
@@ -652,6 +681,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "stats": stats,
         "seconds": f"{seconds:.2f} s" if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else "—",
         "models": models,
+        "matrix": matrix,
         "groups": groups,
         "findings": findings,
         "severity_counts": severity_counts,
@@ -671,21 +701,43 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "link": link,
         "link_base": link_base,
         "data_json": json_for_script(data),
-        "css": _asset("report.css"),
-        "js": _asset("report.js"),
+        "css": css,
+        "js": js,
+        "csp": content_security_policy(css, js),
         "fmt": svg_layout.fmt,
         "severity_css": _severity_css,
         "support_css": _support_css,
         "kind_css": _kind_css,
+        "wbr": wbr,
         "short_qualname": _short_qualname,
         "path_kinds": PATH_KINDS,
     }
 
 
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def content_security_policy(css: str, js: str) -> str:
+    """Defence in depth behind the escaping: only our own inline style and script may apply
+    (pinned by hash), and the page may load nothing at all, so even a string that somehow
+    became markup could neither run nor phone home."""
+    return "; ".join(
+        (
+            "default-src 'none'",
+            f"script-src {_csp_hash(js)}",
+            f"style-src {_csp_hash(css)}",
+            "img-src 'none'",
+            "base-uri 'none'",
+            "form-action 'none'",
+        )
+    )
+
+
 def _asset(name: str) -> Markup:
     """Inline CSS/JS, read raw (not through jinja, whose ``{{``/``{%`` would clash with JS).
     Refuses text that could close its own ``<style>``/``<script>`` element early."""
-    text = (TEMPLATES / name).read_text(encoding="utf-8")
+    text = "\n" + (TEMPLATES / name).read_text(encoding="utf-8")
     if re.search(r"</(script|style)", text, re.IGNORECASE) or "<!--" in text:
         raise ValueError(f"{name} must not contain '</script', '</style' or '<!--'")
     return Markup(text)  # noqa: S704 - our own static asset, checked above
@@ -723,10 +775,12 @@ def example_document() -> dict[str, Any]:
     relative root and zero seconds, so the example is the same bytes on every machine."""
     from flowtrace import api
     from flowtrace.index.build import IndexOptions
-    from flowtrace.render.scan_json import scan_document
+    from flowtrace.render.report_data import report_document
 
-    result = api.scan(REPO_ROOT / EXAMPLE_FIXTURE, options=IndexOptions(use_cache=False))
-    doc = scan_document(result, api.findings(result))
+    result = api.scan(REPO_ROOT / EXAMPLE_FIXTURE, options=IndexOptions(use_cache=False, jobs=1))
+    # The same document `flowtrace report` / api.html_report render: scan + paths, examples,
+    # graph, rule texts and snippets.
+    doc = report_document(result, api.findings(result))
     doc["root"] = EXAMPLE_FIXTURE
     doc["stats"] = {**doc["stats"], "seconds": 0, "files_from_cache": 0}
     return doc

@@ -44,7 +44,11 @@ def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
             for concat in ff.concat_sites:
                 if c.holder and ff.module == c.holder.rpartition(".")[0]:
                     steps.append(_step("concat", concat.expression, concat.location))
-            for fc in ff.fc_definitions:
+        # the draft side: an fc next to a concatenation of the captured states
+        for ff in result.files:
+            if ff.fc_definitions and ff.concat_sites:
+                steps.append(_step("concat", ff.concat_sites[0].expression, ff.concat_sites[0].location))
+                fc = ff.fc_definitions[0]
                 steps.append(_step("fc", f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc(in_features={fc.in_features})", fc.location))
         paths[row.qualname] = steps
     return paths

@@ -91,7 +91,7 @@ def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, 
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "flowtrace", "version": __version__},
-        "root": result.root.as_posix(),
+        "root": result.root.resolve().as_posix(),
         "profiles": sorted(p.name for p in result.profiles),
         "stats": {
             "files_total": stats.files_total,

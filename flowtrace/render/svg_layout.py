@@ -309,11 +309,17 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
 
     edges: list[PlacedEdge] = []
     seen: dict[tuple[str, str], int] = {}
+    labelled: set[tuple[str, str, str]] = set()
     for u, v, data in sorted(g.edges(data=True), key=lambda e: (e[0], e[1], _text(e[2].get("label")))):
         a, b = placed[u], placed[v]
         k = seen.get((u, v), 0)
         seen[(u, v)] = k + 1
         label = _text(data.get("label"))
+        # A fan of edges with one label ("read" x 8 from a config key) is labelled once.
+        if label and ((u, "out", label) in labelled or (v, "in", label) in labelled):
+            label = ""
+        elif label:
+            labelled.update({(u, "out", label), (v, "in", label)})
         bend = 14.0 * k
         if col[v] > col[u]:
             x0, y0 = a.x + a.w, a.y + a.h / 2 + bend / 2

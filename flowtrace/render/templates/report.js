@@ -14,6 +14,15 @@
   var ui = data.ui || {};
   window.flowtrace = { data: data };
 
+  /* The element id named by the URL hash ("" when none or malformed). */
+  function hashId() {
+    try {
+      return decodeURIComponent(location.hash.slice(1));
+    } catch (err) {
+      return "";
+    }
+  }
+
   /* ---------------- model matrix: filter, toggles, sort ---------------- */
   var table = document.getElementById("matrix-table");
   var tbody = table ? table.tBodies[0] : null;
@@ -101,19 +110,33 @@
 
   /* ---------------- findings: j / k ---------------- */
   var findingIds = Array.isArray(ui.findings) ? ui.findings : [];
-  var at = -1;
 
+  /* Next/previous relative to the finding in the URL hash; without one, relative to what is
+     on screen (j from the top of the page goes to the first finding). */
   function goFinding(step) {
     if (!findingIds.length) return;
-    var hashIdx = findingIds.indexOf(decodeURIComponent(location.hash.slice(1)));
-    if (hashIdx !== -1) at = hashIdx;
-    at = at === -1 ? (step > 0 ? 0 : findingIds.length - 1) : Math.min(findingIds.length - 1, Math.max(0, at + step));
-    var id = findingIds[at];
+    var at = findingIds.indexOf(hashId());
+    var next;
+    if (at !== -1) {
+      next = Math.min(findingIds.length - 1, Math.max(0, at + step));
+    } else {
+      var tops = findingIds.map(function (id) {
+        var el = document.getElementById(id);
+        return el ? el.getBoundingClientRect().top : 0;
+      });
+      next = step > 0 ? findingIds.length - 1 : 0;
+      if (step > 0) {
+        for (var i = 0; i < tops.length; i++) { if (tops[i] > 1) { next = i; break; } }
+      } else {
+        for (var j = tops.length - 1; j >= 0; j--) { if (tops[j] < -1) { next = j; break; } }
+      }
+    }
+    var id = findingIds[next];
     location.hash = id;
-    var el = document.getElementById(id);
-    if (el) {
-      el.scrollIntoView({ block: "center" });
-      el.focus({ preventScroll: true });
+    var target = document.getElementById(id);
+    if (target) {
+      target.scrollIntoView({ block: "center" });
+      target.focus({ preventScroll: true });
     }
   }
 
@@ -132,11 +155,9 @@
 
   /* ---------------- hash routing ---------------- */
   function onHash(scroll) {
-    var id = decodeURIComponent(location.hash.slice(1));
+    var id = hashId();
     if (!id) return;
-    if (showModel(id, scroll)) return;
-    var idx = findingIds.indexOf(id);
-    if (idx !== -1) at = idx;
+    showModel(id, scroll);
   }
   window.addEventListener("hashchange", function () { onHash(true); });
   onHash(true);

@@ -1,0 +1,248 @@
+"""The HTML report in a real headless browser (Debian's chromium + chromedriver via selenium).
+
+What only a browser can show: the page's script runs without errors, the filter and the
+inspector work, anchors scroll, the SVG graph has a size, and hostile strings from scanned
+code stay text (nothing sets ``window.__pwned``, no dialog opens, no request leaves the page).
+Skipped when selenium, ``/usr/bin/chromium`` or ``/usr/bin/chromedriver`` is missing; CI
+installs them (``apt-get install -y chromium chromium-driver``, ``pip install selenium``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_html_report import HOSTILE, HOSTILE_PWN, capture_probe, sample_doc
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCRIPT_PWN = "</script><script>window.__pwned=1</script>"
+IMG_PWN = "<img src=x onerror=window.__pwned=1>"
+
+try:
+    import selenium  # noqa: F401
+except ImportError:
+    pytest.skip("selenium is not installed (pip install selenium)", allow_module_level=True)
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} missing (apt-get install -y chromium chromium-driver)", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+from flowtrace.render.html import render_html  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    for flag in (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.unhandled_prompt_behavior = "ignore"  # an alert() must stay open so that we can see it
+    # An explicit driver path keeps Selenium Manager (which would download drivers) out of it.
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    drv.set_page_load_timeout(30)
+    yield drv
+    drv.quit()
+
+
+def _hostile_tree(tmp: Path) -> Path:
+    """The sglang-like fixture with markup planted in the scanned source's expressions."""
+    from fixture_paths import SGLANG_LIKE
+
+    root = tmp / "engine"
+    shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    alpha = root / "sglang/srt/models/alpha.py"
+    text = alpha.read_text(encoding="utf-8")
+    text = text.replace(
+        "[2, num_layers // 2, num_layers - 3]",
+        f"[2, num_layers // 2, num_layers - len({SCRIPT_PWN!r})]",
+    )
+    text = text.replace(
+        "aux_hidden_states.append(hidden_states + residual if residual is not None else hidden_states)",
+        f"aux_hidden_states.append(hidden_states + residual if {IMG_PWN!r} else hidden_states)",
+    )
+    alpha.write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def fixture_page(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    from flowtrace import api
+    from flowtrace import graph as graphs
+    from flowtrace.checks.base import all_rules
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.render.scan_json import scan_document
+
+    tmp = tmp_path_factory.mktemp("hostile-scan")
+    result = api.scan(_hostile_tree(tmp), options=IndexOptions(use_cache=False, jobs=1))
+    doc = scan_document(result, api.findings(result))
+    dumped = json.dumps(doc)
+    assert SCRIPT_PWN in dumped and IMG_PWN in dumped, "the planted strings should reach the scan document"
+    doc["graph"] = json.loads(graphs.to_json(result.graph))
+    doc["rules"] = {r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix} for r in all_rules()}
+    path = tmp / "report.html"
+    path.write_text(render_html(doc), encoding="utf-8")
+    return path, doc
+
+
+@pytest.fixture(scope="module")
+def sample_page(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("sample") / "sample.html"
+    path.write_text(render_html(sample_doc(), probe=capture_probe("pkg.models.alpha.AlphaForCausalLM")), encoding="utf-8")
+    return path
+
+
+def _open(driver, path: Path) -> None:
+    driver.get(path.as_uri())
+    driver.get_log("browser")  # drain: each test reads only its own page's messages
+
+
+def _errors(driver) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def _no_alert(driver) -> bool:
+    try:
+        driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def _visible_rows(driver) -> list[Any]:
+    return [r for r in driver.find_elements(By.CSS_SELECTOR, "#matrix-table tbody tr") if r.is_displayed()]
+
+
+def _in_viewport(driver, element_id: str) -> bool:
+    return driver.execute_script(
+        "var r = document.getElementById(arguments[0]).getBoundingClientRect();"
+        "return r.height > 0 && r.top < window.innerHeight && r.bottom > 0;",
+        element_id,
+    )
+
+
+def test_loads_clean_offline_and_inert(driver, fixture_page, sample_page, tmp_path):
+    for path in (fixture_page[0], sample_page):
+        driver.get(path.as_uri())
+        assert _errors(driver) == [], f"console errors on {path.name}"
+        assert driver.execute_script("return typeof window.__pwned") == "undefined"
+        assert _no_alert(driver), "a dialog opened"
+        assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0, "the page fetched something"
+        assert driver.execute_script("return !!(window.flowtrace && window.flowtrace.data.ui)")
+    # hostile strings from the scanned code are visible as text in the matrix and the detail
+    driver.get(fixture_page[0].as_uri())
+    assert SCRIPT_PWN in driver.find_element(By.ID, "matrix-table").text
+    driver.get(sample_page.as_uri())
+    body = driver.find_element(By.TAG_NAME, "body").text
+    assert HOSTILE in body and HOSTILE_PWN in body
+    assert driver.execute_script("return document.scripts.length") == 2
+    shot = tmp_path / "report-top.png"
+    driver.save_screenshot(str(shot))
+    assert shot.stat().st_size > 1000
+
+
+def test_filter_and_toggles_narrow_the_matrix(driver, fixture_page):
+    path, doc = fixture_page
+    _open(driver, path)
+    total = len(doc["models"])
+    assert len(_visible_rows(driver)) == total
+    driver.find_element(By.TAG_NAME, "body").send_keys("/")
+    assert driver.switch_to.active_element.get_attribute("id") == "filter"
+    driver.switch_to.active_element.send_keys("alpha")
+    rows = _visible_rows(driver)
+    assert 0 < len(rows) < total
+    assert all("alpha" in r.get_attribute("data-search") for r in rows)
+    assert driver.find_element(By.ID, "matrix-count").text == f"{len(rows)} of {total} classes"
+    driver.find_element(By.ID, "filter").send_keys(Keys.CONTROL, "a", Keys.DELETE)
+    assert len(_visible_rows(driver)) == total
+    driver.find_element(By.ID, "hide-unsupported").click()
+    shown = _visible_rows(driver)
+    assert len(shown) == sum(m["support"] != "none" for m in doc["models"]) < total
+    driver.find_element(By.ID, "hide-unsupported").click()
+    driver.find_element(By.ID, "only-findings").click()
+    assert all(r.get_attribute("data-findings") != "0" for r in _visible_rows(driver))
+    driver.find_element(By.ID, "only-findings").click()
+    # sorting by a header reorders the rows
+    driver.find_element(By.CSS_SELECTOR, "button.sort[data-col='0']").click()
+    driver.find_element(By.CSS_SELECTOR, "button.sort[data-col='0']").click()
+    names = [r.find_element(By.CSS_SELECTOR, "a.model-link").text.lower() for r in _visible_rows(driver)]
+    assert names == sorted(names, reverse=True)
+    assert _errors(driver) == []
+
+
+def test_finding_links_and_keys(driver, fixture_page):
+    path, doc = fixture_page
+    _open(driver, path)
+    link = driver.find_element(By.CSS_SELECTOR, "#matrix-table a.count")
+    target = link.get_attribute("href").split("#", 1)[1]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    assert driver.execute_script("return location.hash") == "#" + target
+    assert _in_viewport(driver, target)
+    # j / k walk the findings in page order
+    order = driver.execute_script("return window.flowtrace.data.ui.findings")
+    assert len(order) == len(doc["findings"]) >= 2
+    driver.execute_script("history.replaceState(null, '', location.pathname); window.scrollTo(0, 0)")
+    body = driver.find_element(By.TAG_NAME, "body")
+    body.send_keys("j")
+    assert driver.execute_script("return location.hash") == "#" + order[0]
+    body.send_keys("j")
+    assert driver.execute_script("return location.hash") == "#" + order[1]
+    assert _in_viewport(driver, order[1])
+    body.send_keys("k")
+    assert driver.execute_script("return location.hash") == "#" + order[0]
+    assert _errors(driver) == []
+
+
+def test_graph_svg_per_model(driver, fixture_page, tmp_path):
+    path, doc = fixture_page
+    _open(driver, path)
+    alpha = "model-sglang.srt.models.alpha.AlphaForCausalLM"
+    beta = "model-sglang.srt.models.beta.BetaForCausalLM"
+    Select(driver.find_element(By.ID, "model-select")).select_by_value(beta)
+    assert driver.find_element(By.ID, beta).is_displayed()
+    size = driver.execute_script(
+        "var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta
+    )
+    assert size[0] > 100 and size[1] > 30
+    assert len([a for a in driver.find_elements(By.CSS_SELECTOR, "article.model-detail") if a.is_displayed()]) == 1
+    # clicking a class in the matrix switches the inspector to it
+    link = driver.find_element(By.CSS_SELECTOR, f"#matrix-table a.model-link[href='#{alpha}']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    assert driver.find_element(By.ID, alpha).is_displayed() and not driver.find_element(By.ID, beta).is_displayed()
+    assert Select(driver.find_element(By.ID, "model-select")).first_selected_option.get_attribute("value") == alpha
+    graph = driver.find_element(By.CSS_SELECTOR, f"#{alpha.replace('.', chr(92) + '.')} svg.graph")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", graph)
+    assert graph.size["width"] > 100 and graph.size["height"] > 30
+    assert SCRIPT_PWN not in graph.text and driver.execute_script("return typeof window.__pwned") == "undefined"
+    driver.save_screenshot(str(tmp_path / "graph.png"))
+    assert _errors(driver) == []
+
+
+def test_csp_blocks_injected_script(driver, sample_page):
+    """Defence in depth: even markup that got into the page could not run its inline script."""
+    _open(driver, sample_page)
+    driver.execute_script(
+        "var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);"
+    )
+    assert driver.execute_script("return typeof window.__pwned") == "undefined"
+    logs = driver.get_log("browser")
+    assert any("Content Security Policy" in e.get("message", "") for e in logs)
