@@ -138,6 +138,7 @@ class CaptureSiteFact:
     captured_expression: str | None = None  # what is stored, e.g. "hidden_states + residual"
     callback_parameter: str | None = None  # the layer-forward keyword a callback is handed in
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
+    uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
 
 
 @dataclass(frozen=True, slots=True)

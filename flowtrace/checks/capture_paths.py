@@ -108,7 +108,7 @@ class CaptureWrongTensor(Rule):
         for ff in result.files:
             for site in ff.capture_sites:
                 expr = site.captured_expression
-                if not site.split_residual or not expr or "residual" in expr:
+                if not site.split_residual or not expr or site.uses_residual:
                     continue
                 yield self.finding(
                     site.location,

@@ -243,7 +243,9 @@ class LoopAnalyzer:
                 label = offset_of(call.args[helper.label_arg].value, index)
                 boundary = 1 if after else 0
                 point = point_for(boundary, label) if label is not None else F.UNKNOWN
-                captured = " + ".join(self.file.code(a.value) for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value))
+                stored_args = [a.value for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value)]
+                captured = " + ".join(self.file.code(a) for a in stored_args)
+                helper_residual = any(_depends_on_residual(a, bound) for a in stored_args)
                 found.append(
                     F.CaptureSiteFact(
                         **base,
@@ -257,6 +259,7 @@ class LoopAnalyzer:
                         embedding_capturable=bool(pre) or not after,
                         last_layer_capturable=bool(post) or after,
                         captured_expression=captured,
+                        uses_residual=helper_residual,
                     )
                 )
                 continue
@@ -276,8 +279,10 @@ class LoopAnalyzer:
                 point = point_for(boundary, label) if label is not None else F.UNKNOWN
                 mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.APPEND
                 captured = None
+                uses_residual = False
                 if call.args:
                     stored = call.args[0].value
+                    uses_residual = _depends_on_residual(stored, bound)
                     if isinstance(stored, cst.Name) and stored.value in bound:
                         stored = bound[stored.value]  # `x = h + r; aux.append(x)`
                     captured = self.file.code(stored)
@@ -293,6 +298,7 @@ class LoopAnalyzer:
                         embedding_capturable=bool(pre) or not after,
                         last_layer_capturable=bool(post) or after,
                         captured_expression=captured,
+                        uses_residual=uses_residual,
                     )
                 )
         return found
@@ -353,8 +359,16 @@ def _attributes(node: cst.CSTNode) -> list[str]:
     return found
 
 
+def _depends_on_residual(expr: cst.BaseExpression, bound: dict[str, cst.BaseExpression], depth: int = 0) -> bool:
+    """Whether a stored value mentions a residual, directly or through loop-local assignments."""
+    names = names_in(expr)
+    if any("residual" in n for n in names):
+        return True
+    return depth < 4 and any(_depends_on_residual(bound[n], bound, depth + 1) for n in names if n in bound)
+
+
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
-__all__ = ["LoopAnalyzer", "names_in"]
+__all__ = ["LoopAnalyzer"]

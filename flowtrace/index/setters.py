@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from flowtrace import facts as F
-from flowtrace.index.syntax import body_statements, dotted, last_name, names_in
+from flowtrace.index.syntax import body_statements, last_name, names_in
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
@@ -222,4 +222,4 @@ def _offset(expr: cst.BaseExpression, var: str) -> int | None:
     return None
 
 
-__all__ = ["SetterAnalyzer", "dotted"]
+__all__ = ["SetterAnalyzer"]
