@@ -379,10 +379,13 @@ class Project:
         for r in rows:
             if r.qualname == name:
                 return r
-        by_simple = [r for r in rows if r.name == name]
-        if len(by_simple) == 1:
+        # Several classes may share a name or an architecture (a diffusion or encoder copy in
+        # another subpackage): prefer registered classes that can capture.
+        def preference(r: ModelRow):
+            return (not r.registered, r.capture is None, r.name != name, r.qualname)
+
+        by_simple = sorted((r for r in rows if r.name == name), key=preference)
+        by_arch = sorted((r for r in rows if name in r.architectures), key=preference)
+        if by_simple and (not by_arch or preference(by_simple[0]) <= preference(by_arch[0])):
             return by_simple[0]
-        by_arch = [r for r in rows if name in r.architectures]
-        if by_arch:
-            return sorted(by_arch, key=lambda r: (r.name != name, r.qualname))[0]
-        return by_simple[0] if by_simple else None
+        return by_arch[0] if by_arch else None

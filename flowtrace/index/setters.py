@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from flowtrace import facts as F
-from flowtrace.index.syntax import body_statements, last_name, names_in
+from flowtrace.index.syntax import body_statements, canonical, last_name, names_in
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
@@ -70,7 +70,7 @@ class SetterAnalyzer:
             parameter=self.param,
             id_transform=transform,
             transform_note=note,
-            default_layers=defaults[0].text if defaults else self.param_default,
+            default_layers=canonical(defaults[0].text) if defaults else (canonical(self.param_default) if self.param_default else None),
             writes=writes,
             delegate=delegate or None,
             delegate_method=delegate_method,
@@ -113,6 +113,14 @@ class SetterAnalyzer:
                     if self.param_default is None and not self.uses_param(stmt.value):
                         self.param_default = self.file.code(stmt.value)
                     continue
+                if (
+                    self.param_default is None
+                    and not self.uses_param(stmt.value)
+                    and any(c.replace(" ", "") == f"{self.param}isNone" for c in conditions)
+                    and isinstance(stmt.value, (cst.List, cst.Tuple))
+                ):
+                    # `if ids is None: layers = [2, n // 2, n - 3]` then handed on: the default
+                    self.param_default = self.file.code(stmt.value)
                 self.locals[target.target.value] = stmt.value
                 continue
             name = last_name(target.target)

@@ -36,6 +36,16 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return {n.value for n in iter_nodes(node) if isinstance(n, cst.Name)}
 
 
+def canonical(text: str) -> str:
+    """One-line canonical source for an expression (``ast.unparse``), or the text itself."""
+    import ast
+
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return " ".join(text.split())
+
+
 def clip(text: str, limit: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

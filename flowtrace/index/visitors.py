@@ -17,7 +17,7 @@ import libcst as cst
 from flowtrace import facts as F
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
-from flowtrace.index.syntax import FastVisitor, Positions, body_statements, clip, dotted, last_name, module_name, walk_statements
+from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
@@ -382,7 +382,7 @@ class FileAnalyzer:
         expression = None
         for stmt in walk_statements(fn.body):
             if isinstance(stmt, cst.Return) and stmt.value is not None:
-                expression = self.code(stmt.value)
+                expression = canonical(self.code(stmt.value))
         return F.DefaultGetterFact(info.qualname, fn.name.value, self.loc(fn), expression, self.code(fn))
 
     def attribute_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.AttributeUseFact]:
