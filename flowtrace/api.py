@@ -111,6 +111,8 @@ def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layer
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")
+    if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
+        raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
     return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size)
 
 

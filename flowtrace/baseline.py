@@ -80,7 +80,7 @@ def read(path: str | Path) -> Baseline:
         raise BaselineError(f"{p}: baseline file not found (create it with --write-baseline {p})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{p}: cannot read baseline: {exc}") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(f"{p}: baseline is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("findings"), dict):
         raise BaselineError(f"{p}: not a flowtrace baseline (expected an object with \"schema\": \"{SCHEMA}\" and \"findings\")")

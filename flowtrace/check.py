@@ -156,7 +156,7 @@ def _read_source(root: Path, file: str) -> str | None:
         if not path.resolve().is_relative_to(base.resolve()) or not path.is_file():
             return None
         return decode(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve, 3.11)
         return None
 
 

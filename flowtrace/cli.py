@@ -31,6 +31,12 @@ class FlowtraceGroup(click.Group):
             ctx.exit(EXIT_ERROR)
         except BrokenPipeError:
             ctx.exit(EXIT_ERROR)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, never a traceback
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            click.echo(f"flowtrace: internal error: {type(exc).__name__}{': ' + detail if detail else ''}", err=True)
+            ctx.exit(EXIT_ERROR)
 
 
 def emit(text: str, output: str | None) -> None:
@@ -212,7 +218,7 @@ def report(scan_json, probe_json, output, link_base):
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise UsageError(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(schema):
             raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")

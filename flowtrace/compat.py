@@ -77,6 +77,8 @@ def read_config(path: str | Path, role: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}: the {role} config is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: the {role} config is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the {role} config must be a JSON object")
     return data
@@ -107,6 +109,8 @@ def target_info(config: dict, path: str) -> TargetInfo:
     hidden = config.get("hidden_size", text.get("hidden_size"))
     if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
         raise ConfigError(f"{path}: the target config has no positive integer 'num_hidden_layers' (also looked in text_config)")
+    if layers > 100_000:
+        raise ConfigError(f"{path}: the target config's num_hidden_layers = {layers} is implausible (at most 100000)")
     return TargetInfo(archs[0], layers, hidden if isinstance(hidden, int) else None)
 
 

@@ -157,13 +157,24 @@ def parse_table(table: Any, path: Path) -> Config:
         kwargs["extend_select"] = selectors("extend-select", strings("extend-select"))
     if "ignore" in table:
         kwargs["ignore"] = selectors("ignore", strings("ignore"))
+
+    def patterns(key: str, values) -> None:  # noqa: ANN001
+        from flowtrace.index.discover import _pattern_problem
+
+        for v in values:
+            problem = _pattern_problem(v)
+            if problem:
+                raise ConfigError(f"{where} {key}: pattern {v!r}: {problem}")
+
     if "exclude" in table:
         kwargs["exclude"] = strings("exclude")
+        patterns("exclude", kwargs["exclude"])
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{where} per-file-ignores: expected a table of pattern = [codes], got {_type(pfi)}")
         entries = []
+        patterns("per-file-ignores", pfi)
         for pattern, value in pfi.items():
             key = f'per-file-ignores."{pattern}"'
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,10 @@ def load_profile(path: Path) -> Profile:
             raise ProfileError(f"{path}: [capture] helpers entries need {{ name = str, label_arg = int }}, found {item!r}")
         helpers.append(CaptureHelper(item["name"], item["label_arg"]))
     e, c, r, d = data["engine"], data["capture"], data["registry"], data["draft"]
+    try:
+        re.compile(r["dict_name_pattern"])
+    except Exception as exc:  # noqa: BLE001 - re.error, RecursionError on absurd patterns
+        raise ProfileError(f"{path}: [registry] dict_name_pattern is not a valid regular expression ({exc})") from None
     where = str(path)
     return Profile(
         name=e["name"],

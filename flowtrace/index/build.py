@@ -5,32 +5,49 @@ then any unparsed file that subclasses or constructs a class already known to ma
 that a registry points at) is added, so inheritance and wrapping across files are not
 lost. Parsing runs in a process pool (``jobs``) and results are merged in path order, so
 the output does not depend on scheduling. Facts are cached by content.
+
+How the work flows (every step is there for speed; none changes a fact):
+
+* The walk lists files with their stat. A file whose stat matches the cache's manifest is
+  not read at all: its content hash, prefilter verdict and the class names it subclasses or
+  constructs come from the manifest. Others are read once, hashed, prefiltered and (when
+  the prefilter does not select them) scanned for those class names.
+* Selected files whose facts are cached are taken from the cache; the others are queued,
+  largest first, for one process pool that starts once (after the parser is imported and
+  warmed up, so forked workers share it) as soon as there is enough work to pay for it, or
+  are parsed here when there is little (a one-file change, ``--jobs 1``). Workers read the
+  file themselves and send back pickled facts; nothing big crosses a pipe twice.
+* The fixpoint is incremental: each result adds its relevant class names and registry
+  modules, and the files waiting on those names are queued at once, while the pool is
+  still busy, instead of in rounds. The selection is the least fixpoint of a monotone rule,
+  so the order results arrive in cannot change it.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
+import pickle
+import queue
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from flowtrace import facts as F
-from flowtrace.index.class_table import table_facts
-from flowtrace.index.cache import FactCache, content_hash, default_cache_dir
+from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.index.discover import SourceFile, discover
-from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, analyze_bytes, matters
-from flowtrace.index.syntax import module_name
+from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters
 from flowtrace.profiles import Conventions, Profile
 
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
-    jobs: int | None = None  # None: one per core
+    jobs: int | None = None  # None: one per core this process may run on
     use_cache: bool = True
     cache_dir: Path | None = None
     excludes: tuple[str, ...] = ()
@@ -39,6 +56,32 @@ class IndexOptions:
     progress: bool | None = None  # None: when stderr is a terminal
 
 
+FULL, TABLE = "full", "table"
+
+# Work (in bytes of libcst input; a class-table file counts a fifth of its size) below which
+# forking a pool costs more than it saves: a warm scan with one changed file parses in place.
+POOL_MIN_WORK = 256 * 1024
+_TABLE_WEIGHT = 0.2
+
+
+def available_cores() -> int:
+    """The cores this process may run on (affinity and cgroup cpusets), not the machine's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def module_name(path: str) -> str:
+    """``a/b/c.py`` -> ``a.b.c``: :func:`flowtrace.index.syntax.module_name`, repeated here so a
+    warm scan never imports libcst (a test keeps the two equal)."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(p for p in parts if p)
+
+
+# -- the work one file takes (in a worker or here) ------------------------------------
 _CONV: Conventions | None = None
 _LIMITS: tuple[int, float] = (DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S)
 
@@ -48,60 +91,156 @@ def _init_worker(conv: Conventions, limits: tuple[int, float]) -> None:
     _CONV, _LIMITS = conv, limits
 
 
-FULL, TABLE = "full", "table"
-
-
 def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[int, float]) -> F.FileFacts:
     """Full libcst analysis for files naming a capture marker; the class table otherwise."""
     if tier == TABLE:
         if len(data) > limits[0]:
-            return F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"file is {len(data)} bytes, over the {limits[0]}-byte limit; not parsed", "too-large"),))
+            return F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", "too-large"),))
+        from flowtrace.index.class_table import table_facts
+
         return table_facts(path, data, conv)
+    from flowtrace.index.parse import analyze_bytes
+
     return analyze_bytes(path, data, conv, max_bytes=limits[0], timeout_s=limits[1])
 
 
-def _work(item: tuple[str, bytes, str]) -> F.FileFacts:
+def _read(absolute: str, size: int, max_bytes: int) -> bytes:
+    with open(absolute, "rb") as handle:
+        return handle.read(max_bytes + 1) if size > max_bytes else handle.read()
+
+
+# A task: (path, absolute path, size, tier). Its outcome: (path, content hash, pickled facts),
+# or (path, None, error text) when the file could not be read.
+_Task = tuple[str, str, int, str]
+_Outcome = tuple[str, str | None, bytes | str]
+
+
+def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Outcome:
+    path, absolute, size, tier = task
+    try:
+        data = _read(absolute, size, limits[0])
+    except OSError as exc:
+        return path, None, f"cannot read: {exc.strerror or exc}"
+    try:
+        facts = analyze(path, data, tier, conv, limits)
+    except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
+        facts = F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
+    return path, content_hash(data), dumps(facts)
+
+
+def _work(task: _Task) -> _Outcome:
     assert _CONV is not None
-    return analyze(item[0], item[1], item[2], _CONV, _LIMITS)
+    return _run_task(task, _CONV, _LIMITS)
 
 
-_CLASS_LINE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+# -- what the fixpoint matches on ----------------------------------------------------
+# A file's base-class and constructor names, read with anchored regexes. The class regex
+# starts with its literal (fast to search) and checks the line start itself, which finds
+# exactly what ``^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)`` (re.M) finds.
+_CLASS_HEAD = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _CONSTRUCTOR = re.compile(rb"\b([A-Z][A-Za-z0-9_]*)\(")
 
 
-def _relevant_names(files: list[F.FileFacts]) -> set[str]:
-    """Simple names of classes that take part in capture, and of their subclasses."""
-    names: set[str] = set()
-    for ff in files:
+def mentions(data: bytes) -> frozenset[str]:
+    """Names a file lists as base classes (``class X(A, b.B)``) or calls like a class (``Foo(``)."""
+    found: set[bytes] = set()
+    search = _CLASS_HEAD.search
+    pos = 0
+    while True:
+        match = search(data, pos)
+        if match is None:
+            break
+        start = match.start()
+        if data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t"):
+            pos = start + 1  # not at a line start: look again just past it
+            continue
+        found.update(_IDENT.findall(match.group(1)))
+        pos = match.end()
+    found.update(_CONSTRUCTOR.findall(data))
+    return frozenset(name.decode("ascii") for name in found)
+
+
+def _suffixes(path: str) -> set[str]:
+    parts = module_name(path).split(".")
+    return {".".join(parts[i:]) for i in range(len(parts))}
+
+
+class _Fixpoint:
+    """The selection rule, incrementally: a file is selected when one of the names it
+    mentions is relevant (owns capture facts, is a registry target, or subclasses a relevant
+    class, transitively), or when a registry target lives in its module."""
+
+    def __init__(self, select) -> None:  # noqa: ANN001
+        self.select = select
+        self.names: set[str] = set()
+        self.modules: set[str] = set()
+        self.children: dict[str, set[str]] = {}
+        self.waiting_on_name: dict[str, list[str]] = {}
+        self.waiting_on_module: dict[str, list[str]] = {}
+
+    def watch(self, path: str, names: frozenset[str]) -> None:
+        """A file the prefilter did not select: select it if it matches now, else wait."""
+        suffixes = _suffixes(path)
+        if not names.isdisjoint(self.names) or not suffixes.isdisjoint(self.modules):
+            self.select(path)
+            return
+        for name in names:
+            self.waiting_on_name.setdefault(name, []).append(path)
+        for suffix in suffixes:
+            self.waiting_on_module.setdefault(suffix, []).append(path)
+
+    def add(self, ff: F.FileFacts) -> None:
         owners = {s.class_qualname for s in ff.setters} | {s.class_qualname for s in ff.capture_sites}
         owners |= {u.class_qualname for u in ff.attribute_uses} | {g.class_qualname for g in ff.default_getters}
         for cls in ff.classes:
             if cls.qualname in owners:
-                names.add(cls.name)
+                self._name(cls.name)
         for reg in ff.registry:
-            names.add(reg.target.rsplit(".", 1)[-1])
-    changed = True
-    while changed:
-        changed = False
-        for ff in files:
-            for cls in ff.classes:
-                if cls.name not in names and any(b.rsplit(".", 1)[-1] in names for b in cls.bases):
-                    names.add(cls.name)
-                    changed = True
-    return names
+            self._name(reg.target.rsplit(".", 1)[-1])
+            self._module(reg.target.rpartition(".")[0])
+        for cls in ff.classes:
+            for base in cls.bases:
+                last = base.rsplit(".", 1)[-1]
+                self.children.setdefault(last, set()).add(cls.name)
+                if last in self.names:
+                    self._name(cls.name)
+
+    def _name(self, name: str) -> None:
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current in self.names:
+                continue
+            self.names.add(current)
+            for path in self.waiting_on_name.pop(current, ()):
+                self.select(path)
+            stack.extend(self.children.get(current, ()))
+
+    def _module(self, module: str) -> None:
+        if module not in self.modules:
+            self.modules.add(module)
+            for path in self.waiting_on_module.pop(module, ()):
+                self.select(path)
 
 
 class _Progress:
-    def __init__(self, enabled: bool, total: int) -> None:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
         self.bar = None
-        if enabled and total:
+
+    def grow(self, n: int = 1) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
             try:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=total, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
+                self.bar = tqdm(total=0, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
             except ImportError:  # pragma: no cover
-                self.bar = None
+                self.enabled = False
+                return
+        self.bar.total += n
 
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:
@@ -112,6 +251,136 @@ class _Progress:
             self.bar.close()
 
 
+class _Parser:
+    """Runs tasks largest first: in one process pool once there is enough queued work to pay
+    for forking it, in this process otherwise (and always with ``jobs=1``)."""
+
+    def __init__(self, conv: Conventions, limits: tuple[int, float], jobs: int) -> None:
+        self.conv, self.limits, self.jobs = conv, limits, jobs
+        self.heap: list[tuple[int, float, str, _Task]] = []
+        self.queued_work = 0.0
+        self.pool: ProcessPoolExecutor | None = None
+        self.in_flight = 0
+        self.done: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        self.failure: str | None = None
+
+    def add(self, task: _Task) -> None:
+        path, _, size, tier = task
+        work = size if tier == FULL else size * _TABLE_WEIGHT
+        heapq.heappush(self.heap, (tier != FULL, -work, path, task))
+        self.queued_work += work
+
+    @property
+    def busy(self) -> bool:
+        return self.in_flight > 0
+
+    def pump(self) -> None:
+        """Hand queued tasks to the pool (starting it when it pays), keeping a few per worker
+        in flight so the largest queued task is always the next one taken."""
+        import gc
+
+        frozen = False
+        if self.pool is None and self.heap and self.jobs > 1 and self.failure is None and self.queued_work >= POOL_MIN_WORK:
+            frozen = self._start()
+        try:
+            while self.pool is not None and self.heap and self.in_flight < 2 * self.jobs:
+                _, negative_work, _, task = heapq.heappop(self.heap)
+                self.queued_work += negative_work
+                try:
+                    future = self.pool.submit(_work, task)  # the first submit forks the workers
+                except (BrokenProcessPool, RuntimeError, OSError) as exc:
+                    self._broken(exc, task)
+                    return
+                future.task = task  # type: ignore[attr-defined]
+                future.add_done_callback(self.done.put)
+                self.in_flight += 1
+        finally:
+            if frozen:
+                gc.unfreeze()
+
+    def _start(self) -> bool:
+        """Create the pool, once; True when the GC was frozen for the fork to come."""
+        import gc
+        import multiprocessing
+
+        from flowtrace.index.parse import warm_up
+
+        warm_up(self.conv)  # import libcst and the analysers once, before forking
+        _init_worker(self.conv, self.limits)
+        fork = sys.platform.startswith("linux")
+        context = multiprocessing.get_context("fork" if fork else "spawn")
+        try:
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_init_worker, initargs=(self.conv, self.limits))
+        except (OSError, ValueError) as exc:
+            self.failure = f"cannot start worker processes ({exc}); parsed serially"
+            return False
+        # Workers inherit this process's objects: keep their GC from walking (and so copying)
+        # those pages. Unfrozen again once the first submit has forked them.
+        gc.collect()
+        gc.freeze()
+        return True
+
+    def next_local(self) -> _Outcome | None:
+        """Run the largest queued task here (when no pool takes them)."""
+        if self.pool is not None or not self.heap:
+            return None
+        _, negative_work, _, task = heapq.heappop(self.heap)
+        self.queued_work += negative_work
+        return _run_task(task, self.conv, self.limits)
+
+    def wait(self) -> list[_Outcome]:
+        """Block for at least one finished pool task; return every finished one."""
+        futures = [self.done.get()]
+        while True:
+            try:
+                futures.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        return self._collect(futures)
+
+    def ready(self) -> list[_Outcome]:
+        futures = []
+        while True:
+            try:
+                futures.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        return self._collect(futures)
+
+    def _collect(self, futures: list[Future]) -> list[_Outcome]:
+        out = []
+        for future in futures:
+            self.in_flight -= 1
+            try:
+                out.append(future.result())
+            except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool, OSError, cancelled
+                # A worker died (a crash or the OOM killer): finish here, and say so.
+                self._broken(exc, future.task)  # type: ignore[attr-defined]
+        return out
+
+    def _broken(self, exc: BaseException, task: _Task) -> None:
+        if self.failure is None:
+            self.failure = f"worker process failed ({type(exc).__name__}); the rest was parsed serially"
+        self.add(task)
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self, cancel: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=cancel)
+            self.pool = None
+
+
+def _verdict(data: bytes, markers: tuple[bytes, ...], registration: tuple[bytes, ...]) -> int:
+    """The byte prefilter: names a capture marker (full analysis), a registration variable
+    (the class table at least), or neither (parsed only if the fixpoint asks)."""
+    verdict = FULL_MARKER if matters(data, markers) else 0
+    if registration and matters(data, registration):
+        verdict |= REGISTRATION
+    return verdict
+
+
 def build_index(root: Path, profiles: list[Profile], options: IndexOptions | None = None) -> F.IndexResult:
     options = options or IndexOptions()
     started = time.perf_counter()
@@ -119,91 +388,133 @@ def build_index(root: Path, profiles: list[Profile], options: IndexOptions | Non
     sources, diagnostics = discover(root, options.excludes)
     cache = None
     if options.use_cache:
-        cache = FactCache(options.cache_dir or default_cache_dir(root), conv.digest)
+        cache = FactCache(options.cache_dir or default_cache_dir(root), conv.digest, root=root, variant=f"max_bytes={options.max_bytes}")
         if not cache.usable:
             cache = None
 
-    contents: dict[str, bytes] = {}
-    hashes: dict[str, str] = {}
-    by_path: dict[str, SourceFile] = {}
-    for src in sources:
-        try:
-            with open(src.absolute, "rb") as handle:
-                data = handle.read(options.max_bytes + 1) if src.size > options.max_bytes else handle.read()
-        except OSError as exc:
-            diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
-            continue
-        contents[src.path] = data
-        by_path[src.path] = src
-
-    full = {p for p, data in contents.items() if matters(data, conv.markers)}
-    registration = tuple(v.encode() for v in conv.entry_variables)
-    selected: set[str] = set(full)
-    selected |= {p for p, data in contents.items() if registration and matters(data, registration)}
-    selected |= {p for p in contents if any(p.endswith(d) for d in conv.dict_files)}
+    by_path: dict[str, SourceFile] = {s.path: s for s in sources}
+    states: dict[str, FileState] = {}
     results: dict[str, F.FileFacts] = {}
+    selected: set[str] = set()
+    to_dispatch: deque[str] = deque()
+    keys: dict[str, str] = {}
     parsed = cached = 0
-    progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty(), 0)
+    limits = (options.max_bytes, options.timeout_s)
+    jobs = options.jobs if options.jobs is not None else available_cores()
+    parser = _Parser(conv, limits, jobs)
+    progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty())
 
-    def run(paths: list[str]) -> None:
-        nonlocal parsed, cached
-        todo: list[tuple[str, bytes, str]] = []
-        keys: dict[str, str] = {}
-        for path in paths:
-            data = contents[path]
-            src = by_path[path]
-            digest = None
+    def select(path: str) -> None:
+        if path not in selected:
+            selected.add(path)
+            to_dispatch.append(path)
+
+    fixpoint = _Fixpoint(select)
+
+    def tier_of(path: str) -> str:
+        return FULL if states[path].verdict & FULL_MARKER else TABLE
+
+    def accept(path: str, facts: F.FileFacts) -> None:
+        results[path] = facts
+        fixpoint.add(facts)
+
+    def dispatch() -> None:
+        """Take newly selected files from the cache, or queue them for parsing."""
+        nonlocal cached
+        while to_dispatch:
+            path = to_dispatch.popleft()
+            state, src, tier = states[path], by_path[path], tier_of(path)
             if cache is not None:
-                digest = cache.known_hash(path, src.size, src.mtime_ns)
-            if digest is None:
-                digest = content_hash(data)
-            hashes[path] = digest
-            if cache is not None:
-                cache.remember(path, src.size, src.mtime_ns, digest)
-                key = cache.key(path, digest + (FULL if path in full else TABLE))
-                keys[path] = key
-                hit = cache.get(key)
+                keys[path] = cache.key(path, state.digest + tier)
+                hit = cache.get(keys[path])
                 if hit is not None:
-                    results[path] = hit
                     cached += 1
+                    accept(path, hit)
                     continue
-            todo.append((path, data, FULL if path in full else TABLE))
-        if progress.bar is not None:
-            progress.bar.total = (progress.bar.total or 0) + len(todo)
-        for facts in _parse_all(todo, conv, options, progress):
-            results[facts.path] = facts
-            parsed += 1
-            if cache is not None and not any(d.kind in {"timeout", "internal"} for d in facts.diagnostics):
-                cache.put(keys[facts.path], facts)
+            parser.add((path, src.absolute, src.size, tier))
+            progress.grow()
+        parser.pump()
 
-    if progress.bar is None and (options.progress if options.progress is not None else sys.stderr.isatty()):
-        progress = _Progress(True, 1)
-    run(sorted(selected))
-    # Fixpoint: follow subclasses, wrappers and registry targets into unselected files.
-    # Each file's base-class and constructor names are read once with two anchored regexes;
-    # the loop itself is set arithmetic.
-    mentions: dict[str, set[bytes]] = {}
-    for path, data in contents.items():
-        if path not in results:
-            found = set()
-            for bases in _CLASS_LINE.findall(data):
-                found.update(_IDENT.findall(bases))
-            found.update(_CONSTRUCTOR.findall(data))
-            mentions[path] = found
-    while True:
-        names = {n.encode() for n in _relevant_names(list(results.values()))}
-        modules = {r.target.rpartition(".")[0] for ff in results.values() for r in ff.registry}
-        new = []
-        for path, found in mentions.items():
-            if path in results:
+    def finish(outcome: _Outcome) -> None:
+        nonlocal parsed
+        path, digest, payload = outcome
+        progress.advance()
+        if digest is None:
+            diagnostics.append(F.Diagnostic(path, 0, str(payload), "unreadable"))
+            if cache is not None:
+                cache.forget(path)
+            return
+        facts = pickle.loads(payload)  # type: ignore[arg-type]
+        parsed += 1
+        accept(path, facts)
+        if cache is None:
+            return
+        tier = tier_of(path)
+        if digest != states[path].digest:  # changed while scanning: key by what was parsed
+            cache.forget(path)
+            keys[path] = cache.key(path, digest + tier)
+        if not any(d.kind in {"timeout", "internal"} for d in facts.diagnostics):
+            cache.put(keys[path], facts, payload)  # type: ignore[arg-type]
+
+    def drain(block: bool = False) -> None:
+        for outcome in parser.wait() if block else parser.ready():
+            finish(outcome)
+
+    def classify(src: SourceFile, state: FileState) -> None:
+        states[src.path] = state
+        if cache is not None:
+            cache.remember(src.path, state)
+        if state.verdict or any(src.path.endswith(d) for d in conv.dict_files):
+            select(src.path)
+        else:
+            assert state.mentions is not None
+            fixpoint.watch(src.path, state.mentions)
+
+    # Files the manifest vouches for first (no I/O), then the rest, read and classified a
+    # batch at a time so the pool starts parsing while this process reads on.
+    unknown: list[SourceFile] = []
+    registration = tuple(v.encode() for v in conv.entry_variables)
+    completed = False
+    try:
+        for src in sources:
+            state = cache.known(src.path, src.size, src.mtime_ns, src.ctime_ns) if cache is not None else None
+            initially = state is not None and (state.verdict or any(src.path.endswith(d) for d in conv.dict_files))
+            if state is None or (state.mentions is None and not initially):
+                unknown.append(src)
+            else:
+                classify(src, state)
+        dispatch()
+        for start in range(0, len(unknown), 64):
+            for src in unknown[start : start + 64]:
+                try:
+                    data = _read(src.absolute, src.size, options.max_bytes)
+                except OSError as exc:
+                    diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
+                    continue
+                verdict = _verdict(data, conv.markers, registration)
+                initially = verdict or any(src.path.endswith(d) for d in conv.dict_files)
+                classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, None if initially else mentions(data)))
+            dispatch()
+            drain()
+
+        # Parse until the fixpoint closes: pool results, or local work when no pool runs.
+        while True:
+            dispatch()
+            if parser.busy:
+                drain(block=True)
                 continue
-            parts = module_name(path).split(".")
-            if any(".".join(parts[i:]) in modules for i in range(len(parts))) or found & names:
-                new.append(path)
-        if not new:
-            break
-        run(sorted(new))
-    progress.close()
+            outcome = parser.next_local()
+            if outcome is not None:
+                finish(outcome)
+                continue
+            if not to_dispatch:
+                break
+        completed = True
+    finally:
+        parser.close(cancel=not completed)  # an interrupted scan does not wait for its queue
+        progress.close()
+    if parser.failure:
+        diagnostics.append(F.Diagnostic(".", 0, parser.failure, "skipped"))
     if cache is not None:
         cache.save()
 
@@ -221,36 +532,3 @@ def build_index(root: Path, profiles: list[Profile], options: IndexOptions | Non
         seconds=round(time.perf_counter() - started, 3),
     )
     return F.IndexResult(root=str(root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in profiles))
-
-
-def _parse_all(todo: list[tuple[str, bytes, str]], conv: Conventions, options: IndexOptions, progress: _Progress) -> list[F.FileFacts]:
-    jobs = options.jobs if options.jobs is not None else (os.cpu_count() or 1)
-    limits = (options.max_bytes, options.timeout_s)
-    if jobs <= 1 or len(todo) < 4:
-        return _serial(todo, conv, limits, progress.advance)
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    # Largest files first so one big file does not become the tail of the scan.
-    order = sorted(range(len(todo)), key=lambda i: (todo[i][2] != FULL, -len(todo[i][1])))
-    out: list[F.FileFacts | None] = [None] * len(todo)
-    try:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context, initializer=_init_worker, initargs=(conv, limits)) as pool:
-            for i, facts in zip(order, pool.map(_work, [todo[i] for i in order], chunksize=4)):
-                out[i] = facts
-                progress.advance()
-    except (BrokenProcessPool, OSError) as exc:
-        # A worker died (a crash or the OOM killer): finish serially, and say so.
-        remaining = [todo[i] for i in range(len(todo)) if out[i] is None]
-        redo = iter(_serial(remaining, conv, limits, progress.advance, note=f"worker process failed ({type(exc).__name__}); parsed serially"))
-        out = [x if x is not None else next(redo) for x in out]
-    return [x for x in out if x is not None]
-
-
-def _serial(todo, conv, limits, advance: Callable[[int], None], note: str | None = None) -> list[F.FileFacts]:
-    out = []
-    for path, data, tier in todo:
-        facts = analyze(path, data, tier, conv, limits)
-        out.append(facts)
-        advance(1)
-    return out

@@ -1,31 +1,50 @@
 """The fact cache: never parse an unchanged file twice.
 
-Entries are keyed by the file's path and content hash, flowtrace's version and the profile
-digest, so a changed profile or tool version invalidates them. A stat index (size, mtime)
-lets a warm scan skip even hashing. Writes go to a temp file and are renamed into place, so
-concurrent scans never see half an entry; an unreadable or corrupt entry is a miss.
+Two stores live in the cache folder, both salted with the cache format, flowtrace's version,
+a digest of the index package's own source and the profile digest (a changed profile, tool
+version or analyser invalidates everything):
+
+* **entries** (``facts/xx/<key>.pickle``): one file's facts, keyed by its path and content
+  hash. Content-addressed, shared by every scan that uses the folder.
+* a **snapshot** per scanned root (``snapshot-<id>.pickle``): the stat manifest of every file
+  the last scan saw (size, mtime, ctime -> content hash, prefilter verdict and the class names
+  the fixpoint matches on) plus the facts that scan used, in one pack. A warm scan whose
+  manifest matches the tree reads one file and no source at all.
+
+Every file is written to a temp file and renamed into place, so concurrent scans never see
+half an entry (the last writer of a snapshot wins; each snapshot is consistent on its own).
+Every file carries a checksum: an unreadable, truncated or corrupt file is a miss, rebuilt by
+the scan, and never an error.
 """
 
 from __future__ import annotations
 
+import copyreg
+import dataclasses
 import hashlib
+import io
 import os
 import pickle
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace import __version__
+from flowtrace import facts as _facts
 from flowtrace.facts import FileFacts
 
-_FORMAT = 1
+_FORMAT = 2
+_MAGIC = b"FTC2"
+_SUM = 16  # blake2b digest bytes in a file header
 
 
 def _analyzer_digest() -> str:
-    """A hash of the index package's own source, so a changed analyser (a dev install, a
-    patched release) never reads facts an older analyser wrote."""
+    """A hash of the index package's own source and of the fact records, so a changed
+    analyser or a changed record layout (a dev install, a patched release) never reads facts
+    an older one wrote (an unpickled record missing a new field would break the scan)."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in sorted(here.glob("*.py")):
+    for path in sorted(here.glob("*.py")) + [here.parent / "facts.py"]:
         try:
             h.update(path.read_bytes())
         except OSError:
@@ -36,17 +55,112 @@ def _analyzer_digest() -> str:
 def default_cache_dir(root: Path) -> Path:
     """``<root>/.flowtrace_cache`` when writable, else under ``$XDG_CACHE_HOME/flowtrace``."""
     base = root if root.is_dir() else root.parent
-    if os.access(base, os.W_OK):
+    if _writable(base):
         return base / ".flowtrace_cache"
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(str(base.resolve()).encode()).hexdigest()[:16]
     return Path(xdg) / "flowtrace" / digest
 
 
+def _writable(base: Path) -> bool:
+    if not os.access(base, os.W_OK):
+        return False
+    existing = base / ".flowtrace_cache"
+    return not existing.exists() or os.access(existing, os.W_OK)
+
+
+def _reducer(cls: type, names: tuple[str, ...]):  # noqa: ANN202
+    def reduce(obj: object) -> tuple:
+        return cls, tuple([getattr(obj, name) for name in names])
+
+    return reduce
+
+
+def _dispatch_table() -> dict:
+    """Pickle fact records as ``Class(*fields)``: loading then runs one generated ``__init__``
+    per record instead of the slotted-dataclass ``__setstate__`` loop (about twice as fast to
+    load, which is most of a warm scan's own time). Field order is part of the cache salt
+    (``facts.py`` is hashed), so a record never meets a pickle of another layout."""
+    table = dict(copyreg.dispatch_table)
+    for obj in vars(_facts).values():
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == _facts.__name__:
+            table[obj] = _reducer(obj, tuple(f.name for f in dataclasses.fields(obj)))
+    return table
+
+
+_DISPATCH = _dispatch_table()
+
+
+def dumps(value: object) -> bytes:
+    """``pickle.dumps`` for fact records (see :func:`_dispatch_table`)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def seal(payload: bytes) -> bytes:
+    """``payload`` with a header (magic + checksum) that :func:`unseal` verifies."""
+    return _MAGIC + hashlib.blake2b(payload, digest_size=_SUM).digest() + payload
+
+
+def unseal(blob: bytes) -> bytes | None:
+    """The payload of a sealed blob, or None when it is not one or does not check out."""
+    head = len(_MAGIC) + _SUM
+    if len(blob) < head or not blob.startswith(_MAGIC):
+        return None
+    payload = blob[head:]
+    if hashlib.blake2b(payload, digest_size=_SUM).digest() != blob[len(_MAGIC) : head]:
+        return None
+    return payload
+
+
+class _FactUnpickler(pickle.Unpickler):
+    """Loads only flowtrace's own records. A cache folder can come from elsewhere (a checkout
+    or a wheel may ship a ``.flowtrace_cache``, and the checksum is no signature), and a
+    plain ``pickle.loads`` would call whatever a crafted file names: a scan would run code."""
+
+    def find_class(self, module: str, name: str):  # noqa: ANN201
+        if module == "flowtrace.facts" or (module == __name__ and name == "FileState"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
+        raise pickle.UnpicklingError(f"cache files may not name {module}.{name}")
+
+
+def _loads(payload: bytes):  # noqa: ANN202
+    return _FactUnpickler(io.BytesIO(payload)).load()
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What the last scan learnt about one file, valid while its stat matches.
+
+    ``verdict`` is the prefilter's bitmask (:data:`FULL_MARKER`, :data:`REGISTRATION`);
+    ``mentions`` the class names the file subclasses or constructs (``None`` when the file was
+    selected up front and never needed them)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    digest: str
+    verdict: int
+    mentions: frozenset[str] | None
+
+
+FULL_MARKER = 1  # names a capture marker: full libcst analysis
+REGISTRATION = 2  # names a registration variable: at least the class table
+
+
 class FactCache:
-    def __init__(self, directory: Path, digest: str) -> None:
+    def __init__(self, directory: Path, digest: str, *, root: Path | None = None, variant: str = "") -> None:
         self.directory = directory
-        self.salt = f"{_FORMAT}:{__version__}:{_analyzer_digest()}:{digest}"
+        self.salt = f"{_FORMAT}:{__version__}:{_analyzer_digest()}:{digest}:{variant}"
         self.usable = True
         try:
             (directory / "facts").mkdir(parents=True, exist_ok=True)
@@ -55,38 +169,56 @@ class FactCache:
                 gitignore.write_text("*\n")
         except OSError:
             self.usable = False
-        self.stat_index: dict[str, tuple[int, int, str]] = self._load_stat_index()
+        where = str(root.resolve()) if root is not None else ""
+        self._root_id = hashlib.sha256(where.encode()).hexdigest()[:12]
+        self._snapshot_name = f"snapshot-{self._root_id}-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
+        self.manifest: dict[str, FileState] = {}
+        self._packed: dict[str, FileFacts] = {}
+        self._load_snapshot()
+        self._next_manifest: dict[str, FileState] = {}
+        self._next_pack: dict[str, FileFacts] = {}
         self._dirty = False
 
-    # -- stat index: path -> (size, mtime_ns, content hash) -----------------------
-    def _stat_path(self) -> Path:
-        return self.directory / f"stat-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
+    # -- snapshot: manifest + pack ---------------------------------------------------
+    def _snapshot_path(self) -> Path:
+        return self.directory / self._snapshot_name
 
-    def _load_stat_index(self) -> dict[str, tuple[int, int, str]]:
+    def _load_snapshot(self) -> None:
         if not self.usable:
-            return {}
+            return
         try:
-            with open(self._stat_path(), "rb") as handle:
-                data = pickle.load(handle)
-            return data if isinstance(data, dict) else {}
-        except Exception:  # noqa: BLE001 - a corrupt index is a cold cache
-            return {}
+            with open(self._snapshot_path(), "rb") as handle:
+                payload = unseal(handle.read())
+            if payload is None:
+                return
+            salt, manifest, packed = _loads(payload)
+            if salt != self.salt or not isinstance(manifest, dict) or not isinstance(packed, dict):
+                return
+            if not all(isinstance(v, FileState) for v in manifest.values()):
+                return
+            if not all(isinstance(v, FileFacts) for v in packed.values()):
+                return
+        except Exception:  # noqa: BLE001 - missing or corrupt snapshot: a cold cache
+            return
+        self.manifest, self._packed = manifest, packed
 
-    def known_hash(self, path: str, size: int, mtime_ns: int) -> str | None:
-        entry = self.stat_index.get(path)
-        if entry and entry[0] == size and entry[1] == mtime_ns:
-            return entry[2]
+    def known(self, path: str, size: int, mtime_ns: int, ctime_ns: int) -> FileState | None:
+        """The manifest entry for ``path`` when its stat still matches, else None."""
+        state = self.manifest.get(path)
+        if state is not None and state.size == size and state.mtime_ns == mtime_ns and state.ctime_ns == ctime_ns:
+            return state
         return None
 
-    def remember(self, path: str, size: int, mtime_ns: int, content_hash: str) -> None:
-        if self.stat_index.get(path) != (size, mtime_ns, content_hash):
-            self.stat_index[path] = (size, mtime_ns, content_hash)
+    def remember(self, path: str, state: FileState) -> None:
+        """Record ``state`` for the next snapshot (files not remembered are dropped from it)."""
+        self._next_manifest[path] = state
+        if self.manifest.get(path) != state:
             self._dirty = True
 
-    def save(self) -> None:
-        if self.usable and self._dirty:
-            self._atomic_write(self._stat_path(), pickle.dumps(self.stat_index, protocol=pickle.HIGHEST_PROTOCOL))
-            self._dirty = False
+    def forget(self, path: str) -> None:
+        """Leave ``path`` out of the next manifest (it will be read again)."""
+        if self._next_manifest.pop(path, None) is not None:
+            self._dirty = True
 
     # -- entries ---------------------------------------------------------------
     def key(self, path: str, content_hash: str) -> str:
@@ -98,27 +230,68 @@ class FactCache:
     def get(self, key: str) -> FileFacts | None:
         if not self.usable:
             return None
-        try:
-            with open(self._entry_path(key), "rb") as handle:
-                value = pickle.load(handle)
-        except Exception:  # noqa: BLE001 - missing or corrupt: rebuild
-            return None
-        return value if isinstance(value, FileFacts) else None
+        value = self._packed.get(key)
+        if value is None:
+            try:
+                with open(self._entry_path(key), "rb") as handle:
+                    payload = unseal(handle.read())
+                value = _loads(payload) if payload is not None else None
+            except Exception:  # noqa: BLE001 - missing or corrupt: rebuild
+                return None
+            if not isinstance(value, FileFacts):
+                return None
+            self._dirty = True  # not in the pack yet
+        self._next_pack[key] = value
+        return value
 
-    def put(self, key: str, facts: FileFacts) -> None:
-        if self.usable:
-            self._atomic_write(self._entry_path(key), pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL))
+    def put(self, key: str, facts: FileFacts, payload: bytes | None = None) -> None:
+        """Store ``facts`` (``payload``: their pickle, when the caller already has it)."""
+        if not self.usable:
+            return
+        self._next_pack[key] = facts
+        self._dirty = True
+        if payload is None:
+            payload = dumps(facts)
+        self._atomic_write(self._entry_path(key), seal(payload))
+
+    def save(self) -> None:
+        """Write the snapshot of this scan (manifest and pack), when anything changed."""
+        if not self.usable:
+            return
+        if not self._dirty and self._next_manifest.keys() == self.manifest.keys() and self._next_pack.keys() == self._packed.keys():
+            return
+        payload = dumps((self.salt, self._next_manifest, self._next_pack))
+        self._atomic_write(self._snapshot_path(), seal(payload))
+        self._prune()
+        self.manifest, self._packed = self._next_manifest, self._next_pack
+        self._next_manifest, self._next_pack = dict(self.manifest), dict(self._packed)
+        self._dirty = False
+
+    def _prune(self) -> None:
+        """Delete this root's snapshots written under another salt (an older flowtrace, analyser
+        or profile): they can never match again and each holds a whole pack."""
+        try:
+            stale = [p for p in self.directory.glob(f"snapshot-{self._root_id}-*.pickle") if p.name != self._snapshot_name]
+            stale += list(self.directory.glob("stat-*.pickle"))  # the first format's stat index
+            for path in stale:
+                path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
     def _atomic_write(self, target: Path, data: bytes) -> None:
+        tmp = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, target)
+            tmp = None
         except OSError:
             self.usable = False
-
-
-def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass

@@ -26,10 +26,55 @@ class SourceFile:
     absolute: str
     size: int
     mtime_ns: int
+    ctime_ns: int = 0  # with size and mtime, what the fact cache's stat check compares
 
 
-def _spec(lines: list[str]) -> pathspec.PathSpec:
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+_MAX_DEPTH = 200
+
+
+def _undecodable(name: str) -> bool:
+    """A name whose bytes are not UTF-8 (os.walk hands them over as lone surrogates, which no
+    output can encode)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shown(rel: str) -> str:
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pathspec.PathSpec:
+    """The spec of ``lines``, leaving out patterns git would reject or that would take
+    exponential time to match (each one noted in ``problems`` as (line number, reason))."""
+    kept = []
+    for number, line in enumerate(lines, 1):
+        reason = _pattern_problem(line)
+        if reason is None:
+            kept.append(line)
+        elif problems is not None:
+            problems.append((number, f"pattern {line.strip()!r}: {reason}"))
+    return pathspec.GitIgnoreSpec.from_lines(kept)
+
+
+def _pattern_problem(line: str) -> str | None:
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    # pathspec turns each '*' into a backtracking '[^/]*': a hostile .gitignore line such as
+    # 'a*a*a*a*a*X' makes one match run for minutes. Bound the backtracking choices.
+    segments = text.strip("/").split("/")
+    extra = sum(max(0, seg.count("*") - 1) for seg in segments if seg != "**")  # '***' is three
+    extra += max(0, sum(1 for seg in segments if seg == "**") - 1)
+    if extra > 2:
+        return "too many wildcards to match safely"
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line]).match_file("x")
+    except Exception as exc:  # noqa: BLE001 - GitWildMatchPatternError, re.error
+        return f"invalid pattern ({exc})"
+    return None
 
 
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[Diagnostic]]:
@@ -37,9 +82,14 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
     diagnostics: list[Diagnostic] = []
     if root.is_file():
         st = root.stat()
-        return [SourceFile(root.name, str(root), st.st_size, st.st_mtime_ns)], diagnostics
+        return [SourceFile(root.name, str(root), st.st_size, st.st_mtime_ns, st.st_ctime_ns)], diagnostics
     real_root = os.path.realpath(root)
-    user_spec = _spec(list(excludes))
+    rejected: list[tuple[int, str]] = []
+    user_spec = _spec(list(excludes), rejected)
+    if rejected:
+        from flowtrace.api import UsageError
+
+        raise UsageError(f"exclude {rejected[0][1]}")
     ignore_specs: list[tuple[str, pathspec.PathSpec]] = []
     files: list[SourceFile] = []
 
@@ -65,13 +115,19 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
         if os.path.isfile(gitignore) and not os.path.islink(gitignore):
             try:
                 with open(gitignore, encoding="utf-8", errors="replace") as handle:
-                    ignore_specs.append((rel_dir, _spec(handle.read().splitlines())))
+                    problems: list[tuple[int, str]] = []
+                    ignore_specs.append((rel_dir, _spec(handle.read().splitlines(), problems)))
+                    where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
+                    diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", "skipped") for number, reason in problems)
             except OSError:
                 pass
         keep = []
         for name in sorted(dirnames):
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = os.path.join(current, name)
+            if _undecodable(name):
+                diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", "skipped"))
+                continue
             if name in ALWAYS_EXCLUDED or ignored(rel, True):
                 continue
             if os.path.islink(full):
@@ -81,11 +137,17 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             if name.endswith(".py"):
                 diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", "skipped"))
             keep.append(name)
+        if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:  # os.walk recurses once per level
+            diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", "skipped"))
+            keep = []
         dirnames[:] = keep
         for name in sorted(filenames):
             if not name.endswith(".py"):
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
+            if _undecodable(name):
+                diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", "skipped"))
+                continue
             if ignored(rel, False):
                 continue
             full = os.path.join(current, name)
@@ -102,7 +164,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             if not stat.S_ISREG(st.st_mode):
                 diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", "skipped"))
                 continue
-            files.append(SourceFile(rel, full, st.st_size, st.st_mtime_ns))
+            files.append(SourceFile(rel, full, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     files.sort(key=lambda f: f.path)
     diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
     return files, diagnostics

@@ -176,8 +176,11 @@ def _open_inside(root: Path, parts: tuple[str, ...]) -> int:
             raise UnsafeArchive(f"{'/'.join(parts)}: a parent path is not a plain folder")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     path = current / parts[-1]
-    if os.path.lexists(path) and not os.path.isfile(path):
-        raise UnsafeArchive(f"{'/'.join(parts)}: exists and is not a plain file")
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise UnsafeArchive(f"{'/'.join(parts)}: exists and is not a plain file")
+    except FileNotFoundError:
+        pass
     return os.open(path, flags, 0o644)
 
 
@@ -209,7 +212,8 @@ def _copy(source, root: Path, parts: tuple[str, ...], budget: _Budget) -> None:
 
 
 def _skipped(parts: tuple[str, ...]) -> bool:
-    return parts[-1].lower().endswith(_SKIP_SUFFIXES) or ".so." in parts[-1]
+    """Not written: compiled artefacts, and any fact cache an archive ships (never trusted)."""
+    return parts[-1].lower().endswith(_SKIP_SUFFIXES) or ".so." in parts[-1] or ".flowtrace_cache" in parts
 
 
 def safe_extract(archive: str | Path, dest: str | Path) -> Path:
@@ -254,7 +258,8 @@ def _extract_zip(archive: Path, root: Path) -> None:
             raise UnsafeArchive(f"declares more than {MAX_TOTAL_BYTES} unpacked bytes")
         for info, parts in plan:
             if info.is_dir():
-                _open_dirs(root, parts)
+                if not _skipped(parts):
+                    _open_dirs(root, parts)
             elif not _skipped(parts):
                 with zf.open(info) as source:
                     _copy(source, root, parts, budget)
@@ -302,7 +307,8 @@ def _extract_tar(archive: Path, root: Path) -> None:
         written: set[tuple[str, ...]] = set()
         for member, parts in members:
             if member.isdir():
-                _open_dirs(root, parts)
+                if not _skipped(parts):
+                    _open_dirs(root, parts)
             elif member.islnk():
                 # A hard link is written as a copy of an earlier member (never os.link).
                 source_parts = _member_parts(member.linkname)

@@ -6,15 +6,13 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
 from contextlib import contextmanager
 
-import libcst as cst
-
 from flowtrace import facts as F
-from flowtrace.index.syntax import module_name
 from flowtrace.profiles import Conventions
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
@@ -45,6 +43,100 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+@contextmanager
+def _quiet_allocations():
+    """Parsing and visiting allocate millions of short-lived, acyclic objects (CST nodes, the
+    code generator's context managers); the cyclic GC would traverse the growing tree over and
+    over (about a fifth of the cost). Refcounting frees the tree; collection resumes after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
+def _unvalidated_nodes():
+    """Build the parser's nodes without libcst's per-node ``_validate`` (about a tenth of a
+    parse). The checks guard hand-built trees; a tree the parser builds from real source
+    already satisfies them. Nodes built outside this block are validated as usual."""
+    from libcst._nodes.base import CSTNode
+
+    original = CSTNode.__dict__.get("__post_init__")
+    if original is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CSTNode.__post_init__ = original  # type: ignore[method-assign]
+
+
+def _no_validation(self) -> None:  # noqa: ANN001
+    return None
+
+
+def warm_up(conv: Conventions) -> None:
+    """Import and exercise the parser and analysers once, so that processes forked from this
+    one start ready (and share those pages) instead of each paying for it."""
+    analyze_bytes("warm_up.py", b"import a\nclass A(B):\n    def f(self):\n        return [x for x in y]\n", conv)
+
+
+MAX_NESTING = 1000  # weighted AST depth; real engine code stays under 30
+
+
+def _screen(data: bytes) -> tuple[int, str] | None:
+    """(line, reason) when libcst must not see this file, else None.
+
+    libcst's native parser recurses without a guard: about 1,200 nested brackets, 3,500
+    nested lambdas or 7,000 chained ``or`` overflow its stack and kill the whole process
+    (SIGSEGV), which no ``except`` can catch. The stdlib parser has guards (200 brackets,
+    its own stack limits) and never executes anything, so it screens the file first; an
+    ``and``/``or`` chain is flat in ``ast`` but nested in libcst, so it counts per operand.
+    Files the stdlib parser rejects are reported with its message, as the class-table tier does.
+    """
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(data)
+    except SyntaxError as exc:
+        message = str(exc.msg or "invalid syntax")
+        if "too many" in message or "too complex" in message:
+            return exc.lineno or 0, f"nesting too deep to parse ({message})"
+        if "encoding" in message or "codec" in message or "decode" in message:
+            return exc.lineno or 0, f"cannot decode: {message}"
+        return exc.lineno or 0, f"syntax error: {message}"
+    except (RecursionError, MemoryError):
+        return 0, "nesting too deep to parse (the stdlib parser gave up)"
+    except ValueError as exc:
+        return 0, f"cannot parse: {exc}"
+    node_type, bool_op, lst = ast.AST, ast.BoolOp, list
+    stack = [(tree, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if node.__class__ is bool_op:
+            depth += len(node.values) - 1
+        if depth > MAX_NESTING:
+            return getattr(node, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"
+        depth += 1
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if value.__class__ is lst:
+                for item in value:
+                    if isinstance(item, node_type):
+                        push((item, depth))
+            elif isinstance(value, node_type) and field != "ctx":
+                push((value, depth))
+    return None
+
+
 def matters(data: bytes, markers: tuple[bytes, ...]) -> bool:
     """The byte prefilter: a file that names none of the profile's markers cannot matter."""
     return any(m in data for m in markers)
@@ -70,24 +162,34 @@ def analyze_bytes(
     max_bytes: int = DEFAULT_MAX_BYTES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> F.FileFacts:
+    import libcst as cst
+
+    from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
 
     modname = module_name(path)
     if len(data) > max_bytes:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is {len(data)} bytes, over the {max_bytes}-byte limit; not parsed", "too-large"),))
+        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {max_bytes}-byte limit; not parsed", "too-large"),))
     if b"\x00" in data:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "contains NUL bytes (binary?); not parsed", "parse-error"),))
+    with _quiet_allocations():
+        problem = _screen(data)
+    if problem is not None:
+        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
-        with _time_limit(timeout_s):
+        with _time_limit(timeout_s), _quiet_allocations():
             try:
-                module = cst.parse_module(data)
+                with _unvalidated_nodes():
+                    module = cst.parse_module(data)
             except cst.ParserSyntaxError as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
                 return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, exc.raw_line or 0, f"syntax error: {message}", "parse-error"),))
             source = decode(data)
-            return FileAnalyzer(path, source, module, conv).facts()
+            facts = FileAnalyzer(path, source, module, conv).facts()
+            del module
+            return facts
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))
     except RecursionError:

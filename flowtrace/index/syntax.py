@@ -108,15 +108,35 @@ def _fields(kind: type) -> tuple[str, ...]:
     return names
 
 
+# What a field value is, by its type: 1 a node, 2 a list or tuple (of nodes, maybe), 0 else.
+# Cached per type because ``isinstance(x, cst.CSTNode)`` goes through ABCMeta each time.
+_KINDS: dict[type, int] = {}
+
+
+def _kind(kind: type) -> int:
+    value = 1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (list, tuple)) else 0
+    _KINDS[kind] = value
+    return value
+
+
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Direct children that can hold code (whitespace and punctuation skipped)."""
     out: list[cst.CSTNode] = []
+    kinds = _KINDS
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
+        if kind == 1:
             out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+        elif kind == 2:
+            for item in value:
+                item_kind = kinds.get(type(item))
+                if item_kind is None:
+                    item_kind = _kind(type(item))
+                if item_kind == 1:
+                    out.append(item)
     return out
 
 
@@ -148,70 +168,164 @@ class _Range:
         self.end = _Position(raw[2], raw[3])
 
 
+# Positions come from one code generation that only logs, in order, what libcst hands the
+# state (tokens, nodes entering and leaving, syntactic-position regions opening and closing);
+# one plain loop then turns the log into line/column ranges. Logging with ``list.append``
+# instead of a Python method per token and per node, and parenthesizing without a generator
+# context manager, is what makes it cheap; the ranges are the ones libcst's PositionProvider
+# semantics give (start/end nodes of a region, first record wins for a node).
+
+
+class _Region:
+    """A ``record_syntactic_position`` region opening (its closing is :data:`_CLOSE`)."""
+
+    __slots__ = ("node", "start_node", "end_node")
+
+    def __init__(self, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None) -> None:
+        self.node, self.start_node, self.end_node = node, start_node, end_node
+
+
+class _Close:
+    __slots__ = ()
+
+
+_CLOSE = _Close()
+
+
+class _RegionContext:
+    """What ``record_syntactic_position`` returns: leaving logs the region's close."""
+
+    __slots__ = ("push",)
+
+    def __init__(self, push) -> None:  # noqa: ANN001
+        self.push = push
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        self.push(_CLOSE)
+        return False
+
+
+class _Parenthesize:
+    """``_BaseParenthesizedNode._parenthesize`` (lpar, syntactic region, rpar) as a plain
+    context manager instead of a ``@contextmanager`` generator; same calls, same order."""
+
+    __slots__ = ("node", "state", "inner")
+
+    def __init__(self, node, state) -> None:  # noqa: ANN001
+        self.node, self.state = node, state
+
+    def __enter__(self) -> None:
+        for lpar in self.node.lpar:
+            lpar._codegen(self.state)
+        self.inner = self.state.record_syntactic_position(self.node)
+        self.inner.__enter__()
+
+    def __exit__(self, kind, value, traceback) -> bool:  # noqa: ANN001
+        if self.inner.__exit__(kind, value, traceback):
+            return True
+        if kind is None:
+            for rpar in self.node.rpar:
+                rpar._codegen(self.state)
+        return False
+
+
+def _fast_parenthesize(self, state):  # noqa: ANN001
+    return _Parenthesize(self, state)
+
+
 class Positions:
     """Syntactic line/column ranges of every node, like libcst's PositionProvider, at a
     fraction of its cost: one code generation that tracks lines with plain tuples."""
 
     def __init__(self, module: cst.Module) -> None:
-        from contextlib import contextmanager
+        import threading
 
+        from libcst._nodes.expression import _BaseParenthesizedNode
         from libcst._nodes.internal import CodegenState
 
-        computed: dict[cst.CSTNode, tuple[int, int, int, int]] = {}
-        stack: list[tuple[int, int]] = []
+        log: list = []
+        push = log.append
 
         class _State(CodegenState):  # type: ignore[misc]
-            __slots__ = ("line", "column")
-
             def __init__(self) -> None:
                 super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-                self.line = 1
-                self.column = 0
-
-            def _advance(self, value: str) -> None:
-                newlines = value.count("\n")
-                if newlines:
-                    self.line += newlines
-                    self.column = len(value) - value.rfind("\n") - 1
-                else:
-                    self.column += len(value)
+                # instance attributes shadow the methods: one C call per token and node
+                self.add_token = push
+                self.before_codegen = push
+                self.after_codegen = push
+                self._region_context = _RegionContext(push)
 
             def add_indent_tokens(self) -> None:
-                for token in self.indent_tokens:
-                    self._advance(token)
-
-            def add_token(self, value: str) -> None:
-                self._advance(value)
+                log.extend(self.indent_tokens)
 
             def pop_trailing_newline(self) -> None:
                 pass
 
-            def before_codegen(self, node: cst.CSTNode) -> None:
-                stack.append((self.line, self.column))
+            def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # noqa: ANN001
+                push(_Region(node, start_node, end_node))
+                return self._region_context
 
-            def after_codegen(self, node: cst.CSTNode) -> None:
-                start = stack.pop()
-                if node not in computed:
-                    computed[node] = (start[0], start[1], self.line, self.column)
+        original = _BaseParenthesizedNode.__dict__.get("_parenthesize")
+        patch = original is not None and threading.current_thread() is threading.main_thread()
+        if patch:
+            _BaseParenthesizedNode._parenthesize = _fast_parenthesize  # type: ignore[method-assign]
+        try:
+            module._codegen(_State())
+        finally:
+            if patch:
+                _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign]
 
-            @contextmanager
-            def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-                start = (self.line, self.column)
-                try:
-                    yield
-                finally:
-                    end = (self.line, self.column)
-                    if start_node is not None and start_node in computed:
-                        start = computed[start_node][:2]
-                    if end_node is not None and end_node in computed:
-                        end = computed[end_node][2:]
-                    computed[node] = (start[0], start[1], end[0], end[1])
-
-        module._codegen(_State())
+        computed: dict[int, tuple[int, int, int, int]] = {}
+        line, column = 1, 0
+        open_nodes: list[tuple[cst.CSTNode, int, int]] = []
+        open_regions: list[tuple[_Region, int, int]] = []
+        top = None  # the innermost node being generated: seeing it again means it ended
+        for entry in log:
+            kind = type(entry)
+            if kind is str:
+                newlines = entry.count("\n")
+                if newlines:
+                    line += newlines
+                    column = len(entry) - entry.rfind("\n") - 1
+                else:
+                    column += len(entry)
+            elif kind is _Region:
+                open_regions.append((entry, line, column))
+            elif kind is _Close:
+                region, start_line, start_column = open_regions.pop()
+                end_line, end_column = line, column
+                if region.start_node is not None:
+                    known = computed.get(id(region.start_node))
+                    if known is not None:
+                        start_line, start_column = known[0], known[1]
+                if region.end_node is not None:
+                    known = computed.get(id(region.end_node))
+                    if known is not None:
+                        end_line, end_column = known[2], known[3]
+                computed[id(region.node)] = (start_line, start_column, end_line, end_column)
+            elif entry is top:
+                node, start_line, start_column = open_nodes.pop()
+                if id(node) not in computed:
+                    computed[id(node)] = (start_line, start_column, line, column)
+                top = open_nodes[-1][0] if open_nodes else None
+            elif isinstance(entry, str):  # a token of a str subclass
+                newlines = entry.count("\n")
+                if newlines:
+                    line += newlines
+                    column = len(entry) - entry.rfind("\n") - 1
+                else:
+                    column += len(entry)
+            else:
+                open_nodes.append((entry, line, column))
+                top = entry
+        self._module = module  # keeps every node (and so every id above) alive
         self._computed = computed
 
     def __getitem__(self, node: cst.CSTNode) -> _Range:
-        return _Range(self._computed[node])
+        return _Range(self._computed[id(node)])
 
 
 class FastVisitor:

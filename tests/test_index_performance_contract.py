@@ -1,0 +1,234 @@
+"""What keeps scans fast, checked as behaviour (never as timings):
+
+* libcst parses only files that name a capture marker; the class table reads only files the
+  prefilter or the fixpoint selected; nothing else is parsed, and nothing is parsed twice;
+* the incremental fixpoint selects exactly what the batch definition selects;
+* the fast helpers equal the slow definitions they replace;
+* a warm scan does not even import libcst; progress is silent off a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from fixture_paths import FIXTURES, SGLANG_LIKE, VLLM_LIKE
+from flowtrace import facts as F
+from flowtrace.index import build
+from flowtrace.index.build import IndexOptions, build_index
+from flowtrace.profiles import Conventions, select_profiles
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Record which files go to libcst (analyze_bytes) and to the class table."""
+    from flowtrace.index import class_table, parse
+
+    seen = {"full": [], "table": []}
+    full, table = parse.analyze_bytes, class_table.table_facts
+
+    def spy_full(path, data, conv, **kw):
+        seen["full"].append(path)
+        return full(path, data, conv, **kw)
+
+    def spy_table(path, data, conv):
+        seen["table"].append(path)
+        return table(path, data, conv)
+
+    monkeypatch.setattr(parse, "analyze_bytes", spy_full)
+    monkeypatch.setattr(class_table, "table_facts", spy_table)
+    return seen
+
+
+@pytest.mark.parametrize("root", [SGLANG_LIKE, VLLM_LIKE], ids=["sglang_like", "vllm_like"])
+def test_libcst_parses_only_marker_files_and_each_file_once(root, calls):
+    profiles = select_profiles(root, None)
+    conv = Conventions.merge(profiles)
+    result = build_index(root, profiles, IndexOptions(jobs=1, use_cache=False, progress=False))
+    marked = {p.relative_to(root).as_posix() for p in root.rglob("*.py") if any(m in p.read_bytes() for m in conv.markers)}
+    assert sorted(calls["full"]) == sorted(marked), "libcst parses exactly the files naming a marker"
+    assert not set(calls["table"]) & marked
+    parsed = calls["full"] + calls["table"]
+    assert len(parsed) == len(set(parsed)), "no file parsed twice"
+    assert set(parsed) == {f.path for f in result.files}
+    assert result.stats.files_skipped > 0, "the fixture must leave something unparsed"
+
+
+def test_warm_scan_parses_nothing(tmp_path, calls):
+    root = tmp_path / "engine"
+    shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    profiles = select_profiles(root, None)
+    build_index(root, profiles, IndexOptions(jobs=1, progress=False))
+    calls["full"].clear(), calls["table"].clear()
+    build_index(root, profiles, IndexOptions(jobs=1, progress=False))
+    assert calls == {"full": [], "table": []}
+
+
+# -- the fast helpers equal their definitions ------------------------------------------
+_CLASS_LINE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_CONSTRUCTOR = re.compile(rb"\b([A-Z][A-Za-z0-9_]*)\(")
+
+
+def _reference_mentions(data: bytes) -> frozenset[str]:
+    found = set()
+    for bases in _CLASS_LINE.findall(data):
+        found.update(_IDENT.findall(bases))
+    found.update(_CONSTRUCTOR.findall(data))
+    return frozenset(x.decode() for x in found)
+
+
+TRICKY = [
+    b"class A(B, c.D):\n    pass\n",
+    b"    class Inner(Base):\n",
+    b"\tclass T(Tab) :\n",
+    b"x = 1  # see class Fake(NotABase)\nclass Real(RealBase):\n",
+    b"# class Open(\nclass Hidden(HiddenBase):\n    x = Foo()\n",
+    b"subclass Sub(NotThis)\nmetaclass M(Nope)\n",
+    b"class  Spaced  (  S1 ,\n   S2 ) :\n",
+    b"class NoParen:\n    y = Bar(1)(2)\n",
+    b"class Unclosed(X\n",
+    b"",
+    b"z = aFoo(1) + _Bar(2) + Baz (3) + Qux(4)\n",
+]
+
+
+def test_mentions_equal_the_line_anchored_definition():
+    samples = list(TRICKY)
+    for base in (SGLANG_LIKE, VLLM_LIKE):
+        samples += [p.read_bytes() for p in sorted(base.rglob("*.py"))]
+    for data in samples:
+        assert build.mentions(data) == _reference_mentions(data), data[:80]
+
+
+def test_module_name_matches_syntax_helper():
+    from flowtrace.index.syntax import module_name
+
+    paths = ["a.py", "a/__init__.py", "__init__.py", "a/b/c.py", "a//b.py", "a/b/__init__.py", "x", "pkg/mod.pyi"]
+    paths += [p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.py")]
+    for path in paths:
+        assert build.module_name(path) == module_name(path), path
+
+
+# -- the incremental fixpoint equals the batch definition --------------------------------
+def _batch_selection(initial, facts_of, mentions_of):
+    """The fixpoint as first written: rounds of 'relevant names' over every result so far."""
+    selected = set(initial)
+    while True:
+        results = [facts_of[p] for p in selected]
+        names: set[str] = set()
+        for ff in results:
+            owners = {s.class_qualname for s in ff.setters}
+            names |= {c.name for c in ff.classes if c.qualname in owners}
+            names |= {r.target.rsplit(".", 1)[-1] for r in ff.registry}
+        changed = True
+        while changed:
+            changed = False
+            for ff in results:
+                for c in ff.classes:
+                    if c.name not in names and any(b.rsplit(".", 1)[-1] in names for b in c.bases):
+                        names.add(c.name)
+                        changed = True
+        modules = {r.target.rpartition(".")[0] for ff in results for r in ff.registry}
+        new = set()
+        for path, found in mentions_of.items():
+            if path in selected:
+                continue
+            parts = build.module_name(path).split(".")
+            if found & names or any(".".join(parts[i:]) in modules for i in range(len(parts))):
+                new.add(path)
+        if not new:
+            return selected
+        selected |= new
+
+
+def _random_world(rng: random.Random, n: int):
+    names = [f"C{i}" for i in range(n)]
+    paths = [f"pkg/m{i}.py" for i in range(n)]
+    facts_of, mentions_of = {}, {}
+    for i, path in enumerate(paths):
+        module = build.module_name(path)
+        bases = tuple(f"pkg.m{j}.{names[j]}" for j in rng.sample(range(n), rng.randint(0, 2)))
+        # stand-ins carrying just what the fixpoint reads (real records have more fields)
+        cls = SimpleNamespace(name=names[i], qualname=f"{module}.{names[i]}", bases=bases)
+        # the fixpoint reads only a setter's owner
+        setters = (SimpleNamespace(class_qualname=cls.qualname),) if rng.random() < 0.05 else ()
+        registry = ()
+        if rng.random() < 0.05:
+            j = rng.randrange(n)
+            registry = (SimpleNamespace(target=f"pkg.m{j}.{names[j]}"),)
+        facts_of[path] = F.FileFacts(path, module, classes=(cls,), setters=setters, registry=registry)
+        mentions_of[path] = frozenset(b.rsplit(".", 1)[-1] for b in bases) | frozenset(rng.sample(names, rng.randint(0, 2)))
+    initial = {p for p in paths if facts_of[p].setters or rng.random() < 0.05}
+    return initial, facts_of, mentions_of
+
+
+def test_incremental_fixpoint_equals_batch_rounds():
+    for seed in range(40):
+        rng = random.Random(seed)
+        initial, facts_of, mentions_of = _random_world(rng, rng.randint(5, 60))
+        expected = _batch_selection(initial, facts_of, mentions_of)
+        selected: set[str] = set()
+        queue: list[str] = []
+
+        def select(path):
+            if path not in selected:
+                selected.add(path)
+                queue.append(path)
+
+        fixpoint = build._Fixpoint(select)
+        order = list(facts_of)
+        rng.shuffle(order)  # arrival order must not matter
+        for path in order:
+            if path in initial:
+                select(path)
+            else:
+                fixpoint.watch(path, mentions_of[path])
+            # results come back in a random order, interleaved with classification
+            while queue and rng.random() < 0.7:
+                fixpoint.add(facts_of[queue.pop(rng.randrange(len(queue)))])
+        while queue:
+            fixpoint.add(facts_of[queue.pop(rng.randrange(len(queue)))])
+        assert selected == expected, seed
+
+
+# -- what a scan costs beyond parsing -----------------------------------------------------
+_WARM = """
+import sys
+from pathlib import Path
+from flowtrace.index.build import IndexOptions, build_index
+from flowtrace.profiles import select_profiles
+root = Path(sys.argv[1])
+res = build_index(root, select_profiles(root, None), IndexOptions(jobs=1, progress=False))
+assert res.stats.files_parsed == 0 and res.stats.files_cached > 0, res.stats
+print("libcst" in sys.modules)
+"""
+
+
+def test_warm_scan_does_not_import_libcst(tmp_path):
+    root = tmp_path / "engine"
+    shutil.copytree(VLLM_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    build_index(root, select_profiles(root, None), IndexOptions(jobs=1, progress=False))
+    done = subprocess.run([sys.executable, "-c", _WARM, str(root)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_default_jobs_follow_cpu_affinity():
+    if hasattr(os, "sched_getaffinity"):
+        assert build.available_cores() == len(os.sched_getaffinity(0))
+    assert build.available_cores() >= 1
+
+
+def test_progress_only_when_asked_or_on_a_terminal(capsys):
+    build_index(SGLANG_LIKE, select_profiles(SGLANG_LIKE, None), IndexOptions(jobs=1, use_cache=False))
+    assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
+    build_index(SGLANG_LIKE, select_profiles(SGLANG_LIKE, None), IndexOptions(jobs=1, use_cache=False, progress=True))
+    assert "flowtrace: parsing" in capsys.readouterr().err
