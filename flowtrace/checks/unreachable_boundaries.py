@@ -49,17 +49,22 @@ class UnreachableEmbedding(Rule):
     invalid = (Example("self.model.layers_to_capture = list(layer_ids)  # -1 is never a loop index"),)
 
     def check(self, result) -> Iterator[Finding]:
-        for (setter_loc, _), rows in sorted(_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        # One finding per setter and kind of problem: an interface setter shared by dozens of
+        # models (vLLM's SupportsEagle3) is one defect, not one per model file.
+        merged: dict[tuple, list] = {}
+        for (setter_loc, _), rows in _groups(result).items():
             row = rows[0]
-            by_minus_one = _reaches(result, row, [-1], 0)
-            if by_minus_one:
+            if _reaches(result, row, [-1], 0):
                 continue
-            by_zero = _reaches(result, row, [0], 0)
-            if by_zero:
+            kind = "minus-one" if _reaches(result, row, [0], 0) else "never"
+            entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, []])
+            entry[2].extend(rows)
+        for (_, kind), (setter_loc, row, rows) in sorted(merged.items()):
+            if kind == "minus-one":
                 message = f"{_names(rows)}: id -1 (the embedding in SpecForge/SGLang draft configs) is dropped; only id 0 reaches b=0 ({row.capture.effective_transform} transform)"
             else:
                 message = f"{_names(rows)}: no id reaches the embedding (b=0): the capture point is {row.capture.point} and nothing is recorded before layer 0"
-            yield self.finding(setter_loc, message, row.qualname, f"embedding:{row.capture.effective_transform}:{row.capture.point}")
+            yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind}:{row.capture.effective_transform}")
 
 
 class UnreachableLastLayer(Rule):
