@@ -79,6 +79,7 @@ class RegistryFact:
     target: str  # qualified class name
     location: Location
     kind: str  # "entry_class" | "registry_dict"
+    group: str = ""  # the registry dict's name, for registry_dict entries
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ class Profile:
     dict_files: tuple[str, ...]
     dict_name_pattern: str
     dict_module_prefix: str
+    generation_dicts: tuple[str, ...]
     layer_id_keys: tuple[str, ...]
     fc_attribute: str
     pp_guards: tuple[str, ...]
@@ -88,7 +89,7 @@ _SCHEMA: dict[str, dict[str, type]] = {
         "holders": list,
     },
     "capture_mode": {"enum": str},
-    "registry": {"entry_variables": list, "dict_files": list, "dict_name_pattern": str, "dict_module_prefix": str},
+    "registry": {"entry_variables": list, "dict_files": list, "dict_name_pattern": str, "dict_module_prefix": str, "generation_dicts": list},
     "draft": {"layer_id_keys": list, "fc_attribute": str, "pp_guards": list},
 }
 
@@ -155,6 +156,7 @@ def load_profile(path: Path) -> Profile:
         dict_files=_strings(r["dict_files"], f"{where}: [registry] dict_files"),
         dict_name_pattern=r["dict_name_pattern"],
         dict_module_prefix=r["dict_module_prefix"],
+        generation_dicts=_strings(r["generation_dicts"], f"{where}: [registry] generation_dicts"),
         layer_id_keys=_strings(d["layer_id_keys"], f"{where}: [draft] layer_id_keys"),
         fc_attribute=d["fc_attribute"],
         pp_guards=_strings(d["pp_guards"], f"{where}: [draft] pp_guards"),
@@ -215,6 +217,7 @@ class Conventions:
     dict_files: tuple[str, ...]
     dict_name_patterns: tuple[str, ...]
     dict_module_prefixes: tuple[str, ...]
+    generation_dicts: frozenset[str]
     layer_id_keys: tuple[str, ...]
     fc_attributes: frozenset[str]
     pp_guards: tuple[str, ...]
@@ -250,6 +253,7 @@ class Conventions:
             dict_files=ordered("dict_files"),
             dict_name_patterns=tuple(p.dict_name_pattern for p in profiles if p.dict_name_pattern),
             dict_module_prefixes=tuple(p.dict_module_prefix for p in profiles if p.dict_module_prefix),
+            generation_dicts=union("generation_dicts"),
             layer_id_keys=ordered("layer_id_keys"),
             fc_attributes=frozenset(p.fc_attribute for p in profiles),
             pp_guards=ordered("pp_guards"),

@@ -47,6 +47,7 @@ class ModelRow:
     location: F.Location
     registered: bool
     architectures: tuple[str, ...]
+    generation_target: bool  # registered where the engine serves text generation (EAGLE-3 applies)
     support: str
     capture: Capture | None
 
@@ -337,10 +338,14 @@ class Project:
     @cached_property
     def rows(self) -> tuple[ModelRow, ...]:
         registered: dict[str, list[str]] = {}
+        generation: set[str] = set()
+        groups = self.conv.generation_dicts
         for target, entries in self.registry.items():
             found = self.find_class(target)
             if found:
                 registered.setdefault(found, []).extend(e.architecture for e in entries)
+                if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
+                    generation.add(found)
         out = []
         providers = self.conv.interfaces | self.conv.holders
         for qualname in sorted(self.classes):
@@ -367,6 +372,7 @@ class Project:
                     location=cls.location,
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
+                    generation_target=qualname in generation,
                     support=support,
                     capture=capture,
                 )

@@ -68,3 +68,9 @@ def test_vllm_like_rows(vllm_scan):
 def test_engine_interfaces_are_not_model_rows(vllm_scan):
     names = {r.name for r in vllm_scan.rows}
     assert "SupportsEagle3" not in names and "EagleModelMixin" not in names
+
+
+def test_only_generation_registries_make_eagle3_targets(vllm_scan):
+    embed = row(vllm_scan, "LlamaEmbeddingModel")
+    assert embed.registered and not embed.generation_target
+    assert row(vllm_scan, "LlamaForCausalLM").generation_target

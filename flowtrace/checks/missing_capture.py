@@ -25,7 +25,7 @@ class WrapperDropsSetter(Rule):
     def check(self, result) -> Iterator[Finding]:
         project = result.project
         for row in result.rows:
-            if not row.registered or row.support != NONE:
+            if not row.generation_target or row.support != NONE:
                 continue
             cls = project.classes[row.qualname]
             for a in cls.assignments:
@@ -34,10 +34,15 @@ class WrapperDropsSetter(Rule):
                 inner = project.find_class(a.callee)
                 if inner and inner != row.qualname and project.find_setter(inner) is not None:
                     setter = project.find_setter(inner)
+                    entry = setter.method
+                    if entry.startswith("_"):  # a holder's private setter: name the engine's entry point
+                        entry = next((n for n in project.conv.setter_order if not n.startswith("_")), entry)
+                    interfaces = sorted(project.conv.interfaces)
+                    also = f" (declare {' or '.join(interfaces)})" if interfaces else ""
                     yield self.finding(
                         row.location,
                         f"{row.name} builds self.{a.attribute} = {inner.rsplit('.', 1)[-1]}, which supports capture "
-                        f"({setter.method}), but {row.name} has no {setter.method}(); EAGLE-3 cannot be enabled for "
+                        f"({setter.method}), but {row.name} has no {entry}(){also}; EAGLE-3 cannot be enabled for "
                         f"{', '.join(row.architectures) or row.name}",
                         row.qualname,
                         f"{a.attribute}:{inner}",
@@ -63,7 +68,7 @@ class CaptureWithoutSetter(Rule):
         fed = {row.capture.holder for row in result.rows if row.capture is not None and row.capture.holder}
         reported = set()
         for row in result.rows:
-            if not row.registered or row.capture is not None:
+            if not row.generation_target or row.capture is not None:
                 continue
             holders = [row.qualname] + [project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"]
             for holder in holders:

@@ -121,7 +121,7 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                     if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple) and len(value.elts) >= 2:
                         mod, cls = value.elts[0], value.elts[1]
                         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant):
-                            registry.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict"))
+                            registry.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
     return F.FileFacts(
         path=path,
         module=modname,

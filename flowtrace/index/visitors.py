@@ -474,7 +474,7 @@ class FileAnalyzer:
                             if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
                                 target_name = f"{prefix}{mod.evaluated_value}.{cls.evaluated_value}"
                                 out.append(
-                                    F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict")
+                                    F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict", name)
                                 )
         return out
 

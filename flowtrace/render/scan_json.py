@@ -66,6 +66,7 @@ def model_json(row: ModelRow) -> dict[str, Any]:
         "file": row.location.file,
         "line": row.location.line,
         "registered": row.registered,
+        "generation_target": row.generation_target,
         "architectures": list(row.architectures),
         "support": row.support,
         "capture": capture,
