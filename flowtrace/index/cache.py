@@ -153,6 +153,8 @@ class FileState:
     mentions: frozenset[str] | None
 
 
+_DISPATCH[FileState] = _reducer(FileState, tuple(f.name for f in dataclasses.fields(FileState)))
+
 FULL_MARKER = 1  # names a capture marker: full libcst analysis
 REGISTRATION = 2  # names a registration variable: at least the class table
 
