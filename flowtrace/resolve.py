@@ -76,6 +76,7 @@ class Project:
         self.sites: dict[str, list[F.CaptureSiteFact]] = {}
         self.callbacks: dict[str, list[F.CallbackUse]] = {}
         self.registry: dict[str, list[F.RegistryFact]] = {}
+        self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
             for c in ff.classes:
                 self.classes.setdefault(c.qualname, c)
@@ -110,6 +111,13 @@ class Project:
         return close[0] if len(close) == 1 else None
 
     def mro(self, qualname: str) -> list[str]:
+        """Depth-first base order (memoised: the facts never change after indexing)."""
+        cached = self._mro_cache.get(qualname)
+        if cached is None:
+            cached = self._mro_cache[qualname] = self._compute_mro(qualname)
+        return list(cached)
+
+    def _compute_mro(self, qualname: str) -> list[str]:
         order: list[str] = []
 
         def visit(q: str, depth: int) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from functools import lru_cache
 from dataclasses import dataclass
 
 from flowtrace import facts as F
@@ -59,44 +60,67 @@ def describe_boundary(b: int, num_layers: int) -> str:
     return f"b={b} (output of layer {b - 1})"
 
 
+_OWNERS = ("self", "self.model", "holder", "owner", "parent_ref", "self.language_model", "self.language_model.model", "self.model.model")
+_CONFIGS = ("self.config", "config", "self.config.text_config", "self.text_config", "self.model.config", "self.language_model.config")
+
+
+@lru_cache(maxsize=None)
+def _fixed_keys() -> tuple[tuple[str, str], ...]:
+    """(normalised expression, kind) for the layer-count spellings engines use."""
+    keys = []
+    for owner in _OWNERS:
+        keys += [(f"{owner}.layers", "stack"), (f"len({owner}.layers)", "count")]
+    for config in _CONFIGS:
+        keys += [(f"{config}.num_hidden_layers", "count"), (f"{config}.num_layers", "count")]
+    keys += [("self.num_layers", "count"), ("self.end_layer", "count"), ("self.start_layer", "zero")]
+    return tuple((normalise(k), kind) for k, kind in keys)
+
+
+@lru_cache(maxsize=4096)
+def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, object], ...]:
+    """The expressions of one setter that need a binding, parsed once per source:
+    (ast.unparse text, kind, payload)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    sites = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+            payload = None
+            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "self" and isinstance(node.args[1], ast.Constant):
+                payload = node.args[1].value
+            sites.append((ast.unparse(node), node.func.id, payload))
+        elif isinstance(node, ast.Attribute) and node.attr in pp_guards:
+            sites.append((ast.unparse(node), "guard", None))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is):
+            text = ast.unparse(node)
+            if "language_model" in text:
+                sites.append((text, "is-none", None))
+    return tuple(sites)
+
+
 def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute=None) -> dict[str, object]:
     """What the setter's free expressions mean for a target with ``num_layers`` layers.
 
     Layer counts come from the config or the layer list, under the few owners engines use;
-    pipeline guards take the last-rank path (the rank that owns the draft); ``hasattr`` and
-    ``is None`` checks on delegates are true, since the chain was resolved before tracing.
+    pipeline guards take the last-rank path (the rank that owns the draft); ``hasattr(self, x)``
+    is decided from the class, other ``hasattr``/``is None`` checks on delegates take the
+    delegating path, since the chain was resolved before tracing.
     """
-    names: dict[str, object] = {}
-    owners = ["self", "self.model", "holder", "owner", "parent_ref", "self.language_model", "self.language_model.model", "self.model.model"]
-    for owner in owners:
-        names[f"{owner}.layers"] = LayerStack(num_layers)
-        names[f"len({owner}.layers)"] = num_layers
-    for config in ["self.config", "config", "self.config.text_config", "self.text_config", "self.model.config", "self.language_model.config"]:
-        names[f"{config}.num_hidden_layers"] = num_layers
-        names[f"{config}.num_layers"] = num_layers
-    names["self.num_layers"] = num_layers
-    names["self.end_layer"] = num_layers
-    names["self.start_layer"] = 0
-    try:
-        tree = ast.parse(source.strip() if source.startswith((" ", "\t")) else source)
-    except SyntaxError:
-        return names
-    for node in ast.walk(tree):
-        text = None
-        try:
-            text = ast.unparse(node)
-        except Exception:  # noqa: BLE001
-            continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
-            names[text] = has_attribute(node) if has_attribute else True
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+    values = {"stack": LayerStack(num_layers), "count": num_layers, "zero": 0}
+    names: dict[str, object] = {key: values[kind] for key, kind in _fixed_keys()}
+    for text, kind, payload in _source_sites(source, tuple(pp_guards)):
+        if kind == "hasattr":
+            names[text] = has_attribute(payload) if (has_attribute and payload is not None) else True
+        elif kind == "getattr":
             # `holder = getattr(parent, "model", parent)`: whichever object it picks holds the layers.
             names[text] = LayerStack(num_layers)
-        elif isinstance(node, ast.Attribute) and any(node.attr == g or text.endswith("." + g) for g in pp_guards):
+        elif kind == "guard":
             names[text] = True
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is) and "language_model" in text:
+        elif kind == "is-none":
             names[text] = False  # `self.language_model is None`
-    return {normalise(k): v for k, v in names.items()}
+    return names
 
 
 def default_from_getter(project: Project, qualname: str, num_layers: int, depth: int = 0):
@@ -173,10 +197,8 @@ def trace_row(project: Project, row: ModelRow, layer_ids: list[int] | None, num_
                 known.update(cls.methods)
                 known.update(a.attribute for a in cls.assignments)
 
-        def check(node: ast.Call) -> bool:
-            if len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "self" and isinstance(node.args[1], ast.Constant):
-                return node.args[1].value in known
-            return True
+        def check(attribute: str) -> bool:
+            return attribute in known
 
         return check
     steps.append(TraceStep("config", f"config ids: {list(layer_ids) if layer_ids is not None else 'none given (engine default)'}; L = {num_layers}"))
