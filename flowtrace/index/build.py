@@ -330,16 +330,13 @@ class _Parser:
 
     def wait(self) -> list[_Outcome]:
         """Block for at least one finished pool task; return every finished one."""
-        futures = [self.done.get()]
-        while True:
-            try:
-                futures.append(self.done.get_nowait())
-            except queue.Empty:
-                break
-        return self._collect(futures)
+        return self._drain([self.done.get()])
 
     def ready(self) -> list[_Outcome]:
-        futures = []
+        """Every finished pool task, without blocking."""
+        return self._drain([])
+
+    def _drain(self, futures: list[Future]) -> list[_Outcome]:
         while True:
             try:
                 futures.append(self.done.get_nowait())

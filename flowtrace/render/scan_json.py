@@ -74,16 +74,10 @@ def model_json(row: ModelRow) -> dict[str, Any]:
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
-    return {
-        "rule": f.rule,
-        "name": f.name,
-        "severity": f.severity,
-        "file": f.file,
-        "line": f.line,
-        "message": f.message,
-        "symbol": f.symbol,
-        "fingerprint": f.fingerprint,
-    }
+    """A finding as every JSON output writes it (one shape for scan and check)."""
+    from flowtrace.render.findings_json import finding_dict
+
+    return finding_dict(f)
 
 
 def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
