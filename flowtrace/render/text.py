@@ -25,14 +25,13 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def model_matrix(result: ScanResult, *, registered_only: bool = False) -> str:
+def model_matrix(result: ScanResult) -> str:
+    """Registered classes first, then classes that only hold or inherit a setter."""
     rows = []
     for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
-        if registered_only and not r.registered:
-            continue
         c = r.capture
         if c is None:
-            rows.append([r.name, "reg" if r.registered else "-", r.support, "-", "-", "-", "-", "-", "-", f"{r.location}"])
+            rows.append([r.name, "reg" if r.registered else "-", r.support, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
             continue
         setter = f"{c.setter.location}" + (" (inherited)" if c.inherited else "")
         transform = c.id_transform if c.effective_transform == c.id_transform else f"{c.id_transform}->{c.effective_transform}"
@@ -49,9 +48,10 @@ def model_matrix(result: ScanResult, *, registered_only: bool = False) -> str:
                 _yn(c.last_layer_capturable),
                 setter,
                 site,
+                f"{r.location}",
             ]
         )
-    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "setter", "capture site"]
+    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "setter", "capture site", "class at"]
     return _table(headers, rows)
 
 
@@ -81,8 +81,8 @@ def summary_line(result: ScanResult, findings: list[Finding] | None = None) -> s
     return "flowtrace: " + ", ".join(parts)
 
 
-def scan_text(result: ScanResult, findings: list[Finding] | None, *, all_classes: bool = False) -> str:
-    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", model_matrix(result, registered_only=False if all_classes else False)]
+def scan_text(result: ScanResult, findings: list[Finding] | None) -> str:
+    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", model_matrix(result)]
     if findings:
         out += ["", f"findings ({len(findings)}):", findings_text(findings, concise=True)]
     if result.index.diagnostics:
