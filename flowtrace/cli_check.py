@@ -141,7 +141,7 @@ def rules(ctx, fmt):
 @click.argument("code")
 @click.pass_context
 def explain(ctx, code):
-    """Explain rule CODE (e.g. FT003): summary, rationale, fix, valid and invalid examples."""
+    """Explain one rule, e.g. FT003: summary, rationale, fix, valid and invalid examples."""
     from flowtrace.checks.base import Rule
     from flowtrace.render.rules_doc import registered_rules, rule_text
 
