@@ -141,7 +141,7 @@ def rules(ctx, fmt):
 @click.argument("code")
 @click.pass_context
 def explain(ctx, code):
-    """Explain one rule, e.g. FT003: summary, rationale, fix, valid and invalid examples."""
+    """Explain one rule: summary, rationale, fix, valid and invalid examples (for example FT003)."""
     from flowtrace.checks.base import Rule
     from flowtrace.render.rules_doc import registered_rules, rule_text
 
