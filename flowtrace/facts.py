@@ -140,6 +140,7 @@ class CaptureSiteFact:
     callback_parameter: str | None = None  # the layer-forward keyword a callback is handed in
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
     uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
+    mutated_later: str | None = None  # an in-place update of the stored tensor after the capture
 
 
 @dataclass(frozen=True, slots=True)

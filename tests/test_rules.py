@@ -27,6 +27,8 @@ EXPECTED_SGLANG = {
     ("FT011", "sglang/srt/models/kappa_moe.py"),  # self.layers[layer_id]
     ("FT012", "sglang/srt/models/alpha.py"),  # forward_split_prefill
     ("FT013", "sglang/srt/models/beta.py"),  # hidden_states without residual
+    ("FT013", "sglang/srt/models/theta.py"),  # stored reference updated in place (residual += ...)
+    ("FT010", "sglang/srt/models/theta.py"),  # input point
     ("FT014", "sglang/srt/speculative/eagle3_draft.py"),  # two readers, two defaults
 }
 EXPECTED_VLLM = {

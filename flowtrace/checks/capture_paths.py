@@ -94,19 +94,28 @@ class CaptureWrongTensor(Rule):
     code = "FT013"
     name = "capture-wrong-tensor"
     severity = "warning"
-    summary = "A split-residual model captures hidden_states without adding the residual."
+    summary = "The captured tensor is not the residual stream: hidden_states without the residual, or a reference updated in place later."
     rationale = (
         "When layers return (hidden_states, residual), the residual stream at a boundary is their sum. "
         "Capturing hidden_states alone gives the draft only the last sub-layer's delta, a tensor it was "
         "never trained on."
     )
-    fix = "Capture hidden_states + residual (or the helper that adds them)."
+    fix = "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place afterwards."
     valid = (Example("aux.append(hidden_states + residual)"),)
     invalid = (Example("hidden_states, residual = layer(hidden_states, residual)\nif i in self.layers_to_capture:\n    aux.append(hidden_states)"),)
 
     def check(self, result) -> Iterator[Finding]:
         for ff in result.files:
             for site in ff.capture_sites:
+                if site.mutated_later:
+                    yield self.finding(
+                        site.location,
+                        f"{site.function} stores a reference to `{site.captured_expression}` and later updates it in place "
+                        f"(`{site.mutated_later}`): the captured state changes after it was recorded",
+                        site.class_qualname,
+                        f"{site.captured_expression}:{site.mutated_later}",
+                    )
+                    continue
                 expr = site.captured_expression
                 if not site.split_residual or not expr or site.uses_residual:
                     continue

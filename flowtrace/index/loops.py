@@ -280,9 +280,12 @@ class LoopAnalyzer:
                 mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.APPEND
                 captured = None
                 uses_residual = False
+                mutated = None
                 if call.args:
                     stored = call.args[0].value
                     uses_residual = _depends_on_residual(stored, bound)
+                    if isinstance(stored, cst.Name):
+                        mutated = self.mutated_after(loop, stored.value, start)
                     if isinstance(stored, cst.Name) and stored.value in bound:
                         stored = bound[stored.value]  # `x = h + r; aux.append(x)`
                     captured = self.file.code(stored)
@@ -299,9 +302,26 @@ class LoopAnalyzer:
                         last_layer_capturable=bool(post) or after,
                         captured_expression=captured,
                         uses_residual=uses_residual,
+                        mutated_later=mutated,
                     )
                 )
         return found
+
+    def mutated_after(self, loop: cst.For, name: str, after) -> str | None:
+        """An in-place update of ``name`` later in the loop body (``name += x``,
+        ``name.add_(x)``): a stored reference would then change under the collector."""
+        pos = self.file.positions
+        for node in walk_statements(loop.body):
+            start = pos[node].start
+            if (start.line, start.column) <= (after.line, after.column):
+                continue
+            if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+                return self.file.code(node)
+            if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
+                func = node.value.func
+                if isinstance(func.value, cst.Name) and func.value.value == name and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+                    return self.file.code(node)
+        return None
 
     def condition_attribute(self, test: cst.BaseExpression) -> str | None:
         """The capture attribute (or per-layer flag) a test checks, if it checks one."""
