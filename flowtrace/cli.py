@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
+from flowtrace.cli_options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -46,22 +47,6 @@ def emit(text: str, output: str | None) -> None:
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-
-
-def index_options(jobs, no_cache, cache_dir, exclude, progress=None):
-    from flowtrace.index.build import IndexOptions
-
-    return IndexOptions(jobs=jobs, use_cache=not no_cache, cache_dir=Path(cache_dir) if cache_dir else None, excludes=tuple(exclude), progress=progress)
-
-
-def scan_options(f):
-    """Options every command that scans a tree shares."""
-    f = click.option("--profile", help="Force an engine profile (default: detected from the tree).")(f)
-    f = click.option("--exclude", multiple=True, metavar="PATTERN", help="Skip paths matching this gitignore-style pattern (repeatable).")(f)
-    f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
-    f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
-    f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
-    return f
 
 
 @click.group(cls=FlowtraceGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

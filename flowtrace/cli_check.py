@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from flowtrace.cli_options import scan_options
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -43,16 +45,6 @@ def _guard(ctx: click.Context, fn):
         _fail(ctx, f"flowtrace: internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
 
 
-def _scan_options(f):
-    """The options every scanning command shares (as ``scan_options`` in cli.py)."""
-    f = click.option("--profile", help="Force an engine profile (default: [tool.flowtrace] profile, else detected).")(f)
-    f = click.option("--exclude", multiple=True, metavar="PATTERN", help="Skip paths matching this gitignore-style pattern (repeatable; added to [tool.flowtrace] exclude).")(f)
-    f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
-    f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
-    f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
-    return f
-
-
 @click.command("check")
 @click.argument("path")
 @click.option("--select", multiple=True, metavar="CODES", help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
@@ -66,7 +58,7 @@ def _scan_options(f):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-@_scan_options
+@scan_options(config_aware=True)
 @click.pass_context
 def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, config_file, isolated, profile, exclude, jobs, no_cache, cache_dir):
     """Lint PATH for capture-wiring problems, for CI.

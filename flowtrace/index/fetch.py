@@ -164,16 +164,8 @@ def _link_inside(member_parts: tuple[str, ...], link_target: str, *, relative_to
 
 def _open_inside(root: Path, parts: tuple[str, ...]) -> int:
     """Create the parent folders (refusing any link on the way) and open the file for writing."""
-    current = root
-    for part in parts[:-1]:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            os.mkdir(current, 0o755)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            raise UnsafeArchive(f"{'/'.join(parts)}: a parent path is not a plain folder")
+    _open_dirs(root, parts[:-1])
+    current = root.joinpath(*parts[:-1])
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     path = current / parts[-1]
     try:

@@ -1,0 +1,33 @@
+"""Options shared by every command that scans a tree (scan, trace, compat, graph, check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def scan_options(f=None, *, config_aware: bool = False):
+    """Add --profile, --exclude, --jobs, --no-cache and --cache-dir to a command.
+
+    ``config_aware`` words the help for commands that also read ``[tool.flowtrace]``.
+    """
+
+    def decorate(f):
+        profile_help = "Force an engine profile (default: [tool.flowtrace] profile, else detected)." if config_aware else "Force an engine profile (default: detected from the tree)."
+        exclude_help = "Skip paths matching this gitignore-style pattern (repeatable" + ("; added to [tool.flowtrace] exclude)." if config_aware else ").")
+        f = click.option("--profile", help=profile_help)(f)
+        f = click.option("--exclude", multiple=True, metavar="PATTERN", help=exclude_help)(f)
+        f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
+        f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
+        f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
+        return f
+
+    return decorate(f) if f is not None else decorate
+
+
+def index_options(jobs, no_cache, cache_dir, exclude, progress=None):
+    """The IndexOptions those flags mean."""
+    from flowtrace.index.build import IndexOptions
+
+    return IndexOptions(jobs=jobs, use_cache=not no_cache, cache_dir=Path(cache_dir) if cache_dir else None, excludes=tuple(exclude), progress=progress)
