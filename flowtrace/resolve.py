@@ -193,8 +193,14 @@ class Project:
         return None
 
     def site_for(self, holder: str, attribute_hint: set[str]) -> F.CaptureSiteFact | None:
+        """The capture site the holder really runs: a base class's site is skipped when a class
+        earlier in the order overrides that method (its forward replaces the capturing one)."""
+        overridden: set[str] = set()
         for q in self.mro(holder):
-            sites = self.sites.get(q, [])
+            sites = [s for s in self.sites.get(q, []) if s.function.split(".")[-1] not in overridden]
+            cls = self.classes.get(q)
+            if cls is not None:
+                overridden.update(cls.methods)
             ranked = sorted(sites, key=lambda s: (s.function.split(".")[-1] != "forward", s.attribute not in attribute_hint, s.location.line))
             if ranked:
                 return ranked[0]

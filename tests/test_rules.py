@@ -13,6 +13,9 @@ from flowtrace.checks.base import all_rules
 EXPECTED_SGLANG = {
     ("FT001", "sglang/srt/models/omega_vl.py"),  # SigmaVL wraps Gamma, no setter
     ("FT002", "sglang/srt/models/epsilon.py"),  # EpsilonModel loop, no setter
+    ("FT003", "sglang/srt/models/iota_vl.py"),  # delegates to PlainForCausalLM, which has no setter
+    ("FT005", "sglang/srt/models/lambda_model.py"),  # forward override drops AlphaModel's capture
+    ("FT006", "sglang/srt/models/mu.py"),  # flag read by forward, never set by the setter
     ("FT004", "sglang/srt/models/epsilon.py"),  # Zeta setter, ZetaModel has no loop
     ("FT007", "sglang/srt/models/beta.py"),  # identity where most setters add one
     ("FT007", "sglang/srt/models/gamma.py"),  # conditional where most setters add one

@@ -26,6 +26,22 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _layer_loops(method: ast.AST, layers_attributes: frozenset[str]) -> list[int]:
+    """Lines of `for` loops that run the decoder layers (iterate or index self.<layers>)."""
+    lines = []
+    for node in ast.walk(method):
+        if not isinstance(node, ast.For):
+            continue
+        touches = any(
+            isinstance(sub, ast.Attribute) and sub.attr in layers_attributes and isinstance(sub.value, ast.Name) and sub.value.id == "self"
+            for part in [node.iter, *node.body]
+            for sub in ast.walk(part)
+        )
+        if touches:
+            lines.append(node.lineno)
+    return lines
+
+
 def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
     modname = module_name(path)
     try:
@@ -63,6 +79,7 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         return name
 
     classes = []
+    loops: list[F.LayerLoopFact] = []
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -72,6 +89,10 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
             if text:
                 bases.append(resolve(text))
         methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for method_name, method in sorted(methods.items()):
+            for loop_line in _layer_loops(method, conv.layers_attributes):
+                # No capture marker in this file, so any layer loop here runs without capturing.
+                loops.append(F.LayerLoopFact(local[node.name], f"{node.name}.{method_name}", F.Location(path, loop_line), False))
         assignments = []
         init = methods.get("__init__")
         if init is not None:
@@ -123,6 +144,7 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant):
                             registry.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
     return F.FileFacts(
+        layer_loops=tuple(loops),
         path=path,
         module=modname,
         imports=tuple(F.ImportFact(k, v) for k, v in sorted(imports.items())),
