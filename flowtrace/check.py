@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from flowtrace.api import UsageError
-from flowtrace.checks.base import SEVERITIES, Finding, fingerprint
+from flowtrace.checks.base import SEVERITIES, Finding
+from flowtrace.facts import Location
 from flowtrace.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 
 if TYPE_CHECKING:
@@ -384,18 +385,8 @@ def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tu
             parts.append(f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in suppression")
         problems = unused + unknown
         message = "; ".join(parts)
-    return Finding(
-        rule=rule.code,
-        name=rule.name,
-        severity=rule.severity,
-        file=comment.file,
-        line=comment.line,
-        message=message,
-        symbol=None,
-        fingerprint=fingerprint(rule.code, comment.file, f"{comment.text}|{','.join(problems)}"),
-        hint=rule.fix,
-        flow=(),
-    )
+    # Rule.finding builds the record (fingerprint from the file, comment and problems, no line).
+    return rule().finding(Location(comment.file, comment.line), message, None, f"{comment.file}|{comment.text}|{','.join(problems)}")
 
 
 # --------------------------------------------------------------------------- paths and rendering
