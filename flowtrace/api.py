@@ -11,14 +11,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from flowtrace import facts as F
+from flowtrace.errors import UsageError
+from flowtrace.model import facts as F
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.profiles import Conventions, Profile, select_profiles
-from flowtrace.resolve import ModelRow, Project
-
-
-class UsageError(Exception):
-    """A user mistake (missing path, bad option value): one clear line, exit code 2."""
+from flowtrace.engines.profiles import Conventions, Profile, select_profiles
+from flowtrace.analysis.resolve import ModelRow, Project
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ class ScanResult:
     @cached_property
     def graph(self):
         """The repo's data-flow graph (built once; rules and the report read it)."""
-        from flowtrace.graph import build_graph
+        from flowtrace.analysis.graph import build_graph
 
         return build_graph(self.project, self.engine_keys)
 
@@ -72,7 +69,7 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
     """Index a tree and resolve its model matrix."""
     source = str(path)
     if source.startswith("pypi:"):
-        from flowtrace.index.fetch import fetch_pypi
+        from flowtrace.sources.fetch import fetch_pypi
 
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
@@ -86,14 +83,14 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
 def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
     """Run every rule over a scan (rule selection by code prefix)."""
     from flowtrace.checks.base import all_rules
+    from flowtrace.checks.selection import selected_codes
 
+    rules = all_rules()
+    enabled = selected_codes([r.code for r in rules], select, ignore)
     out = []
-    for rule_cls in all_rules():
-        if select and not any(rule_cls.code.startswith(s) for s in select):
-            continue
-        if ignore and any(rule_cls.code.startswith(s) for s in ignore):
-            continue
-        out.extend(rule_cls().check(result))
+    for rule_cls in rules:
+        if rule_cls.code in enabled:
+            out.extend(rule_cls().check(result))
     return sorted(out, key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
 
 
@@ -107,7 +104,7 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
 
 def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None):
     """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
-    from flowtrace.trace import trace_row
+    from flowtrace.analysis.trace import trace_row
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")
@@ -118,16 +115,9 @@ def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layer
 
 def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None):
     """The verdict for one deployment: the draft's training layout against what the engine serves."""
-    from flowtrace.compat import ConfigError, compat as run_compat
+    from flowtrace.analysis.compat import ConfigError, compat as run_compat
 
     try:
         return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-
-
-def check(path: str | Path, **options):
-    """The CI form of a scan: findings after selection, suppressions and baseline (see flowtrace.check)."""
-    from flowtrace.check import run_check
-
-    return run_check(path, **options)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from flowtrace.api import UsageError
-from flowtrace.index import fetch
-from flowtrace.index.fetch import UnsafeArchive, fetch_pypi, parse_spec, safe_extract
+from flowtrace.errors import UsageError
+from flowtrace.sources import fetch
+from flowtrace.sources.fetch import UnsafeArchive, fetch_pypi, parse_spec, safe_extract
 
 
 def make_zip(path: Path, members: list[tuple[str, bytes]], symlinks: dict[str, str] | None = None) -> Path:
@@ -241,7 +241,7 @@ def test_a_missing_package_is_a_usage_error(tmp_path, local_index):
 def test_scan_of_a_pypi_source_through_the_cli(tmp_path, local_index):
     from click.testing import CliRunner
 
-    from flowtrace.cli import main
+    from flowtrace.cli.main import main
 
     wheel(local_index, "clipkg", "1.0", {"clipkg/models/m.py": b"class M:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = layer_ids\n"})
     res = CliRunner().invoke(main, ["scan", "pypi:clipkg==1.0", "--format", "json", "--cache-dir", str(tmp_path / "cache")])

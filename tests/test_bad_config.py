@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
-from flowtrace.cli import main
-from flowtrace.profiles import rules_directory
+from flowtrace.cli.main import main
+from flowtrace.engines.profiles import rules_directory
 
 TARGET = {"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}
 DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}

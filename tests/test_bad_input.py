@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
 from flowtrace import api
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 from flowtrace.index import build
 from flowtrace.index.build import IndexOptions
 
@@ -415,7 +415,7 @@ def test_json_is_deterministic_on_the_corpus(corpus, monkeypatch, tmp_path):
 
     outs = [run("--no-cache", "--jobs", "1"), run("--no-cache", "--jobs", "2"), run("--cache-dir", cache, "--jobs", "2"), run("--cache-dir", cache, "--jobs", "1")]
     # The order the file system lists entries in must not matter either.
-    from flowtrace.index import discover
+    from flowtrace.sources import discover
 
     real_walk = os.walk
 

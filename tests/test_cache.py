@@ -18,7 +18,7 @@ import pytest
 from fixture_paths import FIXTURES
 from flowtrace.index import build, cache as cache_mod
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.profiles import select_profiles
+from flowtrace.engines.profiles import select_profiles
 
 
 def _copy(tmp_path, name="sglang_like"):
@@ -191,7 +191,7 @@ _CONCURRENT = """
 import json, sys
 from pathlib import Path
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.profiles import select_profiles
+from flowtrace.engines.profiles import select_profiles
 root = Path(sys.argv[1])
 res = build_index(root, select_profiles(root, None), IndexOptions(jobs=1, progress=False))
 print(json.dumps([repr(f) for f in res.files]))

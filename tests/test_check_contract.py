@@ -16,10 +16,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from flowtrace.check import SelectionLayer, resolve_selection, run_check
+from flowtrace.lint.runner import SelectionLayer, resolve_selection, run_check
 from flowtrace.checks.base import SEVERITIES, Finding, Rule
-from flowtrace.cli_check import check, explain, rules
-from flowtrace.facts import Location
+from flowtrace.cli.check import check, explain, rules
+from flowtrace.model.facts import Location
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 REPO = Path(__file__).resolve().parents[1]
@@ -382,7 +382,7 @@ def test_baseline_accepts_known_findings_and_fails_on_new_ones(engine, probe, tm
 
 
 def test_baseline_counts_duplicate_fingerprints():
-    from flowtrace import baseline
+    from flowtrace.lint import baseline
 
     def finding(line: int) -> Finding:
         return Finding("FT999", "x", "warning", "a.py", line, "m", "s", "same-fp")
@@ -475,7 +475,7 @@ def test_committed_rules_doc_is_fresh():
 
     assert "FT999" not in Rule.registry
     committed = (REPO / "docs" / "rules.md").read_text(encoding="utf-8")
-    assert committed == rules_markdown(), "docs/rules.md is stale: python -m flowtrace.cli_check --write-rules-doc docs/rules.md"
+    assert committed == rules_markdown(), "docs/rules.md is stale: python -m flowtrace.cli.check --write-rules-doc docs/rules.md"
 
 
 def test_pre_commit_hook_runs_flowtrace_check():

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 from flowtrace import api
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 
 
 def write(tmp_path, name, data):

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from fixture_paths import FIXTURES
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 from flowtrace.index import build
 
 ENGINES = ["sglang_like", "vllm_like"]
@@ -71,7 +71,7 @@ def test_json_is_identical_cold_warm_serial_and_pooled(engine, tmp_path, pool_sp
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_facts_are_equal_in_a_pool_and_serially(engine, tmp_path, pool_spy):
-    from flowtrace.profiles import select_profiles
+    from flowtrace.engines.profiles import select_profiles
 
     root = _copy(engine, tmp_path)
     profiles = select_profiles(root, None)
@@ -92,7 +92,7 @@ def _dying_work(task):
 
 
 def test_a_dead_worker_costs_time_not_facts(tmp_path, pool_spy, monkeypatch):
-    from flowtrace.profiles import select_profiles
+    from flowtrace.engines.profiles import select_profiles
 
     root = _copy("sglang_like", tmp_path)
     profiles = select_profiles(root, None)

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixture_paths import SGLANG_LIKE
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.class_table import table_facts
 from flowtrace.index.parse import analyze_bytes
-from flowtrace.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, run_function
-from flowtrace.profiles import Conventions, load_all
+from flowtrace.analysis.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, run_function
+from flowtrace.engines.profiles import Conventions, load_all
 
 CONV = Conventions.merge(load_all())
 _BASE = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowtrace.checks.base import Finding
-from flowtrace.cli_check import check
+from flowtrace.cli.check import check
 from flowtrace.render.github import escape_data, escape_property, to_github
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"

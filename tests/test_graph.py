@@ -10,7 +10,7 @@ import subprocess
 import networkx as nx
 import pytest
 
-from flowtrace import graph as graphs
+from flowtrace.analysis import graph as graphs
 
 
 def test_path_from_config_key_to_fc_for_a_delegating_model(sglang_scan):

@@ -85,7 +85,7 @@ def _hostile_tree(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def fixture_page(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     from flowtrace import api
-    from flowtrace import graph as graphs
+    from flowtrace.analysis import graph as graphs
     from flowtrace.checks.base import all_rules
     from flowtrace.index.build import IndexOptions
     from flowtrace.render.scan_json import scan_document

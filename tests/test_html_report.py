@@ -20,6 +20,8 @@ import pytest
 from flowtrace.render import html as report
 from flowtrace.render.html import render_html
 
+import example_report
+
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = "</script><script>alert(1)</script>"
 HOSTILE_PWN = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
@@ -528,14 +530,14 @@ def test_probe_marks_model_and_findings():
 
 
 def test_example_report_is_fresh():
-    committed = REPO / report.EXAMPLE_REPORT
-    doc = report.example_document()
-    fresh = report.render_example(doc)
+    committed = REPO / example_report.EXAMPLE_REPORT
+    doc = example_report.example_document()
+    fresh = example_report.render_example(doc)
     assert str(REPO) not in fresh, "the example report must not contain absolute paths"
     same = committed.exists() and committed.read_text(encoding="utf-8") == fresh
     assert same, (
-        f"{report.EXAMPLE_REPORT} is stale: the report template or the {report.EXAMPLE_FIXTURE} scan changed. "
-        "Regenerate it with `python -m flowtrace.render.html --regenerate-example` and commit the result."
+        f"{example_report.EXAMPLE_REPORT} is stale: the report template or the {example_report.EXAMPLE_FIXTURE} scan changed. "
+        "Regenerate it with `python tests/example_report.py` and commit the result."
     )
     check_report(fresh, doc)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 
 
 def facts_of(scan, path):
@@ -98,7 +98,7 @@ def test_capture_modes_concat_fc_and_config_reads(sglang_scan):
 def test_append_after_layer_with_shifted_label_is_an_input_point():
     """`if idx + 1 in attr: aux.append(h + r)` after layer idx records boundary idx + 1 under label idx + 1."""
     from flowtrace.index.parse import analyze_bytes
-    from flowtrace.profiles import Conventions, load_all
+    from flowtrace.engines.profiles import Conventions, load_all
 
     source = b'''
 class Model:

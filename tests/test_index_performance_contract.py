@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import pytest
 
 from fixture_paths import FIXTURES, SGLANG_LIKE, VLLM_LIKE
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index import build
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.profiles import Conventions, select_profiles
+from flowtrace.engines.profiles import Conventions, select_profiles
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ _WARM = """
 import sys
 from pathlib import Path
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.profiles import select_profiles
+from flowtrace.engines.profiles import select_profiles
 root = Path(sys.argv[1])
 res = build_index(root, select_profiles(root, None), IndexOptions(jobs=1, progress=False))
 assert res.stats.files_parsed == 0 and res.stats.files_cached > 0, res.stats

@@ -1,4 +1,4 @@
-"""Tests for flowtrace.layer_ids: the safe evaluator for layer-id expressions and setters.
+"""Tests for flowtrace.analysis.layer_ids: the safe evaluator for layer-id expressions and setters.
 
 Python's own ``eval``/``exec`` appear here only as the oracle the interpreter is checked
 against, with a builtins table restricted to the supported subset.
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from flowtrace import layer_ids
-from flowtrace.layer_ids import (
+from flowtrace.analysis import layer_ids
+from flowtrace.analysis.layer_ids import (
     BranchStep,
     CallSite,
     CannotEvaluate,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 
 
 def row(scan, name):

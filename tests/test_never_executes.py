@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 from flowtrace.index import build
 
 _WATCH: dict[str, object] = {"tree": None, "events": None}

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 from flowtrace.render import output
 from flowtrace.render.output import write_atomic
 

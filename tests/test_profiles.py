@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from flowtrace.profiles import ProfileError, load_profile, rules_directory, select_profiles
+from flowtrace.engines.profiles import ProfileError, load_profile, rules_directory, select_profiles
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 

@@ -13,9 +13,9 @@ from urllib.parse import unquote, urlparse
 import jsonschema
 import pytest
 
-from flowtrace.check import run_check
+from flowtrace.lint.runner import run_check
 from flowtrace.checks.base import Finding, Rule, fingerprint
-from flowtrace.facts import Location
+from flowtrace.model.facts import Location
 from flowtrace.render.rules_doc import registered_rules
 from flowtrace.render.sarif import to_sarif
 
@@ -161,7 +161,7 @@ def test_empty_run_validates(tmp_path):
 def test_cli_sarif_output(tmp_path, cache):
     from click.testing import CliRunner
 
-    from flowtrace.cli_check import check
+    from flowtrace.cli.check import check
 
     out = tmp_path / "flowtrace.sarif"
     res = CliRunner().invoke(check, [str(FIXTURES / "vllm_like"), "-j", "1", "--cache-dir", str(cache), "--output-format", "sarif", "-o", str(out), "--exit-zero"])

@@ -9,7 +9,7 @@ import sys
 from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 
 
 def run(*args):

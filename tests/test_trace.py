@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowtrace import api
-from flowtrace.cli import main
+from flowtrace.cli.main import main
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterator
 
-from flowtrace.facts import Location
+from flowtrace.model.facts import Location
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
 
 

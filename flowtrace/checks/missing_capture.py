@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.resolve import NONE
+from flowtrace.analysis.resolve import NONE
 
 
 class WrapperDropsSetter(Rule):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.trace import trace_row
+from flowtrace.analysis.trace import trace_row
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
 

@@ -1,7 +1,7 @@
 """FT016: suppression comments that suppress nothing (metadata only; the check runner reports it).
 
 Whether a ``# flowtrace: ignore[...]`` comment is used is only known after every other rule has
-run and inline suppressions were applied, so :func:`flowtrace.check.run_check` produces these
+run and inline suppressions were applied, so :func:`flowtrace.lint.runner.run_check` produces these
 findings; :meth:`UnusedSuppression.check` yields nothing.
 """
 

@@ -38,11 +38,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
-from flowtrace.index.discover import SourceFile, discover
+from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters
-from flowtrace.profiles import Conventions, Profile
+from flowtrace.engines.profiles import Conventions, Profile
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace import __version__
-from flowtrace import facts as _facts
-from flowtrace.facts import FileFacts
+from flowtrace.model import facts as _facts
+from flowtrace.model.facts import FileFacts
 
 _FORMAT = 2
 _MAGIC = b"FTC2"
@@ -126,7 +126,7 @@ class _FactUnpickler(pickle.Unpickler):
     plain ``pickle.loads`` would call whatever a crafted file names: a scan would run code."""
 
     def find_class(self, module: str, name: str):  # noqa: ANN201
-        if module == "flowtrace.facts" or (module == __name__ and name == "FileState"):
+        if module == "flowtrace.model.facts" or (module == __name__ and name == "FileState"):
             found = super().find_class(module, name)
             if isinstance(found, type) and found.__module__ == module:
                 return found

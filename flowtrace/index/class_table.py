@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import re
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.syntax import module_name
-from flowtrace.profiles import Conventions
+from flowtrace.engines.profiles import Conventions
 
 
 def _dotted(node: ast.AST) -> str | None:

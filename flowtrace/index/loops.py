@@ -7,7 +7,7 @@ structure, never by a model name:
 * **append**: ``if i in self.<attr>: aux.append(h + r)`` before or after ``layer(...)``;
 * **callback / packer**: ``layer(..., kw=aux.capture if i in self.<attr> else None)``: the
   point is decided later by following ``kw`` into the layer's forward (see
-  :class:`flowtrace.facts.CallbackUse`);
+  :class:`flowtrace.model.facts.CallbackUse`);
 * **helper**: ``self.<helper>(aux, label, h, r)`` with the label an offset of the loop index.
 
 The capture point follows from two numbers: the boundary the recorded stream sits at
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.syntax import FastVisitor, dotted, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:

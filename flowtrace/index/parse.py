@@ -12,8 +12,8 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from flowtrace import facts as F
-from flowtrace.profiles import Conventions
+from flowtrace.model import facts as F
+from flowtrace.engines.profiles import Conventions
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0

@@ -3,7 +3,7 @@
 A setter maps the draft's config ids to capture indices. Engines write that mapping in many
 shapes (``[v + 1 for v in ids]``, ``list(ids)``, "add one only if the first id is 1",
 handing the ids to another object's setter); this module names the shape without
-evaluating anything. Concrete values come later, from :mod:`flowtrace.layer_ids`.
+evaluating anything. Concrete values come later, from :mod:`flowtrace.analysis.layer_ids`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.syntax import body_statements, canonical, last_name, names_in
 
 if TYPE_CHECKING:

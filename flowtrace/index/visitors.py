@@ -4,7 +4,7 @@ The pass works in two steps over the same tree: a visitor collects the module's 
 (imports, classes, functions, module-level assignments, and the sites that need an enclosing
 function: capture modes, concatenations, config-key reads), then small analysers read the
 function bodies it kept (setters, capture loops, layer forwards). Nothing here knows an
-engine: every name comes from :class:`flowtrace.profiles.Conventions`.
+engine: every name comes from :class:`flowtrace.engines.profiles.Conventions`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
-from flowtrace.profiles import Conventions
+from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
 

@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flowtrace.check import CheckOutcome
+    from flowtrace.lint.runner import CheckOutcome
 
 MAX_SNIPPET = 200
 
 
 def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | None = None) -> str:
-    from flowtrace.check import _read_source, display_path
+    from flowtrace.render.display_paths import display_path, read_source
 
     @lru_cache(maxsize=None)
     def lines(file: str) -> tuple[str, ...]:
-        source = _read_source(outcome.root, file)
+        source = read_source(outcome.root, file)
         return tuple(source.splitlines()) if source is not None else ()
 
     blocks = []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from flowtrace import __version__
 
 if TYPE_CHECKING:
-    from flowtrace.check import CheckOutcome
+    from flowtrace.lint.runner import CheckOutcome
     from flowtrace.checks.base import Finding
 
 SCHEMA = "flowtrace.check/1"

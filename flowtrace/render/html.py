@@ -15,7 +15,7 @@ Why it is built this way:
 * **Degrades gracefully.** ``rules``, ``paths``, ``examples``, ``graph`` and ``sources`` are
   optional keys; each section says what it would show when its key is absent.
 
-``python -m flowtrace.render.html --regenerate-example`` rewrites ``reports/example.html``.
+``python tests/example_report.py`` rewrites ``reports/example.html``.
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ from markupsafe import Markup, escape
 from flowtrace.render import svg_layout
 
 TEMPLATES = Path(__file__).parent / "templates"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_FIXTURE = "tests/fixtures/engines/sglang_like"
-EXAMPLE_REPORT = "reports/example.html"
 
 SUPPORT_ORDER = ("supported", "inherited", "delegated", "broken", "none")
 SEVERITY_ORDER = ("error", "warning", "info")
@@ -766,39 +763,6 @@ def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None =
     return _environment().get_template("report.html.j2").render(**context)
 
 
-# --------------------------------------------------------------------------------------------
-# the committed example report
-
-
-def example_document() -> dict[str, Any]:
-    """The scan of the sglang-like fixture with every machine-dependent value pinned: a
-    relative root and zero seconds, so the example is the same bytes on every machine."""
-    from flowtrace import api
-    from flowtrace.index.build import IndexOptions
-    from flowtrace.render.report_data import report_document
-
-    result = api.scan(REPO_ROOT / EXAMPLE_FIXTURE, options=IndexOptions(use_cache=False, jobs=1))
-    # The same document `flowtrace report` / api.html_report render: scan + paths, examples,
-    # graph, rule texts and snippets.
-    doc = report_document(result, api.findings(result))
-    doc["root"] = EXAMPLE_FIXTURE
-    doc["stats"] = {**doc["stats"], "seconds": 0, "files_from_cache": 0}
-    return doc
-
-
-def render_example(doc: dict[str, Any] | None = None) -> str:
-    return render_html(doc if doc is not None else example_document(), title="flowtrace example report — sglang-like fixture")
-
-
-def regenerate_example(path: str | Path | None = None) -> Path:
-    """Rewrite ``reports/example.html``; run after changing the report or the fixture."""
-    from flowtrace.render.output import write_atomic
-
-    target = Path(path) if path else REPO_ROOT / EXAMPLE_REPORT
-    write_atomic(target, render_example())
-    return target
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowtrace.render.html", description="Render a flowtrace.scan/1 JSON document to HTML.")
     parser.add_argument("doc", nargs="?", help="scan JSON (flowtrace scan PATH --format json)")
@@ -806,13 +770,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--link-base", help="source links as {link_base}/{file}#L{line}")
     parser.add_argument("--probe", help="a flowtrace.probe/1 JSON to merge")
     parser.add_argument("--title")
-    parser.add_argument("--regenerate-example", action="store_true", help=f"rewrite {EXAMPLE_REPORT} from {EXAMPLE_FIXTURE}")
     args = parser.parse_args(argv)
-    if args.regenerate_example:
-        print(regenerate_example(args.output), file=sys.stderr)
-        return 0
     if not args.doc:
-        parser.error("give a scan JSON document or --regenerate-example")
+        parser.error("give a scan JSON document")
     doc = json.loads(Path(args.doc).read_text(encoding="utf-8"))
     probe = json.loads(Path(args.probe).read_text(encoding="utf-8")) if args.probe else None
     text = render_html(doc, link_base=args.link_base, probe=probe, title=args.title)

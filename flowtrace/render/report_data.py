@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult
@@ -55,7 +55,7 @@ def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
 
 
 def worked_examples(result: ScanResult) -> dict[str, dict[str, Any]]:
-    from flowtrace.trace import trace_row
+    from flowtrace.analysis.trace import trace_row
 
     out: dict[str, dict[str, Any]] = {}
     for row in result.rows:
@@ -94,7 +94,7 @@ def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, s
 
 
 def report_document(result: ScanResult, findings: list) -> dict[str, Any]:
-    from flowtrace.graph import to_json
+    from flowtrace.analysis.graph import to_json
     from flowtrace.render.scan_json import scan_document
 
     doc = scan_document(result, findings)

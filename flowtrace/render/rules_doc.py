@@ -1,6 +1,6 @@
 """Rule metadata as text and Markdown: ``flowtrace explain``, SARIF ``help`` and ``docs/rules.md``.
 
-``docs/rules.md`` is generated from the registered rules (``python -m flowtrace.cli_check
+``docs/rules.md`` is generated from the registered rules (``python -m flowtrace.cli.check
 --write-rules-doc docs/rules.md``); a test keeps the committed file fresh. Each rule has a
 ``## FT001`` heading, so :func:`help_uri` (``.../docs/rules.md#ft001``) lands on it.
 """
@@ -11,7 +11,7 @@ from flowtrace.checks.base import Example, Rule
 
 DOCS_URL = "https://github.com/flowtrace/flowtrace/blob/main/docs/rules.md"
 INFORMATION_URI = "https://github.com/flowtrace/flowtrace"
-GENERATOR_COMMAND = "python -m flowtrace.cli_check --write-rules-doc docs/rules.md"
+GENERATOR_COMMAND = "python -m flowtrace.cli.check --write-rules-doc docs/rules.md"
 
 
 def registered_rules() -> list[type[Rule]]:

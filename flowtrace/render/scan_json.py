@@ -10,12 +10,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flowtrace import __version__
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult
     from flowtrace.checks.base import Finding
-    from flowtrace.resolve import ModelRow
+    from flowtrace.analysis.resolve import ModelRow
 
 SCHEMA = "flowtrace.scan/1"
 

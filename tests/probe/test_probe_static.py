@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from flowtrace.cli import main  # noqa: E402
+from flowtrace.cli.main import main  # noqa: E402
 
 ENGINE = Path(__file__).parent / "static_engines"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
-from flowtrace.cli_options import index_options, scan_options
+from flowtrace.cli.options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -22,8 +22,8 @@ class FlowtraceGroup(click.Group):
     """Turns known user errors into one line and exit code 2."""
 
     def invoke(self, ctx: click.Context):
-        from flowtrace.api import UsageError
-        from flowtrace.profiles import ProfileError
+        from flowtrace.errors import UsageError
+        from flowtrace.engines.profiles import ProfileError
 
         try:
             return super().invoke(ctx)
@@ -110,14 +110,14 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
     k-1, L = last layer's output before the final norm.
     """
     from flowtrace import api
-    from flowtrace.trace import parse_ids, trace_json, trace_text
+    from flowtrace.analysis.trace import parse_ids, trace_json, trace_text
 
     try:
         ids = parse_ids(layer_ids)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--layer-ids") from None
     if target_config:
-        from flowtrace.compat import ConfigError, read_config, target_info
+        from flowtrace.analysis.compat import ConfigError, read_config, target_info
 
         try:
             info = target_info(read_config(target_config, "target"), target_config)
@@ -152,7 +152,7 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
     """
     from flowtrace import api
-    from flowtrace.compat import compat_json, compat_text
+    from flowtrace.analysis.compat import compat_json, compat_text
 
     result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
     verdict = api.compat(result, target_config, draft_config, trained_with)
@@ -174,7 +174,7 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
 def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
     from flowtrace import api
-    from flowtrace import graph as graphs
+    from flowtrace.analysis import graph as graphs
 
     result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
     g = result.graph
@@ -194,7 +194,7 @@ def report(scan_json, probe_json, output, link_base):
     """Render the HTML report from saved scan (and probe) results."""
     import json
 
-    from flowtrace.api import UsageError
+    from flowtrace.errors import UsageError
     from flowtrace.render.html import render_html
     from flowtrace.render.output import write_atomic
 
@@ -217,7 +217,7 @@ def report(scan_json, probe_json, output, link_base):
 
 def _register_optional_commands() -> None:
     """Commands living in their own modules (probe needs torch only when it runs)."""
-    from flowtrace.cli_check import check, explain, rules
+    from flowtrace.cli.check import check, explain, rules
 
     main.add_command(check)
     main.add_command(rules)

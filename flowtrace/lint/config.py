@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowtrace.api import UsageError
+from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES
 
 if sys.version_info >= (3, 11):
@@ -159,7 +159,7 @@ def parse_table(table: Any, path: Path) -> Config:
         kwargs["ignore"] = selectors("ignore", strings("ignore"))
 
     def patterns(key: str, values) -> None:  # noqa: ANN001
-        from flowtrace.index.discover import _pattern_problem
+        from flowtrace.sources.discover import _pattern_problem
 
         for v in values:
             problem = _pattern_problem(v)
@@ -191,7 +191,7 @@ def parse_table(table: Any, path: Path) -> Config:
         value = table["profile"]
         if not isinstance(value, str):
             raise ConfigError(f"{where} profile: expected a string, got {_type(value)}")
-        from flowtrace.profiles import ProfileError, available_profiles
+        from flowtrace.engines.profiles import ProfileError, available_profiles
 
         try:
             names = tuple(available_profiles())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pathspec
 
-from flowtrace.facts import Diagnostic
+from flowtrace.model.facts import Diagnostic
 
 ALWAYS_EXCLUDED = (".git", ".hg", ".svn", "__pycache__", ".flowtrace_cache", ".tox", ".nox", ".venv", "node_modules", ".mypy_cache", ".pytest_cache")
 
@@ -87,7 +87,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
     rejected: list[tuple[int, str]] = []
     user_spec = _spec(list(excludes), rejected)
     if rejected:
-        from flowtrace.api import UsageError
+        from flowtrace.errors import UsageError
 
         raise UsageError(f"exclude {rejected[0][1]}")
     ignore_specs: list[tuple[str, pathspec.PathSpec]] = []

@@ -1,6 +1,6 @@
-"""``flowtrace check`` / ``rules`` / ``explain``: thin click commands over :mod:`flowtrace.check`.
+"""``flowtrace check`` / ``rules`` / ``explain``: thin click commands over :mod:`flowtrace.lint.runner`.
 
-Registered on the main group in ``cli.py``; runnable alone with ``python -m flowtrace.cli_check
+Registered on the main group in ``cli.py``; runnable alone with ``python -m flowtrace.cli.check
 --write-rules-doc docs/rules.md`` to regenerate the rules reference.
 
 Exit codes: 0 clean, 1 findings at or above ``--fail-on``, 2 usage or internal error (one line
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from flowtrace.cli_options import scan_options
+from flowtrace.cli.options import scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -27,8 +27,8 @@ def _fail(ctx: click.Context, message: str) -> None:
 
 def _guard(ctx: click.Context, fn):
     """Run ``fn``; user errors and unexpected exceptions become one line and exit 2."""
-    from flowtrace.api import UsageError
-    from flowtrace.profiles import ProfileError
+    from flowtrace.errors import UsageError
+    from flowtrace.engines.profiles import ProfileError
 
     try:
         return fn()
@@ -68,7 +68,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in PATH/pyproject.toml.
     """
-    from flowtrace.check import render, run_check
+    from flowtrace.lint.runner import render, run_check
 
     def go() -> int:
         outcome = run_check(
@@ -161,7 +161,7 @@ def rules_doc(ctx, target, check_only):
         if check_only:
             current = path.read_text(encoding="utf-8") if path.is_file() else None
             if current != text:
-                click.echo(f"flowtrace: {target} is stale; run python -m flowtrace.cli_check --write-rules-doc {target}", err=True)
+                click.echo(f"flowtrace: {target} is stale; run python -m flowtrace.cli.check --write-rules-doc {target}", err=True)
                 return EXIT_FINDINGS
             return EXIT_CLEAN
         from flowtrace.render.output import write_atomic
@@ -174,4 +174,4 @@ def rules_doc(ctx, target, check_only):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    rules_doc(prog_name="python -m flowtrace.cli_check")
+    rules_doc(prog_name="python -m flowtrace.cli.check")

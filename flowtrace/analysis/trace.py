@@ -17,9 +17,9 @@ import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
 
-from flowtrace import facts as F
-from flowtrace.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
-from flowtrace.resolve import ModelRow, Project
+from flowtrace.model import facts as F
+from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
+from flowtrace.analysis.resolve import ModelRow, Project
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ _VERSION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?$")
 
 
 def _usage_error(message: str) -> Exception:
-    from flowtrace.api import UsageError
+    from flowtrace.errors import UsageError
 
     return UsageError(message)
 

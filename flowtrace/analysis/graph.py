@@ -3,7 +3,7 @@
 Typed nodes (config key, model class, setter, capture attribute, capture loop, aux
 container, model return, concatenation, draft fc) and labelled edges (id transform,
 delegation, inheritance, capture point, mechanism). Inheritance and delegation are already
-resolved by :mod:`flowtrace.resolve`, so a path from a config key reaches the capture loop
+resolved by :mod:`flowtrace.analysis.resolve`, so a path from a config key reaches the capture loop
 for any model class. Rules and the HTML report read this graph; exports are node-link JSON,
 GraphML and DOT.
 """
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from flowtrace import facts as F
+from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
-    from flowtrace.resolve import Project
+    from flowtrace.analysis.resolve import Project
 
 KINDS = ("config", "model", "setter", "attribute", "loop", "container", "return", "concat", "fc")
 

@@ -1,6 +1,6 @@
 """``flowtrace check``: the CI lint contract, as a plain API (modelled on ruff).
 
-:func:`run_check` loads ``[tool.flowtrace]`` (:mod:`flowtrace.config`), scans, runs the enabled
+:func:`run_check` loads ``[tool.flowtrace]`` (:mod:`flowtrace.lint.config`), scans, runs the enabled
 rules and then filters, in this order:
 
 1. rule selection (``select`` / ``extend-select`` / ``ignore`` by code prefix, config first and
@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from flowtrace.api import UsageError
+from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
-from flowtrace.facts import Location
-from flowtrace.config import Config, ConfigError, load_config, parse_selectors, rule_codes
+from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
+from flowtrace.model.facts import Location
+from flowtrace.render.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
+from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult
@@ -46,55 +48,6 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
-# --------------------------------------------------------------------------- selection
-
-
-@dataclass(frozen=True)
-class SelectionLayer:
-    select: tuple[str, ...] | None  # None: this layer does not reset the selection
-    extend_select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-
-
-def _specificity(code: str, selectors: Iterable[str]) -> int:
-    best = 0
-    for s in selectors:
-        if s == "ALL":
-            best = max(best, 1)
-        elif code.startswith(s):
-            best = max(best, len(s) + 1)
-    return best
-
-
-def resolve_selection(codes: Iterable[str], layers: Sequence[SelectionLayer]) -> frozenset[str]:
-    """Enabled codes: every rule, then each layer on top (ruff's semantics).
-
-    A layer with ``select`` starts over from it; a layer without one keeps what the layer
-    below enabled and adds ``extend-select`` / removes ``ignore``. Within a layer a code
-    matched by both select and ignore follows the more specific (longer) prefix, ignore
-    winning a tie.
-    """
-    codes = tuple(codes)
-    enabled = set(codes)
-    for layer in layers:
-        chosen = set()
-        for code in codes:
-            sel = _specificity(code, (layer.select or ()) + layer.extend_select)
-            ign = _specificity(code, layer.ignore)
-            if layer.select is not None:
-                on = sel > ign
-            elif sel > ign:
-                on = True
-            elif ign > 0:
-                on = False
-            else:
-                on = code in enabled
-            if on:
-                chosen.add(code)
-        enabled = chosen
-    return frozenset(enabled)
-
-
 @dataclass(frozen=True)
 class PerFileIgnores:
     entries: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -106,7 +59,7 @@ class PerFileIgnores:
 
     def ignores(self, file: str, code: str) -> bool:
         for spec, codes in self._specs:  # type: ignore[attr-defined]
-            if _specificity(code, codes) and spec.match_file(file):
+            if specificity(code, codes) and spec.match_file(file):
                 return True
         return False
 
@@ -144,23 +97,6 @@ def parse_suppressions(file: str, source: str) -> list[SuppressionComment]:
     return out
 
 
-def _root_dir(root: Path) -> Path:
-    return root if root.is_dir() else root.parent
-
-
-def _read_source(root: Path, file: str) -> str | None:
-    from flowtrace.index.parse import decode
-
-    base = _root_dir(root)
-    path = base / file
-    try:
-        if not path.resolve().is_relative_to(base.resolve()) or not path.is_file():
-            return None
-        return decode(path.read_bytes())
-    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve, 3.11)
-        return None
-
-
 def collect_suppressions(result: ScanResult, extra_files: Iterable[str] = ()) -> dict[tuple[str, int], SuppressionComment]:
     """Suppression comments of every indexed file (and of any other file a finding names).
 
@@ -170,7 +106,7 @@ def collect_suppressions(result: ScanResult, extra_files: Iterable[str] = ()) ->
     files = dict.fromkeys([ff.path for ff in result.files] + list(extra_files))
     out: dict[tuple[str, int], SuppressionComment] = {}
     for file in files:
-        source = _read_source(result.root, file)
+        source = read_source(result.root, file)
         if source is None:
             continue
         for s in parse_suppressions(file, source):
@@ -261,7 +197,8 @@ def run_check(
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
     file to read instead of ``PATH/pyproject.toml``; ``isolated`` reads none.
     """
-    from flowtrace import api, baseline as baselines
+    from flowtrace import api
+    from flowtrace.lint import baseline as baselines
     from flowtrace.index.build import IndexOptions
 
     source = str(path)
@@ -390,23 +327,6 @@ def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tu
 
 
 # --------------------------------------------------------------------------- paths and rendering
-
-
-def display_base(root: Path, cwd: Path | None = None) -> Path:
-    """The folder output paths are relative to: the working folder when the scanned tree is
-    inside it (so CI annotations and SARIF resolve against the repository), else the root."""
-    base = _root_dir(root).resolve()
-    here = (cwd or Path.cwd()).resolve()
-    return here if base.is_relative_to(here) else base
-
-
-def display_path(root: Path, file: str, cwd: Path | None = None) -> str:
-    """``file`` (relative to the scanned root) relative to :func:`display_base`, POSIX."""
-    absolute = _root_dir(root).resolve() / file
-    try:
-        return Path(os.path.relpath(absolute, display_base(root, cwd))).as_posix()
-    except ValueError:  # another drive on Windows
-        return Path(file).as_posix()
 
 
 def render(outcome: CheckOutcome, fmt: str, *, cwd: Path | None = None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from flowtrace import __version__
-from flowtrace.api import UsageError
+from flowtrace.errors import UsageError
 from flowtrace.checks.base import Finding
 
 SCHEMA = "flowtrace.baseline/1"

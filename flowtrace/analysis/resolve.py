@@ -5,7 +5,7 @@ base class in another file, hand the ids to ``self.language_model``, or to a hol
 only through the attributes built in ``__init__``. This module links classes by qualified
 name (falling back to a unique simple name), walks bases depth-first, follows delegation
 and attribute construction, and decides the capture point of callback sites by looking up
-how the layer's forward uses the callback (a :class:`flowtrace.facts.CallbackUse`).
+how the layer's forward uses the callback (a :class:`flowtrace.model.facts.CallbackUse`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from flowtrace import facts as F
-from flowtrace.profiles import Conventions
+from flowtrace.model import facts as F
+from flowtrace.engines.profiles import Conventions
 
 SUPPORTED, INHERITED, DELEGATED, BROKEN, NONE = "supported", "inherited", "delegated", "broken", "none"
 

@@ -14,14 +14,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowtrace.errors import ProfileError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-
-
-class ProfileError(Exception):
-    """A profile file is missing, malformed or names an unknown engine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +60,19 @@ class Profile:
 
 
 def rules_directory() -> Path:
-    """Where the profiles live: ``$FLOWTRACE_RULES``, the checkout's ``rules/``, or the bundled copy."""
+    """Where the profiles live: ``$FLOWTRACE_RULES``, the wheel's bundled copy, or the checkout's ``rules/``.
+
+    The wheel ships the top-level ``rules/`` folder as ``flowtrace/bundled_rules``; an editable
+    install or a plain checkout reads ``rules/`` itself, so there is one copy only.
+    """
     env = os.environ.get("FLOWTRACE_RULES")
     if env:
         return Path(env)
-    checkout = Path(__file__).resolve().parent.parent / "rules"
-    if (checkout / "engines").is_dir():
-        return checkout
-    return Path(__file__).resolve().parent / "bundled_rules"
+    package = Path(__file__).resolve().parents[1]
+    bundled = package / "bundled_rules"
+    if (bundled / "engines").is_dir():
+        return bundled
+    return package.parent / "rules"
 
 
 _SCHEMA: dict[str, dict[str, type]] = {

@@ -14,10 +14,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowtrace.layer_ids import CannotEvaluate, evaluate
-from flowtrace.profiles import ProfileError, rules_directory
-from flowtrace.resolve import Project
-from flowtrace.trace import TraceResult, describe_boundary, trace_row
+from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
+from flowtrace.engines.profiles import ProfileError, rules_directory
+from flowtrace.analysis.resolve import Project
+from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -252,7 +252,7 @@ def compat(project: Project, target_config: str | Path, draft_config: str | Path
 
 
 def compat_json(result: CompatResult) -> dict:
-    from flowtrace.trace import trace_json
+    from flowtrace.analysis.trace import trace_json
 
     return {
         "schema": "flowtrace.compat/1",

@@ -1,0 +1,1 @@
+"""Engine knowledge as data: loading and validating engine profiles and training conventions."""

@@ -1,0 +1,1 @@
+"""The CI lint runner: rule selection, suppressions, ``[tool.flowtrace]`` config, baselines."""

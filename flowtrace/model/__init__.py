@@ -1,0 +1,1 @@
+"""Facts: the frozen, slotted dataclasses and enums every stage passes on (no behaviour)."""
