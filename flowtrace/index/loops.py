@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
 
 
+# Calls that derive a collection from the capture attribute without changing its members.
+_DERIVATIONS = {"set", "frozenset", "list", "tuple", "sorted"}
+
+
 def offset_of(expr: cst.BaseExpression, var: str) -> int | None:
     """0 for ``var``, k for ``var + k`` / ``k + var``, -k for ``var - k``, else None."""
     if isinstance(expr, cst.Name) and expr.value == var:
@@ -107,6 +111,7 @@ class LoopAnalyzer:
         if not loops:
             return [], []
         containers = self.containers(statements)
+        self.aliases = self.attribute_aliases(statements)
         loop_facts: list[F.LayerLoopFact] = []
         sites: list[F.CaptureSiteFact] = []
         for loop in loops:
@@ -140,6 +145,19 @@ class LoopAnalyzer:
                         out.setdefault(target.value, kind)
                         if isinstance(value, cst.Call):
                             self.built.setdefault(target.value, value)
+        return out
+
+    def attribute_aliases(self, statements: list) -> dict[str, str]:
+        """Locals derived from a capture attribute (``s = frozenset(self.<attr>)``,
+        ``wanted = self.<attr>``): a membership test of them is a test of the attribute."""
+        out: dict[str, str] = {}
+        for stmt in statements:
+            if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+                value = stmt.value
+                if isinstance(value, cst.Call) and last_name(value.func) in _DERIVATIONS and len(value.args) == 1:
+                    value = value.args[0].value
+                if isinstance(value, cst.Attribute) and value.attr.value in self.attrs:
+                    out[stmt.targets[0].target.value] = value.attr.value
         return out
 
     def container_kind(self, value: cst.BaseExpression) -> str | None:
@@ -339,11 +357,12 @@ class LoopAnalyzer:
         ctx = self.context
         method = last_name(call.func)
         helper = next((h for h in self.conv.helpers if h.name == method), None)
-        if helper is None or not isinstance(call.func, cst.Attribute) or len(call.args) <= helper.label_arg:
+        label_arg, structural = (helper.label_arg, None) if helper is not None else (self.structural_label(call), method)
+        if label_arg is None or not isinstance(call.func, cst.Attribute) or len(call.args) <= label_arg:
             return None
-        label = offset_of(call.args[helper.label_arg].value, ctx.index)
+        label = offset_of(call.args[label_arg].value, ctx.index)
         point = point_for(1 if after else 0, label) if label is not None else F.UNKNOWN
-        stored_args = [a.value for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value)]
+        stored_args = [a.value for a in call.args[label_arg + 1 :][:2] if not _is_none(a.value)]
         return F.CaptureSiteFact(
             **ctx.base,
             location=self.file.loc(call),
@@ -351,14 +370,28 @@ class LoopAnalyzer:
             point=point,
             attribute=None,
             container=self.file.code(call.args[0].value) if call.args else None,
-            note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[helper.label_arg].value)}",
+            note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[label_arg].value)}",
             # recorded before layer idx: boundaries from 0; after it: up to L
             embedding_capturable=bool(ctx.pre) or not after,
             last_layer_capturable=bool(ctx.post) or after,
             captured_expression=" + ".join(self.file.code(a) for a in stored_args),
             uses_residual=any(_depends_on_residual(a, ctx.bound) for a in stored_args),
             label_offset=label,
+            helper_method=structural,
         )
+
+    def structural_label(self, call: cst.Call) -> int | None:
+        """For ``self.<m>(aux, i + k, ...)`` not named by the profile: the position of the
+        label (an offset of the loop index) when a collector is also handed over; the
+        helper's body is checked at resolution (:class:`flowtrace.model.facts.HelperDefFact`)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        args = [a.value for a in call.args if a.keyword is None]
+        if not any(isinstance(a, cst.Name) and a.value in self.context.containers for a in args):
+            return None
+        labels = [n for n, a in enumerate(args) if offset_of(a, self.context.index) is not None]
+        return labels[0] if len(labels) == 1 else None
 
     def append_site(self, call: cst.Call, tests: tuple, after: bool) -> F.CaptureSiteFact | None:
         """``aux.<record>(x)`` under a membership test of a capture attribute."""
@@ -444,6 +477,9 @@ class LoopAnalyzer:
         for node in _attributes(test):
             if node in self.attrs:
                 return node
+        for name in names_in(test):
+            if name in self.aliases:
+                return self.aliases[name]  # `keep = frozenset(self.<attr>)`; `if i in keep`
         if isinstance(test, cst.Call) and last_name(test.func) in {"getattr", "hasattr"} and len(test.args) >= 2:
             flag = test.args[1].value
             if isinstance(flag, cst.SimpleString):
@@ -459,6 +495,29 @@ class LoopAnalyzer:
         if isinstance(test, cst.Call):
             return 0
         return None
+
+    def local_helper(self, call: cst.Call) -> bool:
+        """``self.<m>(aux, 0, h, r)`` where ``m`` is a helper-shaped method of this class."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        method = self.info.methods.get(func.attr.value)
+        if method is None:
+            return False
+        from flowtrace.index.helpers import helper_definition
+
+        return helper_definition(self.file, self.info, method) is not None
+
+    def hands_collector(self, call: cst.Call, containers: dict[str, str]) -> bool:
+        """``final_norm(h, ..., capture=aux.capture if L in self.<attr> else None)``: a
+        collector handed to a call under a membership test records a state there."""
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.IfExp) and _is_none(value.orelse) and self.condition_attribute(value.test):
+                carried = (dotted(value.body) or "").split(".")[0]
+                if carried in containers:
+                    return True
+        return False
 
     def outside_captures(self, loop: cst.For, statements: list, containers: dict[str, str]) -> tuple[bool, bool]:
         """Whether the forward also records a state before the loop (the embedding) or after it."""
@@ -478,7 +537,7 @@ class LoopAnalyzer:
                 and isinstance(call.func, cst.Attribute)
                 and (dotted(call.func.value) or "") in containers
                 and any(self.condition_attribute(t) for t in tests)
-            )
+            ) or self.hands_collector(call, containers) or self.local_helper(call)
             if records:
                 pre |= line < loop_start
                 post |= line > loop_end

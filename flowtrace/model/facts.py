@@ -276,6 +276,22 @@ class CaptureSiteFact:
     finalize_method: str | None = None  # `aux.<method>()` called after the loop
     finalize_at: Location | None = None
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
+    helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
+
+
+@dataclass(frozen=True, slots=True)
+class HelperDefFact:
+    """A method that records a state for a capture index it is handed:
+    ``def m(self, aux, label, h, r): if label in self.<attr>: aux.append(...)``.
+    Found by shape, whatever its name; a loop's call to it is a capture site."""
+
+    class_qualname: str
+    method: str
+    label_arg: int  # position of the label among the call's arguments (self excluded)
+    container_arg: int
+    attribute: str
+    location: Location
+    guarded: bool  # the recorded value tests its None-able operand first
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +368,7 @@ class FileFacts:
     setters: tuple[SetterFact, ...] = ()
     default_getters: tuple[DefaultGetterFact, ...] = ()
     capture_sites: tuple[CaptureSiteFact, ...] = ()
+    helper_defs: tuple[HelperDefFact, ...] = ()
     layer_loops: tuple[LayerLoopFact, ...] = ()
     capture_modes: tuple[CaptureModeFact, ...] = ()
     concat_sites: tuple[ConcatFact, ...] = ()
