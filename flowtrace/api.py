@@ -87,7 +87,7 @@ def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str
 
     rules = all_rules()
     enabled = selected_codes([r.code for r in rules], select, ignore)
-    out = []
+    out: list = []
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))

@@ -102,7 +102,8 @@ class TargetInfo:
 
 def target_info(config: dict, path: str) -> TargetInfo:
     archs = config.get("architectures")
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text_config = config.get("text_config")
+    text: dict = text_config if isinstance(text_config, dict) else {}
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise ConfigError(f"{path}: the target config has no 'architectures' list")
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
@@ -134,7 +135,7 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
     notes: list[str] = []
     if ids is None:
         try:
-            ids = list(evaluate(conv.default_ids, {"L": num_layers}))  # type: ignore[arg-type]
+            ids = list(evaluate(conv.default_ids, {"L": num_layers}))  # type: ignore[arg-type, call-overload]
         except CannotEvaluate as exc:
             raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
         notes.append(f"no ids in the draft config: {conv.name} default {conv.default_ids} = {ids}")

@@ -195,6 +195,8 @@ def analyze_bytes(
     except RecursionError:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "nesting too deep to parse (recursion limit)", "parse-error"),))
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        if isinstance(exc, (KeyError, IndexError)):  # LookupErrors of the analyser, not of a codec
+            return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"cannot decode: {exc}", "parse-error"),))
     except MemoryError:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "out of memory while parsing", "parse-error"),))
