@@ -141,21 +141,23 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @main.command()
 @click.argument("path")
 @click.option("--target-config", required=True, type=click.Path(), help="The target model's config.json (or its folder).")
-@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json (or its folder).")
+@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
+@click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
     """
     from flowtrace import api
-    from flowtrace.analysis.compat import compat_json, compat_text
+    from flowtrace.analysis.compat import compat_json
+    from flowtrace.render.compat_text import compat_text
 
     result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
-    verdict = api.compat(result, target_config, draft_config, trained_with)
+    verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     if fmt == "json":
         import json
 
