@@ -125,3 +125,12 @@ def compat(result: ScanResult, target_config: str | Path, draft_config: str | Pa
         return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None):
+    """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``."""
+    from flowtrace.analysis.diff import diff_rows
+
+    before = scan(old, profile=profile, options=options)
+    after = scan(new, profile=profile, options=options)
+    return diff_rows(before.rows, after.rows)

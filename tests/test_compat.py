@@ -222,3 +222,17 @@ def test_hostile_checkpoint_is_one_line_exit_2(tmp_path):
     out = CliRunner().invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(target(tmp_path, "LlamaForCausalLM")), "--draft-config", str(folder), "--no-cache"])
     assert out.exit_code == 2
     assert out.output.count("\n") == 1 and "flowtrace: error:" in out.output and "absurd" in out.output
+
+
+def test_ids_ignored_names_the_setter(tmp_path):
+    # tests/fixtures/diff/relay_v1 deaf.py: the setter always writes [2, n // 2, n - 3].
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    scan = api.scan(Path(__file__).parent / "fixtures" / "diff" / "relay_v1", options=IndexOptions(use_cache=False, jobs=1))
+    verdict = api.compat(scan, target(tmp_path, "DeafForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    assert verdict.served == (2, 16, 29)
+    (blocked,) = verdict.suggestions
+    assert blocked.ids is None and blocked.blocked_by == "transform"
+    assert "ignores the draft's ids" in blocked.why and "deaf.py:" in (blocked.location or "")

@@ -168,6 +168,33 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
 
 
 @main.command()
+@click.argument("old")
+@click.argument("new")
+@scan_options
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
+
+    Classes that gained or lost capture support, and changed facts (id transform, default
+    layers, capture point, embedding / last-layer capturability, support). Exit 0 when nothing
+    changed, 1 when something did, 2 on unusable input.
+    """
+    from flowtrace import api
+    from flowtrace.analysis.diff import diff_document
+    from flowtrace.render.diff_text import diff_text
+
+    changes = api.diff(old, new, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    if fmt == "json":
+        import json
+
+        emit(json.dumps(diff_document(changes, old, new), indent=2) + "\n", output)
+    else:
+        emit(diff_text(changes, old, new), output)
+    sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
+
+
+@main.command()
 @click.argument("path")
 @click.option("--model", "-m", help="Only the subgraph of this model class.")
 @scan_options
