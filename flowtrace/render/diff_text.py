@@ -17,10 +17,11 @@ def _value(v: object) -> str:
     return str(v)
 
 
-def _line(c: Change) -> str:
+def _line(c: Change, ambiguous: set[str]) -> str:
+    name = f"{c.cls} ({c.qualname.rpartition('.')[0].rpartition('.')[2]})" if c.cls in ambiguous else c.cls
     where = c.new_at if c.new_at and c.new_at == c.old_at else " -> ".join(x for x in (c.old_at, c.new_at) if x)
     what = f"{c.field}: {_value(c.old)} -> {_value(c.new)}"
-    return f"  {c.kind:<8} {c.cls:<40} {what}  [{where}]"
+    return f"  {c.kind:<8} {name:<40} {what}  [{where}]"
 
 
 def diff_text(changes: tuple[Change, ...], old: str, new: str) -> str:
@@ -29,6 +30,10 @@ def diff_text(changes: tuple[Change, ...], old: str, new: str) -> str:
     if not changes:
         return f"no capture-support changes: {old} -> {new}\n"
     lines = [f"{old} -> {new}: {len(changes)} changes in {classes} classes ({counts['gained']} gained, {counts['lost']} lost, {counts['changed']} changed)"]
+    qualnames: dict[str, set[str]] = {}
+    for c in changes:
+        qualnames.setdefault(c.cls, set()).add(c.qualname)
+    ambiguous = {name for name, qs in qualnames.items() if len(qs) > 1}
     for kind in KINDS:
-        lines += [_line(c) for c in changes if c.kind == kind]
+        lines += [_line(c, ambiguous) for c in changes if c.kind == kind]
     return "\n".join(lines) + "\n"
