@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -236,3 +237,12 @@ def test_ids_ignored_names_the_setter(tmp_path):
     (blocked,) = verdict.suggestions
     assert blocked.ids is None and blocked.blocked_by == "transform"
     assert "ignores the draft's ids" in blocked.why and "deaf.py:" in (blocked.location or "")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_config_symlinked_to_a_device_is_refused(tmp_path):
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    os.symlink("/dev/zero", folder / "config.json")
+    out = CliRunner().invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(target(tmp_path, "LlamaForCausalLM")), "--draft-config", str(folder), "--no-cache"])
+    assert out.exit_code == 2 and "not a regular file" in out.output and out.output.count("\n") == 1

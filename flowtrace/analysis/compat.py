@@ -23,7 +23,7 @@ from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
 from flowtrace.analysis.suggest import Suggestion, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
 from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
-from flowtrace.sources.checkpoint import DraftCheckpoint, checkpoint_json, read_draft_checkpoint
+from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,6 +31,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MEANINGS = ("layer_output", "boundary", "hf_index")
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KB; a huge one is not a config
 
 
 class ConfigError(Exception):
@@ -73,11 +74,13 @@ def read_config(path: str | Path, role: str) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    if not p.exists() and not p.is_symlink():
+        raise ConfigError(f"{p}: {role} config not found")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: {role} config not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_regular_file(p, MAX_CONFIG_BYTES).decode("utf-8")
+    except CheckpointError as exc:
+        raise ConfigError(f"cannot read the {role} config: {exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: cannot read the {role} config ({exc})") from None
     try:
         data = json.loads(text)

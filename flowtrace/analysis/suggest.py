@@ -22,6 +22,7 @@ from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 
 MAX_COMBINATIONS = 64
 MAX_SUGGESTIONS = 2
+WINDOW = 2  # ids tried around each wanted boundary
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +93,14 @@ class _Search:
             self._memo[key] = trace_row(self.project, self.row, list(ids), self.L, self.hidden)
         return self._memo[key]
 
-    def singles(self) -> dict[int, list[int]]:
-        """boundary -> the single ids that alone make the engine capture exactly it."""
+    def singles(self, want: list[int]) -> dict[int, list[int]]:
+        """boundary -> the single ids that alone make the engine capture exactly it.
+
+        Only ids within a small window of each wanted boundary are tried (every transform
+        engines use moves an id by at most a layer or two), so the cost does not grow with L."""
         by_boundary: dict[int, list[int]] = {}
-        for i in range(-1, self.L + 1):
+        tried = sorted({i for b in want for i in range(b - WINDOW, b + WINDOW + 1) if -1 <= i <= self.L})
+        for i in tried:
             t = self.trace([i])
             if outcome(t) == "captures" and t.boundaries and len(t.boundaries) == 1 and not t.dropped:
                 by_boundary.setdefault(t.boundaries[0], []).append(i)
@@ -158,7 +163,7 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
     search = _Search(project, row, num_layers, hidden)
     if row.capture is None:
         return (_blocked(search, want, {}),)
-    singles = search.singles()
+    singles = search.singles(sorted(want))
     found: list[Suggestion] = []
     for ids in search.candidates(sorted(want), singles):
         if not serves(search.trace(ids), want):

@@ -149,6 +149,19 @@ def _load_json(raw: bytes, path: Path, what: str) -> dict:
     return data
 
 
+def read_regular_file(path: str | Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (config files of a draft or
+    target folder): a symlink to /dev/zero or a FIFO must not hang the reader."""
+    p = Path(path)
+    fd, size = _open_regular(p)
+    try:
+        if size > limit:
+            raise CheckpointError(f"{p}: {size} bytes is too large (limit {limit})")
+        return _read_exact(fd, size, p, "file")
+    finally:
+        os.close(fd)
+
+
 # -- safetensors header ------------------------------------------------------------------
 def _tensor(name: object, entry: object, path: Path, data_size: int) -> Tensor:
     if not isinstance(name, str) or not isinstance(entry, dict):
