@@ -133,4 +133,4 @@ def diff(old: str | Path, new: str | Path, *, profile: str | None = None, option
 
     before = scan(old, profile=profile, options=options)
     after = scan(new, profile=profile, options=options)
-    return diff_rows(before.rows, after.rows)
+    return diff_rows(before.rows, after.rows, frozenset(before.project.classes), frozenset(after.project.classes))

@@ -10,6 +10,7 @@ reading the two trees:
 - point.py: the append moves from before layer i runs to after it: capture point input ->
   output, the embedding stops being capturable, the last layer's output becomes capturable.
 - fallback.py: the default ids change from [2, n // 2, n - 3] to [1, n // 2 - 1, n - 4].
+- brand.py: a new file in release 2 only, with capture support (gained, absent before).
 - east.py and deaf.py are identical in both releases (no change may be reported).
 """
 
@@ -43,6 +44,7 @@ def by_class(changes, name):
 def test_gained_and_lost(changes):
     assert by_class(changes, "WestForCausalLM") == {("gained", "support"): ("none", "supported")}
     assert by_class(changes, "SouthForCausalLM") == {("lost", "support"): ("supported", "none")}
+    assert by_class(changes, "BrandForCausalLM") == {("gained", "support"): (None, "supported")}
 
 
 def test_transform_change(changes):
@@ -77,7 +79,7 @@ def test_json_document_and_exit_1():
     west = next(c for c in doc["changes"] if c["class"] == "WestForCausalLM")
     assert west["kind"] == "gained" and west["qualname"] == "sglang.srt.models.west.WestForCausalLM"
     assert {"class", "qualname", "kind", "field", "old", "new"} <= set(west)
-    assert doc["summary"]["gained"] == 1 and doc["summary"]["lost"] == 1
+    assert doc["summary"]["gained"] == 2 and doc["summary"]["lost"] == 1
 
 
 def test_text_is_default_and_same_tree_exits_0():
@@ -96,4 +98,5 @@ def test_reversed_diff_swaps_gained_and_lost(changes):
     back = api.diff(V2, V1, options=OPTIONS)
     assert by_class(back, "WestForCausalLM") == {("lost", "support"): ("supported", "none")}
     assert len(back) == len(changes)
-    assert diff_document(back, "b", "a")["summary"]["classes"] == 5
+    assert diff_document(back, "b", "a")["summary"]["classes"] == 6
+    assert by_class(back, "BrandForCausalLM") == {("lost", "support"): ("supported", None)}

@@ -72,8 +72,15 @@ def row_facts(row: ModelRow) -> RowFacts:
     return RowFacts(row.name, row.qualname, str(where), row.support, (("support", row.support), *_capture_facts(row)))
 
 
-def _relevant(rows) -> dict[str, RowFacts]:
-    return {r.qualname: row_facts(r) for r in rows if r.registered or r.capture is not None}
+def _relevant(rows, also: set[str]) -> dict[str, RowFacts]:
+    """Rows that matter for EAGLE-3 on this side, plus those that matter on the other side
+    (a class present in both releases but capture-capable only in one is a change, not an
+    addition)."""
+    return {r.qualname: row_facts(r) for r in rows if r.registered or r.capture is not None or r.qualname in also}
+
+
+def _mattering(rows) -> set[str]:
+    return {r.qualname for r in rows if r.registered or r.capture is not None}
 
 
 def _match(old: dict[str, RowFacts], new: dict[str, RowFacts]) -> tuple[list[tuple[RowFacts, RowFacts]], list[RowFacts], list[RowFacts]]:
@@ -105,14 +112,19 @@ def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
     return [Change(b.name, b.qualname, "changed", field, old[field], new[field], a.location, b.location) for field, _ in b.facts if old.get(field) != new[field]]
 
 
-def diff_rows(old_rows, new_rows) -> tuple[Change, ...]:
-    """Every capture-support change from ``old_rows`` to ``new_rows`` (sorted by class)."""
-    pairs, only_old, only_new = _match(_relevant(old_rows), _relevant(new_rows))
+def diff_rows(old_rows, new_rows, old_classes: frozenset[str] = frozenset(), new_classes: frozenset[str] = frozenset()) -> tuple[Change, ...]:
+    """Every capture-support change from ``old_rows`` to ``new_rows`` (sorted by class).
+
+    ``old_classes`` / ``new_classes`` are every class qualname each tree defines: a class
+    that exists on the other side without a row is reported with support "none" (present,
+    no capture), not as absent ("-")."""
+    old_rows, new_rows = tuple(old_rows), tuple(new_rows)
+    pairs, only_old, only_new = _match(_relevant(old_rows, _mattering(new_rows)), _relevant(new_rows, _mattering(old_rows)))
     changes: list[Change] = []
     for a, b in pairs:
         changes += _pair_changes(a, b)
-    changes += [Change(f.name, f.qualname, "lost", "support", f.support, None, f.location, None) for f in only_old if f.capable]
-    changes += [Change(f.name, f.qualname, "gained", "support", None, f.support, None, f.location) for f in only_new if f.capable]
+    changes += [Change(f.name, f.qualname, "lost", "support", f.support, "none" if f.qualname in new_classes else None, f.location, None) for f in only_old if f.capable]
+    changes += [Change(f.name, f.qualname, "gained", "support", "none" if f.qualname in old_classes else None, f.support, None, f.location) for f in only_new if f.capable]
     return tuple(sorted(changes, key=lambda c: (c.qualname, KINDS.index(c.kind), c.field or "")))
 
 

@@ -11,7 +11,7 @@ from flowtrace.analysis.diff import KINDS, Change
 
 def _value(v: object) -> str:
     if v is None:
-        return "-"
+        return "(absent)"
     if isinstance(v, bool):
         return "yes" if v else "no"
     return str(v)
