@@ -40,7 +40,8 @@ class Suggestion:
 def outcome(trace: TraceResult) -> str:
     """captures | raises | captures_nothing (the trace's own field once it has one)."""
     value = getattr(trace, "outcome", None)
-    if isinstance(value, str) and value:
+    value = getattr(value, "value", value)  # an enum member or its string
+    if isinstance(value, str) and value in ("captures", "raises", "captures_nothing"):
         return value
     return "captures" if trace.boundaries else "captures_nothing"
 
