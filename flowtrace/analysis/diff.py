@@ -106,8 +106,9 @@ def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
     if a.capable != b.capable:
         kind = "gained" if b.capable else "lost"
         return [Change(b.name, b.qualname, kind, "support", a.support, b.support, a.location, b.location)]
-    if not a.capable and not b.capable and a.support == b.support:
-        return []  # e.g. none -> none: capture facts of a class that cannot capture do not matter
+    if not a.capable and not b.capable:
+        # e.g. broken -> none: the capture facts of a class that cannot capture do not matter
+        return [] if a.support == b.support else [Change(b.name, b.qualname, "changed", "support", a.support, b.support, a.location, b.location)]
     old, new = dict(a.facts), dict(b.facts)
     return [Change(b.name, b.qualname, "changed", field, old[field], new[field], a.location, b.location) for field, _ in b.facts if old.get(field) != new[field]]
 

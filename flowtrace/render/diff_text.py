@@ -9,9 +9,9 @@ from __future__ import annotations
 from flowtrace.analysis.diff import KINDS, Change
 
 
-def _value(v: object) -> str:
+def _value(v: object, field: str | None) -> str:
     if v is None:
-        return "(absent)"
+        return "(absent)" if field == "support" else "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     return str(v)
@@ -20,7 +20,7 @@ def _value(v: object) -> str:
 def _line(c: Change, ambiguous: set[str]) -> str:
     name = f"{c.cls} ({c.qualname.rpartition('.')[0].rpartition('.')[2]})" if c.cls in ambiguous else c.cls
     where = c.new_at if c.new_at and c.new_at == c.old_at else " -> ".join(x for x in (c.old_at, c.new_at) if x)
-    what = f"{c.field}: {_value(c.old)} -> {_value(c.new)}"
+    what = f"{c.field}: {_value(c.old, c.field)} -> {_value(c.new, c.field)}"
     return f"  {c.kind:<8} {name:<40} {what}  [{where}]"
 
 
