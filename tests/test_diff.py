@@ -11,6 +11,8 @@ reading the two trees:
   output, the embedding stops being capturable, the last layer's output becomes capturable.
 - fallback.py: the default ids change from [2, n // 2, n - 3] to [1, n // 2 - 1, n - 4].
 - brand.py: a new file in release 2 only, with capture support (gained, absent before).
+- mute.py: release 1 has a setter but no capture loop (broken), release 2 no setter (none):
+  only the support change is reported, no capture facts.
 - east.py and deaf.py are identical in both releases (no change may be reported).
 """
 
@@ -67,6 +69,10 @@ def test_default_layers(changes):
     assert "num_layers - 3" in old and "num_layers - 4" in new
 
 
+def test_classes_that_cannot_capture_report_only_support(changes):
+    assert by_class(changes, "MuteForCausalLM") == {("changed", "support"): ("broken", "none")}
+
+
 def test_unchanged_classes_are_silent(changes):
     assert not by_class(changes, "EastForCausalLM") and not by_class(changes, "DeafForCausalLM")
 
@@ -98,5 +104,5 @@ def test_reversed_diff_swaps_gained_and_lost(changes):
     back = api.diff(V2, V1, options=OPTIONS)
     assert by_class(back, "WestForCausalLM") == {("lost", "support"): ("supported", "none")}
     assert len(back) == len(changes)
-    assert diff_document(back, "b", "a")["summary"]["classes"] == 6
+    assert diff_document(back, "b", "a")["summary"]["classes"] == 7
     assert by_class(back, "BrandForCausalLM") == {("lost", "support"): ("supported", None)}
