@@ -246,3 +246,14 @@ def test_config_symlinked_to_a_device_is_refused(tmp_path):
     os.symlink("/dev/zero", folder / "config.json")
     out = CliRunner().invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(target(tmp_path, "LlamaForCausalLM")), "--draft-config", str(folder), "--no-cache"])
     assert out.exit_code == 2 and "not a regular file" in out.output and out.output.count("\n") == 1
+
+
+def test_each_id_followed_through_both_sides(tmp_path, vllm_scan, sglang_scan):
+    # vllm_like llama: identity setter, labels = boundaries; SpecForge id i means boundary i + 1.
+    verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), specforge_draft(tmp_path, [1, 15, 28]))
+    assert [(p.draft_id, p.trained, p.engine_index, p.served) for p in verdict.id_paths] == [(1, 2, 1, 1), (15, 16, 15, 15), (28, 29, 28, 28)]
+    # beta.py: identity, recorded after layer i (boundary i + 1); -1 never reached.
+    beta = api.compat(sglang_scan, target(tmp_path, "BetaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    assert [(p.draft_id, p.served) for p in beta.id_paths] == [(-1, None), (2, 3), (30, 31)]
+    assert beta.differences[0].startswith("slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)")
+    assert "beta.py:" in beta.differences[0]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
+from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
 from flowtrace.analysis.suggest import Suggestion, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
@@ -195,6 +196,7 @@ class CompatResult:
     checkpoint: DraftCheckpoint | None = None
     engine_default: str | None = None  # what the engine does when the draft names no ids
     training_default: str | None = None
+    id_paths: tuple[IdPath, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -243,6 +245,21 @@ def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
     return at, f"decided by the setter: {branch}" if branch else "decided by the setter"
 
 
+def _path_differences(trace: TraceResult, paths: list[IdPath], L: int) -> list[SlotDifference]:
+    """Slot by slot along each draft id's path: a shifted id cites the setter branch that
+    mapped it, a dropped id the capture site that never records it."""
+    setter_at, setter_why = _setter_branch(trace)
+    drops = {text.split(":", 1)[0]: (at, text) for at, text in _dropped_steps(trace)}
+    out = []
+    for k, p in enumerate(paths):
+        if p.served == p.trained:
+            continue
+        at, why = drops.get(f"dropped id {p.engine_index}", (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
+        served = _b(p.served, L) if p.served is not None else "nothing"
+        out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, served {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
+    return out
+
+
 def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L: int) -> list[SlotDifference]:
     """What the fc receives that it was not trained on.
 
@@ -259,11 +276,36 @@ def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L:
     for k, a in enumerate(want):
         if a not in served:
             at, why = next(drops, (setter_at, setter_why))
-            out.append(SlotDifference(k, a, None, at, f"{text(a, None)} — {why}"))
+            out.append(SlotDifference(k, a, None, at, f"missing: {text(a, None)} — {why}"))
     for k, b in enumerate(served):
         if b not in want:
-            out.append(SlotDifference(k, None, b, setter_at, f"{text(None, b)} (engine slot {k}) — {setter_why}"))
+            out.append(SlotDifference(k, None, b, setter_at, f"extra: served {_b(b, L)} in engine slot {k}, trained on nothing there — {setter_why}"))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class IdPath:
+    """One draft id followed through both sides: what training meant by it, what index the
+    engine's setter made of it, and the boundary the loop records (None: not recorded)."""
+
+    draft_id: int
+    trained: int
+    engine_index: int
+    served: int | None
+
+
+def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int], served: list[int] | None) -> list[IdPath]:
+    """Per id, when the engine reads the same ids training did and its setter maps them one
+    to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest)."""
+    indices = trace.capture_indices
+    if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or served is None:
+        return []
+    if row.capture is None or row.capture.point not in (F.INPUT, F.OUTPUT):
+        return []
+    if sorted(indices) == list(indices) and sorted(draft_ids) != list(draft_ids):
+        return []  # the setter sorted them: positions no longer pair
+    offset = 0 if row.capture.point == F.INPUT else 1
+    return [IdPath(i, b, idx, idx + offset if idx + offset in served else None) for i, b, idx in zip(draft_ids, trained, indices)]
 
 
 def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[str], list[str]]:
@@ -339,6 +381,7 @@ def compat(
         notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
     differences: list[str] = []
     slots: list[SlotDifference] = []
+    paths: list[IdPath] = []
     served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
     want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
     if served is None:
@@ -347,8 +390,9 @@ def compat(
     else:
         if want != trained:
             notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")
-        slots = _slot_differences(trace, want, served, L)
-        differences += [f"slot {d.slot}: {d.why}" + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
+        paths = _id_paths(row, trace, draft_ids, engine_ids, trained, served) if trained_boundaries_given is None else []
+        slots = _path_differences(trace, paths, L) if paths else _slot_differences(trace, want, served, L)
+        differences += [(f"slot {d.slot}: {d.why}" if paths or len(want) == len(served) else d.why) + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
         if len(want) != len(served):
             differences.append(f"count: the draft's fc expects {len(want)} x {info.hidden_size or 'hidden'}, the engine captures {len(served)}")
         notes += [f"engine drops id {i}: {why}" for i, why in trace.dropped]
@@ -381,6 +425,7 @@ def compat(
         checkpoint=checkpoint,
         engine_default=engine_default,
         training_default=training_default,
+        id_paths=tuple(paths),
     )
 
 
@@ -403,6 +448,7 @@ def compat_json(result: CompatResult) -> dict:
         "outcome": outcome(result.trace),
         "differences": list(result.differences),
         "slots": [{"slot": d.slot, "trained": d.trained, "served": d.served, "decided_at": d.decided_at, "why": d.why} for d in result.slots],
+        "id_paths": [{"draft_id": p.draft_id, "trained": p.trained, "engine_index": p.engine_index, "served": p.served} for p in result.id_paths],
         "suggestions": [suggestion_json(s) for s in result.suggestions],
         "engine_default": result.engine_default,
         "training_default": result.training_default,
