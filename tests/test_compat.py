@@ -257,3 +257,12 @@ def test_each_id_followed_through_both_sides(tmp_path, vllm_scan, sglang_scan):
     assert [(p.draft_id, p.served) for p in beta.id_paths] == [(-1, None), (2, 3), (30, 31)]
     assert beta.differences[0].startswith("slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)")
     assert "beta.py:" in beta.differences[0]
+
+
+def test_json_suggestions_shape(tmp_path):
+    out = CliRunner().invoke(main, ["compat", str(SGLANG_LIKE), "--target-config", str(target(tmp_path, "GammaForCausalLM")), "--draft-config", str(specforge_draft(tmp_path, [-1, 2, 30])), "--format", "json", "--no-cache"])
+    doc = json.loads(out.stdout)
+    first = doc["suggestions"][0]
+    assert first["ids"] == [0, 3, 31] and first["key"] == SGLANG_KEY and first["served_boundaries"] == [0, 3, 31]
+    assert first["why"] and doc["draft_checkpoint"] is None
+    assert all(s["decided_at"] for s in doc["slots"])
