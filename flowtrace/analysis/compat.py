@@ -22,7 +22,7 @@ from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
-from flowtrace.analysis.suggest import Suggestion, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
+from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
 from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
@@ -386,7 +386,10 @@ def compat(
     want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
     if served is None:
         where = raises_at(trace)
-        differences.append(f"the engine {'raises' if outcome(trace) == 'raises' else 'captures nothing usable'}: {reason(trace) or 'capture path undecidable'}{f' (at {where})' if where else ''}")
+        if not decided(trace):
+            differences.append(f"undecided: flowtrace cannot decide what the engine captures: {reason(trace) or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)")
+        else:
+            differences.append(f"the engine {'raises' if outcome(trace) == 'raises' else 'captures nothing usable'}: {reason(trace) or 'no boundary recorded'}{f' (at {where})' if where else ''}")
     else:
         if want != trained:
             notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")

@@ -46,6 +46,14 @@ def outcome(trace: TraceResult) -> str:
     return "captures" if trace.boundaries else "captures_nothing"
 
 
+def decided(trace: TraceResult) -> bool:
+    """Whether the trace reached a definite outcome (not "the analysis could not follow")."""
+    value = getattr(trace, "outcome", None)
+    if value is None:
+        return trace.boundaries is not None
+    return getattr(value, "value", value) in ("captures", "raises", "captures_nothing")
+
+
 def raises_at(trace: TraceResult) -> str | None:
     value = getattr(trace, "raises_at", None)
     return str(value) if value else None
@@ -149,6 +157,14 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
         setter = capture.chain[-1] if capture.chain else capture.setter
         where = str(setter.location)
         return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
+    if not singles:
+        probe = search.trace(want)
+        if not decided(probe):
+            at = deciding_setter(probe)[0]
+            return Suggestion(None, None, None, f"flowtrace cannot decide what the engine captures for {search.row.name}: {reason(probe) or 'capture path undecidable'}; no ids are suggested (read `flowtrace trace` at that line)", "undecided", at)
+        where = raises_at(probe) or deciding_setter(probe)[0]
+        link = "stream semantics" if outcome(probe) == "raises" else "capture chain"
+        return Suggestion(None, None, None, f"no ids tried make the engine capture anything: {reason(probe) or outcome(probe)}; code change needed (or the analysis cannot follow this class: see `flowtrace trace`)", link, where)
     missing = [b for b in want if b not in singles]
     if missing:
         why, where, link = _why_unreachable(search, missing[0])

@@ -23,6 +23,9 @@ def _fix_lines(result: CompatResult) -> list[str]:
         if s.ids is not None:
             lines.append(f"  fix: set {s.key or 'the ids'} = {list(s.ids)} in the draft config (weights unchanged)")
             lines.append(f"       re-traced: the engine then serves boundaries {list(s.served or ())}; {s.why}")
+        elif s.blocked_by == "undecided":
+            where = f" [{s.location}]" if s.location else ""
+            lines.append(f"  fix: none suggested: the capture path could not be decided{where}")
         else:
             where = f" [{s.location}]" if s.location else ""
             lines.append(f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link blocks){where}")
