@@ -93,7 +93,11 @@ def test_expect_trace_json(tmp_path):
     trace.write_text(json.dumps({"model": "EngineCausalLM", "boundaries": [0, 2, 4], "other": 1}))
     code, data = capture_json("make_engine", "--expect-trace", str(trace))
     assert code == 0 and data["verdict"] == "confirmed"
-    assert data["claim"] == {"source": str(trace), "model": "EngineCausalLM", "boundaries": [0, 2, 4]}
+    assert data["claim"] == {
+        "source": str(trace), "model": "EngineCausalLM", "boundaries": [0, 2, 4],
+        "outcome": "captures", "raises_at": None, "layer_ids": None,
+    }
+    assert data["model"] == "EngineCausalLM" and data["outcome"] == "captures"
     trace.write_text(json.dumps({"model": "EngineCausalLM", "boundaries": [1, 3, 5]}))
     code, data = capture_json("make_engine", "--expect-trace", str(trace))
     assert code == 1 and data["verdict"] == "refuted"
