@@ -18,6 +18,7 @@ editing this file; a new disagreement fails until it is fixed or explained here.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -246,3 +247,53 @@ def test_every_fixture_tree_is_discovered():
     assert {"sglang_like", "vllm_like", "shapes"} <= names
     ran = {p.values[1] for p in cases()}
     assert {"AlphaForCausalLM", "LlamaForCausalLM", "NuForCausalLM", "RhoForCausalLM"} <= ran
+
+
+def test_theta_runtime_feeds_the_mutated_residual_in_every_slot():
+    """From reading theta.py: the loop stores a reference to ``residual`` and then does
+    ``residual += delta``, so every stored entry ends as the final stream, b=L. Its layers return
+    a delta, which the probe must recognise to name b=L at all."""
+    root = FIXTURES / "sglang_like"
+    scan = scan_of(root)
+    result = run_probe(root, scan.model("ThetaForCausalLM"), scan, [-1, 3, 4], None)
+    assert result.boundaries == (L, L, L)
+    assert any("return a delta" in w for w in result.warnings)
+
+
+def test_merged_results_mark_each_model_in_the_json_and_the_html_report(tmp_path):
+    """``probe merge`` sums runs up per model; the report marks each model's matrix row."""
+    from click.testing import CliRunner
+
+    from flowtrace.cli.main import main
+    from flowtrace.render.html import render_html
+    from flowtrace.render.report_data import report_document
+
+    root = FIXTURES / "sglang_like"
+    scan = scan_of(root)
+    files = []
+    for model, id_set in [("AlphaForCausalLM", "specforge"), ("AlphaForCausalLM", "identity"),
+                          ("ThetaForCausalLM", "specforge"), ("GammaForCausalLM", "identity")]:
+        row, ids = scan.model(model), ID_SETS[id_set]
+        claim = tmp_path / f"{model}-{id_set}.trace.json"
+        claim.write_text(json.dumps(trace_json(api.trace(scan, model, ids, L, 16))))
+        out = tmp_path / f"{model}-{id_set}.probe.json"
+        out.write_text(run_probe(root, row, scan, ids, claim).to_json())
+        files.append(str(out))
+    merged_file = tmp_path / "merged.json"
+    r = CliRunner().invoke(main, ["probe", "merge", *files, "-o", str(merged_file)])
+    assert r.exit_code == 1, r.output  # Theta is refuted (FT013: the reference is mutated)
+    merged = json.loads(merged_file.read_text())
+    verdicts = {m["model"]: (m["verdict"], m["runs"]) for m in merged["models"]}
+    pkg = "sglang.srt.models"  # the trace names a model by its qualified name
+    assert verdicts == {f"{pkg}.alpha.AlphaForCausalLM": ("confirmed", 2),
+                        f"{pkg}.gamma.GammaForCausalLM": ("confirmed", 1),
+                        f"{pkg}.theta.ThetaForCausalLM": ("refuted", 1)}
+    assert merged["summary"] == {"confirmed": 2, "refuted": 1, "inconclusive": 0}
+    html = render_html(report_document(scan, []), probe=merged)
+    for model, mark in [("AlphaForCausalLM", "confirmed"), ("ThetaForCausalLM", "refuted"),
+                        ("GammaForCausalLM", "confirmed")]:
+        row = re.search(rf'<tr data-model="[^"]*"[^>]*>\s*<td data-sort="{model.lower()}">.*?</tr>', html, re.S)
+        assert row is not None, model
+        assert f'class="badge probe-{mark}"' in row.group(0), (model, mark)
+    plain = re.search(r'<tr data-model="[^"]*"[^>]*>\s*<td data-sort="betaforcausallm">.*?</tr>', html, re.S)
+    assert plain is not None and "badge probe-" not in plain.group(0)  # not probed: no mark
