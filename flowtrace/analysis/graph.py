@@ -40,8 +40,8 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
         for read in ff.config_reads:
             node = _node(g, f"read:{read.location}", "config", f"read {read.key} ({read.function})", read.location)
             g.add_edge(f"config:{read.key}" if f"config:{read.key}" in g else node, node, label="read")
-        for c in ff.concat_sites:
-            node = _node(g, f"concat:{c.location}", "concat", c.expression[:80], c.location)
+        for concat in ff.concat_sites:
+            node = _node(g, f"concat:{concat.location}", "concat", concat.expression[:80], concat.location)
             if ff.module in draft_modules:
                 for fc in ff.fc_definitions:
                     g.add_edge(node, f"fc:{fc.class_qualname}", label="fc input")

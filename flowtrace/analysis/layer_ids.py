@@ -179,7 +179,7 @@ _NONE_TYPE: Final = type(None)
 _INTS: Final = (int, bool)
 _ITERABLES: Final = (list, tuple, set, frozenset, str, range, _Iterator)
 _SEQUENCES: Final = (list, tuple, str, range)
-_IMMUTABLE: Final = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
+_IMMUTABLE: Final[tuple[type, ...]] = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
 # Methods of list/set/str that never change their receiver.
 _PURE_METHODS: Final = frozenset(
     {"copy", "count", "index", "union", "intersection", "difference", "symmetric_difference", "issubset",
@@ -431,7 +431,7 @@ class _Evaluator:
         value = node.value
         kind = type(value)
         if kind is int:
-            return self._int(value, node)
+            return self._int(value, node)  # type: ignore[arg-type]  # kind is int
         if kind is str:
             return self._sized(value, node)
         if kind in (bool, _NONE_TYPE):
@@ -547,12 +547,12 @@ class _Evaluator:
                 raise CannotEvaluate(f"{self.text(node)} (slice bounds must be ints)")
             if parts[2] == 0:
                 raise CannotEvaluate(f"{self.text(node)} (slice step is zero)")
-            return sequence[slice(*parts)]
+            return sequence[slice(*parts)]  # type: ignore[arg-type]  # checked: ints or None
         position = self.calc(index, scope)
         if not _is_int(position):
             raise CannotEvaluate(f"{self.text(node)} (index of type {_type_name(position)})")
         try:
-            return sequence[position]  # type: ignore[index]
+            return sequence[position]  # type: ignore[index, call-overload]
         except IndexError:
             raise CannotEvaluate(f"{self.text(node)} (index out of range)") from None
 
@@ -717,7 +717,7 @@ def _b_range(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[st
     _require_ints(ev, node, args)
     if len(args) == 3 and args[2] == 0:
         raise CannotEvaluate(f"{ev.text(node)} (step is zero)")
-    result = range(*args)  # type: ignore[arg-type]
+    result = range(*args)  # type: ignore[arg-type, call-overload]
     return ev._sized(result, node)
 
 
@@ -759,7 +759,7 @@ def _b_int(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[str,
         return 0
     value = args[0]
     if len(args) == 1 and _is_int(value):
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type, call-overload]
     if type(value) is not str or len(value) > 100 or (len(args) == 2 and not _is_int(args[1])):
         raise CannotEvaluate(f"{ev.text(node)} (unsupported arguments)")
     try:

@@ -49,7 +49,7 @@ class _Collector(FastVisitor):
         self.conv = conv
         self.imports: dict[str, str] = {}
         self.classes: list[_Class] = []
-        self.module_assigns: list[cst.Assign] = []
+        self.module_assigns: list[cst.Assign | cst.AnnAssign] = []
         self.modes: list[tuple[int, str, str]] = []
         self.concats: list[tuple[int, cst.CSTNode, str]] = []
         self.config_reads: list[tuple[int, str, str | None, str, cst.CSTNode]] = []
@@ -119,7 +119,7 @@ class _Collector(FastVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if not self._func_stack and not self._class_stack and node.value is not None:
-            self.module_assigns.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.value))
+            self.module_assigns.append(node)  # the node itself: a synthetic Assign has no position
 
     # -- sites -----------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -473,7 +473,7 @@ class FileAnalyzer:
         patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
         prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
         for node in self.collector.module_assigns:
-            for target in node.targets:
+            for target in node.targets if isinstance(node, cst.Assign) else (node,):
                 name = dotted(target.target)
                 if not name:
                     continue
