@@ -484,6 +484,7 @@ class Project:
             check=check.condition if check else None,
             check_at=check.location if check else None,
             finalize_at=site.finalize_at,
+            empty_return_at=site.empty_return_at,
         )
 
     @cached_property

@@ -386,8 +386,8 @@ class _Tracer:
         slots = capture.slots
         captured = len(self.boundaries or ())
         wanted = len(self.indices or ())
-        if slots is None or slots.check is None or captured == wanted or captured == 0:
-            return
+        if slots is None or slots.check is None or captured == wanted or (captured == 0 and slots.empty_return_at is not None):
+            return  # all slots filled, or an empty collector is returned before the check
         collector = slots.collector.rsplit(".", 1)[-1]
         reason = (
             f"{collector} is sized by {slots.sized_by} = {wanted} but the loop records {captured} state(s); "

@@ -25,7 +25,7 @@ from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
 from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
-from flowtrace.index.syntax import FastVisitor, dotted, last_name, names_in, walk_statements
+from flowtrace.index.syntax import FastVisitor, body_statements, dotted, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
@@ -211,8 +211,19 @@ class LoopAnalyzer:
             ):
                 out["finalize_method"] = f.attr.value
                 out["finalize_at"] = self.file.loc(method_call)
+                out["empty_return_at"] = self.empty_return(container, loop_end, self.file.positions[method_call].start.line)
                 break
         return out
+
+    def empty_return(self, container: str, after: int, before: int) -> F.Location | None:
+        """``if len(aux) == 0: return ...`` (or ``if not aux``) between the loop and the
+        finalize call: an empty collector is then never finalized."""
+        for stmt in walk_statements(self.fn.body):
+            line = self.file.positions[stmt].start.line
+            if isinstance(stmt, cst.If) and after < line < before and container in names_in(stmt.test):
+                if any(isinstance(b, cst.Return) for b in body_statements(stmt.body)):
+                    return self.file.loc(stmt)
+        return None
 
     def loop_variables(self, loop: cst.For) -> tuple[str | None, str | None]:
         """(index variable, layer variable) of ``for i in ...`` / ``for i, layer in enumerate(...)``."""
@@ -397,11 +408,14 @@ class LoopAnalyzer:
         """``aux.<record>(x)`` under a membership test of a capture attribute."""
         ctx = self.context
         method = last_name(call.func)
-        if method not in self.conv.container_methods or not isinstance(call.func, cst.Attribute):
+        if not isinstance(call.func, cst.Attribute):
             return None
         container = dotted(call.func.value) or ""
         if container not in ctx.containers:
             return None
+        fixed_slots = container in self.built and self.sized_by(self.built[container]) is not None
+        if method not in self.conv.container_methods and not (fixed_slots and len(call.args) == 1):
+            return None  # a fixed-slot collector records through whatever method it has
         attribute, label = None, None
         for test in tests:
             attribute = self.condition_attribute(test)

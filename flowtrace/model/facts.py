@@ -275,6 +275,7 @@ class CaptureSiteFact:
     container_sized_by: str | None = None  # e.g. "len(self.layers_to_capture)"
     finalize_method: str | None = None  # `aux.<method>()` called after the loop
     finalize_at: Location | None = None
+    empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
     helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
 

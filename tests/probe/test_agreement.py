@@ -56,11 +56,6 @@ UNRUNNABLE = {
 
 # Disagreements the analyzer does not handle yet: (model, id set or "*") -> what the run shows.
 KNOWN: dict[tuple[str, str], str] = {
-    ("ZetaForCausalLM", "default"): (
-        "trace gives no outcome; the run raises TypeError in the setter "
-        "(epsilon.py:58 iterates ids=None)"
-    ),
-    ("ZetaForCausalLM", "*"): "trace gives no outcome; the run captures nothing (no capture loop)",
     ("IotaVLForConditionalGeneration", "*"): (
         "trace gives no outcome; the run raises AttributeError: the setter delegates to "
         "PlainForCausalLM, which has no setter (iota_vl.py:14)"
@@ -81,22 +76,8 @@ KNOWN: dict[tuple[str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
-    ("OmegaVLForConditionalGeneration", "default"): (
-        "trace finds no default; the run captures GammaForCausalLM's default [2, n//2, n-3]: "
-        "the wrapper hands None on to Gamma's setter (defaults lost through delegation)"
-    ),
-    ("NuForCausalLM", "*"): "trace does not see a capture through a helper method (self._keep)",
-    ("XiForCausalLM", "*"): "trace does not see a metadata-hook capture inside the layer",
-    ("OmicronForCausalLM", "*"): "trace does not see a dict-by-layer capture read in config order",
-    ("PiForCausalLM", "*"): "trace does not see a fixed-slot packer (nor that finalize() raises)",
-    ("RhoForCausalLM", "specforge"): (
-        "trace says b=0 is captured; the run raises TypeError: hidden_states + None at "
-        "index 0 (rho_none.py:18)"
-    ),
-    ("RhoForCausalLM", "unsorted"): (
-        "trace says b=0 is captured; the run raises TypeError: hidden_states + None at "
-        "index 0 (rho_none.py:18)"
-    ),
+    ("shapes/XiForCausalLM", "*"): "trace does not see a metadata-hook capture inside the layer",
+    ("shapes/OmicronForCausalLM", "*"): "trace does not see a dict-by-layer capture read in config order",
 }
 
 # What the probe-side shape fixtures do at runtime, written from reading them (L = 8). This
@@ -145,10 +126,11 @@ def scan_of(root: Path):
     return _SCANS[root]
 
 
-def _marks(model: str, id_set: str) -> list:
+def _marks(model: str, id_set: str, engine: str = "") -> list:
     if model in UNRUNNABLE:
         return [pytest.mark.skip(reason=f"unrunnable: {model}: {UNRUNNABLE[model]}")]
-    reason = KNOWN.get((model, id_set)) or KNOWN.get((model, "*"))
+    # Entries are "engine/Model" (fixture trees reuse class names) or a bare model name.
+    reason = next((KNOWN[k] for k in ((f"{engine}/{model}", id_set), (f"{engine}/{model}", "*"), (model, id_set), (model, "*")) if k in KNOWN), None)
     return [pytest.mark.xfail(strict=True, reason=f"{model}: {reason}")] if reason else []
 
 
@@ -159,7 +141,7 @@ def cases() -> list:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
             for id_set in ID_SETS:
-                out.append(pytest.param(root, row.name, id_set, marks=_marks(row.name, id_set),
+                out.append(pytest.param(root, row.name, id_set, marks=_marks(row.name, id_set, root.name),
                                         id=f"{root.name}-{row.name}-{id_set}"))
     return out
 
