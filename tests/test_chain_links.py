@@ -146,3 +146,12 @@ def test_alias_of_the_attribute_and_capture_handed_to_the_final_norm(sglang_scan
     assert c.last_layer_capturable is True and c.site.post_loop_at.line == 81  # the norm call
     assert c.stream.kind == F.StreamKind.RESIDUAL_STREAM  # the layer folds the residual in
     assert api.trace(sglang_scan, "UpsilonForCausalLM", [-1, 1, 31], L).boundaries == (0, 2, 32)
+
+
+def test_dict_by_layer_read_in_config_or_loop_order(sglang_scan):
+    phi = sglang_scan.project.row("PhiForCausalLM").capture
+    chi = sglang_scan.project.row("ChiForCausalLM").capture
+    assert phi.site.mechanism == F.Mechanism.DICT and phi.point == F.OUTPUT
+    assert (phi.concat_order, chi.concat_order) == (F.ConcatOrder.CONFIG, F.ConcatOrder.LOOP)
+    assert api.trace(sglang_scan, "PhiForCausalLM", [5, -1, 2], L).boundaries == (7, 1, 4)
+    assert api.trace(sglang_scan, "ChiForCausalLM", [5, -1, 2], L).boundaries == (1, 4, 7)

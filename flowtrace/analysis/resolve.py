@@ -463,6 +463,7 @@ class Project:
             depends_on=res.depends_on,
             stream=stream,
             slots=slots,
+            concat_order=F.ConcatOrder(site.concat_order) if site is not None else F.ConcatOrder.LOOP,
         )
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:

@@ -25,7 +25,7 @@ from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
 from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
-from flowtrace.index.syntax import FastVisitor, body_statements, dotted, last_name, names_in, walk_statements
+from flowtrace.index.syntax import FastVisitor, body_statements, dotted, iter_nodes, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
@@ -163,6 +163,8 @@ class LoopAnalyzer:
     def container_kind(self, value: cst.BaseExpression) -> str | None:
         if isinstance(value, cst.List) and not value.elements:
             return "list"
+        if isinstance(value, cst.Dict) and not value.elements:
+            return "dict"
         if not isinstance(value, cst.Call):
             return None
         callee = last_name(value.func) or ""
@@ -284,7 +286,7 @@ class LoopAnalyzer:
                 post_loop_at=self.post_at,
             ),
         )
-        found = self.callback_sites()
+        found = self.callback_sites() + self.dict_sites()
         nodes = _Nodes()
         nodes.walk(loop.body)
         pos = self.file.positions
@@ -358,6 +360,57 @@ class LoopAnalyzer:
                 )
             )
         return found
+
+    def dict_sites(self) -> list[F.CaptureSiteFact]:
+        """``by_layer[i] = x`` under a membership test: a dict keyed by layer."""
+        ctx = self.context
+        pos = self.file.positions
+        call_start = pos[ctx.layer_call].start
+        found: list[F.CaptureSiteFact] = []
+        for stmt, tests in _assignments(body_statements(ctx.loop.body), ()):
+            target = stmt.targets[0].target if len(stmt.targets) == 1 else None
+            if not (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and ctx.containers.get(target.value.value) == "dict"):
+                continue
+            if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+                continue
+            label = offset_of(target.slice[0].slice.value, ctx.index)
+            attribute = next((a for a in map(self.condition_attribute, tests) if a), None)
+            if label is None or attribute is None:
+                continue
+            start = pos[stmt].start
+            after = (start.line, start.column) > (call_start.line, call_start.column)
+            container = target.value.value
+            stream = {} if after else self.first_iteration(stmt, stmt.value, tests)
+            found.append(
+                F.CaptureSiteFact(
+                    **ctx.base,
+                    location=self.file.loc(stmt),
+                    mechanism=F.Mechanism.DICT,
+                    point=point_for(1 if after else 0, label),
+                    attribute=attribute,
+                    container=container,
+                    note=f"{container}[{self.file.code(target.slice[0].slice.value)}] = ... {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
+                    embedding_capturable=bool(ctx.pre) or not after,
+                    last_layer_capturable=bool(ctx.post) or after,
+                    captured_expression=self.file.code(stmt.value),
+                    uses_residual=_depends_on_residual(stmt.value, ctx.bound),
+                    label_offset=label,
+                    concat_order=self.read_order(container),
+                    **stream,
+                )
+            )
+        return found
+
+    def read_order(self, container: str) -> str:
+        """``[d[i] for i in self.<attr> ...]`` reads a dict in config order; anything else
+        (``list(d.values())``) in insertion order, which is the loop's."""
+        for node in iter_nodes(self.fn.body, into_functions=False):
+            if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and isinstance(node.for_in, cst.CompFor):
+                element = node.elt
+                reads = isinstance(element, cst.Subscript) and isinstance(element.value, cst.Name) and element.value.value == container
+                if reads and self.condition_attribute(node.for_in.iter) is not None:
+                    return F.ConcatOrder.CONFIG
+        return F.ConcatOrder.LOOP
 
     def is_packer(self, container: str) -> bool:
         kind = self.context.containers.get(container)
@@ -558,6 +611,19 @@ class LoopAnalyzer:
                 if line > loop_end and self.post_at is None:
                     self.post_at = self.file.loc(call)
         return pre, post
+
+
+def _assignments(statements: list, tests: tuple) -> list[tuple[cst.Assign, tuple]]:
+    """Assignments of a block with the tests of the ``if``s around them (not into loops)."""
+    out: list[tuple[cst.Assign, tuple]] = []
+    for stmt in statements:
+        if isinstance(stmt, cst.Assign):
+            out.append((stmt, tests))
+        elif isinstance(stmt, cst.If):
+            out += _assignments(body_statements(stmt.body), tests + (stmt.test,))
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += _assignments(body_statements(stmt.body), tests)
+    return out
 
 
 def _attributes(node: cst.CSTNode) -> list[str]:

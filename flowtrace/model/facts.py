@@ -50,6 +50,7 @@ class Mechanism(Word):
     CALLBACK = "callback"  # a callback or collector handed to layer i
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    DICT = "dict"  # by_layer[i] = h inside the loop
 
 
 class Support(Word):
@@ -278,6 +279,7 @@ class CaptureSiteFact:
     empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
     helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
+    concat_order: str = "loop"  # ConcatOrder: how the recorded states are read back
 
 
 @dataclass(frozen=True, slots=True)

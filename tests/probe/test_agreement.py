@@ -77,7 +77,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
     ("shapes/XiForCausalLM", "*"): "trace does not see a metadata-hook capture inside the layer",
-    ("shapes/OmicronForCausalLM", "*"): "trace does not see a dict-by-layer capture read in config order",
 }
 
 # What the probe-side shape fixtures do at runtime, written from reading them (L = 8). This
