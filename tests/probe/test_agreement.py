@@ -76,6 +76,10 @@ KNOWN: dict[tuple[str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
+    ("vllm_like/LlavaLikeForConditionalGeneration", "*"): (
+        "trace without --target-config answers 'unknown' (the language model's class is the "
+        "target config's text_config.architectures); the run builds whatever it names"
+    ),
     ("shapes/XiForCausalLM", "*"): "trace does not see a metadata-hook capture inside the layer",
 }
 
