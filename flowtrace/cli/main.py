@@ -13,20 +13,10 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
+from flowtrace.cli.messages import error_line, internal_error_line
 from flowtrace.cli.options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-def error_line(message: str) -> str:
-    """The one shape of every error the command line prints."""
-    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    return f"flowtrace: error: {first}"
-
-
-def internal_error_line(exc: BaseException) -> str:
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return error_line(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
 
 
 class FlowtraceGroup(click.Group):
