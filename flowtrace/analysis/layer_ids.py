@@ -138,6 +138,7 @@ class FunctionRun:
     steps: tuple[BranchStep, ...]
     unevaluated: tuple[str, ...]
     stopped_at: int | None = None
+    raised_line: int | None = None  # line of the raise (or failing assert), when ``raised``
 
 
 class _Iterator:
@@ -946,6 +947,7 @@ class _Interpreter:
         self.returned_early = False
         self.raised: str | None = None
         self.stopped_at: int | None = None
+        self.raised_line: int | None = None
         self.top_index = 0
         self.explaining = False
 
@@ -973,6 +975,7 @@ class _Interpreter:
             steps=tuple(self.steps),
             unevaluated=tuple(self.unevaluated),
             stopped_at=self.stopped_at,
+            raised_line=self.raised_line,
         )
 
     def _unbind(self, name: str) -> None:
@@ -1041,6 +1044,7 @@ class _Interpreter:
             self._return(stmt)
         elif isinstance(stmt, ast.Raise):
             self.raised = self.ev.text(stmt.exc) if stmt.exc is not None else "raise"
+            self.raised_line = stmt.lineno
             raise _Stop
         elif isinstance(stmt, ast.Assert):
             self._assert(stmt)
@@ -1092,6 +1096,7 @@ class _Interpreter:
         if not holds:
             message = f"({self.ev.text(stmt.msg)})" if stmt.msg is not None else ""
             self.raised = f"AssertionError{message}"
+            self.raised_line = stmt.lineno
             raise _Stop
 
     def _delete(self, stmt: ast.Delete) -> None:
@@ -1227,6 +1232,8 @@ class _Interpreter:
         self.explaining = True
         try:
             node = self._deciding(test, scope)
+            while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                node = node.operand  # "x is False", never "not x is True"
             value = self.ev.value(node, scope)
             truth = self.ev.truth(value, node)
             verdict = str(truth) if type(value) is bool else ("truthy" if truth else "falsy")

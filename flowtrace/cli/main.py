@@ -186,21 +186,23 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @main.command()
 @click.argument("path")
 @click.option("--target-config", required=True, type=click.Path(), help="The target model's config.json (or its folder).")
-@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json (or its folder).")
+@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
+@click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
     """
     from flowtrace import api
-    from flowtrace.analysis.compat import compat_json, compat_text
+    from flowtrace.analysis.compat import compat_json
+    from flowtrace.render.compat_text import compat_text
 
     result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
-    verdict = api.compat(result, target_config, draft_config, trained_with)
+    verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     if fmt == "json":
         import json
 
@@ -208,6 +210,33 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
     else:
         emit(compat_text(verdict), output)
     sys.exit(verdict.exit_code)
+
+
+@main.command()
+@click.argument("old")
+@click.argument("new")
+@scan_options
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
+
+    Classes that gained or lost capture support, and changed facts (id transform, default
+    layers, capture point, embedding / last-layer capturability, support). Exit 0 when nothing
+    changed, 1 when something did, 2 on unusable input.
+    """
+    from flowtrace import api
+    from flowtrace.analysis.diff import diff_document
+    from flowtrace.render.diff_text import diff_text
+
+    changes = api.diff(old, new, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    if fmt == "json":
+        import json
+
+        emit(json.dumps(diff_document(changes, old, new), indent=2) + "\n", output)
+    else:
+        emit(diff_text(changes, old, new), output)
+    sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
 
 
 @main.command()

@@ -262,7 +262,20 @@ class FileAnalyzer:
             bases=tuple(bases),
             methods=tuple(sorted(info.methods)),
             assignments=tuple(assignments),
+            raise_checks=self.raise_checks(info),
         )
+
+    def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
+        """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
+        (read when a trace counts fewer captures than slots)."""
+        out: list[F.RaiseCheck] = []
+        for name, fn in info.methods.items():
+            if "raise" not in self.text_of(fn):
+                continue
+            for stmt in walk_statements(fn.body):
+                if isinstance(stmt, cst.If) and any(isinstance(b, cst.Raise) for b in body_statements(stmt.body)):
+                    out.append(F.RaiseCheck(name, " ".join(self.code(stmt.test).split()), self.loc(stmt)))
+        return tuple(out)
 
     def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
