@@ -33,6 +33,15 @@ EXPECTED_SGLANG = {
     ("FT013", "sglang/srt/models/theta.py"),  # stored reference updated in place (residual += ...)
     ("FT010", "sglang/srt/models/theta.py"),  # input point
     ("FT014", "sglang/srt/speculative/eagle3_draft.py"),  # two readers, two defaults
+    ("FT007", "sglang/srt/models/nu.py"),  # identity setter (list(layer_ids))
+    ("FT009", "sglang/srt/models/nu.py"),  # index 0 evaluates h + None: b=0 unreachable
+    ("FT009", "sglang/srt/models/omicron_vl.py"),  # Omicron delegates to Nu; PiVL writes NuModel's ids (-1 -> 0 raises)
+    ("FT007", "sglang/srt/models/xi.py"),  # identity setter
+    ("FT009", "sglang/srt/models/xi.py"),  # identity: -1 dropped; XiUnguarded: index 0 raises
+    ("FT010", "sglang/srt/models/xi.py"),  # input point, nothing recorded after the loop
+    ("FT007", "sglang/srt/models/rho.py"),  # identity setter
+    ("FT009", "sglang/srt/models/rho.py"),  # identity: -1 never matches a loop index
+    ("FT010", "sglang/srt/models/rho.py"),  # input point, nothing recorded after the loop
 }
 EXPECTED_VLLM = {
     ("FT009", "vllm/model_executor/models/interfaces.py"),  # identity: -1 dropped
@@ -68,7 +77,8 @@ def test_inconsistent_transform_reports_the_outliers_with_the_majority(tmp_path)
         (models / f"{name}.py").write_text(text)
     findings = [f for f in api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1))) if f.rule == "FT007"]
     files = sorted(f.file for f in findings)
-    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py"]
+    # beta, nu, rho, xi: identity setters; gamma: conditional; the rest (and the copies) add one
+    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py", "sglang/srt/models/nu.py", "sglang/srt/models/rho.py", "sglang/srt/models/xi.py"]
     assert all("use plus_one" in f.message for f in findings)
 
 

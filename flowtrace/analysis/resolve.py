@@ -327,11 +327,12 @@ class Project:
     def _delegate_target(self, res: _Resolution) -> str | None:
         """The class a delegating setter hands the ids to (None for super() and unresolved)."""
         setter = res.setter
-        if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
-            return self.attribute_class(res.qualname, setter.delegate[5:])
-        if setter.delegate == "self":
+        delegate = setter.delegate or ""
+        if delegate.startswith("self.") and delegate.count(".") == 1:
+            return self.attribute_class(res.qualname, delegate[5:])
+        if delegate == "self":
             return res.qualname
-        if setter.delegate == "super()":
+        if delegate == "super()":
             return None
         if setter.delegate_method:
             # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
@@ -341,11 +342,12 @@ class Project:
     def _follow_super(self, res: _Resolution) -> None:
         """``super().<setter>(ids)``: the base class's version, still acting on this object."""
         setter = res.setter
-        base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
+        method = setter.delegate_method or ""
+        base = next((q for q in self.mro(setter.class_qualname)[1:] if method in self.setters.get(q, {})), None)
         if base is None:
             res.problem(F.ProblemKind.SUPER_UNRESOLVED, f"super().{setter.delegate_method}() has no base-class definition in the tree", setter.location)
             return
-        inner_setter = self.setters[base][setter.delegate_method]
+        inner_setter = self.setters[base][method]
         res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
         res.chain.append(inner_setter)
         res.targets.append(res.qualname)

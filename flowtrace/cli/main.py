@@ -110,9 +110,12 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
+        from flowtrace.render.report_data import report_extras
         from flowtrace.render.scan_json import dumps, scan_document
 
-        emit(dumps(scan_document(result, findings)), output)
+        doc = scan_document(result, findings)
+        doc["report"] = report_extras(result, findings)  # what `flowtrace report --scan` renders
+        emit(dumps(doc), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
     else:
@@ -270,7 +273,11 @@ def report(scan_json, probe_json, output, link_base):
             raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
         return doc
 
-    doc = load(scan_json, "flowtrace.scan/")
+    from flowtrace.render.report_data import report_document_from_scan
+
+    doc, complete = report_document_from_scan(load(scan_json, "flowtrace.scan/"))
+    if not complete:
+        click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
     write_atomic(output, render_html(doc, link_base=link_base, probe=probe))
     click.echo(f"flowtrace: wrote {output}", err=True)
