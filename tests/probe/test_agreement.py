@@ -55,13 +55,7 @@ UNRUNNABLE = {
 }
 
 # Disagreements the analyzer does not handle yet: (model, id set or "*") -> what the run shows.
-# A model name shared by two engine trees is keyed "engine/model" (sglang_like's nu.py, xi.py
-# and rho.py are the trace's own fixtures, which it follows; the shapes tree's are the probe's).
 KNOWN: dict[tuple[str, str], str] = {
-    ("ZetaForCausalLM", "default"): (
-        "trace gives no outcome; the run raises TypeError in the setter "
-        "(epsilon.py:58 iterates ids=None)"
-    ),
     ("IotaVLForConditionalGeneration", "*"): (
         "trace gives no outcome; the run raises AttributeError: the setter delegates to "
         "PlainForCausalLM, which has no setter (iota_vl.py:14)"
@@ -82,22 +76,7 @@ KNOWN: dict[tuple[str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
-    ("shapes/NuForCausalLM", "*"): "trace does not see a capture through a helper method (self._keep)",
     ("shapes/XiForCausalLM", "*"): "trace does not see a metadata-hook capture inside the layer",
-    ("sglang_like/XiForCausalLM", "default"): (
-        "trace says nothing is captured; the run raises TypeError: the setter iterates "
-        "ids=None (xi.py:56)"
-    ),
-    ("sglang_like/RhoForCausalLM", "default"): (
-        "trace says nothing is captured; the run raises TypeError: the setter iterates "
-        "ids=None (rho.py:43)"
-    ),
-    ("sglang_like/XiUnguardedForCausalLM", "default"): (
-        "trace says nothing is captured; the run raises TypeError: the setter iterates "
-        "ids=None (xi.py:56)"
-    ),
-    ("OmicronForCausalLM", "*"): "trace does not see a dict-by-layer capture read in config order",
-    ("PiForCausalLM", "*"): "trace does not see a fixed-slot packer (nor that finalize() raises)",
 }
 
 # What the probe-side shape fixtures do at runtime, written from reading them (L = 8). This
@@ -146,11 +125,11 @@ def scan_of(root: Path):
     return _SCANS[root]
 
 
-def _marks(engine: str, model: str, id_set: str) -> list:
+def _marks(model: str, id_set: str, engine: str = "") -> list:
     if model in UNRUNNABLE:
         return [pytest.mark.skip(reason=f"unrunnable: {model}: {UNRUNNABLE[model]}")]
-    keys = [(f"{engine}/{model}", id_set), (f"{engine}/{model}", "*"), (model, id_set), (model, "*")]
-    reason = next((KNOWN[k] for k in keys if k in KNOWN), None)
+    # Entries are "engine/Model" (fixture trees reuse class names) or a bare model name.
+    reason = next((KNOWN[k] for k in ((f"{engine}/{model}", id_set), (f"{engine}/{model}", "*"), (model, id_set), (model, "*")) if k in KNOWN), None)
     return [pytest.mark.xfail(strict=True, reason=f"{model}: {reason}")] if reason else []
 
 
@@ -161,7 +140,7 @@ def cases() -> list:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
             for id_set in ID_SETS:
-                out.append(pytest.param(root, row.name, id_set, marks=_marks(root.name, row.name, id_set),
+                out.append(pytest.param(root, row.name, id_set, marks=_marks(row.name, id_set, root.name),
                                         id=f"{root.name}-{row.name}-{id_set}"))
     return out
 
