@@ -179,10 +179,12 @@ def _isolated_imports():
 
 def static_outcome(result, row) -> str | None:
     """The trace's outcome; for a trace without the ``outcome`` field, the one its fields
-    state plainly (boundaries, none, or a class without a setter), else None."""
+    state plainly (boundaries, none, or a class without a setter), else None. ``unknown``
+    (a link the trace could not decide) is None too."""
     outcome = getattr(result, "outcome", None)
     if outcome is not None:
-        return str(outcome)
+        outcome = str(getattr(outcome, "value", outcome))
+        return None if outcome == "unknown" else outcome
     if result.boundaries:
         return "captures"
     if result.boundaries == () or row.support == "none":
