@@ -23,6 +23,10 @@ class ProbeUsageError(click.ClickException):
 
     exit_code = 2
 
+    def show(self, file: Any = None) -> None:
+        """The command line's one error shape (``flowtrace: error: ...``), not click's ``Error:``."""
+        click.echo(f"flowtrace: error: {self.format_message()}", err=True)
+
 
 def _progress() -> Callable[[str], None] | None:
     """Progress on stderr, only for a person watching a terminal."""
