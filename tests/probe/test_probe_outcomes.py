@@ -79,15 +79,15 @@ def test_cli_confirms_a_raise_at_the_claimed_site_and_reports_it(tmp_path):
     from flowtrace.probe.cli import probe
 
     claim = tmp_path / "t.json"
-    claim.write_text(json.dumps({"model": "RhoForCausalLM", "boundaries": None, "outcome": "raises",
-                                 "raises_at": "sglang/srt/models/rho_none.py:18"}))
+    claim.write_text(json.dumps({"model": "NoneResidualForCausalLM", "boundaries": None, "outcome": "raises",
+                                 "raises_at": "sglang/srt/models/none_residual.py:18"}))
     args = ["capture", "--path", str(HERE), "--factory", "fixture_runtime:build",
-            "--factory-arg", f"root={RHO}", "--factory-arg", "qualname=sglang.srt.models.rho_none.RhoForCausalLM",
+            "--factory-arg", f"root={RHO}", "--factory-arg", "qualname=sglang.srt.models.rho_none.NoneResidualForCausalLM",
             "--factory-arg", "num_layers=8", "--factory-arg", "layer_ids=[-1,3,4]",
             "--factory-arg", "setter=set_eagle3_layers_to_capture", "--device", "cpu"]
     r = CliRunner().invoke(probe, [*args, "--expect-trace", str(claim)])
     assert r.exit_code == 0, r.output
-    assert "outcome: raises (TypeError" in r.stdout and "rho_none.py:18" in r.stdout
-    assert "claim (" in r.stdout and "raises at sglang/srt/models/rho_none.py:18" in r.stdout
+    assert "outcome: raises (TypeError" in r.stdout and "none_residual.py:18" in r.stdout
+    assert "claim (" in r.stdout and "raises at sglang/srt/models/none_residual.py:18" in r.stdout
     r = CliRunner().invoke(probe, args)  # no claim: a raising forward is an error, one line
     assert r.exit_code == 2 and "the target's forward raised TypeError" in r.output
