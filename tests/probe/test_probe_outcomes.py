@@ -12,7 +12,7 @@ from flowtrace.probe.errors import ProbeError
 from flowtrace.probe.results import ChunkMatch, Claim, Observation, Raised
 
 HERE = Path(__file__).parent
-RHO = HERE / "agreement_engines" / "shapes"
+SHAPES = HERE / "agreement_engines" / "shapes"
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_cli_confirms_a_raise_at_the_claimed_site_and_reports_it(tmp_path):
     claim.write_text(json.dumps({"model": "NoneResidualForCausalLM", "boundaries": None, "outcome": "raises",
                                  "raises_at": "sglang/srt/models/none_residual.py:18"}))
     args = ["capture", "--path", str(HERE), "--factory", "fixture_runtime:build",
-            "--factory-arg", f"root={RHO}", "--factory-arg", "qualname=sglang.srt.models.rho_none.NoneResidualForCausalLM",
+            "--factory-arg", f"root={SHAPES}", "--factory-arg", "qualname=sglang.srt.models.none_residual.NoneResidualForCausalLM",
             "--factory-arg", "num_layers=8", "--factory-arg", "layer_ids=[-1,3,4]",
             "--factory-arg", "setter=set_eagle3_layers_to_capture", "--device", "cpu"]
     r = CliRunner().invoke(probe, [*args, "--expect-trace", str(claim)])
