@@ -25,7 +25,7 @@ def test_detection_from_the_tree():
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda t: t.replace("[registry]", "[registr]"), "missing table [registry]"),
+        (lambda t: t.replace("[registry]", "[registr]"), "unknown table(s) [registr]"),
         (lambda t: t.replace('layers_attribute = "layers"', 'layers_attribute = 3'), "layers_attribute must be a str"),
         (lambda t: t.replace("[capture]", "[capture]\nsetter = []"), "unknown key(s) setter"),
         (lambda t: t + "\n[[[", "not valid TOML"),

@@ -70,12 +70,12 @@ def main() -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE.")
 @click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit) instead of vscode://.")
-def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base):
+def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base):
     """Scan PATH: the model matrix (capture support, id transform, capture point, file:line) and findings."""
     from flowtrace import api
     from flowtrace.render import text as text_render
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     findings = api.findings(result)
     if fmt == "json":
         from flowtrace.render.scan_json import dumps, scan_document
@@ -103,7 +103,7 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
 @scan_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
     Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
@@ -127,7 +127,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         hidden_size = hidden_size or info.hidden_size
     if not num_layers:
         raise click.UsageError("give --num-layers N or --target-config config.json")
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     traced = api.trace(result, model, ids, num_layers, hidden_size)
     if fmt == "json":
         import json
@@ -146,7 +146,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @scan_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def compat(path, target_config, draft_config, trained_with, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
@@ -154,7 +154,7 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
     from flowtrace import api
     from flowtrace.analysis.compat import compat_json, compat_text
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     verdict = api.compat(result, target_config, draft_config, trained_with)
     if fmt == "json":
         import json
@@ -171,12 +171,12 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
 @scan_options
 @click.option("--format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
     from flowtrace import api
     from flowtrace.analysis import graph as graphs
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     g = result.graph
     if model:
         g = graphs.model_subgraph(g, result.model(model).qualname)
