@@ -17,7 +17,8 @@ from pathlib import Path
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
-from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
+from flowtrace.analysis.source_trace import source_notes, trace_model
+from flowtrace.analysis.trace import TraceResult, describe_boundary
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -204,10 +205,13 @@ def compat(project: Project, target_config: str | Path, draft_config: str | Path
     row = project.row(info.architecture)
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
-    trace = trace_row(project, row, engine_ids, info.num_layers, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, info.num_layers, info.hidden_size)
     trained, notes, used = trained_boundaries(conv, draft_ids, info.num_layers)
     notes = list(notes)
-    if engine_ids is None:
+    if row.source is not None:
+        notes.extend(source_notes(row, engine_ids, trained))
+        engine_ids = engine_key = None  # read by nobody: the engine serves its own layout
+    elif engine_ids is None:
         notes.append("the engine finds no ids in the draft config and uses its own default")
     differences: list[str] = []
     served = list(trace.boundaries) if trace.boundaries is not None else None

@@ -420,7 +420,7 @@ class Conventions:
 
         helpers = tuple({h.name: h for p in profiles for h in p.helpers}.values())
         markers = sorted(
-            {m for p in profiles for m in p.markers} | union("setters") | union("attributes") | union("config_keys") | union("hooks")
+            {m for p in profiles for m in p.markers} | union("setters") | union("attributes") | union("config_keys") | union("hooks") | union("context_feeds") | union("serving_keys")
             | {f.rsplit(".", 1)[-1] for f in union("context_fields")}
         )
         return cls(

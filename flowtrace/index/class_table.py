@@ -143,6 +143,10 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                         mod, cls = value.elts[0], value.elts[1]
                         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant):
                             registry.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+    if any(path.endswith(d) for d in conv.dict_files):
+        from flowtrace.index.config_sources import registry_updates
+
+        registry += registry_updates(tree, path, conv, patterns)
     return F.FileFacts(
         layer_loops=tuple(loops),
         path=path,
