@@ -40,6 +40,7 @@ class SourceCapture:
     builder: F.BuilderFact | None
     default: F.MetadataDefaultFact | None  # hook engines: where defaults are applied
     problems: tuple[str, ...]
+    post_norm_site: F.Location | None = None  # hook engines: the wrapper's post-final-norm capture
 
     @property
     def support(self) -> str:
@@ -239,10 +240,11 @@ def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa
         if layer_sites:
             site = layer_sites[0]
             point, note = _hook_point(site)
+            wrapper = next((h.location for h in idx.hooks.get(opt_in or "", [])), None)
             return SourceCapture(
                 "hook", holder, key, None, SERVING, site, F.HOOK, point, note, "sorted", CAPTURES,
                 f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving config's {key}, sorted", site.location,
-                None, None, default, (),
+                None, None, default, (), wrapper,
             )
     where = project.classes[opt_in].location if opt_in in project.classes else None
     return SourceCapture(
@@ -253,7 +255,16 @@ def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa
     )
 
 
+_FEED_FORWARD = ("mlp", "moe", "ffn", "feed_forward", "experts")
+
+
 def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
+    """After the layer's feed-forward sub-module (and before any other but norms or the fused
+    all-reduce that applies the next layer's norm): the layer's output."""
+    ff_before = [c for c in site.calls_before if any(w in c for w in _FEED_FORWARD)]
+    ff_after = [c for c in site.calls_after if any(w in c for w in _FEED_FORWARD)]
+    if ff_before and not ff_after:
+        return F.OUTPUT, f"{site.function} calls {site.hook} after {ff_before[-1]}, its feed-forward sub-module: records layer {site.index}'s output (hidden + residual)"
     if site.calls_before and all("norm" in c for c in site.calls_after):
         last = [c for c in site.calls_before if "norm" not in c]
         return F.OUTPUT, f"{site.function} calls {site.hook} after {last[-1] if last else site.calls_before[-1]}, its last sub-module: records layer {site.index}'s output (hidden + residual)"

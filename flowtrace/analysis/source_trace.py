@@ -129,10 +129,11 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     emb = bool(getattr(site, "embedding_capturable", False)) or (offset == 0 and src.mechanism == F.DICT_STORE)
     reachable = set(range(1, num_layers)) | ({0} if emb else set()) | ({num_layers} if offset == 1 else set())
     out: list[int] = []
+    post = [i for i in indices if src.kind == "hook" and i in post_norm]
     for i in indices:
         b = i + offset
-        if src.kind == "hook" and i in post_norm:
-            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a slot but is not a residual-stream boundary"))
+        if i in post:
+            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (ascending id order: slot 0) but is not a residual-stream boundary"))
         elif 0 <= i < num_layers and b in reachable:
             if src.concat_order == "config" or b not in out:
                 out.append(b)
@@ -147,11 +148,13 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     if src.concat_order != "config":
         out.sort()
     for i, why in dropped:
-        steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location))
+        steps.append(TraceStep("dropped", f"dropped id {i}: {why}", (src.post_norm_site if i in post else None) or site.location))
     order = {"config": "in config order (duplicates repeat)", "sorted": "in ascending id order (buffer slots)", "loop": "in loop order"}[src.concat_order]
     steps.append(TraceStep("boundaries", f"captured, {order}: " + ", ".join(describe_boundary(b, num_layers) for b in out) if out else "nothing is captured"))
-    width = f"{len(out)} x {hidden_size} = {len(out) * hidden_size}" if hidden_size else f"{len(out)} x hidden_size"
-    steps.append(TraceStep("concat", f"{len(out)} states; fc in_features = {width}", getattr(site, "concat", None)))
+    slots = len(out) + len(post)
+    width = f"{slots} x {hidden_size} = {slots * hidden_size}" if hidden_size else f"{slots} x hidden_size"
+    extra = f" + {len(post)} post-final-norm slot" if post else ""
+    steps.append(TraceStep("concat", f"{len(out)} states{extra}; fc in_features = {width}", getattr(site, "concat", None)))
     return done(indices, tuple(out), dropped)
 
 

@@ -78,6 +78,7 @@ class Profile:
     metadata_attributes: tuple[str, ...] = ()
     opt_in_bases: tuple[str, ...] = ()
     post_norm_id: int | None = None
+    registry_decorators: tuple[str, ...] = ()
 
 
 def rules_directory() -> Path:
@@ -139,6 +140,8 @@ _SCHEMA_SOURCES: dict[str, dict[str, type]] = {
         "opt_in_bases": list,
         "post_norm_id": int,
     },
+    # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
+    "registry_extra": {"decorators": list},
 }
 
 # A profile is a few dozen lines; anything far larger is a mistake (or hostile) and is refused
@@ -322,6 +325,7 @@ def load_profile(path: Path) -> Profile:
         metadata_attributes=mh["metadata_attributes"],
         opt_in_bases=mh["opt_in_bases"],
         post_norm_id=mh["post_norm_id"],
+        registry_decorators=sources["registry_extra"]["decorators"],
     )
 
 
@@ -409,6 +413,7 @@ class Conventions:
     metadata_attributes: frozenset[str] = frozenset()
     opt_in_bases: frozenset[str] = frozenset()
     post_norm_ids: frozenset[int] = frozenset()
+    registry_decorators: frozenset[str] = frozenset()
 
     @classmethod
     def merge(cls, profiles: list[Profile]) -> Conventions:
@@ -461,4 +466,5 @@ class Conventions:
             metadata_attributes=union("metadata_attributes"),
             opt_in_bases=union("opt_in_bases"),
             post_norm_ids=frozenset(p.post_norm_id for p in profiles if p.post_norm_id is not None),
+            registry_decorators=union("registry_decorators"),
         )

@@ -147,6 +147,10 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         from flowtrace.index.config_sources import registry_updates
 
         registry += registry_updates(tree, path, conv, patterns)
+    if conv.registry_decorators:
+        from flowtrace.index.config_sources import registry_decorators
+
+        registry += registry_decorators(tree, path, modname, conv)
     return F.FileFacts(
         layer_loops=tuple(loops),
         path=path,

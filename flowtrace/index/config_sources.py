@@ -21,7 +21,21 @@ _Truth = "bool | None"
 
 def wanted(conv: Conventions) -> bool:
     """Does any selected profile ask for these facts (else the extractor is skipped)?"""
-    return bool(conv.config_keys or conv.context_fields or conv.hooks or conv.metadata_attributes)
+    return bool(conv.config_keys or conv.context_fields or conv.hooks or conv.metadata_attributes or conv.registry_decorators)
+
+
+def registry_decorators(tree: ast.Module, path: str, modname: str, conv: Conventions) -> list[F.RegistryFact]:
+    """``@<decorator>("Arch")`` on a module-level class registers it under that architecture."""
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").rsplit(".", 1)[-1] in conv.registry_decorators:
+                for arg in deco.args:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        out.append(F.RegistryFact(arg.value, f"{modname}.{node.name}", F.Location(path, deco.lineno), "decorator", (_dotted(deco.func) or "")))
+    return out
 
 
 def _dotted(node: ast.AST) -> str | None:

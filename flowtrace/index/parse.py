@@ -176,6 +176,9 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileF
         return (f"{base}.{rest}" if rest else base) if base else name
 
     found = config_sources.source_facts(facts.path, facts.module, source, tree, conv, resolve)
+    registered = tuple(config_sources.registry_decorators(tree, facts.path, facts.module, conv)) if conv.registry_decorators else ()
+    if registered:
+        facts = dataclasses.replace(facts, registry=facts.registry + registered)
     return dataclasses.replace(facts, sources=found) if found else facts
 
 

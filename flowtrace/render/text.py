@@ -62,7 +62,12 @@ def _source_row(r) -> list[str]:  # noqa: ANN001
     """A row whose ids come from a config attribute, build context or metadata hook."""
     src = r.source
     where = f"{src.location}" if src.location else "-"
-    default = src.write.expression if src.write is not None else (src.outcome.replace("_", " ") if src.outcome != "captures" else "-")
+    if src.write is not None:
+        default = src.write.expression
+    elif src.default is not None and src.outcome == "captures":
+        default = f"{src.default.class_qualname.rsplit('.', 1)[-1]}.{src.default.method}"
+    else:
+        default = src.outcome.replace("_", " ") if src.outcome != "captures" else "-"
     site = f"{src.site.location}" if src.site is not None else "-"
     point = src.point + (f" ({src.mechanism})" if src.mechanism else "")
     return [r.name, "reg" if r.registered else "-", r.support, src.transform, " ".join(default.split()), point, "-", "-", f"{src.kind}: {where}", site, f"{r.location}"]
