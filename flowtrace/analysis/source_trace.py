@@ -23,7 +23,7 @@ def _layer_names(expression: str, bindings: tuple[tuple[str, str], ...], num_lay
     """Every dotted name in ``expression`` (or bound before it) that counts layers means L."""
     names: dict[str, object] = {}
     for name, value in bindings:
-        if _COUNT.search(value) and _COUNT.search(name):
+        if _COUNT.search(value):
             names[name] = num_layers
     try:
         tree = ast.parse(expression, mode="eval")
