@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
-from flowtrace.analysis.config_capture import CAPTURES, IGNORED, SourceCapture
+from flowtrace.analysis.config_capture import CAPTURES, CAPTURES_NOTHING, IGNORED, REFUSES, SourceCapture
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate, run_function
 from flowtrace.analysis.trace import TraceResult, TraceStep, describe_boundary, trace_row
 from flowtrace.model import facts as F
@@ -52,9 +52,26 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
     src: SourceCapture = row.source
     steps: list[TraceStep] = []
     problems: list[str] = []
+    ending: dict[str, object] = {}
 
     def done(indices=None, boundaries=None, dropped=()) -> TraceResult:
-        return TraceResult(row.qualname, num_layers, tuple(layer_ids) if layer_ids is not None else None, indices, boundaries, tuple(dropped), tuple(steps), tuple(problems), hidden_size)
+        if "outcome" in ending:
+            outcome = ending["outcome"]
+        elif boundaries:
+            outcome = F.Outcome.CAPTURES
+        elif boundaries is not None:
+            outcome = F.Outcome.CAPTURES_NOTHING
+        else:
+            outcome = F.Outcome.UNKNOWN
+        return TraceResult(
+            row.qualname, num_layers, tuple(layer_ids) if layer_ids is not None else None, indices, boundaries, tuple(dropped), tuple(steps), tuple(problems), hidden_size,
+            outcome=outcome, raises_at=ending.get("raises_at"), reason=("; ".join(problems) or None) if outcome != F.Outcome.CAPTURES else None,
+        )
+
+    if src.outcome == REFUSES:
+        ending.update(outcome=F.Outcome.RAISES, raises_at=src.reason_location)
+    elif src.outcome == CAPTURES_NOTHING:
+        ending.update(outcome=F.Outcome.CAPTURES_NOTHING)
 
     if src.kind == "hook":
         indices = _hook_ids(src, layer_ids, num_layers, steps, problems)
@@ -71,7 +88,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
         return done(indices)
     offset = 0 if src.point == F.INPUT else 1
     steps.append(TraceStep("point", f"capture point {src.point} ({src.mechanism}): index i yields boundary i{' + 1' if offset else ''} ({src.point_note})", site.location))
-    return _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, done, project.conv.post_norm_ids)
+    return _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, done, project.conv.post_norm_ids, ending)
 
 
 def _config_ids(src: SourceCapture, layer_ids, num_layers: int, steps: list[TraceStep], problems: list[str]) -> tuple[int, ...] | None:  # noqa: ANN001
@@ -123,7 +140,7 @@ def _hook_ids(src: SourceCapture, layer_ids, num_layers: int, steps: list[TraceS
     return ids
 
 
-def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, done, post_norm):  # noqa: ANN001
+def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, done, post_norm, ending):  # noqa: ANN001
     site = src.site
     dropped: list[tuple[int, str]] = []
     emb = bool(getattr(site, "embedding_capturable", False)) or (offset == 0 and src.mechanism == F.DICT_STORE)
@@ -139,7 +156,9 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
                 out.append(b)
         elif src.mechanism == F.DICT_STORE:
             problems.append(f"raises: id {i} is never stored (no layer {i}), so {src.holder.rsplit('.', 1)[-1]}'s cat([by_layer[i] for i in ids]) raises KeyError")
-            steps.append(TraceStep("concat", f"by_layer[{i}] does not exist: KeyError", getattr(site, "concat", None) or site.location))
+            at = getattr(site, "concat", None) or site.location
+            steps.append(TraceStep("concat", f"by_layer[{i}] does not exist: KeyError", at))
+            ending.update(outcome=F.Outcome.RAISES, raises_at=at)
             return done(indices)
         elif b == 0:
             dropped.append((i, "the embedding (b=0) is not captured here"))

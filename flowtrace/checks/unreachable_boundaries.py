@@ -82,7 +82,7 @@ class UnreachableLastLayer(Rule):
 
     def check(self, result) -> Iterator[Finding]:
         L = PROBE_LAYERS
-        for (setter_loc, site_loc), rows in sorted(_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        for (_setter_loc, site_loc), rows in sorted(_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
             row = rows[0]
             if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
                 continue

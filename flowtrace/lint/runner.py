@@ -19,7 +19,6 @@ It returns a frozen :class:`CheckOutcome`; nothing here prints or exits. Errors 
 from __future__ import annotations
 
 import io
-import os
 import re
 import tokenize
 from collections import defaultdict
