@@ -285,3 +285,61 @@ def test_the_documented_example_profile_scans_as_documented(tmp_path):
     assert scan.exit_code == 0, scan.output
     row = next(m for m in json.loads(out.read_text())["models"] if m["class"] == "FinchForCausalLM")
     assert (row["registered"], row["support"], row["id_source"]["id_transform"], row["id_source"]["capture_site"]["point"]) == (True, "supported", "ignored", "output")
+
+
+def _import_from(root: Path, module: str):
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(str(root))
+
+
+def test_alpha_fixture_runs_with_its_builder():
+    """Running the builder then the model: slot k is the stream entering layer ids[k] (b = id)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    builder = _import_from(LMDEPLOY_LIKE, "lmdeploy.pytorch.configurations.alpha")
+    alpha = _import_from(LMDEPLOY_LIKE, "lmdeploy.pytorch.models.alpha")
+    hf = SimpleNamespace(architectures=["AlphaForCausalLM"], num_hidden_layers=8, hidden_size=4)
+    builder.AlphaConfigBuilder.build(hf, spec_method="eagle3")
+    assert hf.aux_hidden_state_layers == (2, 4, 5)
+    torch.manual_seed(0)
+    model = alpha.AlphaModel(hf)
+    x = torch.randn(3, 4)
+    aux = model(x)["aux_hidden_states"]
+    h, r, streams = x, None, {0: x}
+    for i, layer in enumerate(model.layers):
+        h, r = layer(h, r)
+        streams[i + 1] = h + r
+    assert torch.allclose(aux, torch.cat([streams[2], streams[4], streams[5]], dim=-1))
+    unset = SimpleNamespace(architectures=["AlphaForCausalLM"], num_hidden_layers=8, hidden_size=4)
+    builder.AlphaConfigBuilder.build(unset, spec_method="dflash")
+    assert not hasattr(unset, "aux_hidden_state_layers")  # other methods: nothing is written
+
+
+def test_trtllm_fixture_runs_as_stated():
+    """Alpha fills slots with layer outputs in ascending id order; Beta never writes its slots."""
+    torch = pytest.importorskip("torch")
+    meta_mod = _import_from(TRTLLM_LIKE, "tensorrt_llm._torch.speculative.metadata")
+    alpha = _import_from(TRTLLM_LIKE, "tensorrt_llm._torch.models.modeling_alpha")
+    beta = _import_from(TRTLLM_LIKE, "tensorrt_llm._torch.models.modeling_beta")
+    meta = meta_mod.OneModelSpecMetadata(num_layers=8, layers_to_capture={5, 1}, hidden_size=4, max_num_tokens=3)
+    assert meta.layers_to_capture == [1, 5]
+    torch.manual_seed(0)
+    model = alpha.AlphaForCausalLM(hidden=4, num_layers=8)
+    x = torch.randn(3, 4)
+    model(x, spec_metadata=meta)
+    h, r, outputs = x, None, {}
+    for i, layer in enumerate(model.model.layers):
+        h, r = layer(h, r)
+        outputs[i] = r  # after layer i: the residual sum it hands on = mlp output + residual
+    assert torch.allclose(meta.hidden_states, torch.cat([outputs[1], outputs[5]], dim=-1))
+    empty = meta_mod.OneModelSpecMetadata(num_layers=8, hidden_size=4, max_num_tokens=3)
+    empty.hidden_states.fill_(7.0)
+    beta.BetaForCausalLM(hidden=4, num_layers=8)(x, spec_metadata=empty)
+    assert bool((empty.hidden_states == 7.0).all())  # nothing was written, and nothing raised
