@@ -23,6 +23,7 @@ from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
+from flowtrace.analysis.source_trace import source_notes, trace_model
 from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
@@ -378,7 +379,7 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_row(project, row, engine_ids, L, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, L, info.hidden_size)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:
@@ -390,7 +391,10 @@ def compat(
         convention_name = conv.name
     notes = list(notes)
     engine_default = training_default = None
-    if engine_ids is None:
+    if row.source is not None:  # no setter: the engine serves its own layout (source_trace)
+        notes.extend(source_notes(row, engine_ids, trained))
+        engine_ids = engine_key = None
+    elif engine_ids is None:
         engine_default, training_default = _defaults(project, row, conv, L, info.hidden_size)
         notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
     differences: list[str] = []

@@ -63,6 +63,9 @@ class ModelRow:
     generation_target: bool  # registered where the engine serves text generation (EAGLE-3 applies)
     support: str
     capture: Capture | None
+    # A capture path without a setter (config attribute, build context, metadata hook):
+    # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
+    source: object | None = None
 
 
 @dataclass
@@ -507,11 +510,12 @@ class Project:
             if self.classes[qualname].name in providers:
                 continue  # the engine's own interface/mixin provides capture; it is not a model
             capture = self.resolve_capture(qualname)
-            if capture is None and qualname not in registered:
+            source = self._source(qualname, registered) if capture is None else None
+            if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
             if capture is None:
-                support = NONE
+                support = source.support if source is not None else NONE
             elif capture.depends_on:
                 support = CONDITIONAL
             elif capture.problems or capture.site is None:
@@ -532,9 +536,19 @@ class Project:
                     generation_target=qualname in generation,
                     support=support,
                     capture=capture,
+                    source=source,
                 )
             )
         return tuple(out)
+
+    def _source(self, qualname: str, registered: dict[str, list[str]]):
+        """The setter-less capture path of a registered class, or of a class that opts in
+        through a profile-named base (see config_capture)."""
+        from flowtrace.analysis.config_capture import opts_in, resolve_source
+
+        if qualname not in registered and not opts_in(self, qualname):
+            return None
+        return resolve_source(self, qualname, tuple(sorted(set(registered.get(qualname, ())))))
 
     def row(self, name: str) -> ModelRow | None:
         """A row by qualified name, simple class name, or registered architecture."""

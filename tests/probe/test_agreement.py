@@ -168,8 +168,14 @@ def cases() -> list:
         for row in scan_of(root).rows:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
+            skip = None
+            if row.capture is None and row.source is not None:
+                # No setter: a config builder, build context or serving config decides the ids,
+                # which fixture_runtime does not run; tests/test_engine_profiles.py runs these
+                # fixtures as torch code with the engine's own id source instead.
+                skip = [pytest.mark.skip(reason=f"{row.name}: ids from {row.source.kind} ({row.source.key}), not a setter the probe calls")]
             for id_set in ID_SETS:
-                out.append(pytest.param(root, row.name, id_set, marks=_marks(root.name, row.name, id_set),
+                out.append(pytest.param(root, row.name, id_set, marks=skip or _marks(root.name, row.name, id_set),
                                         id=f"{root.name}-{row.name}-{id_set}"))
     return out
 
