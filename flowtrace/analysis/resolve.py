@@ -63,6 +63,9 @@ class ModelRow:
     generation_target: bool  # registered where the engine serves text generation (EAGLE-3 applies)
     support: str
     capture: Capture | None
+    # A capture path without a setter (config attribute, build context, metadata hook):
+    # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
+    source: object | None = None
 
 
 @dataclass
@@ -360,11 +363,12 @@ class Project:
     def _delegate_target(self, res: _Resolution) -> str | None:
         """The class a delegating setter hands the ids to (None for super() and unresolved)."""
         setter = res.setter
-        if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
-            return self.attribute_class(res.qualname, setter.delegate[5:])
-        if setter.delegate == "self":
+        delegate = setter.delegate or ""
+        if delegate.startswith("self.") and delegate.count(".") == 1:
+            return self.attribute_class(res.qualname, delegate[5:])
+        if delegate == "self":
             return res.qualname
-        if setter.delegate == "super()":
+        if delegate == "super()":
             return None
         if setter.delegate_method:
             # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
@@ -374,11 +378,12 @@ class Project:
     def _follow_super(self, res: _Resolution) -> None:
         """``super().<setter>(ids)``: the base class's version, still acting on this object."""
         setter = res.setter
-        base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
+        method = setter.delegate_method or ""
+        base = next((q for q in self.mro(setter.class_qualname)[1:] if method in self.setters.get(q, {})), None)
         if base is None:
             res.problem(F.ProblemKind.SUPER_UNRESOLVED, f"super().{setter.delegate_method}() has no base-class definition in the tree", setter.location)
             return
-        inner_setter = self.setters[base][setter.delegate_method]
+        inner_setter = self.setters[base][method]
         res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
         res.chain.append(inner_setter)
         res.targets.append(res.qualname)
@@ -549,11 +554,12 @@ class Project:
             if self.classes[qualname].name in providers:
                 continue  # the engine's own interface/mixin provides capture; it is not a model
             capture = self.resolve_capture(qualname)
-            if capture is None and qualname not in registered:
+            source = self._source(qualname, registered) if capture is None else None
+            if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
             if capture is None:
-                support = NONE
+                support = source.support if source is not None else NONE
             elif capture.depends_on:
                 support = CONDITIONAL
             elif capture.problems or capture.site is None:
@@ -574,9 +580,19 @@ class Project:
                     generation_target=qualname in generation,
                     support=support,
                     capture=capture,
+                    source=source,
                 )
             )
         return tuple(out)
+
+    def _source(self, qualname: str, registered: dict[str, list[str]]):
+        """The setter-less capture path of a registered class, or of a class that opts in
+        through a profile-named base (see config_capture)."""
+        from flowtrace.analysis.config_capture import opts_in, resolve_source
+
+        if qualname not in registered and not opts_in(self, qualname):
+            return None
+        return resolve_source(self, qualname, tuple(sorted(set(registered.get(qualname, ())))))
 
     def row(self, name: str) -> ModelRow | None:
         """A row by qualified name, simple class name, or registered architecture."""
