@@ -13,20 +13,10 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
+from flowtrace.cli.messages import error_line, internal_error_line
 from flowtrace.cli.options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-def error_line(message: str) -> str:
-    """The one shape of every error the command line prints."""
-    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    return f"flowtrace: error: {first}"
-
-
-def internal_error_line(exc: BaseException) -> str:
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return error_line(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
 
 
 class FlowtraceGroup(click.Group):
@@ -73,7 +63,7 @@ class FlowtraceGroup(click.Group):
 
 def emit(text: str, output: str | None) -> None:
     if output:
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(output, text)
     else:
@@ -131,7 +121,7 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
     else:
         emit(text_render.scan_text(result, findings), output)
     if html_path:
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(html_path, api.html_report(result, findings, link_base=link_base))
         click.echo(f"flowtrace: wrote {html_path}", err=True)
@@ -270,7 +260,7 @@ def report(scan_json, probe_json, output, link_base):
 
     from flowtrace.errors import UsageError
     from flowtrace.render.html import render_html
-    from flowtrace.render.output import write_atomic
+    from flowtrace.sources.output import write_atomic
 
     def load(path: str, schema: str) -> dict:
         try:
