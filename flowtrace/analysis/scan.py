@@ -65,8 +65,9 @@ def resolve_root(path: str | Path) -> Path:
     return root
 
 
-def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None) -> ScanResult:
-    """Index a tree and resolve its model matrix."""
+def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()) -> ScanResult:
+    """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
+    merged with the bundled ones)."""
     source = str(path)
     if source.startswith("pypi:"):
         from flowtrace.sources.fetch import fetch_pypi
@@ -74,7 +75,7 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
         root = resolve_root(path)
-    profiles = select_profiles(root, profile)
+    profiles = select_profiles(root, profile, extra=tuple(Path(f) for f in profile_files))
     index = build_index(root, profiles, options)
     project = Project(index.files, Conventions.merge(profiles))
     return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
