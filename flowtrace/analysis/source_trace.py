@@ -158,7 +158,7 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
             ending.update(outcome=F.Outcome.RAISES, raises_at=at)
             return done(indices)
         if i in post:
-            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (ascending id order: slot 0) but is not a residual-stream boundary"))
+            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (first in ascending id order, unless the metadata moves it) but is not a residual-stream boundary"))
         elif 0 <= i < num_layers and b in reachable:
             if src.concat_order == "config" or b not in out:
                 out.append(b)
