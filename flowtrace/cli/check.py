@@ -41,7 +41,7 @@ def _guard(ctx: click.Context, fn):
     except KeyboardInterrupt:
         _fail(ctx, "flowtrace: error: interrupted")
     except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, not a traceback
-        from flowtrace.cli.main import internal_error_line
+        from flowtrace.cli.messages import internal_error_line
 
         _fail(ctx, internal_error_line(exc))
 

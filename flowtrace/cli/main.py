@@ -13,20 +13,10 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
+from flowtrace.cli.messages import error_line, internal_error_line
 from flowtrace.cli.options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-def error_line(message: str) -> str:
-    """The one shape of every error the command line prints."""
-    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    return f"flowtrace: error: {first}"
-
-
-def internal_error_line(exc: BaseException) -> str:
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return error_line(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
 
 
 class FlowtraceGroup(click.Group):
@@ -120,9 +110,12 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
+        from flowtrace.render.report_data import report_extras
         from flowtrace.render.scan_json import dumps, scan_document
 
-        emit(dumps(scan_document(result, findings)), output)
+        doc = scan_document(result, findings)
+        doc["report"] = report_extras(result, findings)  # what `flowtrace report --scan` renders
+        emit(dumps(doc), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
     else:
@@ -280,7 +273,11 @@ def report(scan_json, probe_json, output, link_base):
             raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
         return doc
 
-    doc = load(scan_json, "flowtrace.scan/")
+    from flowtrace.render.report_data import report_document_from_scan
+
+    doc, complete = report_document_from_scan(load(scan_json, "flowtrace.scan/"))
+    if not complete:
+        click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
     write_atomic(output, render_html(doc, link_base=link_base, probe=probe))
     click.echo(f"flowtrace: wrote {output}", err=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from flowtrace.model import facts as F
+from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
@@ -203,6 +204,7 @@ class FileAnalyzer:
         fcs: list[F.FcFact] = []
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
+        helper_defs: list[F.HelperDefFact] = []
         for info in self.collector.classes:
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
@@ -220,6 +222,10 @@ class FileAnalyzer:
                     sites.extend(site_facts)
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
+                    if " in self." in text:
+                        helper = helper_definition(self, info, fn)
+                        if helper is not None:
+                            helper_defs.append(helper)
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
         return F.FileFacts(
@@ -231,6 +237,7 @@ class FileAnalyzer:
             setters=tuple(setters),
             default_getters=tuple(getters),
             capture_sites=tuple(sites),
+            helper_defs=tuple(helper_defs),
             layer_loops=tuple(loops),
             capture_modes=tuple(
                 F.CaptureModeFact(F.Location(self.path, ln), mode, fn) for ln, mode, fn in self.collector.modes

@@ -50,6 +50,7 @@ class Mechanism(Word):
     CALLBACK = "callback"  # a callback or collector handed to layer i
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    DICT = "dict"  # by_layer[i] = h inside the loop
 
 
 class Support(Word):
@@ -275,7 +276,25 @@ class CaptureSiteFact:
     container_sized_by: str | None = None  # e.g. "len(self.layers_to_capture)"
     finalize_method: str | None = None  # `aux.<method>()` called after the loop
     finalize_at: Location | None = None
+    empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
+    helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
+    concat_order: str = "loop"  # ConcatOrder: how the recorded states are read back
+
+
+@dataclass(frozen=True, slots=True)
+class HelperDefFact:
+    """A method that records a state for a capture index it is handed:
+    ``def m(self, aux, label, h, r): if label in self.<attr>: aux.append(...)``.
+    Found by shape, whatever its name; a loop's call to it is a capture site."""
+
+    class_qualname: str
+    method: str
+    label_arg: int  # position of the label among the call's arguments (self excluded)
+    container_arg: int
+    attribute: str
+    location: Location
+    guarded: bool  # the recorded value tests its None-able operand first
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +371,7 @@ class FileFacts:
     setters: tuple[SetterFact, ...] = ()
     default_getters: tuple[DefaultGetterFact, ...] = ()
     capture_sites: tuple[CaptureSiteFact, ...] = ()
+    helper_defs: tuple[HelperDefFact, ...] = ()
     layer_loops: tuple[LayerLoopFact, ...] = ()
     capture_modes: tuple[CaptureModeFact, ...] = ()
     concat_sites: tuple[ConcatFact, ...] = ()

@@ -45,7 +45,7 @@ def compat_text(result: CompatResult) -> str:
         f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
         f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
         f"  engine reads {result.engine_key or 'no ids'} = {engine_ids}",
-        f"  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else f"nothing ({outcome(result.trace)})"),
+        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else f"nothing ({outcome(result.trace)})"),
     ]
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")

@@ -149,7 +149,10 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 
 def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+    from flowtrace.analysis.drafts import draft_classes
+
     files = result.files
+    drafts = draft_classes(files)
     stats = result.index.stats
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -164,7 +167,7 @@ def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, 
             "files_skipped": stats.files_skipped,
             "files_from_cache": stats.files_cached,
         },
-        "models": [model_json(r) for r in sorted(result.rows, key=lambda r: r.qualname)],
+        "models": [{**model_json(r), "draft": r.qualname in drafts} for r in sorted(result.rows, key=lambda r: r.qualname)],
         "capture_modes": sorted(
             ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
             key=lambda d: (d["file"], d["line"], d["mode"]),
