@@ -148,10 +148,18 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     reachable = set(range(1, num_layers)) | ({0} if emb else set()) | ({num_layers} if offset == 1 else set())
     out: list[int] = []
     post = [i for i in indices if src.kind == "hook" and i in post_norm]
+    first = getattr(site, "label_offset", None)
+    none_operand = getattr(site, "first_none", None)
     for i in indices:
         b = i + offset
+        if none_operand and first is not None and i == first:
+            at = getattr(site, "stored_at", None) or site.location
+            problems.append(f"raises: index {i} is met at the loop's first iteration, where {none_operand} is still None and is added unguarded (TypeError)")
+            steps.append(TraceStep("point", f"index {i}: {getattr(site, 'captured_expression', None) or 'the stored value'} with {none_operand} = None raises TypeError", at))
+            ending.update(outcome=F.Outcome.RAISES, raises_at=at)
+            return done(indices)
         if i in post:
-            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (ascending id order: slot 0) but is not a residual-stream boundary"))
+            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (first in ascending id order, unless the metadata moves it) but is not a residual-stream boundary"))
         elif 0 <= i < num_layers and b in reachable:
             if src.concat_order == "config" or b not in out:
                 out.append(b)
