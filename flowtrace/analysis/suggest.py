@@ -36,6 +36,7 @@ class Suggestion:
     why: str
     blocked_by: str | None = None  # the capture-chain link that blocks: "setter", "capture site", ...
     location: str | None = None  # file:line of the blocking code, or of the branch the ids take
+    config: str = "draft config"  # where ``key`` lives: the draft's config, or the engine's serving config
 
 
 def outcome(trace: TraceResult) -> str:
@@ -201,6 +202,7 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
         key = getattr(source, "key", key)
     singles = search.singles(sorted(want))
     found: list[Suggestion] = []
+    where_key = "serving config" if row.capture is None else "draft config"
     for ids in search.candidates(sorted(want), singles):
         if not serves(search.trace(ids), want):
             continue
@@ -209,7 +211,7 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
             continue
         where, text = deciding_setter(confirmed)
         why = f"the engine's chain maps ids {ids} to boundaries {list(confirmed.boundaries or ())}" + (f" ({text.split('  [')[0]} at {where})" if where and text else "")
-        found.append(Suggestion(tuple(ids), key, tuple(confirmed.boundaries or ()), why, None, where))
+        found.append(Suggestion(tuple(ids), key, tuple(confirmed.boundaries or ()), why, None, where, where_key))
         if len(found) >= MAX_SUGGESTIONS:
             break
     return tuple(found) if found else (_blocked(search, want, singles),)
@@ -223,4 +225,5 @@ def suggestion_json(s: Suggestion) -> dict:
         "why": s.why,
         "blocked_by": s.blocked_by,
         "location": s.location,
+        "config": s.config,
     }
