@@ -256,7 +256,7 @@ def run(cmd: list[str], stdout_path: Path, env: dict[str, str]) -> dict:
     peak = [0, 0]
     with open(stdout_path, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env, cwd=env["FLOWTRACE_BENCH_SRC"])
         done = threading.Event()
 
         def sample() -> None:
@@ -365,7 +365,7 @@ def bench_tree(source: Path, work: Path, scale: int, args: argparse.Namespace, e
     if scale == 1 and not args.no_stages:
         profiles = []
         for _ in range(args.stage_repeat):
-            done = subprocess.run([sys.executable, "-c", STAGES, str(root)], capture_output=True, text=True, env=env)
+            done = subprocess.run([sys.executable, "-c", STAGES, str(root)], capture_output=True, text=True, env=env, cwd=env["FLOWTRACE_BENCH_SRC"])
             if done.returncode not in (0, 1):
                 raise SystemExit(f"stage profile failed:\n{done.stderr[-3000:]}")
             profiles.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -495,6 +495,9 @@ def main() -> None:
     env = dict(os.environ)
     repo = args.flowtrace_src.resolve() if args.flowtrace_src else Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(repo), env.get("PYTHONPATH")) if x)
+    # every subprocess runs in the measured checkout: ``-m``/``-c`` put the working folder first
+    # on sys.path, which would otherwise pick whatever flowtrace the caller stands in
+    env["FLOWTRACE_BENCH_SRC"] = str(repo)
     env.pop("FORCE_COLOR", None)
     load = os.getloadavg()
     results = []
