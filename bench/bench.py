@@ -463,7 +463,7 @@ def report(results: list[dict], load: tuple[float, float, float]) -> None:
             f"peak memory of the process tree: {r['tree_pss_mb']:.0f} MB PSS (target <= {RSS_TARGET_MB}: {verdict(r['tree_pss_mb'], RSS_TARGET_MB)}), "
             f"{r['tree_rss_mb']:.0f} MB RSS summed (shared pages counted per process); {r['rss_mb']:.0f} MB largest process"
         )
-        print(f"same JSON cold / cold+cache / warm / touched" + (" / serial" if "serial" in r else "") + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}")
+        print("same JSON cold / cold+cache / warm / touched" + (" / serial" if "serial" in r else "") + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}")
         if "stages" in r:
             report_stages(r)
     if len(results) > 1:

@@ -1,4 +1,10 @@
-"""Shared fixtures: scans of the fixture engines, computed once per session."""
+"""Shared fixtures: scans of the fixture engines, computed once per session.
+
+Under ``CI=true`` hypothesis runs the ``ci`` profile: derandomised (the same examples every
+run, so a red CI build is reproducible and a green one is not luck), no example database,
+no deadline (shared CI machines have noisy timings). Elsewhere the default profile keeps
+exploring new examples.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,16 @@ import pytest
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 
+CI = os.environ.get("CI", "").lower() == "true"
+
+try:
+    from hypothesis import settings
+except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+    settings = None
+if settings is not None:
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+    if CI:
+        settings.load_profile("ci")
 # The fact cache's per-user key lives under $XDG_CACHE_HOME/flowtrace: keep the tests' own key
 # (and anything else they would put there) out of the real home folder.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="flowtrace-tests-xdg-")

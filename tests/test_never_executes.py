@@ -27,7 +27,6 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
 from flowtrace.cli.main import main
-from flowtrace.index import build
 
 _WATCH: dict[str, object] = {"tree": None, "events": None}
 

@@ -33,6 +33,17 @@ EXPECTED_SGLANG = {
     ("FT013", "sglang/srt/models/theta.py"),  # stored reference updated in place (residual += ...)
     ("FT010", "sglang/srt/models/theta.py"),  # input point
     ("FT014", "sglang/srt/speculative/eagle3_draft.py"),  # two readers, two defaults
+    ("FT009", "sglang/srt/models/nu.py"),  # index 0 adds a None residual: the embedding raises
+    ("FT009", "sglang/srt/models/omicron_vl.py"),  # both wrappers reach nu.py's loop
+    ("FT009", "sglang/srt/models/xi.py"),  # identity: -1 dropped; the unguarded twin raises at 0
+    ("FT010", "sglang/srt/models/xi.py"),  # input point, nothing after the loop
+    ("FT009", "sglang/srt/models/rho.py"),  # identity: -1 dropped
+    ("FT010", "sglang/srt/models/rho.py"),  # input point, nothing after the loop
+    ("FT007", "sglang/srt/models/nu.py"),  # identity where most setters add one
+    ("FT009", "sglang/srt/models/phi_dict.py"),  # output point: the embedding is never recorded
+    ("FT010", "sglang/srt/models/phi_dict.py"),  # plus one then output: L-1 -> index L, outside the loop
+    ("FT007", "sglang/srt/models/xi.py"),
+    ("FT007", "sglang/srt/models/rho.py"),
 }
 EXPECTED_VLLM = {
     ("FT009", "vllm/model_executor/models/interfaces.py"),  # identity: -1 dropped
@@ -68,7 +79,7 @@ def test_inconsistent_transform_reports_the_outliers_with_the_majority(tmp_path)
         (models / f"{name}.py").write_text(text)
     findings = [f for f in api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1))) if f.rule == "FT007"]
     files = sorted(f.file for f in findings)
-    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py"]
+    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py", "sglang/srt/models/nu.py", "sglang/srt/models/rho.py", "sglang/srt/models/xi.py"]  # the identity and conditional setters
     assert all("use plus_one" in f.message for f in findings)
 
 

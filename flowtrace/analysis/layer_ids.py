@@ -33,6 +33,7 @@ __all__ = [
     "MAX_ELEMENTS",
     "MAX_INT",
     "MAX_STEPS",
+    "WouldRaise",
     "Write",
     "evaluate",
     "normalise",
@@ -63,6 +64,19 @@ class CannotEvaluate(Exception):
     def __reduce__(self) -> tuple[type[CannotEvaluate], tuple[str]]:
         # The default would re-prefix the message on unpickling (parse pools pickle these).
         return (type(self), (self.construct,))
+
+
+class WouldRaise(CannotEvaluate):
+    """Python itself would raise here, whatever the unknown parts are (iterating None):
+    inside :func:`run_function` this ends the run as ``raised``, not as unevaluated."""
+
+    def __init__(self, construct: str, error: str) -> None:
+        super().__init__(f"{construct} ({error})")
+        self.error = error
+        self.construct = construct
+
+    def __reduce__(self) -> tuple:  # type: ignore[override]
+        return WouldRaise, (self.construct, self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +152,7 @@ class FunctionRun:
     steps: tuple[BranchStep, ...]
     unevaluated: tuple[str, ...]
     stopped_at: int | None = None
+    raised_line: int | None = None  # line of the raise (or failing assert), when ``raised``
 
 
 class _Iterator:
@@ -178,7 +193,7 @@ _NONE_TYPE: Final = type(None)
 _INTS: Final = (int, bool)
 _ITERABLES: Final = (list, tuple, set, frozenset, str, range, _Iterator)
 _SEQUENCES: Final = (list, tuple, str, range)
-_IMMUTABLE: Final = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
+_IMMUTABLE: Final[tuple[type, ...]] = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
 # Methods of list/set/str that never change their receiver.
 _PURE_METHODS: Final = frozenset(
     {"copy", "count", "index", "union", "intersection", "difference", "symmetric_difference", "issubset",
@@ -391,6 +406,8 @@ class _Evaluator:
         return value
 
     def _iterable(self, value: object, node: ast.AST) -> Iterable[object]:
+        if value is None:
+            raise WouldRaise(self.text(node), "TypeError: 'NoneType' object is not iterable")
         if type(value) not in _ITERABLES:
             raise CannotEvaluate(f"{self.text(node)} ({_type_name(value)} is not iterable here)")
         return value  # type: ignore[return-value]
@@ -430,7 +447,7 @@ class _Evaluator:
         value = node.value
         kind = type(value)
         if kind is int:
-            return self._int(value, node)
+            return self._int(value, node)  # type: ignore[arg-type]  # kind is int
         if kind is str:
             return self._sized(value, node)
         if kind in (bool, _NONE_TYPE):
@@ -546,12 +563,12 @@ class _Evaluator:
                 raise CannotEvaluate(f"{self.text(node)} (slice bounds must be ints)")
             if parts[2] == 0:
                 raise CannotEvaluate(f"{self.text(node)} (slice step is zero)")
-            return sequence[slice(*parts)]
+            return sequence[slice(*parts)]  # type: ignore[arg-type]  # checked: ints or None
         position = self.calc(index, scope)
         if not _is_int(position):
             raise CannotEvaluate(f"{self.text(node)} (index of type {_type_name(position)})")
         try:
-            return sequence[position]  # type: ignore[index]
+            return sequence[position]  # type: ignore[index, call-overload]
         except IndexError:
             raise CannotEvaluate(f"{self.text(node)} (index out of range)") from None
 
@@ -716,7 +733,7 @@ def _b_range(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[st
     _require_ints(ev, node, args)
     if len(args) == 3 and args[2] == 0:
         raise CannotEvaluate(f"{ev.text(node)} (step is zero)")
-    result = range(*args)  # type: ignore[arg-type]
+    result = range(*args)  # type: ignore[arg-type, call-overload]
     return ev._sized(result, node)
 
 
@@ -758,7 +775,7 @@ def _b_int(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[str,
         return 0
     value = args[0]
     if len(args) == 1 and _is_int(value):
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type, call-overload]
     if type(value) is not str or len(value) > 100 or (len(args) == 2 and not _is_int(args[1])):
         raise CannotEvaluate(f"{ev.text(node)} (unsupported arguments)")
     try:
@@ -946,6 +963,8 @@ class _Interpreter:
         self.returned_early = False
         self.raised: str | None = None
         self.stopped_at: int | None = None
+        self.raised_line: int | None = None
+        self.current_line: int | None = None
         self.top_index = 0
         self.explaining = False
 
@@ -973,6 +992,7 @@ class _Interpreter:
             steps=tuple(self.steps),
             unevaluated=tuple(self.unevaluated),
             stopped_at=self.stopped_at,
+            raised_line=self.raised_line,
         )
 
     def _unbind(self, name: str) -> None:
@@ -980,6 +1000,9 @@ class _Interpreter:
 
     def _note(self, exc: CannotEvaluate) -> None:
         self.unevaluated.append(str(exc))
+        if isinstance(exc, WouldRaise) and self.current_line is not None and self.raised is None:
+            self.raised, self.raised_line = f"{exc.error} ({exc.construct})", self.current_line
+            raise _Stop
 
     def _stop(self, line: int) -> None:
         self.stopped_at = line
@@ -1016,6 +1039,7 @@ class _Interpreter:
     # -- statements --
 
     def _exec(self, stmt: ast.stmt) -> None:
+        self.current_line = stmt.lineno
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self._call(stmt.value)  # recorded even when it then turns out to mutate a local
             self._check_mutation(stmt)
@@ -1041,6 +1065,7 @@ class _Interpreter:
             self._return(stmt)
         elif isinstance(stmt, ast.Raise):
             self.raised = self.ev.text(stmt.exc) if stmt.exc is not None else "raise"
+            self.raised_line = stmt.lineno
             raise _Stop
         elif isinstance(stmt, ast.Assert):
             self._assert(stmt)
@@ -1092,6 +1117,7 @@ class _Interpreter:
         if not holds:
             message = f"({self.ev.text(stmt.msg)})" if stmt.msg is not None else ""
             self.raised = f"AssertionError{message}"
+            self.raised_line = stmt.lineno
             raise _Stop
 
     def _delete(self, stmt: ast.Delete) -> None:
@@ -1227,6 +1253,8 @@ class _Interpreter:
         self.explaining = True
         try:
             node = self._deciding(test, scope)
+            while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                node = node.operand  # "x is False", never "not x is True"
             value = self.ev.value(node, scope)
             truth = self.ev.truth(value, node)
             verdict = str(truth) if type(value) is bool else ("truthy" if truth else "falsy")

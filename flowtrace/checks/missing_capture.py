@@ -68,8 +68,8 @@ class CaptureWithoutSetter(Rule):
         fed = {row.capture.holder for row in result.rows if row.capture is not None and row.capture.holder}
         reported = set()
         for row in result.rows:
-            if not row.generation_target or row.capture is not None:
-                continue
+            if not row.generation_target or row.capture is not None or row.source is not None:
+                continue  # a config attribute, build context or hook sets the ids (config_capture)
             holders = [row.qualname] + [project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"]
             for holder in holders:
                 if not holder or holder in fed or holder in reported:

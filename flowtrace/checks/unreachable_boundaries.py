@@ -8,6 +8,7 @@ from typing import Iterator
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.analysis.trace import trace_row
+from flowtrace.model.facts import Outcome
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
 
@@ -56,11 +57,14 @@ class UnreachableEmbedding(Rule):
             row = rows[0]
             if _reaches(result, row, [-1], 0):
                 continue
-            kind = "minus-one" if _reaches(result, row, [0], 0) else "never"
-            entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, []])
+            raising = next((t for t in (trace_row(result.project, row, ids, PROBE_LAYERS) for ids in ([-1], [0])) if t.outcome == Outcome.RAISES), None)
+            kind = "minus-one" if _reaches(result, row, [0], 0) else "raises" if raising is not None else "never"
+            entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, [], raising])
             entry[2].extend(rows)
-        for (_, kind), (setter_loc, row, rows) in sorted(merged.items()):
-            if kind == "minus-one":
+        for (_, kind), (setter_loc, row, rows, raising) in sorted(merged.items()):
+            if kind == "raises":
+                message = f"{_names(rows)}: asking for the embedding (b=0) raises: {raising.reason}"
+            elif kind == "minus-one":
                 message = f"{_names(rows)}: id -1 (the embedding in SpecForge/SGLang draft configs) is dropped; only id 0 reaches b=0 ({row.capture.effective_transform} transform)"
             else:
                 message = f"{_names(rows)}: no id reaches the embedding (b=0): the capture point is {row.capture.point} and nothing is recorded before layer 0"
@@ -82,7 +86,7 @@ class UnreachableLastLayer(Rule):
 
     def check(self, result) -> Iterator[Finding]:
         L = PROBE_LAYERS
-        for (setter_loc, site_loc), rows in sorted(_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        for (_setter_loc, site_loc), rows in sorted(_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
             row = rows[0]
             if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
                 continue

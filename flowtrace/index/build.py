@@ -221,11 +221,11 @@ class _Progress:
             try:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=0, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
+                # Indeterminate (a count, no percentage): the fixpoint selects more files as it
+                # learns, so a total known up front would be a guess that moves the bar backwards.
+                self.bar = tqdm(total=None, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
             except ImportError:  # pragma: no cover
                 self.enabled = False
-                return
-        self.bar.total += n
 
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from flowtrace.model import facts as F
+from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
@@ -48,7 +49,7 @@ class _Collector(FastVisitor):
         self.conv = conv
         self.imports: dict[str, str] = {}
         self.classes: list[_Class] = []
-        self.module_assigns: list[cst.Assign] = []
+        self.module_assigns: list[cst.Assign | cst.AnnAssign] = []
         self.modes: list[tuple[int, str, str]] = []
         self.concats: list[tuple[int, cst.CSTNode, str]] = []
         self.config_reads: list[tuple[int, str, str | None, str, cst.CSTNode]] = []
@@ -118,7 +119,7 @@ class _Collector(FastVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if not self._func_stack and not self._class_stack and node.value is not None:
-            self.module_assigns.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.value))
+            self.module_assigns.append(node)  # the node itself: a synthetic Assign has no position
 
     # -- sites -----------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -203,6 +204,7 @@ class FileAnalyzer:
         fcs: list[F.FcFact] = []
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
+        helper_defs: list[F.HelperDefFact] = []
         for info in self.collector.classes:
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
@@ -220,6 +222,10 @@ class FileAnalyzer:
                     sites.extend(site_facts)
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
+                    if " in self." in text:
+                        helper = helper_definition(self, info, fn)
+                        if helper is not None:
+                            helper_defs.append(helper)
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
         return F.FileFacts(
@@ -231,6 +237,7 @@ class FileAnalyzer:
             setters=tuple(setters),
             default_getters=tuple(getters),
             capture_sites=tuple(sites),
+            helper_defs=tuple(helper_defs),
             layer_loops=tuple(loops),
             capture_modes=tuple(
                 F.CaptureModeFact(F.Location(self.path, ln), mode, fn) for ln, mode, fn in self.collector.modes
@@ -262,7 +269,20 @@ class FileAnalyzer:
             bases=tuple(bases),
             methods=tuple(sorted(info.methods)),
             assignments=tuple(assignments),
+            raise_checks=self.raise_checks(info),
         )
+
+    def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
+        """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
+        (read when a trace counts fewer captures than slots)."""
+        out: list[F.RaiseCheck] = []
+        for name, fn in info.methods.items():
+            if "raise" not in self.text_of(fn):
+                continue
+            for stmt in walk_statements(fn.body):
+                if isinstance(stmt, cst.If) and any(isinstance(b, cst.Raise) for b in body_statements(stmt.body)):
+                    out.append(F.RaiseCheck(name, " ".join(self.code(stmt.test).split()), self.loc(stmt)))
+        return tuple(out)
 
     def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
@@ -453,7 +473,7 @@ class FileAnalyzer:
         patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
         prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
         for node in self.collector.module_assigns:
-            for target in node.targets:
+            for target in node.targets if isinstance(node, cst.Assign) else (node,):
                 name = dotted(target.target)
                 if not name:
                     continue

@@ -19,7 +19,6 @@ It returns a frozen :class:`CheckOutcome`; nothing here prints or exits. Errors 
 from __future__ import annotations
 
 import io
-import os
 import re
 import tokenize
 from collections import defaultdict
@@ -183,6 +182,7 @@ def run_check(
     baseline: str | Path | None = None,
     write_baseline: str | Path | None = None,
     profile: str | None = None,
+    profile_files: Sequence[str | Path] = (),
     exclude: Sequence[str] = (),
     jobs: int | None = None,
     use_cache: bool = True,
@@ -231,7 +231,7 @@ def run_check(
         excludes=tuple(cfg.exclude) + tuple(exclude),
         progress=progress,
     )
-    result = api.scan(path, profile=profile or cfg.profile, options=options)
+    result = api.scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))

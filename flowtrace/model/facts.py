@@ -10,25 +10,140 @@ Locations are POSIX paths relative to the scanned root, with 1-based lines.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
-# Id transforms: how a setter maps the draft's config ids to capture indices.
-PLUS_ONE = "plus_one"
-IDENTITY = "identity"
-CONDITIONAL = "conditional"
-DELEGATES = "delegates"
-OTHER = "other"
-TRANSFORMS = (PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, OTHER)
+class Word(str, Enum):
+    """A status word: an enum member that compares, formats and serialises (JSON, pickle
+    by value) as its plain string, so ``flowtrace.scan/1`` and ``.trace/1`` keep the same
+    strings while code names the words once, here."""
 
-# Capture points, relative to an index i held in the capture attribute.
-INPUT = "input"  # index i yields boundary i (the input of layer i)
-OUTPUT = "output"  # index i yields boundary i + 1 (the output of layer i)
-UNKNOWN = "unknown"
+    def __str__(self) -> str:
+        return str(self.value)
 
-# Capture mechanisms.
-APPEND = "append"  # aux.append(...) inside the layer loop
-CALLBACK = "callback"  # a callback or collector handed to layer i
-PACKER = "packer"  # a packer object handed to layer i or appended to
-HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Transform(Word):
+    """How a setter maps the draft's config ids to capture indices."""
+
+    PLUS_ONE = "plus_one"
+    IDENTITY = "identity"
+    CONDITIONAL = "conditional"
+    DELEGATES = "delegates"
+    IGNORED = "ignored"  # the engine uses its own ids whatever the draft says
+    OTHER = "other"
+
+
+class Point(Word):
+    """Capture point, relative to an index i held in the capture attribute."""
+
+    INPUT = "input"  # index i yields boundary i (the input of layer i)
+    OUTPUT = "output"  # index i yields boundary i + 1 (the output of layer i)
+    UNKNOWN = "unknown"
+
+
+class Mechanism(Word):
+    """How a capture site records a state."""
+
+    APPEND = "append"  # aux.append(...) inside the layer loop
+    CALLBACK = "callback"  # a callback or collector handed to layer i
+    PACKER = "packer"  # a packer object handed to layer i or appended to
+    HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    DICT = "dict"  # by_layer[i] = h inside the loop
+
+
+class Support(Word):
+    """A model row's capture support."""
+
+    SUPPORTED = "supported"
+    INHERITED = "inherited"
+    DELEGATED = "delegated"
+    CONDITIONAL = "conditional"  # depends on the target config (a holder built from it)
+    BROKEN = "broken"
+    NONE = "none"
+
+
+class Outcome(Word):
+    """What a trace on concrete ids ends in."""
+
+    CAPTURES = "captures"
+    RAISES = "raises"
+    CAPTURES_NOTHING = "captures_nothing"
+    UNKNOWN = "unknown"  # a link could not be decided (the reason says which)
+
+
+class StreamKind(Word):
+    """What a capture site records, relative to the residual stream at its boundary."""
+
+    RESIDUAL_STREAM = "residual_stream"
+    DELTA = "delta"  # the layer output without the residual it returns separately
+    MUTATED_REFERENCE = "mutated_reference"  # a reference the loop later updates in place
+    UNKNOWN = "unknown"
+
+
+class SourceKind(Word):
+    """Where the ids a model captures come from (link 1 of the chain)."""
+
+    SETTER = "setter"  # a draft-config key the runner hands to an entry setter
+    SERVING_CONFIG = "serving_config"
+    CONFIG_ATTRIBUTE = "config_attribute"
+    BUILD_CONTEXT = "build_context"
+    NONE = "none"  # the engine uses its own default (transform ignored)
+
+
+class HolderKind(Word):
+    """How the object holding the capture attribute is constructed (link 3)."""
+
+    SELF = "self"
+    DIRECT = "direct"  # self.model = Cls(...)
+    CLASS_ATTRIBUTE = "class_attribute"  # model_cls = Cls; self.model_cls(...)
+    PARAMETER_DEFAULT = "parameter_default"  # def __init__(..., language_model_cls=Cls)
+    FACTORY_OVERRIDE = "factory_override"  # self.model = self._init_model(...) overridden by a subclass
+    REGISTRY_FACTORY = "registry_factory"  # a factory handed an architecture name
+    DYNAMIC = "dynamic"  # built from the target config at run time
+
+
+class ReturnKind(Word):
+    """Whether the captured states reach the runner (link 6)."""
+
+    RETURNED = "returned"
+    EARLY_RETURN = "early_return"
+    OVERRIDDEN = "overridden"
+    FLAG_NEVER_SET = "flag_never_set"
+    NOT_UNPACKED = "not_unpacked"
+
+
+class ConcatOrder(Word):
+    """Order of the captured states at the concat (link 7)."""
+
+    LOOP = "loop"  # the order the layer loop meets the indices (sorted boundaries)
+    CONFIG = "config"  # the order the ids were given
+
+
+class ProblemKind(Word):
+    """Typed problems on a capture chain; rules select on these, never on message text."""
+
+    SETTER_WRITES_NOTHING = "setter_writes_nothing"
+    DELEGATE_UNRESOLVED = "delegate_unresolved"
+    DELEGATE_LACKS_SETTER = "delegate_lacks_setter"
+    SUPER_UNRESOLVED = "super_unresolved"
+    HOLDER_UNRESOLVED = "holder_unresolved"
+    NO_CAPTURE_SITE = "no_capture_site"
+    POINT_UNKNOWN = "point_unknown"
+    INDEX0_RAISES = "index0_raises"
+    PACKER_COUNT_CHECK = "packer_count_check"
+    RETURN_DROPPED = "return_dropped"
+    DEPENDS_ON_CONFIG = "depends_on_config"
+
+
+# Module-level aliases: older code and profiles name the words as constants.
+PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, IGNORED, OTHER = (
+    Transform.PLUS_ONE, Transform.IDENTITY, Transform.CONDITIONAL, Transform.DELEGATES, Transform.IGNORED, Transform.OTHER,
+)
+TRANSFORMS = tuple(Transform)
+INPUT, OUTPUT, UNKNOWN = Point.INPUT, Point.OUTPUT, Point.UNKNOWN
+APPEND, CALLBACK, PACKER, HELPER = Mechanism.APPEND, Mechanism.CALLBACK, Mechanism.PACKER, Mechanism.HELPER
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +184,16 @@ class ClassFact:
     bases: tuple[str, ...]  # resolved qualified names where the import table allows
     methods: tuple[str, ...]
     assignments: tuple[AttributeAssignment, ...] = ()
+    raise_checks: tuple[RaiseCheck, ...] = ()  # `if <condition>: raise` in a method
+
+
+@dataclass(frozen=True, slots=True)
+class RaiseCheck:
+    """A method that raises under a condition (a packer's count check in ``finalize``)."""
+
+    method: str
+    condition: str
+    location: Location
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +266,35 @@ class CaptureSiteFact:
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
     uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
     mutated_later: str | None = None  # an in-place update of the stored tensor after the capture
+    # Stream semantics at the loop's first iteration (see flowtrace.index.streams):
+    label_offset: int | None = None  # k in `i + k in self.<attr>`: index k is met at the first iteration
+    first_none: str | None = None  # operand that is None at the first iteration and is added unguarded
+    first_none_at: Location | None = None  # where it is bound to None
+    stored_at: Location | None = None  # the expression that would raise (the append or its local)
+    # Fixed-slot collectors: built as `Cls(len(self.<attr>))`, checked when finalized.
+    container_class: str | None = None  # qualified class the container is built from
+    container_sized_by: str | None = None  # e.g. "len(self.layers_to_capture)"
+    finalize_method: str | None = None  # `aux.<method>()` called after the loop
+    finalize_at: Location | None = None
+    empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
+    post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
+    helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
+    concat_order: str = "loop"  # ConcatOrder: how the recorded states are read back
+
+
+@dataclass(frozen=True, slots=True)
+class HelperDefFact:
+    """A method that records a state for a capture index it is handed:
+    ``def m(self, aux, label, h, r): if label in self.<attr>: aux.append(...)``.
+    Found by shape, whatever its name; a loop's call to it is a capture site."""
+
+    class_qualname: str
+    method: str
+    label_arg: int  # position of the label among the call's arguments (self excluded)
+    container_arg: int
+    attribute: str
+    location: Location
+    guarded: bool  # the recorded value tests its None-able operand first
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +371,7 @@ class FileFacts:
     setters: tuple[SetterFact, ...] = ()
     default_getters: tuple[DefaultGetterFact, ...] = ()
     capture_sites: tuple[CaptureSiteFact, ...] = ()
+    helper_defs: tuple[HelperDefFact, ...] = ()
     layer_loops: tuple[LayerLoopFact, ...] = ()
     capture_modes: tuple[CaptureModeFact, ...] = ()
     concat_sites: tuple[ConcatFact, ...] = ()
@@ -227,6 +382,8 @@ class FileFacts:
     # Layer-forward summaries used to follow a callback into a decoder layer:
     # (class qualname, parameter name) -> point ("input"/"output"/"unknown") with a note.
     callback_uses: tuple[CallbackUse, ...] = ()
+    # Facts for engines without a setter (flowtrace.index.config_sources); None when none.
+    sources: SourceFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,3 +420,120 @@ class IndexResult:
     diagnostics: tuple[Diagnostic, ...]
     stats: IndexStats
     profiles: tuple[str, ...] = field(default=())
+
+
+# -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as
+# profiles). Appended here so that the setter-centred facts above stay as they are.
+DICT_STORE = "dict_store"  # by_layer[idx] = out[k] under a local flag, cat([by_layer[i] for i in ids])
+HOOK = "hook"  # metadata.<hook>(self.layer_idx, h, r) called by the decoder layer itself
+
+
+@dataclass(frozen=True, slots=True)
+class IdSourceFact:
+    """``self.<attribute> = getattr(config, "<key>", ())`` (kind "config") or
+    ``... = ctx.<field>`` (kind "context") in a model's ``__init__``; an alias
+    (``self.s = frozenset(self.<attribute>)``) is recorded with ``alias_of``."""
+
+    class_qualname: str
+    attribute: str
+    kind: str  # "config" | "context"
+    key: str
+    default: str | None
+    location: Location
+    alias_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatedWrite:
+    """One write of an id key, with the speculative methods under which it happens."""
+
+    key: str
+    expression: str
+    condition: str  # the enclosing tests, "" when unconditional
+    methods: tuple[str, ...]  # profile methods (e.g. "eagle3") for which the write can happen
+    bindings: tuple[tuple[str, str], ...]  # locals assigned before it (name, expression)
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderFact:
+    """A config builder class: its selector, the id writes of its build, its method gate."""
+
+    class_qualname: str
+    location: Location
+    selector: str  # the selector's returned expression
+    selector_kind: str  # "architectures" | "model_type" | "always" | "other"
+    selector_values: tuple[str, ...]
+    writes: tuple[GatedWrite, ...]
+    allowed_methods: tuple[str, ...] | None  # from `assert m in [...]` / a raise for others
+    gate_location: Location | None
+    calls: tuple[str, ...]  # other builders whose build it calls (resolved names)
+
+
+@dataclass(frozen=True, slots=True)
+class DictCaptureFact:
+    """A capture into a dict keyed by layer under a local flag handed to the layer, then
+    concatenated in the order of the id attribute (``cat([d[i] for i in ids])``)."""
+
+    class_qualname: str
+    function: str
+    location: Location
+    attribute: str
+    flag: str
+    layer_keyword: str | None  # the layer-call keyword the flag is handed in
+    output_index: str | None  # which element of the layer output is stored
+    concat: Location | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlagUseFact:
+    """How a layer forward uses a flag parameter: what it records and where."""
+
+    class_qualname: str
+    parameter: str
+    recorded: str  # the recorded expression
+    calls_before: tuple[str, ...]  # sub-module calls before it, in order
+    calls_after: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class HookCallFact:
+    """``<obj>.<hook>(self.<index attr>, h, r)`` inside a layer forward."""
+
+    class_qualname: str
+    function: str
+    hook: str
+    index: str
+    arguments: tuple[str, ...]
+    calls_before: tuple[str, ...]
+    calls_after: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDefaultFact:
+    """A method that writes a metadata id attribute (defaults applied in ``__post_init__``)."""
+
+    class_qualname: str
+    method: str
+    attribute: str
+    location: Location
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFacts:
+    """Everything config_sources extracts from one file."""
+
+    id_sources: tuple[IdSourceFact, ...] = ()
+    builders: tuple[BuilderFact, ...] = ()
+    feeds: tuple[GatedWrite, ...] = ()
+    dict_captures: tuple[DictCaptureFact, ...] = ()
+    flag_uses: tuple[FlagUseFact, ...] = ()
+    hook_calls: tuple[HookCallFact, ...] = ()
+    metadata_defaults: tuple[MetadataDefaultFact, ...] = ()
+    serving_reads: tuple[Location, ...] = ()
+
+    def __bool__(self) -> bool:
+        return any((self.id_sources, self.builders, self.feeds, self.dict_captures, self.flag_uses, self.hook_calls, self.metadata_defaults, self.serving_reads))

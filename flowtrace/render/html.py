@@ -40,7 +40,17 @@ from flowtrace.render import svg_layout
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-SUPPORT_ORDER = ("supported", "inherited", "delegated", "broken", "none")
+SUPPORT_ORDER = ("supported", "inherited", "delegated", "draft", "broken", "none")
+# The matrix legend: every support word, and the id transform a reader stumbles on.
+LEGEND = (
+    ("supported", "support-supported", "defines its capture setter, and a layer loop of the model it sets reads the ids"),
+    ("inherited", "support-inherited", "captures through a setter and loop inherited from a base class"),
+    ("delegated", "support-delegated", "hands the ids to an inner model (self.model, self.language_model) that captures"),
+    ("conditional", "transform", "id transform that depends on the ids themselves, e.g. add one only if the first id is 1"),
+    ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
+    ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
+    ("none", "support-none", "no capture setter: EAGLE-3 cannot be enabled for this class"),
+)
 SEVERITY_ORDER = ("error", "warning", "info")
 PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
 # Section ids are reserved before any data-derived id is handed out, so a rule code or class
@@ -48,7 +58,7 @@ PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "f
 RESERVED_IDS = (
     "top", "summary", "probe", "matrix", "matrix-table", "filter", "only-registered", "only-findings",
     "hide-unsupported", "matrix-count", "inspector", "model-select", "findings", "diagnostics",
-    "flowtrace-data", "toc",
+    "flowtrace-data", "toc", "legend",
 )  # fmt: skip
 SNIPPET_CONTEXT = 3
 # Keys shown in the page but left out of its embedded JSON copy of the doc: they are bulky and
@@ -322,6 +332,7 @@ class ModelView:
     line: int | None
     href: str | None
     support: str
+    support_title: str
     support_css: str
     support_rank: int
     registered: bool
@@ -381,7 +392,9 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     c = capture or {}
     setter = c.get("setter") if isinstance(c.get("setter"), dict) else None
     site = c.get("capture_site") if isinstance(c.get("capture_site"), dict) else None
-    support = _str(raw.get("support")) or "none"
+    verdict = _str(raw.get("support")) or "none"
+    draft = raw.get("draft") is True
+    support = "draft" if draft else verdict
     transform = _str(c.get("id_transform"))
     effective = _str(c.get("effective_transform"))
     point = _str((site or {}).get("point"))
@@ -390,7 +403,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     search_parts = [
         cls, qualname, _str(raw.get("file")), support, " ".join(archs), _str(c.get("default_layers")), transform,
         effective, point, mechanism, _str((setter or {}).get("qualname")), _str((site or {}).get("qualname")),
-        _str(c.get("delegates_to")), _str(c.get("holder")),
+        _str(c.get("delegates_to")), _str(c.get("holder")), "draft" if raw.get("draft") is True else "",
     ]  # fmt: skip
     return ModelView(
         id=ids.take("model-" + _slug(qualname)),
@@ -402,6 +415,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         line=_int(raw.get("line")),
         href=link(raw.get("file"), raw.get("line")),
         support=support,
+        support_title=f"EAGLE-3 draft: consumes the aux hidden states (capture analysis: {verdict})" if draft else dict((t, d) for t, _, d in LEGEND).get(support, ""),
         support_css=_support_css(support),
         support_rank=SUPPORT_ORDER.index(support) if support in SUPPORT_ORDER else len(SUPPORT_ORDER),
         registered=bool(raw.get("registered")),
@@ -558,6 +572,35 @@ def _probe_view(probe: dict[str, Any], index: ModelIndex) -> ProbeView:
     )
 
 
+_MARK_RANK = {"refuted": 0, "other": 1, "confirmed": 2}
+
+
+def _probe_views(probe: Any, index: ModelIndex) -> tuple[ProbeView | None, dict[str, ProbeView]]:
+    """The report's probe panel and the view shown on each model. A merged document
+    (``flowtrace probe merge``: ``results``, one per run) marks every model it names, a model
+    probed several times with its worst run; its panel sums the runs up."""
+    if not isinstance(probe, dict):
+        return None, {}
+    docs = [_dict(r) for r in _list(probe.get("results"))] if "results" in probe else [probe]
+    views = [_probe_view(d, index) for d in docs if d]
+    per_model: dict[str, ProbeView] = {}
+    for v in views:
+        old = per_model.get(v.model_id or "")
+        if v.model_id and (old is None or _MARK_RANK.get(v.mark, 1) < _MARK_RANK.get(old.mark, 1)):
+            per_model[v.model_id] = v
+    if "results" not in probe:
+        return (views[0] if views else None), per_model
+    counts = Counter(v.status or "no verdict" for v in views)
+    worst = min((v.mark for v in views), key=lambda m: _MARK_RANK.get(m, 1), default="other")
+    panel = ProbeView(
+        command="merge", status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())), mark=worst,
+        verdict="", target=f"{len(per_model)} models in this matrix, {len(views)} runs", num_layers=None,
+        claim_model=None, claim_source="", claim_boundaries=[], observed=None, slots=[], candidates=[],
+        reason="", evidence="", warnings=[], strip=None, model_id=None, device="",
+    )
+    return panel, per_model
+
+
 def _example_view(raw: Any, probe: ProbeView | None) -> ExampleView | None:
     ex = _dict(raw)
     if not ex:
@@ -625,13 +668,12 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     groups = _rule_groups(doc, ids, link, sources, index)
     findings = [f for g in groups for f in g.findings]
 
-    probe_view = _probe_view(probe, index) if isinstance(probe, dict) else None
-    if probe_view is not None and probe_view.model_id:
-        for m in models:
-            if m.id == probe_view.model_id:
-                m.probe = probe_view
-                for f in m.findings:
-                    f.probe_mark = probe_view.mark
+    probe_view, per_model = _probe_views(probe, index)
+    for m in models:
+        if m.id in per_model:
+            m.probe = per_model[m.id]
+            for f in m.findings:
+                f.probe_mark = m.probe.mark
 
     paths = _dict(doc.get("paths"))
     examples = _dict(doc.get("examples"))
@@ -641,6 +683,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         m.example = _example_view(examples.get(m.qualname), m.probe)
         if graph is not None:
             sub, cut = svg_layout.model_subgraph(graph, m.qualname)
+            sub = svg_layout.collapse_config_readers(sub)
             # A class alone with no edges says nothing the matrix does not; skip its picture.
             if sub.number_of_edges():
                 m.graph = svg_layout.layout_graph(sub, cut)
@@ -708,6 +751,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "wbr": wbr,
         "short_qualname": _short_qualname,
         "path_kinds": PATH_KINDS,
+        "legend": LEGEND,
     }
 
 
