@@ -47,19 +47,7 @@ ID_SETS: dict[str, list[int] | None] = {
 
 # Models whose stand-in code cannot run as torch code, with why: (tree, model) -> reason
 # (skipped, counted in the note).
-_RUNNER_ID_SOURCE = (
-    "the ids reach this engine's models through a runner that the fixture runtime does not "
-    "play: {how}. Running it needs that runner's part written for the test (not done yet)"
-)
 UNRUNNABLE = {
-    ("lmdeploy_like", "*"): _RUNNER_ID_SOURCE.format(
-        how="a config builder (configurations/*.py) writes config.aux_hidden_state_layers "
-        "before the model is built; there is no setter to call"
-    ),
-    ("trtllm_like", "*"): _RUNNER_ID_SOURCE.format(
-        how="the serving config's eagle3_layers_to_capture goes into a spec-metadata object "
-        "the runner hands to every forward (speculative/metadata.py)"
-    ),
     ("sglang_like", "SigmaVLForConditionalGeneration"): (
         "its forward calls GammaForCausalLM, which defines no forward in the fixture "
         "(sglang_like/.../gamma.py): the stand-in cannot run. Its static answer (no setter, so "
@@ -161,10 +149,11 @@ def cases() -> list:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
             skip = None
-            if row.capture is None and row.source is not None:
-                # No setter: a config builder, build context or serving config decides the ids,
-                # which fixture_runtime does not run; tests/test_engine_profiles.py runs these
-                # fixtures as torch code with the engine's own id source instead.
+            if row.capture is None and row.source is not None and row.source.kind != "config":
+                # No setter: a build context or serving config decides the ids, which
+                # fixture_runtime does not play (a config attribute it does: the engine's config
+                # builder runs first); tests/test_engine_profiles.py runs these fixtures as
+                # torch code with the engine's own id source instead.
                 skip = [pytest.mark.skip(reason=f"{row.name}: ids from {row.source.kind} ({row.source.key}), not a setter the probe calls")]
             for id_set in ID_SETS:
                 out.append(pytest.param(root, row.name, id_set, marks=skip or _marks(root.name, row.name, id_set),
@@ -206,6 +195,11 @@ def run_probe(root: Path, row, scan, layer_ids, claim_file: Path | None):
         "root": str(root), "qualname": row.qualname, "num_layers": L, "layer_ids": layer_ids,
         "setter": row.capture.setter.method if row.capture else None, "getters": getters,
     }
+    # an engine whose config builders write the capture attribute (profile data, no names here)
+    built = next((p for p in scan.profiles if p.builder_selector and p.builder_method), None)
+    if built is not None:
+        args["builder"] = [built.builder_selector, built.builder_method]
+        args["spec_method"] = [built.method_variables[0], built.method]
     return probe_capture(
         factory="fixture_runtime:build", factory_args=args, path=[str(HERE)], device="cpu",
         expect_trace=None if claim_file is None else str(claim_file),
