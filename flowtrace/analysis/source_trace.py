@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from flowtrace.analysis.config_capture import CAPTURES, CAPTURES_NOTHING, IGNORED, REFUSES, SourceCapture
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate, run_function
@@ -52,7 +53,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
     src: SourceCapture = row.source
     steps: list[TraceStep] = []
     problems: list[str] = []
-    ending: dict[str, object] = {}
+    ending: dict[str, Any] = {}
 
     def done(indices=None, boundaries=None, dropped=()) -> TraceResult:
         if "outcome" in ending:
@@ -82,7 +83,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
     holder = src.holder.rsplit(".", 1)[-1]
     if src.source is not None:
         steps.append(TraceStep("attribute", f"{holder}.{src.source.attribute} = {list(indices)}", src.source.location))
-    site = src.site
+    site: Any = src.site  # CaptureSiteFact | DictCaptureFact | HookCallFact: each has a location
     if site is None or src.point == F.UNKNOWN:
         problems.append(f"capture point unknown: {src.point_note}")
         return done(indices)

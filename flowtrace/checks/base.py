@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterator
 from flowtrace.model.facts import Location
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
 
 SEVERITIES = ("info", "warning", "error")
 

@@ -63,7 +63,7 @@ class FlowtraceGroup(click.Group):
 
 def emit(text: str, output: str | None) -> None:
     if output:
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(output, text)
     else:
@@ -121,7 +121,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     else:
         emit(text_render.scan_text(result, findings), output)
     if html_path:
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(html_path, api.html_report(result, findings, link_base=link_base))
         click.echo(f"flowtrace: wrote {html_path}", err=True)
@@ -260,7 +260,7 @@ def report(scan_json, probe_json, output, link_base):
 
     from flowtrace.errors import UsageError
     from flowtrace.render.html import render_html
-    from flowtrace.render.output import write_atomic
+    from flowtrace.sources.output import write_atomic
 
     def load(path: str, schema: str) -> dict:
         try:

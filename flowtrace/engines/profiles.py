@@ -225,7 +225,7 @@ def _read_table(data: dict, path: Path, schema: dict[str, dict[str, type]]) -> d
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
                 raise ProfileError(f"{where}: [{section}] {key} must be a {_KIND[kind]}, found {type(value).__name__}")
             if kind is list and key != "helpers":
-                value = _strings(value, f"{where}: [{section}] {key}")
+                value = _strings(value, f"{where}: [{section}] {key}")  # type: ignore[arg-type]  # a list: checked above
             values[key] = value
         out[section] = values
     return out
@@ -366,8 +366,8 @@ def select_profiles(root: Path, forced: str | None = None, directory: Path | Non
         return chosen
     if root.is_file():
         return profiles
-    names = {p.name for p in users}
-    detected = [p for p in profiles if p.name in names or any((root / d).is_dir() for d in p.detect_paths)]
+    user_names = {p.name for p in users}
+    detected = [p for p in profiles if p.name in user_names or any((root / d).is_dir() for d in p.detect_paths)]
     return detected or profiles
 
 

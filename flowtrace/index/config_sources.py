@@ -49,7 +49,7 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _strings_of(node: ast.AST) -> tuple[str, ...] | None:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return tuple(e.value for e in node.elts)
+        return tuple(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
     return None
 
 
@@ -193,6 +193,8 @@ def _selector(method: ast.FunctionDef | None) -> tuple[str, str, tuple[str, ...]
     if len(returns) != 1:
         return "", "other", ()
     expr = returns[0].value
+    if expr is None:  # filtered above; tells the type checker
+        return "", "other", ()
     text = ast.unparse(expr)
     if isinstance(expr, ast.Constant) and expr.value is True:
         return text, "always", ()
@@ -316,7 +318,9 @@ def _id_sources(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
 
 def _sub_calls(body: list[ast.stmt], stop: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``self.<module>(...)`` calls before and after the statement ``stop``, in source order."""
-    before, after, seen = [], [], False
+    before: list[str] = []
+    after: list[str] = []
+    seen = False
     for stmt in body:
         if stmt is stop:
             seen = True
@@ -397,7 +401,7 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
             gen = node.args[0].generators[0]
             if _ids_name(gen.iter, attributes, aliases) == attribute:
                 concat = F.Location(path, node.lineno)
-    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, keyword, index, concat)
+    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, keyword, index, concat)  # type: ignore[arg-type]  # set with flag
 
 
 def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) -> list[F.HookCallFact]:
@@ -425,9 +429,11 @@ def _metadata_defaults(cls: ast.ClassDef, path: str, qualname: str, conv: Conven
         if not isinstance(method, ast.FunctionDef):
             continue
         for node in ast.walk(method):
-            if isinstance(node, ast.Assign) and any(_dotted(t) in {f"self.{a}" for a in conv.metadata_attributes} for t in node.targets):
+            wanted = {f"self.{a}" for a in conv.metadata_attributes}
+            target = next((d for t in node.targets if (d := _dotted(t)) in wanted), None) if isinstance(node, ast.Assign) else None
+            if target is not None:
                 text = ast.get_source_segment(source, method) or ""
-                out.append(F.MetadataDefaultFact(qualname, method.name, _dotted(node.targets[0])[5:], F.Location(path, method.lineno), text))
+                out.append(F.MetadataDefaultFact(qualname, method.name, target[5:], F.Location(path, method.lineno), text))
                 break
     return out
 

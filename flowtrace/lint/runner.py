@@ -26,18 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.model.facts import Location
-from flowtrace.render.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
+from flowtrace.lint.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
 
 UNUSED_SUPPRESSION = "FT016"
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
 
 # A comment token (or, where the file does not tokenize, a line) holding a suppression.
 _SUPPRESSION = re.compile(r"#\s*flowtrace:\s*ignore(?:\[(?P<codes>[^\]]*)\]|(?=[\s#]|$))")
@@ -197,7 +195,8 @@ def run_check(
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
     file to read instead of ``PATH/pyproject.toml``; ``isolated`` reads none.
     """
-    from flowtrace import api
+    from flowtrace.analysis.scan import resolve_root, scan
+    from flowtrace.checks.run import run_rules
     from flowtrace.lint import baseline as baselines
     from flowtrace.index.build import IndexOptions
 
@@ -207,7 +206,7 @@ def run_check(
     elif source.startswith("pypi:"):
         cfg = load_config(Path("."), config) if config is not None else Config()
     else:
-        cfg = load_config(api.resolve_root(path), config)
+        cfg = load_config(resolve_root(path), config)
 
     codes = rule_codes()
     cli_layer = SelectionLayer(
@@ -231,11 +230,11 @@ def run_check(
         excludes=tuple(cfg.exclude) + tuple(exclude),
         progress=progress,
     )
-    result = api.scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
+    result = scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))
-    raw = [f for f in api.findings(result, select=rule_run) if f.rule in enabled] if rule_run else []
+    raw = [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
 
     # per-file-ignores
     kept: list[Finding] = []
@@ -327,28 +326,3 @@ def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tu
 
 
 # --------------------------------------------------------------------------- paths and rendering
-
-
-def render(outcome: CheckOutcome, fmt: str, *, cwd: Path | None = None) -> str:
-    """The findings in one of :data:`OUTPUT_FORMATS` (what goes to stdout or ``-o``)."""
-    if fmt in ("full", "concise"):
-        from flowtrace.render.check_text import findings_text
-
-        return findings_text(outcome, concise=fmt == "concise", cwd=cwd)
-    if fmt == "json":
-        from flowtrace.render.findings_json import to_json
-
-        return to_json(outcome)
-    if fmt == "json-lines":
-        from flowtrace.render.findings_json import to_json_lines
-
-        return to_json_lines(outcome.findings)
-    if fmt == "sarif":
-        from flowtrace.render.sarif import to_sarif
-
-        return to_sarif(outcome.findings, root=outcome.root, cwd=cwd)
-    if fmt == "github":
-        from flowtrace.render.github import to_github
-
-        return to_github(outcome.findings, root=outcome.root, cwd=cwd)
-    raise UsageError(f"unknown output format {fmt!r} (choose from {', '.join(OUTPUT_FORMATS)})")

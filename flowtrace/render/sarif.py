@@ -53,7 +53,7 @@ def _physical(uri: str, line: int) -> dict[str, Any]:
 def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None) -> dict[str, Any]:
     from urllib.parse import quote
 
-    from flowtrace.render.display_paths import display_base, display_path
+    from flowtrace.lint.display_paths import display_base, display_path
     from flowtrace.render.rules_doc import INFORMATION_URI, registered_rules
 
     rules = registered_rules() if rules is None else list(rules)
