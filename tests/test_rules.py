@@ -40,6 +40,8 @@ EXPECTED_SGLANG = {
     ("FT009", "sglang/srt/models/rho.py"),  # identity: -1 dropped
     ("FT010", "sglang/srt/models/rho.py"),  # input point, nothing after the loop
     ("FT007", "sglang/srt/models/nu.py"),  # identity where most setters add one
+    ("FT009", "sglang/srt/models/psi_factory.py"),  # output point (PsiModel, Beta through the injected class)
+    ("FT010", "sglang/srt/models/psi_factory.py"),  # plus one then output: L-1 -> index L
     ("FT009", "sglang/srt/models/phi_dict.py"),  # output point: the embedding is never recorded
     ("FT010", "sglang/srt/models/phi_dict.py"),  # plus one then output: L-1 -> index L, outside the loop
     ("FT007", "sglang/srt/models/xi.py"),

@@ -384,7 +384,7 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_model(project, row, engine_ids, L, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, L, info.hidden_size, target)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:

@@ -174,6 +174,10 @@ class AttributeAssignment:
     attribute: str
     callee: str
     line: int
+    # How the class is chosen, when a subclass may change it: "method:<m>" (built by
+    # ``self.<m>()``, which a subclass may override) or "param:<name>#<position>" (an
+    # ``__init__`` parameter default a subclass may pass through ``super().__init__``).
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +189,9 @@ class ClassFact:
     methods: tuple[str, ...]
     assignments: tuple[AttributeAssignment, ...] = ()
     raise_checks: tuple[RaiseCheck, ...] = ()  # `if <condition>: raise` in a method
+    factories: tuple[AttributeAssignment, ...] = ()  # method -> the class it returns (`return Cls(...)`)
+    super_args: tuple[AttributeAssignment, ...] = ()  # `super().__init__(..., k=Cls)`: "k" or "#<pos>" -> Cls
+    extends: tuple[str, ...] = ()  # methods that call the base's own version (`super().forward(...)`)
 
 
 @dataclass(frozen=True, slots=True)

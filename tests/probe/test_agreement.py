@@ -82,6 +82,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
+    ("vllm_like", "LlavaLikeForConditionalGeneration", "*"): (
+        "trace without --target-config answers 'unknown' (the language model's class is the "
+        "target config's text_config.architectures); the run builds whatever it names"
+    ),
     ("shapes", "HookForCausalLM", "*"): (
         "trace says captures_nothing: it does not see the metadata hook the layer calls "
         "after its MLP (metadata_hook.py:29)"
