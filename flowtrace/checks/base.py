@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterator
 
 from flowtrace.model.facts import Location
+from flowtrace.model.problems import ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult
@@ -32,6 +33,7 @@ class Finding:
     fingerprint: str
     hint: str | None = None
     flow: tuple[Location, ...] = ()  # steps of a capture path, for SARIF codeFlows
+    kind: ProblemKind | None = None  # what is wrong, typed (tests and tools match this, never the message)
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
@@ -56,6 +58,7 @@ class Rule:
     fix: ClassVar[str]
     valid: ClassVar[tuple[Example, ...]] = ()
     invalid: ClassVar[tuple[Example, ...]] = ()
+    kind: ClassVar[ProblemKind | None] = None  # the rule's usual problem kind; finding(kind=) overrides
 
     registry: ClassVar[dict[str, type[Rule]]] = {}
 
@@ -69,7 +72,18 @@ class Rule:
     def check(self, result: ScanResult) -> Iterator[Finding]:
         raise NotImplementedError
 
-    def finding(self, location: Location, message: str, symbol: str | None, snippet: str, flow: tuple[Location, ...] = ()) -> Finding:
+    def finding(
+        self,
+        location: Location,
+        message: str,
+        symbol: str | None,
+        snippet: str,
+        flow: tuple[Location, ...] = (),
+        kind: ProblemKind | None = None,
+        fix: str | None = None,
+    ) -> Finding:
+        """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
+        convention gives a more precise one."""
         return Finding(
             rule=self.code,
             name=self.name,
@@ -79,8 +93,9 @@ class Rule:
             message=message,
             symbol=symbol,
             fingerprint=fingerprint(self.code, symbol, snippet),
-            hint=self.fix,
+            hint=fix or self.fix,
             flow=flow,
+            kind=kind or self.kind,
         )
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions, short
+from flowtrace.model.problems import ProblemKind
+from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 
 
 class CaptureFlagNeverSet(Rule):
@@ -16,6 +19,7 @@ class CaptureFlagNeverSet(Rule):
         "Engines gate the unpacking of (hidden, aux) on a flag such as capture_aux_hidden_states. A setter "
         "that writes the layer list but not the flag makes the model compute the captures and discard them."
     )
+    kind = ProblemKind.FLAG_NEVER_SET
     fix = "Set the flag in the setter (as its siblings do) before writing the capture indices."
     valid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.capture_aux_hidden_states = True\n    self.model.layers_to_capture = [i + 1 for i in ids]"),)
     invalid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]  # flag stays False"),)
@@ -55,12 +59,15 @@ class CaptureSkippedOnPath(Rule):
     code = "FT012"
     name = "capture-skipped-on-path"
     severity = "warning"
-    summary = "Another forward path of the same model runs the layers without capturing."
+    summary = "A forward path that runs while a draft is served runs the layers without capturing."
     rationale = (
-        "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one of them "
-        "runs the decoder layers without the capture, batches served by that path give the draft no "
-        "auxiliary states, or stale ones from an earlier batch."
+        "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one that "
+        "serves speculative batches runs the decoder layers without the capture, the draft gets no "
+        "auxiliary states, or stale ones from an earlier batch. Only the methods the profile names as "
+        "speculative entry points (speculative_entry_points) are judged: a path the engine reaches only "
+        "without a draft (a split-prefill path of the plain target worker) never feeds one."
     )
+    kind = ProblemKind.CAPTURE_SKIPPED_ON_PATH
     fix = "Capture on every path that runs the layers, or make sure the path is never used with speculative decoding."
     valid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        if i in self.layers_to_capture:\n            aux.append(h + r)\n        h, r = self.layers[i](h, r)"),)
     invalid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        h, r = self.layers[i](h, r)  # forward() captures; this path does not"),)
@@ -73,9 +80,10 @@ class CaptureSkippedOnPath(Rule):
             c = row.capture
             if c is not None and c.holder:
                 related.setdefault(row.qualname, c.holder)
+        entry_points = set(conventions(result).speculative_entry_points)
         for ff in result.files:
             for loop in ff.layer_loops:
-                if loop.captures:
+                if loop.captures or (entry_points and loop.function.split(".")[-1] not in entry_points):
                     continue
                 owner = loop.class_qualname
                 holder = owner if owner in capturing else related.get(owner)
@@ -84,9 +92,10 @@ class CaptureSkippedOnPath(Rule):
                 site = project.sites[holder][0]
                 yield self.finding(
                     loop.location,
-                    f"{loop.function} runs the decoder layers without capturing, while {site.function} captures them",
+                    f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the capture that {site.function} performs ({site.location})",
                     loop.class_qualname,
                     loop.function,
+                    flow=(loop.location, site.location),
                 )
 
 
@@ -100,11 +109,13 @@ class CaptureWrongTensor(Rule):
         "Capturing hidden_states alone gives the draft only the last sub-layer's delta, a tensor it was "
         "never trained on."
     )
+    kind = ProblemKind.RESIDUAL_MISSING
     fix = "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place afterwards."
     valid = (Example("aux.append(hidden_states + residual)"),)
     invalid = (Example("hidden_states, residual = layer(hidden_states, residual)\nif i in self.layers_to_capture:\n    aux.append(hidden_states)"),)
 
     def check(self, result) -> Iterator[Finding]:
+        folds = _folding_layers(result)
         for ff in result.files:
             for site in ff.capture_sites:
                 if site.mutated_later:
@@ -119,9 +130,25 @@ class CaptureWrongTensor(Rule):
                 expr = site.captured_expression
                 if not site.split_residual or not expr or site.uses_residual:
                     continue
+                module = site.class_qualname.rpartition(".")[0]
+                if any(o.uses_residual and o.function == site.function and o.loop_range == site.loop_range for o in ff.capture_sites):
+                    continue  # `h if residual is None else h + residual` written as two branches
+                if folds.get(module):
+                    continue  # the layers add the residual themselves: their first output is the stream
                 yield self.finding(
                     site.location,
-                    f"{site.function} captures `{expr}` although its layers return (hidden_states, residual): the residual is missing",
+                    f"{site.function} captures `{expr}` ({site.location}) although its layers return (hidden_states, residual) "
+                    f"and none of them adds the residual itself: the residual is missing",
                     site.class_qualname,
                     expr,
                 )
+
+
+def _folding_layers(result) -> dict[str, list]:
+    """Module -> layer forwards that return the stream with the residual already added."""
+    out: dict[str, list] = {}
+    for ff in result.files:
+        for fact in ff.stream_facts:
+            if fact.kind == FOLDS_RESIDUAL:
+                out.setdefault(fact.class_qualname.rpartition(".")[0], []).append(fact)
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.problems import ProblemKind
 
 
 class SetterWithoutCaptureLoop(Rule):
@@ -16,6 +17,7 @@ class SetterWithoutCaptureLoop(Rule):
         "The setter stores the ids, but the model it writes to has no layer loop that checks them: the "
         "engine reports capture as enabled and hands the draft an empty or stale tensor."
     )
+    kind = ProblemKind.SETTER_WITHOUT_CAPTURE_LOOP
     fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
     valid = (Example("def forward(self, h):\n    for i in range(self.start_layer, self.end_layer):\n        if i in self.layers_to_capture:\n            aux.append(h + r)\n        h, r = self.layers[i](h, r)"),)
     invalid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]\n# self.model.forward never reads layers_to_capture"),)
@@ -49,6 +51,7 @@ class ForwardDropsCapture(Rule):
         "The class inherits the capture attribute and setter, so capture looks supported, but its own "
         "forward runs the layers without recording anything."
     )
+    kind = ProblemKind.FORWARD_DROPS_CAPTURE
     fix = "Keep the capture in the overriding forward, or call the base forward."
     valid = (Example("class Child(BaseModel):\n    pass  # inherits the capturing forward"),)
     invalid = (Example("class Child(BaseModel):\n    def forward(self, h):\n        for layer in self.layers:\n            h = layer(h)  # base forward captured; this one does not\n        return h"),)

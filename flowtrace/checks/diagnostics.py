@@ -6,6 +6,7 @@ from typing import Iterator
 
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.problems import ProblemKind
 
 
 class UnreadableFile(Rule):
@@ -14,6 +15,7 @@ class UnreadableFile(Rule):
     severity = "info"
     summary = "A file could not be read or parsed; its facts are missing from the analysis."
     rationale = "A scan that skips a file silently could hide a setter or a capture loop. Every such file is reported and counted."
+    kind = ProblemKind.UNREADABLE_FILE
     fix = "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine code."
     valid = (Example("x = 1  # parses"),)
     invalid = (Example("def broken(:\n    pass"),)
@@ -39,14 +41,44 @@ class UnresolvedCapture(Rule):
         for target, entries in sorted(project.registry.items()):
             if project.find_class(target) is None:
                 e = entries[0]
-                yield self.finding(e.location, f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree", target, target)
+                module, _, name = target.rpartition(".")
+                places = sorted(q for q in project.by_name.get(name, []) if q.startswith(module + "."))
+                if places:
+                    message = (
+                        f"registry entry {e.architecture!r} points at {target}; {name} is defined {len(places)} times below {module} "
+                        f"({', '.join(q.rpartition('.')[0] for q in places[:3])}) and the one that runs is chosen at import time"
+                    )
+                else:
+                    message = f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree"
+                yield self.finding(e.location, message, target, target, kind=ProblemKind.REGISTRY_TARGET_MISSING)
         seen = set()
         for row in result.rows:
             c = row.capture
-            for problem in (c.problems if c is not None and not c.inherited else ()):
-                if "could not be resolved" in problem or "cannot resolve" in problem:
-                    yield self.finding(c.setter.location, f"{row.name}: {problem}", row.qualname, problem)
+            if c is not None and not c.inherited:
+                unresolved = _unresolved(project, row, c)
+                if unresolved:
+                    yield self.finding(c.setter.location, f"{row.name}: {unresolved}", row.qualname, unresolved, kind=ProblemKind.DELEGATE_UNRESOLVED)
             if c is None or c.site is None or c.point != F.UNKNOWN or c.site.location in seen:
                 continue
             seen.add(c.site.location)
-            yield self.finding(c.site.location, f"{row.name}: capture point unknown: {c.point_note}", row.qualname, c.site.function)
+            yield self.finding(
+                c.site.location,
+                f"{row.name}: capture point unknown at {c.site.location}: {c.point_note}",
+                row.qualname,
+                c.site.function,
+                kind=ProblemKind.CAPTURE_POINT_UNKNOWN,
+                flow=(c.setter.location, c.site.location),
+            )
+
+
+def _unresolved(project, row, c) -> str | None:
+    """Why the holder could not be found, read from the capture path's structure (not its problem text)."""
+    setter = c.setter
+    if setter.delegate and setter.delegate != "super()" and c.delegates_to is None and c.holder is None and not setter.writes:
+        return f"{setter.method} hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved ({setter.location})"
+    if c.holder is None and not setter.delegate:
+        for write in setter.writes:
+            parts = write.split(".")
+            if len(parts) == 3 and parts[0] == "self" and project.attribute_class(row.qualname, parts[1]) is None:
+                return f"{setter.method} writes {write}, but the class of self.{parts[1]} could not be resolved ({setter.location})"
+    return None

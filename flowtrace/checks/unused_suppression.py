@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.problems import ProblemKind
 
 
 class UnusedSuppression(Rule):
@@ -24,6 +25,7 @@ class UnusedSuppression(Rule):
         "than intended) and is reported so it is not mistaken for one. Codes of rules that are not "
         "enabled for the file are not reported."
     )
+    kind = ProblemKind.UNUSED_SUPPRESSION
     fix = "Delete the comment, or the codes in it that no longer match a finding on that line; always name codes: `# flowtrace: ignore[FT001]`."
     valid = (
         Example("def set_eagle3_layers_to_capture(self, ids):  # flowtrace: ignore[FT009]", "FT009 reports this line"),

@@ -142,7 +142,7 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                     if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple) and len(value.elts) >= 2:
                         mod, cls = value.elts[0], value.elts[1]
                         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant):
-                            registry.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+                            registry.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
     return F.FileFacts(
         layer_loops=tuple(loops),
         path=path,
@@ -151,3 +151,12 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         classes=tuple(classes),
         registry=tuple(registry),
     )
+
+
+def registry_module(prefix: str, module: str) -> str:
+    """The module a registry entry names: relative to the profile's prefix, unless it already
+    starts at the prefix's top package (an absolute ``pkg.models.x`` is not prefixed twice)."""
+    top = prefix.split(".", 1)[0]
+    if top and module.startswith(top + "."):
+        return module
+    return f"{prefix}{module}"

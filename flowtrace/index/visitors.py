@@ -17,6 +17,8 @@ import libcst as cst
 from flowtrace.model import facts as F
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
+from flowtrace.index.class_table import registry_module
+from flowtrace.index.stream_facts import function_facts
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.engines.profiles import Conventions
 
@@ -203,6 +205,7 @@ class FileAnalyzer:
         fcs: list[F.FcFact] = []
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
+        streams: list[F.StreamFact] = []
         for info in self.collector.classes:
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
@@ -214,10 +217,13 @@ class FileAnalyzer:
                     getters.append(self.getter_fact(info, fn))
                 # Cheap substring gates on the method's own source lines keep the
                 # per-method passes off the (many) methods that cannot matter.
+                site_facts = []
                 if "for " in text and any(a in text for a in self.conv.layers_attributes):
                     loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
                     loops.extend(loop_facts)
                     sites.extend(site_facts)
+                if site_facts or (name == "forward" and "residual" in text):
+                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
                 if name == "forward" or name.startswith("forward"):
@@ -240,6 +246,7 @@ class FileAnalyzer:
             config_reads=tuple(self.config_read_facts()),
             attribute_uses=tuple(uses),
             callback_uses=tuple(callbacks),
+            stream_facts=tuple(streams),
         )
 
     # -- classes ---------------------------------------------------------------
@@ -472,7 +479,7 @@ class FileAnalyzer:
                         if isinstance(value, cst.Tuple) and len(value.elements) >= 2:
                             mod, cls = value.elements[0].value, value.elements[1].value
                             if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
-                                target_name = f"{prefix}{mod.evaluated_value}.{cls.evaluated_value}"
+                                target_name = f"{registry_module(prefix, str(mod.evaluated_value))}.{cls.evaluated_value}"
                                 out.append(
                                     F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict", name)
                                 )

@@ -227,6 +227,8 @@ class FileFacts:
     # Layer-forward summaries used to follow a callback into a decoder layer:
     # (class qualname, parameter name) -> point ("input"/"output"/"unknown") with a note.
     callback_uses: tuple[CallbackUse, ...] = ()
+    # Stream / return-path facts for the rules (flowtrace.index.stream_facts; precision helper).
+    stream_facts: tuple[StreamFact, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,23 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFact:
+    """One stream-semantics or return-path observation about a method (see index/stream_facts.py).
+
+    ``kind`` is "folds_residual" (a layer forward returns the stream with the residual added),
+    "none_residual" (the capture at ``location`` adds a residual still None at the first index;
+    ``detail`` is "name:line" of the None binding) or "early_return" (a return at ``location``
+    drops the aux container; ``detail`` is the test guarding it).
+    """
+
+    class_qualname: str
+    function: str
+    location: Location
+    kind: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)

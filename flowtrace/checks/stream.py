@@ -1,0 +1,58 @@
+"""What the capture records at the first index (FT022): link 5 of the capture chain."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions, short
+from flowtrace.index.stream_facts import NONE_RESIDUAL
+from flowtrace.model import facts as F
+from flowtrace.model.problems import ProblemKind
+
+
+class NoneResidualAtEmbedding(Rule):
+    code = "FT022"
+    name = "none-residual-at-embedding"
+    severity = "error"
+    kind = ProblemKind.NONE_RESIDUAL_AT_EMBEDDING
+    summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
+    rationale = (
+        "Split-residual loops start with `residual = None` and let the first layer create it. A capture "
+        "that records `hidden_states + residual` before the layer runs evaluates `tensor + None` at the "
+        "first index, so a draft that asks for the embedding (the engine's embedding id) crashes the "
+        "engine with a TypeError instead of capturing. Sites that guard the sum (`h if r is None else h + r`) "
+        "are fine."
+    )
+    fix = "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper does)."
+    valid = (Example("if i in self.layers_to_capture:\n    aux.append(h if residual is None else h + residual)\nh, residual = layer(h, residual)"),)
+    invalid = (Example("residual = None\nfor i, layer in enumerate(self.layers):\n    if i in self.layers_to_capture:\n        aux.append(h + residual)  # None at i == 0\n    h, residual = layer(h, residual)"),)
+
+    def check(self, result) -> Iterator[Finding]:
+        embedding = conventions(result).embedding_id
+        users = _users(result)
+        for ff in result.files:
+            for fact in ff.stream_facts:
+                if fact.kind != NONE_RESIDUAL:
+                    continue
+                name, _, line = fact.detail.partition(":")
+                none_at = F.Location(fact.location.file, int(line)) if line.isdigit() else fact.location
+                ids = f"id {embedding}" if embedding is not None else "the embedding's id"
+                who = users.get(fact.class_qualname)
+                yield self.finding(
+                    fact.location,
+                    f"{fact.function} records `hidden_states + {name}` before the first layer while {name} is None ({none_at}): "
+                    f"a draft asking for the embedding ({ids}) makes {who or short(fact.class_qualname)} raise a TypeError",
+                    fact.class_qualname,
+                    f"{fact.function}:{name}",
+                    flow=(none_at, fact.location),
+                )
+
+
+def _users(result) -> dict[str, str]:
+    """Holder -> a registered model that captures through it, for the message."""
+    out: dict[str, list[str]] = {}
+    for row in result.rows:
+        if row.registered and row.capture is not None and row.capture.site is not None:
+            out.setdefault(row.capture.site.class_qualname, []).append(row.name)
+    return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}

@@ -1,0 +1,204 @@
+"""Stream and return-path facts the rules need (links 5 and 6 of the capture chain), minimal.
+
+Three shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
+source lines, so the libcst pass is untouched):
+
+* ``folds_residual``: a layer forward that adds the residual itself and returns the full
+  stream first (``h = residual + h; return h, residual``): capturing its first output is right;
+* ``none_residual``: a capture before the layer call stores ``h + residual`` while
+  ``residual`` was bound to ``None`` before the loop, unguarded: index 0 raises;
+* ``early_return``: a ``return`` after the layer loop that hands back no aux container,
+  ahead of the return that does, under a test that is neither a pipeline guard nor an
+  emptiness test of the container: the captured states are dropped on that path.
+
+The core analysis may supersede these with its own links; they are kept in one small
+module so that swap is a one-line change in :mod:`flowtrace.index.visitors`.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from flowtrace.model import facts as F
+
+FOLDS_RESIDUAL = "folds_residual"
+NONE_RESIDUAL = "none_residual"
+EARLY_RETURN = "early_return"
+
+
+def _parse(text: str) -> ast.FunctionDef | None:
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    return fn  # type: ignore[return-value]
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _parents(fn: ast.AST) -> dict[ast.AST, ast.AST]:
+    out: dict[ast.AST, ast.AST] = {}
+    for parent in ast.walk(fn):
+        for child in ast.iter_child_nodes(parent):
+            out[child] = parent
+    return out
+
+
+def _tests_above(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.expr]:
+    tests = []
+    while node in parents:
+        parent = parents[node]
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)):
+            tests.append(parent.test)
+        node = parent
+    return tests
+
+
+def _is_add_of(expr: ast.AST, name: str) -> bool:
+    return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and name in _names(expr)
+
+
+def folds_residual(fn: ast.FunctionDef) -> int | None:
+    """The line of ``return h, residual`` when ``h`` was last bound to a sum with ``residual``."""
+    last: dict[str, ast.AST] = {}
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if name not in last or stmt.lineno >= last[name].lineno:  # type: ignore[attr-defined]
+                last[name] = stmt
+    for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return)):
+        value = ret.value
+        if not isinstance(value, ast.Tuple) or len(value.elts) != 2 or not all(isinstance(e, ast.Name) for e in value.elts):
+            continue
+        first, second = value.elts[0].id, value.elts[1].id  # type: ignore[attr-defined]
+        bound = last.get(first)
+        if "residual" in second and isinstance(bound, ast.Assign) and bound.lineno < ret.lineno and _is_add_of(bound.value, second):
+            return ret.lineno
+    return None
+
+
+def _rebinds(stmt: ast.stmt, name: str) -> bool:
+    """A top-level loop statement that always binds ``name`` (a conditional rebind may not run)."""
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return False
+    return name in {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+
+
+def _none_bound(fn: ast.FunctionDef, name: str, before: int) -> int | None:
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and stmt.lineno < before and isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
+            if any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+                return stmt.lineno
+    return None
+
+
+def _guarded(tests: list[ast.expr], expr: ast.AST, name: str) -> bool:
+    """``if residual is not None`` above the capture, or ``h + r if r is not None else h``."""
+    for node in [*tests, *ast.walk(expr)]:
+        for cmp in (n for n in ast.walk(node) if isinstance(n, ast.Compare)):
+            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in cmp.ops) and name in _names(cmp):
+                return True
+    return False
+
+
+def none_residual(fn: ast.FunctionDef, loop: ast.For, capture: ast.Call, layer_line: int) -> tuple[str, int] | None:
+    """(residual name, line of ``= None``) when the capture adds a residual that is None at the first index."""
+    if capture.lineno >= layer_line or not capture.args:
+        return None
+    stored = capture.args[0]
+    bound: dict[str, ast.expr] = {}
+    for s in sorted((n for n in ast.walk(loop) if isinstance(n, ast.Assign) and n.lineno < capture.lineno), key=lambda n: n.lineno):
+        for t in s.targets:
+            if isinstance(t, ast.Name):
+                bound.setdefault(t.id, s.value)  # the first binding: `x = h + r`, before any rewrap of x
+    if isinstance(stored, ast.Name) and stored.id in bound:
+        stored = bound[stored.id]
+    if not isinstance(stored, ast.BinOp) or not isinstance(stored.op, ast.Add):
+        return None
+    parents = _parents(fn)
+    for name in sorted(n for n in _names(stored) if "residual" in n):
+        if any(_rebinds(s, name) and s.lineno < capture.lineno for s in loop.body):
+            continue  # rebound unconditionally inside the loop before the capture
+        line = _none_bound(fn, name, loop.lineno)
+        if line is not None and not _guarded(_tests_above(capture, parents), stored, name):
+            return name, line
+    return None
+
+
+def early_returns(fn: ast.FunctionDef, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, guarding test) of returns after the first capture that drop the containers ahead
+    of the return that hands them back."""
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
+    handing = [r.lineno for r in returns if r.value is not None and _names(r.value) & containers]
+    if not handing:
+        return []
+    parents = _parents(fn)
+    out = []
+    for ret in returns:
+        if ret.lineno >= max(handing) or (ret.value is not None and _names(ret.value) & containers):
+            continue
+        tests = _tests_above(ret, parents)
+        if _after_emptiness_test(ret, parents, containers):
+            continue  # `if aux: return h, aux` then `return h`: the empty case
+        if not tests:
+            continue  # an unconditional return ends the function: the aux return is dead code, not a path
+        text = " and ".join(ast.unparse(t) for t in tests)
+        if any(_names(t) & containers for t in tests) or any(g in text for g in guards):
+            continue
+        out.append((ret.lineno, text))
+    return out
+
+
+def _after_emptiness_test(ret: ast.Return, parents: dict[ast.AST, ast.AST], containers: set[str]) -> bool:
+    parent = parents.get(ret)
+    body = getattr(parent, "body", None)
+    if not isinstance(body, list) or ret not in body:
+        return False
+    index = body.index(ret)
+    previous = body[index - 1] if index else None
+    return isinstance(previous, ast.If) and bool(_names(previous.test) & containers)
+
+
+def function_facts(path: str, class_qualname: str, function: str, text: str, start_line: int, sites: list[F.CaptureSiteFact], guards: tuple[str, ...]) -> list[F.StreamFact]:
+    """Stream facts of one method; ``sites`` are the capture sites the loop pass found in it."""
+    fn = _parse(text)
+    if fn is None:
+        return []
+    offset = start_line - 1
+    out: list[F.StreamFact] = []
+    if function.endswith(".forward"):
+        line = folds_residual(fn)
+        if line is not None:
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), FOLDS_RESIDUAL, "returns the stream with the residual added"))
+    if not sites:
+        return out
+    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]
+    containers = {s.container for s in sites if s.container}
+    if loops:
+        first_capture = min(site.location.line for site in sites) - offset
+        for line, test in early_returns(fn, containers, first_capture, guards):
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), EARLY_RETURN, test))
+    for site in sites:
+        local = site.location.line - offset
+        loop = next((l for l in loops if l.lineno <= local <= (l.end_lineno or l.lineno)), None)
+        capture = next((c for c in ast.walk(loop) if isinstance(c, ast.Call) and c.lineno == local), None) if loop else None
+        if loop is None or capture is None:
+            continue
+        layer_lines = [a.lineno for a in ast.walk(loop) if _is_layer_assign(a) and a.lineno > local]
+        found = none_residual(fn, loop, capture, min(layer_lines)) if layer_lines else None
+        if found is not None:
+            name, none_line = found
+            out.append(F.StreamFact(class_qualname, function, site.location, NONE_RESIDUAL, f"{name}:{none_line + offset}"))
+    return out
+
+
+def _is_layer_assign(node: ast.AST) -> bool:
+    """``h, residual = layer(...)``: the call that runs a split-residual layer."""
+    if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call) or len(node.targets) != 1:
+        return False
+    target = node.targets[0]
+    return isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and "residual" in e.id for e in target.elts)
