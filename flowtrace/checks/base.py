@@ -43,8 +43,17 @@ def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Example:
+    """A complete module the rule must flag (INVALID) or leave alone (VALID).
+
+    tests/test_rule_examples.py runs every example: it is written to ``models/example.py`` of a
+    small engine tree of the named ``profile`` (empty: the harness's default) beside three
+    sibling models with the engine's usual conventions, so rules that compare a class with its
+    siblings can judge it.
+    """
+
     code: str
     note: str = ""
+    profile: str = ""
 
 
 class Rule:

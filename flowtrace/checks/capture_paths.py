@@ -21,8 +21,103 @@ class CaptureFlagNeverSet(Rule):
     )
     kind = ProblemKind.FLAG_NEVER_SET
     fix = "Set the flag in the setter (as its siblings do) before writing the capture indices."
-    valid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.capture_aux_hidden_states = True\n    self.model.layers_to_capture = [i + 1 for i in ids]"),)
-    invalid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]  # flag stays False"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'the setter never turns the flag on'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -49,9 +144,10 @@ class CaptureFlagNeverSet(Rule):
             seen.add(key)
             yield self.finding(
                 c.setter.location,
-                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states, but {c.setter.method} never sets it",
+                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states ({read[0].location}), but {c.setter.method} never sets it",
                 row.qualname,
                 read[0].attribute,
+                flow=(c.setter.location, read[0].location),
             )
 
 
@@ -69,8 +165,60 @@ class CaptureSkippedOnPath(Rule):
     )
     kind = ProblemKind.CAPTURE_SKIPPED_ON_PATH
     fix = "Capture on every path that runs the layers, or make sure the path is never used with speculative decoding."
-    valid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        if i in self.layers_to_capture:\n            aux.append(h + r)\n        h, r = self.layers[i](h, r)"),)
-    invalid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        h, r = self.layers[i](h, r)  # forward() captures; this path does not"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if self.end_layer in self.layers_to_capture:
+            aux_hidden_states.append(hidden_states + residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+    def forward_split_prefill(self, hidden_states, start, end):
+        residual = None
+        for i in range(start, end):  # not a speculative entry point: never serves a draft
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.fast = False
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        if self.fast:
+            for i in range(self.start_layer, self.end_layer):
+                hidden_states = self.layers[i](hidden_states)  # no capture on this path
+            return hidden_states
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -111,8 +259,60 @@ class CaptureWrongTensor(Rule):
     )
     kind = ProblemKind.RESIDUAL_MISSING
     fix = "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place afterwards."
-    valid = (Example("aux.append(hidden_states + residual)"),)
-    invalid = (Example("hidden_states, residual = layer(hidden_states, residual)\nif i in self.layers_to_capture:\n    aux.append(hidden_states)"),)
+    valid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual):
+        residual = hidden_states
+        hidden_states = hidden_states * 2
+        hidden_states = residual + hidden_states  # the layer adds the residual itself
+        return hidden_states, residual
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+            if i + 1 in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual):
+        residual = hidden_states if residual is None else hidden_states + residual
+        return hidden_states * 2, residual  # a delta and the residual, apart
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+            if i + 1 in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+        return hidden_states, aux_hidden_states
+""", 'hidden_states alone is the delta'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         folds = _folding_layers(result)

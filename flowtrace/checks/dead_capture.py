@@ -19,8 +19,95 @@ class SetterWithoutCaptureLoop(Rule):
     )
     kind = ProblemKind.SETTER_WITHOUT_CAPTURE_LOOP
     fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
-    valid = (Example("def forward(self, h):\n    for i in range(self.start_layer, self.end_layer):\n        if i in self.layers_to_capture:\n            aux.append(h + r)\n        h, r = self.layers[i](h, r)"),)
-    invalid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]\n# self.model.forward never reads layers_to_capture"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        return hidden_states  # never reads layers_to_capture
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         seen = set()
@@ -39,6 +126,7 @@ class SetterWithoutCaptureLoop(Rule):
                 f"but {c.holder.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
                 row.qualname,
                 ",".join(last.writes),
+                flow=tuple(dict.fromkeys([*(s.location for s in c.chain), result.project.classes[c.holder].location] if c.holder in result.project.classes else [s.location for s in c.chain])),
             )
 
 
@@ -53,8 +141,30 @@ class ForwardDropsCapture(Rule):
     )
     kind = ProblemKind.FORWARD_DROPS_CAPTURE
     fix = "Keep the capture in the overriding forward, or call the base forward."
-    valid = (Example("class Child(BaseModel):\n    pass  # inherits the capturing forward"),)
-    invalid = (Example("class Child(BaseModel):\n    def forward(self, h):\n        for layer in self.layers:\n            h = layer(h)  # base forward captured; this one does not\n        return h"),)
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    pass  # inherits the capturing forward
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)  # base forward captured; this one does not
+        return hidden_states
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -67,9 +177,12 @@ class ForwardDropsCapture(Rule):
             loops = [l for ff in project.files for l in ff.layer_loops if l.class_qualname == qualname and l.function.endswith(".forward")]
             if not loops:
                 continue  # a forward that delegates (super().forward) keeps the capture
+            base_site = next(s for s in project.sites[base] if s.function.endswith(".forward"))
             yield self.finding(
                 loops[0].location,
-                f"{cls.name}.forward runs the layers without capturing, overriding {base.rsplit('.', 1)[-1]}.forward, which captures",
+                f"{cls.name}.forward ({loops[0].location}) runs the layers without capturing, overriding {base.rsplit('.', 1)[-1]}.forward, "
+                f"which captures ({base_site.location})",
                 qualname,
                 f"{qualname}.forward",
+                flow=(base_site.location, loops[0].location),
             )

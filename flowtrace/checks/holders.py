@@ -59,8 +59,47 @@ class InterfaceHolderCannotCapture(Rule):
         "the setter fail at start-up: the declared support is false."
     )
     fix = "Make the holder inherit the engine's capture mixin and record states in its layer loop, or drop the interface from the class."
-    valid = (Example("class TextModel(Module, EagleModelMixin): ...\nclass M(Module, SupportsEagle3):\n    def __init__(self, c):\n        self.model = TextModel(c)"),)
-    invalid = (Example("class TextModel(Module): ...  # no EagleModelMixin\nclass M(Module, SupportsEagle3):\n    def __init__(self, c):\n        self.model = TextModel(c)"),)
+    valid = (
+        Example(
+            """\
+class ExTextModel(Module, EagleModelMixin):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = []
+
+    def forward(self, positions, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        self._maybe_add_hidden_state(aux_hidden_states, self.start_layer, hidden_states, residual)
+        for idx in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[idx](positions, hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module, SupportsEagle3):
+    def __init__(self, config):
+        self.model = ExTextModel(config)
+""", profile='vllm'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExTextModel(Module):  # no EagleModelMixin
+    def __init__(self, config):
+        self.layers = []
+
+    def forward(self, positions, hidden_states):
+        return hidden_states
+
+
+class ExForCausalLM(Module, SupportsEagle3):
+    def __init__(self, config):
+        self.model = ExTextModel(config)
+""", profile='vllm'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project

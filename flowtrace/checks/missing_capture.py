@@ -27,11 +27,51 @@ class WrapperDropsSetter(Rule):
     fix = "Add the missing methods to the wrapper and hand each call to the wrapped model (self.language_model.<method>(...))."
     valid = (
         Example(
-            "class VL(Module):\n    def __init__(self, c):\n        self.language_model = LlamaForCausalLM(c)\n"
-            "    def set_eagle3_layers_to_capture(self, ids=None):\n        self.language_model.set_eagle3_layers_to_capture(ids)"
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+""", 'the wrapper hands both target methods to the language model'
+        ),
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExForCausalLMMTP(Module):
+    def __init__(self, config):
+        self.model = SibAForCausalLM(config)  # a draft head (profile draft_class_patterns)
+
+
+EntryClass = ExForCausalLMMTP
+""", 'draft heads are not EAGLE-3 targets'
         ),
     )
-    invalid = (Example("class VL(Module):\n    def __init__(self, c):\n        self.language_model = LlamaForCausalLM(c)\n    # no setter: the engine cannot turn capture on"),)
+    invalid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)
+    # no set_eagle3_layers_to_capture, no get_embed_and_head: the engine cannot serve a draft
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -122,8 +162,63 @@ class CaptureWithoutSetter(Rule):
         "empty default and the draft receives nothing."
     )
     fix = "Define the engine's capture setter on the registered class (or inherit it) and write the capture attribute there."
-    valid = (Example("class M(Module):\n    def set_eagle3_layers_to_capture(self, ids=None):\n        self.model.layers_to_capture = [i + 1 for i in ids]"),)
-    invalid = (Example("class Model(Module):\n    def forward(self, h):\n        for i in range(self.start_layer, self.end_layer):\n            if i in self.layers_to_capture:\n                aux.append(h)\n# ...and no set_eagle3_layers_to_capture anywhere on the registered class"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)  # no setter of any capture family
+
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         setter = next(iter(result.project.conv.setter_order), "the capture setter")
@@ -151,8 +246,69 @@ class CaptureFedByOtherFamily(Rule):
         "engine looks for the EAGLE-3 setter and refuses the draft."
     )
     fix = "Add the EAGLE-3 setter beside the other family's (mapping the draft's ids with the engine's convention)."
-    valid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]\ndef set_dflash_layers_to_capture(self, ids):\n    self.model.layers_to_capture = [i + 1 for i in ids]"),)
-    invalid = (Example("def set_dflash_layers_to_capture(self, ids):\n    self.model.layers_to_capture = [i + 1 for i in ids]\n# no set_eagle3_layers_to_capture"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+    def set_dflash_layers_to_capture(self, layer_ids):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)
+
+    def set_dflash_layers_to_capture(self, layer_ids):  # DFlash only: no EAGLE-3 setter
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         cc = conventions(result)
@@ -183,8 +339,43 @@ class UnresolvedDelegate(Rule):
     )
     kind = ProblemKind.DELEGATE_CANNOT_CAPTURE
     fix = "Make the delegate's class support capture, or point the setter at the attribute that does."
-    valid = (Example("self.language_model = LlamaForCausalLM(c)  # defines the setter\nself.language_model.set_eagle3_layers_to_capture(ids)"),)
-    invalid = (Example("self.language_model = VisionOnlyModel(c)  # no setter\nself.language_model.set_eagle3_layers_to_capture(ids)"),)
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)  # defines the setter
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class VisionOnlyModel(Module):
+    def forward(self, input_ids, hidden_states):
+        return hidden_states
+
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = VisionOnlyModel(config)  # has no setter
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project

@@ -24,14 +24,81 @@ class FlagWithoutCapture(Rule):
     fix = "Add the capture loop to the inner model and the engine's setter to the wrapper (turning the flag on), or remove the dead flag."
     valid = (
         Example(
-            "def set_eagle3_layers_to_capture(self, ids=None):\n    self.capture_aux_hidden_states = True\n    self.model.layers_to_capture = [i + 1 for i in ids]\n"
-            "def forward(self, ids, pos, batch):\n    h = self.model(ids, pos, batch)\n    if self.capture_aux_hidden_states:\n        h, aux = h"
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
         ),
     )
     invalid = (
         Example(
-            "def __init__(self, c):\n    self.capture_aux_hidden_states = False\n"
-            "def forward(self, ids, pos, batch):\n    h = self.model(ids, pos, batch)  # self.model has no capture loop\n    if self.capture_aux_hidden_states:\n        h, aux = h  # never true"
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.layers = ModuleList([])
+
+    def forward(self, input_ids, hidden_states):
+        for i in range(len(self.layers)):
+            hidden_states = self.layers[i](hidden_states)  # records nothing
+        return hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        hidden_states = self.model(input_ids, hidden_states)
+        aux = None
+        if self.capture_aux_hidden_states:  # never true
+            hidden_states, aux = hidden_states
+        return hidden_states, aux
+
+
+EntryClass = ExForCausalLM
+"""
         ),
     )
 
@@ -81,8 +148,56 @@ class AuxDroppedOnReturn(Rule):
         "layers were captured."
     )
     fix = "Return the aux states on that path too (or move the early return after the capture's return)."
-    valid = (Example("if not self.pp_group.is_last_rank:\n    return to_pp(h)  # pipeline guard\nif len(aux) == 0:\n    return h\nreturn h, aux"),)
-    invalid = (Example("if not batch.forward_mode.is_idle():\n    return h, extra  # aux dropped on every busy batch\nif len(aux) == 0:\n    return h\nreturn h, aux"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config, pp_group=None):
+        self.pp_group = pp_group
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states, batch):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        if not self.pp_group.is_last_rank:
+            return hidden_states  # a pipeline guard
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config, pp_group=None):
+        self.pp_group = pp_group
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states, batch):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        if not self.pp_group.is_last_rank:
+            return hidden_states  # a pipeline guard
+        if not batch.forward_mode.is_idle():
+            return hidden_states  # aux dropped on every busy batch
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         sites = result.project.sites

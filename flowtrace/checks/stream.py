@@ -25,8 +25,46 @@ class NoneResidualAtEmbedding(Rule):
         "are fine."
     )
     fix = "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper does)."
-    valid = (Example("if i in self.layers_to_capture:\n    aux.append(h if residual is None else h + residual)\nh, residual = layer(h, residual)"),)
-    invalid = (Example("residual = None\nfor i, layer in enumerate(self.layers):\n    if i in self.layers_to_capture:\n        aux.append(h + residual)  # None at i == 0\n    h, residual = layer(h, residual)"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states, aux_hidden_states
+""", 'residual is None at the first layer'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         embedding = conventions(result).embedding_id

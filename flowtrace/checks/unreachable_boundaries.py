@@ -60,8 +60,104 @@ class UnreachableEmbedding(Rule):
         "draft one state fewer, or a shifted one. Classes whose trace cannot be decided are left to FT017."
     )
     fix = "Map the engine's embedding id to the index the loop records before layer 0, as the engine's other setters do."
-    valid = (Example("self.model.layers_to_capture = [v + 1 for v in layer_ids]  # SGLang: -1 -> 0, captured before layer 0"),)
-    invalid = (Example("self.model.layers_to_capture = list(layer_ids)  # SGLang: -1 is never a loop index"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'SGLang: -1 + 1 = 0, recorded before layer 0'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = list(layer_ids)
+
+EntryClass = ExForCausalLM
+""", 'SGLang: -1 is never a loop index'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         # One finding per setter and kind of problem: an interface setter shared by dozens of
@@ -108,8 +204,106 @@ class UnreachableLastLayer(Rule):
     )
     kind = ProblemKind.LAST_LAYER_UNREACHABLE
     fix = "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer in ...`)."
-    valid = (Example("for i in range(start, end):\n    ...\nif end in self.layers_to_capture:\n    aux.append(h + r)"),)
-    invalid = (Example("for i in range(start, end):\n    if i in self.layers_to_capture:\n        aux.append(h + r)  # b = L is never reached\n    h, r = self.layers[i](h, r)"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if self.end_layer in self.layers_to_capture:
+            aux_hidden_states.append(hidden_states + residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'records b = L after the loop'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", "records each layer's input only"
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         L = PROBE_LAYERS
@@ -117,7 +311,13 @@ class UnreachableLastLayer(Rule):
             row = rows[0]
             if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
                 continue
-            yield self.finding(site_loc, f"{_names(rows)}: the last layer's output (b=L) is never captured ({row.capture.point_note})", row.qualname, f"last:{row.capture.point}")
+            yield self.finding(
+                site_loc,
+                f"{_names(rows)}: the last layer's output (b=L) is never captured ({row.capture.point_note})",
+                row.qualname,
+                f"last:{row.capture.point}",
+                flow=tuple(dict.fromkeys((setter_loc, site_loc))),
+            )
 
 
 _INDEXING = re.compile(r"self\.(\w+)\[\s*(\w+)\s*\]")
@@ -134,8 +334,31 @@ class UnguardedLayerIndex(Rule):
     )
     kind = ProblemKind.UNGUARDED_LAYER_INDEX
     fix = "Check 0 <= id < len(self.layers) before indexing, and reject or map negative ids explicitly."
-    valid = (Example("for i in ids:\n    if 0 <= i < len(self.layers):\n        self.layers[i].capture = True"),)
-    invalid = (Example("for layer_id in ids:\n    setattr(self.layers[layer_id], '_is_layer_to_capture', True)"),)
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        for layer_id in layer_ids:
+            if 0 <= layer_id < len(self.layers):
+                setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        for layer_id in layer_ids:
+            setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         layers = result.project.conv.layers_attributes
