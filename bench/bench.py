@@ -300,7 +300,7 @@ def report(results: list[dict], load: tuple[float, float, float]) -> None:
         print(f"    cold cpu (all processes)         {r['cold_cpu']:7.2f}s   cpu(a) / ({cores} x cpu(d)) = {r['cold_cpu'] / (cores * r['baseline_cpu']):5.3f}  (a/d on {cores} otherwise idle cores, if the work spread perfectly)")
         print(f"files parsed: {r['files_selected']} of {r['files_total']} ({100 * r['files_selected'] / max(r['files_total'], 1):.1f}%); after touching {r['touched_file']}: {r['touched_parsed']} re-parsed")
         print(f"peak RSS: {r['rss_mb']:.0f} MB largest process, {r['tree_rss_mb']:.0f} MB summed over the process tree (target <= {RSS_TARGET_MB}: {verdict(r['rss_mb'], RSS_TARGET_MB)})")
-        print(f"same JSON cold / cold+cache / warm / touched" + (" / serial" if "serial" in r else "") + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}")
+        print("same JSON cold / cold+cache / warm / touched" + (" / serial" if "serial" in r else "") + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}")
     if len(results) > 1:
         one, big = results[0], results[-1]
         k = big["scale"]

@@ -87,7 +87,7 @@ def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str
 
     rules = all_rules()
     enabled = selected_codes([r.code for r in rules], select, ignore)
-    out = []
+    out: list = []
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))
@@ -113,11 +113,24 @@ def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layer
     return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size)
 
 
-def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None):
-    """The verdict for one deployment: the draft's training layout against what the engine serves."""
-    from flowtrace.analysis.compat import ConfigError, compat as run_compat
+def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):
+    """The verdict for one deployment: the draft's training layout against what the engine serves.
+
+    ``trained_boundaries`` (a list or "0,3,31") states the training layout directly and wins
+    over ``trained_with``."""
+    from flowtrace.analysis.compat import ConfigError, compat as run_compat, parse_boundaries
 
     try:
-        return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys)
+        given = parse_boundaries(trained_boundaries) if isinstance(trained_boundaries, str) else trained_boundaries
+        return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None):
+    """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``."""
+    from flowtrace.analysis.diff import diff_rows
+
+    before = scan(old, profile=profile, options=options)
+    after = scan(new, profile=profile, options=options)
+    return diff_rows(before.rows, after.rows, frozenset(before.project.classes), frozenset(after.project.classes))

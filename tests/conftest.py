@@ -1,12 +1,30 @@
-"""Shared fixtures: scans of the fixture engines, computed once per session."""
+"""Shared fixtures: scans of the fixture engines, computed once per session.
+
+Under ``CI=true`` hypothesis runs the ``ci`` profile: derandomised (the same examples every
+run, so a red CI build is reproducible and a green one is not luck), no example database,
+no deadline (shared CI machines have noisy timings). Elsewhere the default profile keeps
+exploring new examples.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
+
+CI = os.environ.get("CI", "").lower() == "true"
+
+try:
+    from hypothesis import settings
+except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+    settings = None
+if settings is not None:
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+    if CI:
+        settings.load_profile("ci")
 
 
 def _scan(root: Path):

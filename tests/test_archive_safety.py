@@ -9,7 +9,6 @@ unpack, links are never created, and a shipped fact cache is dropped.
 from __future__ import annotations
 
 import io
-import os
 import stat
 import subprocess
 import tarfile
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from fixture_paths import real_engine
 from flowtrace.errors import UsageError
 from flowtrace.sources import fetch
 from flowtrace.sources.fetch import UnsafeArchive, fetch_pypi, parse_spec, safe_extract
@@ -252,11 +252,16 @@ def test_scan_of_a_pypi_source_through_the_cli(tmp_path, local_index):
 
 
 @pytest.mark.real_engine
-@pytest.mark.skipif(os.environ.get("FLOWTRACE_REAL_ENGINES") != "1", reason="opt in with FLOWTRACE_REAL_ENGINES=1 (unpacks a large wheel)")
 def test_the_real_sglang_wheel_unpacks_offline(tmp_path, monkeypatch):
-    engines = Path("/work/engines")
-    if not list(engines.glob("sglang-0.5.23-*.whl")):
-        pytest.skip("no local sglang 0.5.23 wheel")
-    monkeypatch.setenv("FLOWTRACE_PIP_ARGS", f"--no-index --find-links {engines}")
-    root = fetch_pypi("sglang==0.5.23", cache_dir=tmp_path)
-    assert (root / "sglang" / "srt" / "models" / "llama.py").is_file()
+    """The unpacked release (FLOWTRACE_REAL_ENGINES, see fixture_paths.real_engine) zipped back
+    into a wheel, fetched through pip and unpacked by the safe extractor: a real-size archive."""
+    tree = real_engine("sglang-0.5.23")
+    links = tmp_path / "links"
+    links.mkdir()
+    with zipfile.ZipFile(links / "sglang-0.5.23-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for path in sorted(tree.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                zf.write(path, path.relative_to(tree).as_posix())
+    monkeypatch.setenv("FLOWTRACE_PIP_ARGS", f"--no-index --find-links {links}")
+    root = fetch_pypi("sglang==0.5.23", cache_dir=tmp_path / "cache")
+    assert (root / "sglang" / "srt" / "models" / "llama.py").read_bytes() == (tree / "sglang" / "srt" / "models" / "llama.py").read_bytes()

@@ -31,7 +31,7 @@ def one_line_error(res, *words):
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output and "internal error" not in res.output, res.output
     lines = [line for line in res.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 or lines[-1].startswith("Error:"), res.stderr
+    assert len(lines) == 1 and lines[0].startswith("flowtrace: error:"), res.stderr
     for word in words:
         assert word in res.stderr, (word, res.stderr)
 

@@ -334,7 +334,6 @@ def test_size_and_time_limits_abandon_one_file_with_a_diagnostic(tmp_path, monke
     (models / "big.py").write_text("# layers_to_capture\n" + "x = 1\n" * 20_000)  # about 120 kB
     (models / "slow.py").write_text("# layers_to_capture\n" + MARK)
     monkeypatch.setattr(visitors.FileAnalyzer, "facts", _slow_facts(visitors.FileAnalyzer.facts))
-    monkeypatch.setattr(build, "POOL_MIN_WORK", 0)
     handler = signal.getsignal(signal.SIGALRM)
     result = api.scan(root, options=IndexOptions(jobs=jobs, use_cache=False, progress=False, max_bytes=64_000, timeout_s=0.5))
     assert signal.getsignal(signal.SIGALRM) == handler
@@ -346,27 +345,21 @@ def test_size_and_time_limits_abandon_one_file_with_a_diagnostic(tmp_path, monke
     assert result.project.row("AlphaForCausalLM").support == "supported"
 
 
-def _segfaulting_work(task):
-    """A worker killed by SIGSEGV (as a native parser crash would) on one file."""
-    import signal
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_crashing_parser_is_contained_and_reported(corpus, monkeypatch, jobs):
+    """A file whose parse kills its worker with SIGSEGV (as a native parser crash would, via
+    the parse test hook) is one diagnostic; the worker is replaced, every other file parsed."""
+    from flowtrace.index.parse import TEST_HOOK_ENV
 
-    if task[0].endswith("beta.py"):
-        import faulthandler
-
-        faulthandler.disable()  # pytest's handler would print this child's stack
-        os.kill(os.getpid(), signal.SIGSEGV)
-    return build._run_task(task, build._CONV, build._LIMITS)
-
-
-def test_a_crashing_worker_is_contained_and_reported(corpus, monkeypatch):
     expected = api.scan(corpus, options=IndexOptions(jobs=1, use_cache=False, progress=False))
-    monkeypatch.setattr(build, "POOL_MIN_WORK", 0)
-    monkeypatch.setattr(build, "_work", _segfaulting_work)
-    got = api.scan(corpus, options=IndexOptions(jobs=2, use_cache=False, progress=False))
-    assert got.index.files == expected.index.files
+    beta = next(corpus.rglob("beta.py"))
+    beta.write_bytes(b"# flowtrace-test-hook: segv\n" + beta.read_bytes())
+    monkeypatch.setenv(TEST_HOOK_ENV, "1")
+    got = api.scan(corpus, options=IndexOptions(jobs=jobs, use_cache=False, progress=False))
+    rel = beta.relative_to(corpus).as_posix()
+    assert [f for f in got.index.files if f.path != rel] == [f for f in expected.index.files if f.path != rel]
     notes = [d for d in got.index.diagnostics if d not in expected.index.diagnostics]
-    assert len(notes) == 1 and "worker process failed" in notes[0].reason
-    assert {r.name for r in got.rows} == {r.name for r in expected.rows}
+    assert len(notes) == 1 and notes[0].file == rel and "killed by SIGSEGV" in notes[0].reason
 
 
 DEEP = {
@@ -403,7 +396,6 @@ def test_nesting_that_crashes_libcst_is_refused_before_parsing(tmp_path):
 def test_json_is_deterministic_on_the_corpus(corpus, monkeypatch, tmp_path):
     """Byte-identical JSON (timing fields aside): serial or pooled, cold or warm cache,
     whatever order the file system lists entries in."""
-    monkeypatch.setattr(build, "POOL_MIN_WORK", 0)
     cache = tmp_path / "cache"
 
     def run(*args):

@@ -173,7 +173,7 @@ def test_crashing_rule_is_internal_error_exit_2(engine):
     finally:
         Rule.registry.pop("FT998", None)
     assert res.exit_code == 2
-    assert res.stderr.startswith("flowtrace: internal error:") and "boom" in res.stderr
+    assert res.stderr.startswith("flowtrace: error: internal error:") and "boom" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
 
 

@@ -268,7 +268,9 @@ def test_whole_scans_of_generated_trees_never_raise(modules, mutations):
                         api.trace(result, row.qualname, ids, 32)
                     except api.UsageError:
                         pass
-        assert not [e for e in w.events if e != "exec"], w.events
+        # "os.fork": the scan's own parse workers (every parse runs in one, so that no file
+        # can hang or crash the scan); what runs in them is caught by the sentinels below.
+        assert not [e for e in w.events if e not in {"exec", "os.fork"}], w.events
         assert not any(SENTINELS.iterdir())
 
 

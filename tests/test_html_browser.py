@@ -10,6 +10,7 @@ installs them (``apt-get install -y chromium chromium-driver``, ``pip install se
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,22 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 SCRIPT_PWN = "</script><script>window.__pwned=1</script>"
 IMG_PWN = "<img src=x onerror=window.__pwned=1>"
 
+CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, except in CI once chromium is installed: then a missing piece is a broken CI setup."""
+    if CI and Path(CHROMIUM).exists():
+        pytest.fail(f"CI=true and {CHROMIUM} is installed, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
 try:
     import selenium  # noqa: F401
 except ImportError:
-    pytest.skip("selenium is not installed (pip install selenium)", allow_module_level=True)
+    _unavailable("selenium is not installed (pip install selenium)")
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} missing (apt-get install -y chromium chromium-driver)", allow_module_level=True)
+    _unavailable(f"{CHROMIUM} or {CHROMEDRIVER} missing (apt-get install -y chromium chromium-driver)")
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402

@@ -394,7 +394,7 @@ def test_sglang_pp_guard_returns_early() -> None:
     assert run.returned_early is True and run.returned is None
     assert run.steps == (
         BranchStep(3, "not self.pp_group.is_last_rank", True,
-                   "not self.pp_group.is_last_rank is True (self.pp_group.is_last_rank = False)"),
+                   "self.pp_group.is_last_rank is False"),
     )
 
 

@@ -27,7 +27,6 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
 from flowtrace.cli.main import main
-from flowtrace.index import build
 
 _WATCH: dict[str, object] = {"tree": None, "events": None}
 
@@ -148,7 +147,6 @@ def test_every_command_in_process_runs_nothing_from_the_tree(hostile, tmp_path, 
     target.write_text(json.dumps({"architectures": ["EvilForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}))
     draft = tmp_path / "draft.json"
     draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {}}))
-    monkeypatch.setattr(build, "POOL_MIN_WORK", 0)
     events: list = []
     _WATCH.update(tree=root, events=events)
     try:

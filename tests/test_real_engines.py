@@ -1,32 +1,28 @@
 """Opt-in: scan real engine wheels as a new user would.
 
-Set FLOWTRACE_REAL_ENGINES to a folder holding unpacked wheels (``sglang/``, ``vllm/``), e.g.
-``pip download --no-deps sglang==0.5.23 vllm==0.33.0 -d w && cd w && unzip -q sglang-*.whl -d sglang
-&& unzip -q vllm-*.whl -d vllm``. The rows asserted here were checked by reading the engines' code
-(see the issue notes): they are facts about those releases, not outputs copied from flowtrace.
+Set FLOWTRACE_REAL_ENGINES to a folder holding unpacked wheels, one ``NAME-VERSION`` folder per
+release (see ``fixture_paths.real_engine``), e.g. ``pip download --no-deps sglang==0.5.23
+vllm==0.33.0 -d w && unzip -q w/sglang-*.whl -d DIR/sglang-0.5.23 && unzip -q w/vllm-*.whl -d
+DIR/vllm-0.33.0``. The rows asserted here were checked by reading the engines' code (see the
+issue notes): they are facts about those releases, not outputs copied from flowtrace.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
+from fixture_paths import real_engine
 from flowtrace import api
 
 pytestmark = pytest.mark.real_engine
-ROOT = os.environ.get("FLOWTRACE_REAL_ENGINES")
 
 
-def engine(name: str):
-    if not ROOT or not (Path(ROOT) / name).is_dir():
-        pytest.skip(f"set FLOWTRACE_REAL_ENGINES to a folder with an unpacked {name} wheel")
-    return api.scan(Path(ROOT) / name)
+def engine(tree: str):
+    return api.scan(real_engine(tree))
 
 
 def test_sglang_0_5_23_rows():
-    scan = engine("sglang")
+    scan = engine("sglang-0.5.23")
     llama = scan.project.row("LlamaForCausalLM")
     # llama.py: layers_to_capture = [val + 1 for val in layer_ids]; capture_output handed to
     # layer i and used by attn_boundary.prepare before self_attn: the layer's input.
@@ -42,7 +38,7 @@ def test_sglang_0_5_23_rows():
 
 
 def test_vllm_0_33_0_rows():
-    scan = engine("vllm")
+    scan = engine("vllm-0.33.0")
     llama = scan.project.row("LlamaForCausalLM")
     # SupportsEagle3.set_aux_hidden_state_layers -> holder._set_aux_hidden_state_layers
     # (identity, sorted); LlamaModel labels the stream after layer idx as idx + 1.

@@ -1,6 +1,6 @@
 """Each rule fires on its firing fixture and stays silent on its non-firing one.
 
-The fixture engines under tests/fixtures/engines/rules_sglang and rules_vllm were written for
+The fixture engines under tests/fixtures/rules/rules_sglang and rules_vllm were written for
 these rules (one module per case; each module's docstring says what must and must not fire).
 Expected findings name the class the finding is about and the line that decides it, read
 from the fixture files. FT010 (an informational property of every input-point loop) is left
@@ -13,9 +13,9 @@ import pytest
 
 from flowtrace import api
 from flowtrace.index.build import IndexOptions
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
-from fixture_paths import FIXTURES
+from fixture_paths import RULE_FIXTURES
 from test_rules import class_of
 
 M = "sglang/srt/models/"
@@ -30,11 +30,11 @@ EXPECTED_SGLANG = {
     # lambda_path.py: forward's fast branch runs the layers without the capture (its loop)
     ("FT012", M + "lambda_path.py", "LambdaPathModel", 17, ProblemKind.CAPTURE_SKIPPED_ON_PATH),
     # phi.py: `hidden_states + residual` before layer i with residual = None (line 15)
-    ("FT022", M + "phi.py", "PhiModel", 19, ProblemKind.NONE_RESIDUAL_AT_EMBEDDING),
+    ("FT022", M + "phi.py", "PhiModel", 19, ProblemKind.INDEX0_RAISES),
     # pi_vl.py: PiVL lacks both the setter and get_embed_and_head (the class line)
     ("FT001", M + "pi_vl.py", "PiVLForConditionalGeneration", 15, ProblemKind.WRAPPER_WITHOUT_SETTER),
     # pi_vl.py: the wrapped model whose holder has no capture loop (its setter)
-    ("FT004", M + "pi_vl.py", "BrokenInnerForCausalLM", 60, ProblemKind.SETTER_WITHOUT_CAPTURE_LOOP),
+    ("FT004", M + "pi_vl.py", "BrokenInnerForCausalLM", 60, ProblemKind.NO_CAPTURE_SITE),
     # psi.py: the delta captured alone, layers do not fold the residual
     ("FT013", M + "psi.py", "PsiModel", 24, ProblemKind.RESIDUAL_MISSING),
     # rho.py: flag + unpack, no setter, no capture loop (the flag test in forward)
@@ -43,21 +43,21 @@ EXPECTED_SGLANG = {
     ("FT018", M + "sigma.py", "SigmaModel", 18, ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY),
     ("FT002", M + "sigma.py", "TauModel", 52, ProblemKind.CAPTURE_WITHOUT_SETTER),
     # upsilon.py: `return hidden_states, extra` on every non-idle batch, before the aux return
-    ("FT020", M + "upsilon.py", "UpsilonModel", 25, ProblemKind.AUX_DROPPED_ON_RETURN),
+    ("FT020", M + "upsilon.py", "UpsilonModel", 25, ProblemKind.RETURN_DROPPED),
 }
 
 EXPECTED_VLLM = {
     # bar.py: declares SupportsEagle3; language_model.model is BarTextModel, no EagleModelMixin
     ("FT021", V + "bar.py", "BarForConditionalGeneration", 22, ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE),
     # dee.py: `hidden_states + residual` before layer idx with residual = None on the first rank
-    ("FT022", V + "dee.py", "DeeModel", 20, ProblemKind.NONE_RESIDUAL_AT_EMBEDDING),
+    ("FT022", V + "dee.py", "DeeModel", 20, ProblemKind.INDEX0_RAISES),
     # registry.py: "vllm.models.gone" names no module of the tree (line 7)
     ("FT017", V + "registry.py", "GoneForCausalLM", 7, ProblemKind.REGISTRY_TARGET_MISSING),
 }
 
 
 def _scan(name: str):
-    return api.scan(FIXTURES / name, options=IndexOptions(use_cache=False, jobs=1))
+    return api.scan(RULE_FIXTURES / name, options=IndexOptions(use_cache=False, jobs=1))
 
 
 @pytest.fixture(scope="module")

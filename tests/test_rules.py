@@ -40,6 +40,21 @@ EXPECTED_SGLANG = {
     ("FT013", M + "theta.py", "ThetaModel", 23),  # stored reference updated in place (residual += ...)
     ("FT010", M + "theta.py", "ThetaForCausalLM", 23),  # input point
     ("FT014", "sglang/srt/speculative/eagle3_draft.py", "aux_count", 14),  # two readers, two defaults
+    # nu.py, xi.py, rho.py (core's stream fixtures): identity setters among plus-one siblings
+    ("FT007", M + "nu.py", "NuForCausalLM", 50),
+    ("FT007", M + "xi.py", "XiForCausalLM", 55),
+    ("FT007", M + "rho.py", "RhoForCausalLM", 42),
+    # nu.py: the local `stream = hidden_states + residual` appended at 32 while residual = None (27)
+    ("FT022", M + "nu.py", "NuModel", 32),
+    # xi.py: XiUnguardedModel appends `carry + hidden_states` with carry = None (38)
+    ("FT022", M + "xi.py", "XiUnguardedModel", 42),
+    # identity: -1 is never a loop index (nu and XiUnguarded raise at index 0 instead: FT022, no FT009)
+    ("FT009", M + "xi.py", "XiForCausalLM", 55),
+    ("FT009", M + "rho.py", "RhoForCausalLM", 42),
+    # input-point loops without a post-loop capture (nu.py records b = L after its loop)
+    ("FT010", M + "xi.py", "XiForCausalLM", 29),
+    ("FT010", M + "xi.py", "XiUnguardedForCausalLM", 42),
+    ("FT010", M + "rho.py", "RhoForCausalLM", 28),
 }
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by
@@ -65,7 +80,7 @@ def test_fixture_engines_give_the_expected_findings_and_nothing_else(sglang_scan
 
 
 def test_every_finding_has_a_typed_problem_kind(sglang_scan, vllm_scan):
-    from flowtrace.model.problems import ProblemKind
+    from flowtrace.model.facts import ProblemKind
 
     for f in api.findings(sglang_scan) + api.findings(vllm_scan):
         assert isinstance(f.kind, ProblemKind), f
@@ -93,7 +108,8 @@ def test_inconsistent_transform_reports_the_outliers_with_the_majority(tmp_path)
         (models / f"{name}.py").write_text(text)
     findings = [f for f in api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1))) if f.rule == "FT007"]
     files = sorted(f.file for f in findings)
-    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py"]
+    # beta (identity), gamma (conditional) and the identity setters of nu, rho and xi
+    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py", "sglang/srt/models/nu.py", "sglang/srt/models/rho.py", "sglang/srt/models/xi.py"]
     assert all("use plus_one" in f.message for f in findings)
 
 

@@ -20,6 +20,7 @@ from flowtrace.render.rules_doc import registered_rules
 from flowtrace.render.sarif import to_sarif
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+RULE_FIXTURES = Path(__file__).parent / "fixtures" / "rules"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 
 
@@ -175,7 +176,7 @@ def test_every_finding_with_a_chain_has_a_valid_code_flow(cache):
     codeFlow with those links in order (the reported location among them, marked essential),
     the typed problem kind as a property, and the document validates against the schema."""
     for engine in ("rules_sglang", "rules_vllm"):
-        outcome = run_check(FIXTURES / engine, jobs=1, cache_dir=cache, exit_zero=True)
+        outcome = run_check(RULE_FIXTURES / engine, jobs=1, cache_dir=cache, exit_zero=True)
         doc = json.loads(to_sarif(outcome.findings, root=outcome.root))
         validate(doc)
         chained = [f for f in outcome.findings if f.flow]
@@ -198,7 +199,7 @@ def test_every_finding_with_a_chain_has_a_valid_code_flow(cache):
 
 def test_ft022_code_flow_goes_from_the_none_binding_to_the_capture(cache):
     """dee.py: residual = None at line 14, the unguarded append at line 20 (read from the fixture)."""
-    outcome = run_check(FIXTURES / "rules_vllm", jobs=1, cache_dir=cache, exit_zero=True, select=["FT022"])
+    outcome = run_check(RULE_FIXTURES / "rules_vllm", jobs=1, cache_dir=cache, exit_zero=True, select=["FT022"])
     doc = json.loads(to_sarif(outcome.findings, root=outcome.root))
     (res,) = results(doc)
     steps = res["codeFlows"][0]["threadFlows"][0]["locations"]

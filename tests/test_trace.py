@@ -67,7 +67,7 @@ def test_problems_for_models_that_cannot_capture(sglang_scan):
 def test_every_step_names_a_location(sglang_scan):
     traced = api.trace(sglang_scan, "OmegaVLForConditionalGeneration", [1, 15, 28], L, hidden_size=64)
     kinds = [s.kind for s in traced.steps]
-    assert kinds[:3] == ["config", "setter", "setter"]
+    assert [k for k in kinds if k != "branch"][:3] == ["config", "setter", "setter"]
     assert all(s.location is not None for s in traced.steps if s.kind in {"setter", "attribute", "loop", "point"})
     assert traced.fc_in_features == 3 * 64
 

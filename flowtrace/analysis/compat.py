@@ -4,7 +4,11 @@ Reads the target's ``config.json`` (architecture, layer count, hidden size; nest
 ``text_config`` for multimodal targets) and the draft's (layer ids wherever the formats put
 them, ``target_hidden_size``), resolves the architecture through the engine's registry,
 traces what the engine serves, converts the draft's ids to the boundaries it was trained on
-under a training convention (``rules/training/*.toml``), and compares slot by slot.
+under a training convention (``rules/training/*.toml``) or takes them as given
+(``--trained-boundaries``), and compares slot by slot. Each differing slot cites the line that
+decides it; on MISMATCH, :mod:`flowtrace.analysis.suggest` searches the ids that would make the
+engine serve the trained layout. A draft folder's safetensors header gives the fc width, the
+one number the weights themselves fix.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
+from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
+from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
 from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
+from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,6 +32,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MEANINGS = ("layer_output", "boundary", "hf_index")
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KB; a huge one is not a config
 
 
 class ConfigError(Exception):
@@ -67,11 +75,13 @@ def read_config(path: str | Path, role: str) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    if not p.exists() and not p.is_symlink():
+        raise ConfigError(f"{p}: {role} config not found")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: {role} config not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_regular_file(p, MAX_CONFIG_BYTES).decode("utf-8")
+    except CheckpointError as exc:
+        raise ConfigError(f"cannot read the {role} config: {exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: cannot read the {role} config ({exc})") from None
     try:
         data = json.loads(text)
@@ -102,7 +112,8 @@ class TargetInfo:
 
 def target_info(config: dict, path: str) -> TargetInfo:
     archs = config.get("architectures")
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text_config = config.get("text_config")
+    text: dict = text_config if isinstance(text_config, dict) else {}
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise ConfigError(f"{path}: the target config has no 'architectures' list")
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
@@ -134,7 +145,7 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
     notes: list[str] = []
     if ids is None:
         try:
-            ids = list(evaluate(conv.default_ids, {"L": num_layers}))  # type: ignore[arg-type]
+            ids = list(evaluate(conv.default_ids, {"L": num_layers}))  # type: ignore[arg-type, call-overload]
         except CannotEvaluate as exc:
             raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
         notes.append(f"no ids in the draft config: {conv.name} default {conv.default_ids} = {ids}")
@@ -153,6 +164,18 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
     return out, notes, ids
 
 
+
+@dataclass(frozen=True, slots=True)
+class SlotDifference:
+    """One slot where training and serving disagree, with the line that decides it."""
+
+    slot: int
+    trained: int | None
+    served: int | None
+    decided_at: str | None
+    why: str
+
+
 @dataclass(frozen=True, slots=True)
 class CompatResult:
     verdict: str  # MATCH | MISMATCH
@@ -169,6 +192,12 @@ class CompatResult:
     differences: tuple[str, ...]
     notes: tuple[str, ...]
     trace: TraceResult
+    slots: tuple[SlotDifference, ...] = ()
+    suggestions: tuple[Suggestion, ...] = ()
+    checkpoint: DraftCheckpoint | None = None
+    engine_default: str | None = None  # what the engine does when the draft names no ids
+    training_default: str | None = None
+    id_paths: tuple[IdPath, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -179,68 +208,215 @@ def _b(b: int, L: int) -> str:
     return "HF hidden_states[L] (after the final norm)" if b == -L else describe_boundary(b, L)
 
 
-def compat(project: Project, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, engine_keys: tuple[str, ...] = ()) -> CompatResult:
-    target = read_config(target_config, "target")
-    draft = read_config(draft_config, "draft")
-    info = target_info(target, str(target_config))
+def parse_boundaries(text: str) -> list[int]:
+    """``0,3,31`` -> [0, 3, 31] (``--trained-boundaries``)."""
+    try:
+        values = [int(x) for x in text.replace(" ", "").strip("[]").split(",") if x]
+    except ValueError:
+        raise ConfigError(f"--trained-boundaries must be comma-separated integers (boundaries, 0 = embedding), got {text!r}") from None
+    if not values:
+        raise ConfigError("--trained-boundaries names no boundary")
+    return values
+
+
+def _convention(draft: dict, trained_with: str | None) -> TrainingConvention:
     conventions = load_conventions()
     if trained_with:
         if trained_with not in conventions:
             raise ConfigError(f"unknown --trained-with {trained_with!r} (choose from {', '.join(sorted(conventions))})")
-        conv = conventions[trained_with]
+        return conventions[trained_with]
+    return detect_training(draft, conventions)
+
+
+def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int] | None, str | None]:
+    for key in keys:
+        ids = _ids(lookup(draft, key), f"{where}: {key}")
+        if ids is not None:
+            return ids, key
+    return None, None
+
+
+def _dropped_steps(trace: TraceResult) -> list[tuple[str, str]]:
+    return [(str(step.location), step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
+
+
+def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
+    at, text = deciding_setter(trace)
+    branch = text.split("  [")[-1].rstrip("]") if text and "  [" in text else (text or "")
+    return at, f"decided by the setter: {branch}" if branch else "decided by the setter"
+
+
+def _path_differences(trace: TraceResult, paths: list[IdPath], L: int) -> list[SlotDifference]:
+    """Slot by slot along each draft id's path: a shifted id cites the setter branch that
+    mapped it, a dropped id the capture site that never records it."""
+    setter_at, setter_why = _setter_branch(trace)
+    drops = {text.split(":", 1)[0]: (at, text) for at, text in _dropped_steps(trace)}
+    out = []
+    for k, p in enumerate(paths):
+        if p.served == p.trained:
+            continue
+        at, why = drops.get(f"dropped id {p.engine_index}", (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
+        served = _b(p.served, L) if p.served is not None else "nothing"
+        out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, served {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
+    return out
+
+
+def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L: int) -> list[SlotDifference]:
+    """What the fc receives that it was not trained on.
+
+    Same count: slot by slot (the fc's inputs position by position), each citing the setter
+    branch that produced the served boundary. Different counts: positions no longer line up,
+    so each trained boundary the engine does not serve is listed with the dropped id's capture
+    site, and each served boundary the draft was not trained on with the setter branch."""
+    setter_at, setter_why = _setter_branch(trace)
+    text = lambda a, b: f"trained on {_b(a, L) if a is not None else 'nothing'}, served {_b(b, L) if b is not None else 'nothing'}"  # noqa: E731
+    if len(want) == len(served):
+        return [SlotDifference(k, a, b, setter_at, f"{text(a, b)} — {setter_why}") for k, (a, b) in enumerate(zip(want, served)) if a != b]
+    drops = iter(_dropped_steps(trace))
+    out = []
+    for k, a in enumerate(want):
+        if a not in served:
+            at, why = next(drops, (setter_at, setter_why))
+            out.append(SlotDifference(k, a, None, at, f"missing: {text(a, None)} — {why}"))
+    for k, b in enumerate(served):
+        if b not in want:
+            out.append(SlotDifference(k, None, b, setter_at, f"extra: served {_b(b, L)} in engine slot {k}, trained on nothing there — {setter_why}"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class IdPath:
+    """One draft id followed through both sides: what training meant by it, what index the
+    engine's setter made of it, and the boundary the loop records (None: not recorded)."""
+
+    draft_id: int
+    trained: int
+    engine_index: int
+    served: int | None
+
+
+def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int], served: list[int] | None) -> list[IdPath]:
+    """Per id, when the engine reads the same ids training did and its setter maps them one
+    to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest)."""
+    indices = trace.capture_indices
+    if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or served is None:
+        return []
+    if row.capture is None or row.capture.point not in (F.INPUT, F.OUTPUT):
+        return []
+    if sorted(indices) == list(indices) and sorted(draft_ids) != list(draft_ids):
+        return []  # the setter sorted them: positions no longer pair
+    offset = 0 if row.capture.point == F.INPUT else 1
+    return [IdPath(i, b, idx, idx + offset if idx + offset in served else None) for i, b, idx in zip(draft_ids, trained, indices)]
+
+
+def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[str], list[str]]:
+    """(differences, notes) from the fc weight's width: against the target hidden size, the
+    draft config's number of ids, and what the engine captures."""
+    if ckpt is None:
+        return [], []
+    if ckpt.fc_in_features is None:
+        return [], [f"checkpoint {ckpt.file}: no 2-D fc.weight among {ckpt.tensor_count} tensors (namings: {', '.join(ckpt.namings) or 'none recognised'})"]
+    width, name = ckpt.fc_in_features, ckpt.fc_name
+    if not hidden:
+        return [], [f"checkpoint {ckpt.file}: {name} in_features {width}; the target hidden size is unknown"]
+    slots = ckpt.slots(hidden)
+    if slots is None:
+        return [f"checkpoint: {name} in_features {width} is not a multiple of the target hidden size {hidden}: the draft was trained for another target"], []
+    out = []
+    if slots != trained:
+        out.append(f"checkpoint: {name} {list(ckpt.fc_shape or ())} takes {slots} x {hidden}, but the draft config's layout names {trained} states")
+    if served is not None and slots != len(served):
+        out.append(f"checkpoint: {name} takes {slots} x {hidden} = {width}, the engine captures {len(served)} x {hidden} = {len(served) * hidden}")
+    return out, [f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings: {', '.join(ckpt.namings)})"]
+
+
+def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
+    """(engine default, training default) for a draft config without ids."""
+    fallback = trace_row(project, row, None, L, hidden)
+    if outcome(fallback) == "captures" and fallback.boundaries is not None:
+        source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
+        at, _ = deciding_setter(fallback)
+        where = f" ({source.text} at {source.location})" if source else (f" (setter at {at})" if at else "")
+        engine = f"the engine falls back to its default: boundaries {list(fallback.boundaries)}{where}"
     else:
-        conv = detect_training(draft, conventions)
-    draft_ids = None
-    for key in conv.layer_id_keys:
-        draft_ids = _ids(lookup(draft, key), f"{draft_config}: {key}")
-        if draft_ids is not None:
-            break
-    engine_ids = engine_key = None
-    for key in engine_keys:
-        engine_ids = _ids(lookup(draft, key), f"{draft_config}: {key}")
-        if engine_ids is not None:
-            engine_key = key
-            break
+        engine = f"the engine has no usable default: {reason(fallback) or outcome(fallback)}"
+    boundaries, _, used = trained_boundaries(conv, None, L)
+    training = f"the {conv.name} training default {conv.default_ids} = ids {used} -> boundaries {boundaries}"
+    return engine, training
+
+
+def compat(
+    project: Project,
+    target_config: str | Path,
+    draft_config: str | Path,
+    *,
+    trained_with: str | None = None,
+    engine_keys: tuple[str, ...] = (),
+    trained_boundaries_given: list[int] | None = None,
+) -> CompatResult:
+    target = read_config(target_config, "target")
+    draft = read_config(draft_config, "draft")
+    info = target_info(target, str(target_config))
+    L = info.num_layers
+    conv = _convention(draft, trained_with)
+    draft_ids, _ = _first_ids(draft, conv.layer_id_keys, str(draft_config))
+    engine_ids, engine_key = _first_ids(draft, engine_keys, str(draft_config))
     row = project.row(info.architecture)
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
-    trace = trace_row(project, row, engine_ids, info.num_layers, info.hidden_size)
-    trained, notes, used = trained_boundaries(conv, draft_ids, info.num_layers)
-    notes = list(notes)
-    if engine_ids is None:
-        notes.append("the engine finds no ids in the draft config and uses its own default")
-    differences: list[str] = []
-    served = list(trace.boundaries) if trace.boundaries is not None else None
-    L = info.num_layers
-    if served is None:
-        differences.append("the engine captures nothing usable: " + "; ".join(trace.problems or ("capture path undecidable",)))
+    checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
+    trace = trace_row(project, row, engine_ids, L, info.hidden_size)
+    if trained_boundaries_given is not None:
+        bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
+        if bad:
+            raise ConfigError(f"--trained-boundaries {bad} outside 0..{L} (0 = embedding, {L} = last layer's output)")
+        trained, notes, used = list(trained_boundaries_given), ["training layout given by --trained-boundaries (the draft config's ids are not converted)"], draft_ids
+        convention_name = "given"
     else:
-        want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
+        trained, notes, used = trained_boundaries(conv, draft_ids, L)
+        convention_name = conv.name
+    notes = list(notes)
+    engine_default = training_default = None
+    if engine_ids is None:
+        engine_default, training_default = _defaults(project, row, conv, L, info.hidden_size)
+        notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
+    differences: list[str] = []
+    slots: list[SlotDifference] = []
+    paths: list[IdPath] = []
+    served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
+    want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
+    if served is None:
+        where = raises_at(trace)
+        if not decided(trace):
+            differences.append(f"undecided: flowtrace cannot decide what the engine captures: {reason(trace) or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)")
+        else:
+            differences.append(f"the engine {'raises' if outcome(trace) == 'raises' else 'captures nothing usable'}: {reason(trace) or 'no boundary recorded'}{f' (at {where})' if where else ''}")
+    else:
         if want != trained:
-            notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {sorted(trained)}")
-        for slot in range(max(len(want), len(served))):
-            a = want[slot] if slot < len(want) else None
-            b = served[slot] if slot < len(served) else None
-            if a != b:
-                trained_text = _b(a, L) if a is not None else "nothing"
-                served_text = _b(b, L) if b is not None else "nothing"
-                differences.append(f"slot {slot}: trained on {trained_text}, served {served_text}")
+            notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")
+        paths = _id_paths(row, trace, draft_ids, engine_ids, trained, served) if trained_boundaries_given is None else []
+        slots = _path_differences(trace, paths, L) if paths else _slot_differences(trace, want, served, L)
+        differences += [(f"slot {d.slot}: {d.why}" if paths or len(want) == len(served) else d.why) + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
         if len(want) != len(served):
-            hidden = info.hidden_size or "hidden"
-            differences.append(f"count: the draft's fc expects {len(want)} x {hidden}, the engine captures {len(served)}")
-        for i, why in trace.dropped:
-            notes.append(f"engine drops id {i}: {why}")
+            differences.append(f"count: the draft's fc expects {len(want)} x {info.hidden_size or 'hidden'}, the engine captures {len(served)}")
+        notes += [f"engine drops id {i}: {why}" for i, why in trace.dropped]
     target_hidden = draft.get("target_hidden_size")
     if isinstance(target_hidden, int) and info.hidden_size and target_hidden != info.hidden_size:
         differences.append(f"width: the draft was trained for target_hidden_size {target_hidden}, the target's hidden_size is {info.hidden_size}")
+    more, ckpt_notes = _checkpoint_differences(checkpoint, info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None), len(trained), served)
+    differences += more
+    notes += ckpt_notes
+    suggestions: tuple[Suggestion, ...] = ()
+    if differences and not any(d.startswith(("width:", "checkpoint:")) and "multiple" in d for d in differences):
+        suggestions = suggest(project, row, want, L, info.hidden_size, engine_key or (engine_keys[0] if engine_keys else None))
     return CompatResult(
         verdict="MATCH" if not differences else "MISMATCH",
         model=row.qualname,
         architecture=info.architecture,
         num_layers=L,
         hidden_size=info.hidden_size,
-        convention=conv.name,
-        draft_ids=tuple(used),
+        convention=convention_name,
+        draft_ids=tuple(used) if used is not None else None,
         engine_ids=tuple(engine_ids) if engine_ids is not None else None,
         engine_key=engine_key,
         trained=tuple(trained),
@@ -248,6 +424,12 @@ def compat(project: Project, target_config: str | Path, draft_config: str | Path
         differences=tuple(differences),
         notes=tuple(notes),
         trace=trace,
+        slots=tuple(slots),
+        suggestions=suggestions,
+        checkpoint=checkpoint,
+        engine_default=engine_default,
+        training_default=training_default,
+        id_paths=tuple(paths),
     )
 
 
@@ -267,20 +449,14 @@ def compat_json(result: CompatResult) -> dict:
         "engine_key": result.engine_key,
         "trained_boundaries": list(result.trained),
         "served_boundaries": list(result.served) if result.served is not None else None,
+        "outcome": outcome(result.trace),
         "differences": list(result.differences),
+        "slots": [{"slot": d.slot, "trained": d.trained, "served": d.served, "decided_at": d.decided_at, "why": d.why} for d in result.slots],
+        "id_paths": [{"draft_id": p.draft_id, "trained": p.trained, "engine_index": p.engine_index, "served": p.served} for p in result.id_paths],
+        "suggestions": [suggestion_json(s) for s in result.suggestions],
+        "engine_default": result.engine_default,
+        "training_default": result.training_default,
+        "draft_checkpoint": checkpoint_json(result.checkpoint, result.hidden_size) if result.checkpoint is not None else None,
         "notes": list(result.notes),
         "trace": trace_json(result.trace),
     }
-
-
-def compat_text(result: CompatResult) -> str:
-    L = result.num_layers
-    lines = [
-        f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
-        f"  draft trained ({result.convention}): ids {list(result.draft_ids or ())} -> boundaries {list(result.trained)}",
-        f"  engine reads: {result.engine_key or 'no ids (default)'} = {list(result.engine_ids) if result.engine_ids is not None else 'default'}"
-        f" -> serves boundaries {list(result.served) if result.served is not None else 'none'}",
-    ]
-    lines += [f"  - {d}" for d in result.differences]
-    lines += [f"  note: {n}" for n in result.notes]
-    return "\n".join(lines) + "\n"

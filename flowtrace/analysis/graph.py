@@ -40,8 +40,8 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
         for read in ff.config_reads:
             node = _node(g, f"read:{read.location}", "config", f"read {read.key} ({read.function})", read.location)
             g.add_edge(f"config:{read.key}" if f"config:{read.key}" in g else node, node, label="read")
-        for c in ff.concat_sites:
-            node = _node(g, f"concat:{c.location}", "concat", c.expression[:80], c.location)
+        for concat in ff.concat_sites:
+            node = _node(g, f"concat:{concat.location}", "concat", concat.expression[:80], concat.location)
             if ff.module in draft_modules:
                 for fc in ff.fc_definitions:
                     g.add_edge(node, f"fc:{fc.class_qualname}", label="fc input")
@@ -65,11 +65,11 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
         site = c.site
         attribute = site.attribute or next((w.rsplit(".", 1)[-1] for s in c.chain for w in s.writes), "capture attribute")
         aid = _node(g, f"attribute:{c.holder}.{attribute}", "attribute", f"{c.holder.rsplit('.', 1)[-1]}.{attribute}", site.location)
-        g.add_edge(previous, aid, label=c.effective_transform, model=row.qualname)
+        g.add_edge(previous, aid, label=str(c.effective_transform), model=row.qualname)
         lid = _node(g, f"loop:{site.location}", "loop", f"{site.function} ({site.mechanism})", site.location)
         g.add_edge(aid, lid, label=f"point: {c.point}", model=row.qualname)
         cid = _node(g, f"container:{site.location}:{site.container}", "container", site.container or "aux", site.location)
-        g.add_edge(lid, cid, label=site.mechanism, model=row.qualname)
+        g.add_edge(lid, cid, label=str(site.mechanism), model=row.qualname)
         rid = _node(g, f"return:{site.class_qualname.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", site.location)
         g.add_edge(cid, rid, label="returned", model=row.qualname)
         module = site.class_qualname.rpartition(".")[0]

@@ -138,6 +138,7 @@ class FunctionRun:
     steps: tuple[BranchStep, ...]
     unevaluated: tuple[str, ...]
     stopped_at: int | None = None
+    raised_line: int | None = None  # line of the raise (or failing assert), when ``raised``
 
 
 class _Iterator:
@@ -178,7 +179,7 @@ _NONE_TYPE: Final = type(None)
 _INTS: Final = (int, bool)
 _ITERABLES: Final = (list, tuple, set, frozenset, str, range, _Iterator)
 _SEQUENCES: Final = (list, tuple, str, range)
-_IMMUTABLE: Final = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
+_IMMUTABLE: Final[tuple[type, ...]] = (int, bool, str, _NONE_TYPE, range, frozenset, LayerStack, _Unbound)
 # Methods of list/set/str that never change their receiver.
 _PURE_METHODS: Final = frozenset(
     {"copy", "count", "index", "union", "intersection", "difference", "symmetric_difference", "issubset",
@@ -430,7 +431,7 @@ class _Evaluator:
         value = node.value
         kind = type(value)
         if kind is int:
-            return self._int(value, node)
+            return self._int(value, node)  # type: ignore[arg-type]  # kind is int
         if kind is str:
             return self._sized(value, node)
         if kind in (bool, _NONE_TYPE):
@@ -546,12 +547,12 @@ class _Evaluator:
                 raise CannotEvaluate(f"{self.text(node)} (slice bounds must be ints)")
             if parts[2] == 0:
                 raise CannotEvaluate(f"{self.text(node)} (slice step is zero)")
-            return sequence[slice(*parts)]
+            return sequence[slice(*parts)]  # type: ignore[arg-type]  # checked: ints or None
         position = self.calc(index, scope)
         if not _is_int(position):
             raise CannotEvaluate(f"{self.text(node)} (index of type {_type_name(position)})")
         try:
-            return sequence[position]  # type: ignore[index]
+            return sequence[position]  # type: ignore[index, call-overload]
         except IndexError:
             raise CannotEvaluate(f"{self.text(node)} (index out of range)") from None
 
@@ -716,7 +717,7 @@ def _b_range(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[st
     _require_ints(ev, node, args)
     if len(args) == 3 and args[2] == 0:
         raise CannotEvaluate(f"{ev.text(node)} (step is zero)")
-    result = range(*args)  # type: ignore[arg-type]
+    result = range(*args)  # type: ignore[arg-type, call-overload]
     return ev._sized(result, node)
 
 
@@ -758,7 +759,7 @@ def _b_int(ev: _Evaluator, node: ast.Call, args: list[object], kwargs: dict[str,
         return 0
     value = args[0]
     if len(args) == 1 and _is_int(value):
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type, call-overload]
     if type(value) is not str or len(value) > 100 or (len(args) == 2 and not _is_int(args[1])):
         raise CannotEvaluate(f"{ev.text(node)} (unsupported arguments)")
     try:
@@ -946,6 +947,7 @@ class _Interpreter:
         self.returned_early = False
         self.raised: str | None = None
         self.stopped_at: int | None = None
+        self.raised_line: int | None = None
         self.top_index = 0
         self.explaining = False
 
@@ -973,6 +975,7 @@ class _Interpreter:
             steps=tuple(self.steps),
             unevaluated=tuple(self.unevaluated),
             stopped_at=self.stopped_at,
+            raised_line=self.raised_line,
         )
 
     def _unbind(self, name: str) -> None:
@@ -1041,6 +1044,7 @@ class _Interpreter:
             self._return(stmt)
         elif isinstance(stmt, ast.Raise):
             self.raised = self.ev.text(stmt.exc) if stmt.exc is not None else "raise"
+            self.raised_line = stmt.lineno
             raise _Stop
         elif isinstance(stmt, ast.Assert):
             self._assert(stmt)
@@ -1092,6 +1096,7 @@ class _Interpreter:
         if not holds:
             message = f"({self.ev.text(stmt.msg)})" if stmt.msg is not None else ""
             self.raised = f"AssertionError{message}"
+            self.raised_line = stmt.lineno
             raise _Stop
 
     def _delete(self, stmt: ast.Delete) -> None:
@@ -1227,6 +1232,8 @@ class _Interpreter:
         self.explaining = True
         try:
             node = self._deciding(test, scope)
+            while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                node = node.operand  # "x is False", never "not x is True"
             value = self.ev.value(node, scope)
             truth = self.ev.truth(value, node)
             verdict = str(truth) if type(value) is bool else ("truthy" if truth else "falsy")

@@ -10,13 +10,16 @@ how the layer's forward uses the callback (a :class:`flowtrace.model.facts.Callb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
+from flowtrace.model.links import Problem, SlotsLink, StreamLink
 
-SUPPORTED, INHERITED, DELEGATED, BROKEN, NONE = "supported", "inherited", "delegated", "broken", "none"
+SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
+    F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,17 @@ class Capture:
     embedding_capturable: bool | None
     last_layer_capturable: bool | None
     chain: tuple[F.SetterFact, ...]  # setters followed, outermost first
-    problems: tuple[str, ...]
+    problems: tuple[str, ...]  # the texts of ``issues`` (kept for readers of flat rows)
+    issues: tuple[Problem, ...] = ()  # typed problems: rules select on their kinds
+    chain_targets: tuple[str, ...] = ()  # the class each setter of ``chain`` acts on
+    holder_kind: F.HolderKind = F.HolderKind.DIRECT
+    depends_on: str | None = None  # config key a dynamic holder is built from
+    stream: StreamLink | None = None
+    slots: SlotsLink | None = None
+    concat_order: F.ConcatOrder = F.ConcatOrder.LOOP
+
+    def kinds(self) -> set[F.ProblemKind]:
+        return {p.kind for p in self.issues}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,26 @@ class ModelRow:
     capture: Capture | None
 
 
+@dataclass
+class _Resolution:
+    """What resolving one class's chain has found so far (phases fill it in)."""
+
+    qualname: str
+    setter: F.SetterFact
+    issues: list[Problem] = field(default_factory=list)
+    chain: list[F.SetterFact] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    effective: str = F.OTHER
+    delegates_to: str | None = None
+    holder: str | None = None
+    holder_kind: F.HolderKind = F.HolderKind.DIRECT
+    depends_on: str | None = None
+    inner: Capture | None = None
+
+    def problem(self, kind: F.ProblemKind, text: str, location: F.Location | None = None) -> None:
+        self.issues.append(Problem(kind, text, location))
+
+
 def compose(outer: str, inner: str) -> str:
     """The transform of ``inner(outer(ids))``: identity and pure delegation are neutral."""
     if outer in (F.IDENTITY, F.DELEGATES):
@@ -61,6 +94,31 @@ def compose(outer: str, inner: str) -> str:
     if F.CONDITIONAL in (outer, inner):
         return F.CONDITIONAL
     return F.OTHER
+
+
+# Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
+_NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+
+
+def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
+    """Stream semantics of a site: what it records and whether its first index raises."""
+    if site.mutated_later:
+        kind = F.StreamKind.MUTATED_REFERENCE
+    elif site.split_residual and site.captured_expression and not site.uses_residual:
+        kind = F.StreamKind.DELTA
+    elif site.captured_expression:
+        kind = F.StreamKind.RESIDUAL_STREAM
+    else:
+        kind = F.StreamKind.UNKNOWN  # recorded inside the layer (callback): not followed here
+    raising, reason = None, None
+    if site.first_none and site.label_offset is not None:
+        raising = site.label_offset  # met at the first iteration of a loop that starts at 0
+        where = f" (bound to None at {site.first_none_at})" if site.first_none_at else ""
+        reason = (
+            f"index {raising}: `{site.captured_expression}` is evaluated before the first layer runs, "
+            f"while {site.first_none} is None{where}: TypeError"
+        )
+    return StreamLink(kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason)
 
 
 class Project:
@@ -232,121 +290,189 @@ class Project:
             return F.OUTPUT, f"{where} uses {param}{via} after its last sub-module call: records the layer's output", (use.location,)
         return F.UNKNOWN, f"{where} uses {param}{via} between sub-module calls; neither input nor output", (use.location,)
 
-    def _holder_from_writes(self, qualname: str, setter: F.SetterFact, problems: list[str]) -> str | None:
+    def _holder_from_writes(self, qualname: str, setter: F.SetterFact, res: _Resolution) -> str | None:
         """The class whose attribute the setter writes: ``self.attr`` -> this class,
         ``self.model.attr`` -> the class built as ``self.model``."""
         for write in setter.writes:
             parts = write.split(".")
             if len(parts) == 2 and parts[0] == "self":
+                res.holder_kind = F.HolderKind.SELF
                 return qualname
             if len(parts) == 3 and parts[0] == "self":
                 holder = self.attribute_class(qualname, parts[1])
                 if holder is None:
-                    problems.append(f"cannot resolve the class of self.{parts[1]} written by the setter")
+                    res.problem(F.ProblemKind.HOLDER_UNRESOLVED, f"cannot resolve the class of self.{parts[1]} written by the setter", setter.location)
                 return holder
         return None
 
     # -- the capture path ----------------------------------------------------------
     def resolve_capture(self, qualname: str, depth: int = 0, names: tuple[str, ...] | None = None) -> Capture | None:
+        """The chain a class runs: its setter, delegation, holder and capture site."""
         setter = self.find_setter(qualname, names)
         if setter is None or depth > 4:
             return None
-        inherited = setter.class_qualname != qualname
-        problems: list[str] = []
-        chain = [setter]
-        effective = setter.id_transform
-        delegates_to = None
-        holder: str | None = None
-        inner: Capture | None = None
+        res = _Resolution(qualname, setter, chain=[setter], targets=[qualname], effective=setter.id_transform)
         if setter.delegate:
-            target = None
-            if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
-                target = self.attribute_class(qualname, setter.delegate[5:])
-            elif setter.delegate == "self":
-                target = qualname
-            elif setter.delegate == "super()" and setter.delegate_method:
-                # the base class's version of the method, still acting on this object
-                base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
-                if base is not None:
-                    inner_setter = self.setters[base][setter.delegate_method]
-                    holder = self._holder_from_writes(qualname, inner_setter, problems)
-                    chain.append(inner_setter)
-                    effective = compose(F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform)
-                else:
-                    problems.append(f"super().{setter.delegate_method}() has no base-class definition in the tree")
-                target = None
-            elif setter.delegate_method:
-                # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
-                target = self.holder_for_method(qualname, setter.delegate_method)
-            if target is None and setter.delegate != "super()":
-                problems.append(f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved")
-            elif target is None:
-                pass
-            else:
-                delegates_to = target
-                inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
-                if inner is None and setter.writes:
-                    # `if hasattr(self.model, "<setter>"): delegate, else: write the attribute`
-                    delegates_to = None
-                    holder = self._holder_from_writes(qualname, setter, problems)
-                elif inner is None:
-                    problems.append(f"{setter.delegate} is a {target.rsplit('.', 1)[-1]}, which has no {setter.delegate_method}()")
-                else:
-                    chain.extend(inner.chain)
-                    effective = compose(setter.id_transform if setter.id_transform != F.DELEGATES else F.IDENTITY, inner.effective_transform)
-                    holder = inner.holder
-                    problems.extend(inner.problems)
+            self._follow_delegate(res, depth)
         else:
-            holder = self._holder_from_writes(qualname, setter, problems)
+            res.holder = self._holder_from_writes(qualname, setter, res)
             if not setter.writes:
-                problems.append("the setter writes no capture attribute named by the profile (it may capture another way; `flowtrace probe capture` can tell)")
+                res.problem(
+                    F.ProblemKind.SETTER_WRITES_NOTHING,
+                    "the setter writes no capture attribute named by the profile (it may capture another way; `flowtrace probe capture` can tell)",
+                    setter.location,
+                )
+        return self._finish(res)
 
-        default_layers = setter.default_layers
-        default_location = setter.location if default_layers else None
-        if default_layers is None and inner is not None:
-            default_layers, default_location = inner.default_layers, inner.default_location
-        if default_layers is None:
-            for q in self.mro(qualname):
-                getter = self.getters.get(q)
-                if getter is not None:
-                    default_layers, default_location = getter.expression, getter.location
-                    break
+    def _delegate_target(self, res: _Resolution) -> str | None:
+        """The class a delegating setter hands the ids to (None for super() and unresolved)."""
+        setter = res.setter
+        if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
+            return self.attribute_class(res.qualname, setter.delegate[5:])
+        if setter.delegate == "self":
+            return res.qualname
+        if setter.delegate == "super()":
+            return None
+        if setter.delegate_method:
+            # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
+            return self.holder_for_method(res.qualname, setter.delegate_method)
+        return None
 
-        if inner is not None:
-            site, point, note, evidence = inner.site, inner.point, inner.point_note, inner.point_evidence
-            emb, last = inner.embedding_capturable, inner.last_layer_capturable
+    def _follow_super(self, res: _Resolution) -> None:
+        """``super().<setter>(ids)``: the base class's version, still acting on this object."""
+        setter = res.setter
+        base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
+        if base is None:
+            res.problem(F.ProblemKind.SUPER_UNRESOLVED, f"super().{setter.delegate_method}() has no base-class definition in the tree", setter.location)
+            return
+        inner_setter = self.setters[base][setter.delegate_method]
+        res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
+        res.chain.append(inner_setter)
+        res.targets.append(res.qualname)
+        res.effective = compose(F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform)
+
+    def _follow_delegate(self, res: _Resolution, depth: int) -> None:
+        setter = res.setter
+        if setter.delegate == "super()" and setter.delegate_method:
+            self._follow_super(res)
+            return
+        target = self._delegate_target(res)
+        if target is None:
+            if setter.delegate != "super()":
+                res.problem(
+                    F.ProblemKind.DELEGATE_UNRESOLVED,
+                    f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved",
+                    setter.location,
+                )
+            return
+        res.delegates_to = target
+        inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
+        if inner is None and setter.writes:
+            # `if hasattr(self.model, "<setter>"): delegate, else: write the attribute`
+            res.delegates_to = None
+            res.holder = self._holder_from_writes(res.qualname, setter, res)
+        elif inner is None:
+            res.problem(
+                F.ProblemKind.DELEGATE_LACKS_SETTER,
+                f"{setter.delegate} is a {target.rsplit('.', 1)[-1]}, which has no {setter.delegate_method}()",
+                setter.location,
+            )
         else:
-            site, point, note, evidence, emb, last = None, F.UNKNOWN, "no capture site found", (), None, None
-            if holder is not None:
-                attribute_hint = {w.rsplit(".", 1)[-1] for w in setter.writes}
-                site = self.site_for(holder, attribute_hint)
-                if site is None:
-                    problems.append(f"{holder.rsplit('.', 1)[-1]} has no capture loop reading the ids")
-                else:
-                    point, note, evidence = site.point, site.note, site.evidence
-                    emb, last = site.embedding_capturable, site.last_layer_capturable
-                    if site.mechanism in (F.CALLBACK, F.PACKER) and site.point == F.UNKNOWN:
-                        point, note, evidence = self.callback_point(holder, site)
-                        emb = point == F.INPUT if point != F.UNKNOWN else None
-                        last = point == F.OUTPUT if point != F.UNKNOWN else None
+            res.inner = inner
+            res.chain.extend(inner.chain)
+            res.targets.extend(inner.chain_targets or (target,) * len(inner.chain))
+            res.effective = compose(setter.id_transform if setter.id_transform != F.DELEGATES else F.IDENTITY, inner.effective_transform)
+            res.holder, res.holder_kind, res.depends_on = inner.holder, inner.holder_kind, inner.depends_on
+            res.issues.extend(inner.issues)
+
+    def _defaults(self, res: _Resolution) -> tuple[str | None, F.Location | None]:
+        """The default-ids expression: the setter's own, an inner setter's, or a getter's."""
+        if res.setter.default_layers is not None:
+            return res.setter.default_layers, res.setter.location
+        if res.inner is not None and res.inner.default_layers is not None:
+            return res.inner.default_layers, res.inner.default_location
+        for q in self.mro(res.qualname):
+            getter = self.getters.get(q)
+            if getter is not None:
+                return getter.expression, getter.location
+        return None, None
+
+    def _site_of(self, res: _Resolution) -> tuple:
+        """(site, point, note, evidence, embedding, last layer) from the holder's loop."""
+        if res.inner is not None:
+            i = res.inner
+            return i.site, i.point, i.point_note, i.point_evidence, i.embedding_capturable, i.last_layer_capturable
+        if res.holder is None:
+            return None, F.UNKNOWN, "no capture site found", (), None, None
+        attribute_hint = {w.rsplit(".", 1)[-1] for w in res.setter.writes}
+        site = self.site_for(res.holder, attribute_hint)
+        if site is None:
+            res.problem(F.ProblemKind.NO_CAPTURE_SITE, f"{res.holder.rsplit('.', 1)[-1]} has no capture loop reading the ids", res.setter.location)
+            return None, F.UNKNOWN, "no capture site found", (), None, None
+        point, note, evidence = site.point, site.note, site.evidence
+        emb, last = site.embedding_capturable, site.last_layer_capturable
+        if site.mechanism in (F.CALLBACK, F.PACKER) and site.point == F.UNKNOWN:
+            point, note, evidence = self.callback_point(res.holder, site)
+            emb = point == F.INPUT if point != F.UNKNOWN else None
+            last = point == F.OUTPUT if point != F.UNKNOWN else None
+        if site.post_loop_at is not None:
+            last = True
+        return site, point, note, evidence, emb, last
+
+    def _finish(self, res: _Resolution) -> Capture:
+        setter = res.setter
+        default_layers, default_location = self._defaults(res)
+        site, point, note, evidence, emb, last = self._site_of(res)
+        stream = stream_link(site, point) if site is not None else None
+        if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
+            emb = False  # recording the embedding raises
+            res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
+        slots = self.slots_link(site) if site is not None else None
         return Capture(
             setter=setter,
-            inherited=inherited,
+            inherited=setter.class_qualname != res.qualname,
             id_transform=setter.id_transform,
             transform_note=setter.transform_note,
-            effective_transform=effective,
-            delegates_to=delegates_to,
+            effective_transform=res.effective,
+            delegates_to=res.delegates_to,
             default_layers=default_layers,
             default_location=default_location,
-            holder=holder,
+            holder=res.holder,
             site=site,
             point=point,
             point_note=note,
             point_evidence=evidence,
             embedding_capturable=emb,
             last_layer_capturable=last,
-            chain=tuple(chain),
-            problems=tuple(problems),
+            chain=tuple(res.chain),
+            problems=tuple(p.text for p in res.issues if p.kind not in _NOT_BREAKING),
+            issues=tuple(dict.fromkeys(res.issues)),
+            chain_targets=tuple(res.targets),
+            holder_kind=res.holder_kind,
+            depends_on=res.depends_on,
+            stream=stream,
+            slots=slots,
+        )
+
+    def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:
+        """A collector with one slot per capture index, and the check that raises when a
+        different number of states arrives (read from the collector's own class)."""
+        if not site.container_sized_by or not site.container_class:
+            return None
+        found = self.find_class(site.container_class)
+        check = None
+        for q in self.mro(found) if found else ():
+            cls = self.classes.get(q)
+            checks = [c for c in cls.raise_checks if c.method == site.finalize_method] if cls else []
+            if checks:
+                check = checks[0]
+                break
+        return SlotsLink(
+            collector=found or site.container_class,
+            sized_by=site.container_sized_by,
+            check=check.condition if check else None,
+            check_at=check.location if check else None,
+            finalize_at=site.finalize_at,
         )
 
     @cached_property
@@ -371,6 +497,8 @@ class Project:
             cls = self.classes[qualname]
             if capture is None:
                 support = NONE
+            elif capture.depends_on:
+                support = CONDITIONAL
             elif capture.problems or capture.site is None:
                 support = BROKEN
             elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:

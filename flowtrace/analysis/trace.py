@@ -24,7 +24,7 @@ from flowtrace.analysis.resolve import ModelRow, Project
 
 @dataclass(frozen=True, slots=True)
 class TraceStep:
-    kind: str  # config | setter | attribute | loop | point | boundaries | concat | fc
+    kind: str  # config | setter | branch | attribute | loop | point | dropped | boundaries | stream | slots | concat
     text: str
     location: F.Location | None = None
 
@@ -35,15 +35,18 @@ class TraceResult:
     num_layers: int
     layer_ids: tuple[int, ...] | None  # None: the engine's default
     capture_indices: tuple[int, ...] | None
-    boundaries: tuple[int, ...] | None  # capture (loop) order; None when undecidable
+    boundaries: tuple[int, ...] | None  # capture (loop) order; None when undecidable or the engine raises
     dropped: tuple[tuple[int, str], ...]
     steps: tuple[TraceStep, ...]
     problems: tuple[str, ...]
     hidden_size: int | None = None
+    outcome: F.Outcome = F.Outcome.UNKNOWN
+    raises_at: F.Location | None = None
+    reason: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.boundaries is not None
+        return self.outcome == F.Outcome.CAPTURES
 
     @property
     def fc_in_features(self) -> int | None:
@@ -88,8 +91,10 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
             payload = None
-            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "self" and isinstance(node.args[1], ast.Constant):
-                payload = node.args[1].value
+            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                owner = ast.unparse(node.args[0])
+                if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
+                    payload = (owner, node.args[1].value)
             sites.append((ast.unparse(node), node.func.id, payload))
         elif isinstance(node, ast.Attribute) and node.attr in pp_guards:
             sites.append((ast.unparse(node), "guard", None))
@@ -105,14 +110,14 @@ def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attr
 
     Layer counts come from the config or the layer list, under the few owners engines use;
     pipeline guards take the last-rank path (the rank that owns the draft); ``hasattr(self, x)``
-    is decided from the class, other ``hasattr``/``is None`` checks on delegates take the
-    delegating path, since the chain was resolved before tracing.
+    and ``hasattr(self.m, x)`` are decided from the classes, other ``hasattr``/``is None``
+    checks on delegates take the delegating path, since the chain was resolved before tracing.
     """
     values = {"stack": LayerStack(num_layers), "count": num_layers, "zero": 0}
     names: dict[str, object] = {key: values[kind] for key, kind in _fixed_keys()}
     for text, kind, payload in _source_sites(source, tuple(pp_guards)):
         if kind == "hasattr":
-            names[text] = has_attribute(payload) if (has_attribute and payload is not None) else True
+            names[text] = has_attribute(*payload) if (has_attribute and payload is not None) else True
         elif kind == "getattr":
             # `holder = getattr(parent, "model", parent)`: whichever object it picks holds the layers.
             names[text] = LayerStack(num_layers)
@@ -171,132 +176,245 @@ def _as_ids(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def trace_row(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:
-    steps: list[TraceStep] = []
-    problems: list[str] = []
-    capture = row.capture
+class _Stop(Exception):
+    """A link ended the trace (its outcome and reason are already recorded)."""
 
-    def done(indices=None, boundaries=None, dropped=()) -> TraceResult:
+
+class _Tracer:
+    """Evaluates one row's chain on concrete ids, phase by phase; each phase adds its steps
+    (with file:line) and may end the trace with an outcome."""
+
+    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None) -> None:
+        self.project, self.row, self.layer_ids, self.L, self.hidden_size = project, row, layer_ids, num_layers, hidden_size
+        self.steps: list[TraceStep] = []
+        self.problems: list[str] = []
+        self.indices: tuple[int, ...] | None = None
+        self.boundaries: tuple[int, ...] | None = None
+        self.dropped: list[tuple[int, str]] = []
+        self.outcome = F.Outcome.UNKNOWN
+        self.raises_at: F.Location | None = None
+        self.reason: str | None = None
+
+    # -- outcome -----------------------------------------------------------------
+    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> None:
+        self.outcome, self.reason = outcome, reason
+        if outcome == F.Outcome.RAISES:
+            self.raises_at = at
+        self.problems.append(reason)
+        raise _Stop
+
+    def result(self) -> TraceResult:
+        boundaries = self.boundaries if self.outcome in (F.Outcome.CAPTURES, F.Outcome.CAPTURES_NOTHING) else None
         return TraceResult(
-            row.qualname, num_layers, tuple(layer_ids) if layer_ids is not None else None,
-            indices, boundaries, tuple(dropped), tuple(steps), tuple(problems), hidden_size,
+            self.row.qualname, self.L, tuple(self.layer_ids) if self.layer_ids is not None else None,
+            self.indices, boundaries, tuple(self.dropped), tuple(self.steps), tuple(self.problems), self.hidden_size,
+            self.outcome, self.raises_at, self.reason,
         )
 
-    if capture is None:
-        problems.append(f"{row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
-        return done()
-    guards = project.conv.pp_guards
+    def run(self) -> TraceResult:
+        capture = self.row.capture
+        try:
+            if capture is None:
+                self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
+            self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
+            ids = self.initial_ids(capture)
+            self.run_chain(capture, ids)
+            site = self.site_phase(capture)
+            offset = self.point_phase(capture, site)
+            self.boundary_phase(capture, site, offset)
+            self.stream_phase(capture)
+            self.slots_phase(capture)
+            self.concat_phase(capture)
+        except _Stop:
+            pass
+        return self.result()
 
-    def has_attribute_for(qualname: str):
-        """``hasattr(self, "x")`` is decided from the class's methods and __init__ attributes;
-        a check on another object is taken as true (the delegate was resolved already)."""
-        known = set()
-        for q in project.mro(qualname):
-            cls = project.classes.get(q)
-            if cls:
-                known.update(cls.methods)
-                known.update(a.attribute for a in cls.assignments)
-
-        def check(attribute: str) -> bool:
-            return attribute in known
-
-        return check
-    steps.append(TraceStep("config", f"config ids: {list(layer_ids) if layer_ids is not None else 'none given (engine default)'}; L = {num_layers}"))
-
-    ids: object = list(layer_ids) if layer_ids is not None else None
-    if ids is None and capture.chain[0].default_layers is None:
-        # The engine asks a default getter when the config has no ids (vLLM style).
-        found = default_from_getter(project, row.qualname, num_layers)
+    # -- link 1: ids ---------------------------------------------------------------
+    def initial_ids(self, capture) -> object:
+        """The ids the first setter receives. Without config ids an engine either asks a
+        default getter first (vLLM style) or hands None down the chain, whose setters may
+        supply the default themselves (possibly after delegation)."""
+        if self.layer_ids is not None:
+            return list(self.layer_ids)
+        if any(s.default_layers is not None for s in capture.chain):
+            return None
+        found = default_from_getter(self.project, self.row.qualname, self.L)
         if found is None:
-            problems.append("no ids given and neither the setter nor a default getter gives defaults; the engine would fail or capture nothing")
-            return done()
+            return None  # run the chain on None: it may still default, or say why not
         getter, ids, why = found
         if ids is None:
-            problems.append(f"cannot evaluate the default getter {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}: {why}")
-            return done()
-        steps.append(TraceStep("config", f"default ids from {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}() = {getter.expression} -> {list(ids)}", getter.location))
+            self.end(F.Outcome.UNKNOWN, f"cannot evaluate the default getter {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}: {why}")
+        self.steps.append(TraceStep("config", f"default ids from {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}() = {getter.expression} -> {list(ids)}", getter.location))
+        return list(ids)
 
-    indices: tuple[int, ...] | None = None
-    for position, setter in enumerate(capture.chain):
-        param = setter.parameter or "layer_ids"
-        target = row.qualname if position == 0 else (capture.delegates_to or row.qualname)
-        run = run_function(setter.source, {param: ids}, _bindings(num_layers, setter.source, guards, has_attribute_for(target)))
-        owner = setter.class_qualname.rsplit(".", 1)[-1]
-        branch = "; ".join(s.reason for s in run.steps if s.taken or "is None" in s.condition) or "no branch"
-        if run.raised:
-            problems.append(f"{owner}.{setter.method} raises {run.raised} for these ids")
-            steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", setter.location))
-            return done()
-        writes = [w for w in run.writes if w.target.rsplit(".", 1)[-1] in project.conv.attributes and _as_ids(w.value) is not None]
-        nxt = capture.chain[position + 1] if position + 1 < len(capture.chain) else None
-        calls = [c for c in run.calls if nxt is not None and c.callee.endswith("." + nxt.method)]
-        if writes:
-            indices = _as_ids(writes[-1].value)
-            steps.append(
-                TraceStep(
-                    "setter",
-                    f"{owner}.{setter.method}: {writes[-1].target} = {writes[-1].expression} -> {list(indices or ())}  [{setter.id_transform}; {branch}]",
+    # -- link 2: the transform chain ---------------------------------------------------
+    def has_attribute_for(self, qualname: str):
+        """``hasattr(self, "x")`` / ``hasattr(self.m, "x")`` decided from the class (or the
+        class built as ``self.m``): its methods and __init__ attributes; an object whose
+        class cannot be resolved is taken to have it (the delegate was resolved already)."""
+        project = self.project
+
+        def known(q: str) -> set[str]:
+            out: set[str] = set()
+            for c in project.mro(q):
+                cls = project.classes.get(c)
+                if cls:
+                    out.update(cls.methods)
+                    out.update(a.attribute for a in cls.assignments)
+            return out
+
+        def check(owner: str, attribute: str) -> bool:
+            if owner == "self":
+                return attribute in known(qualname)
+            if owner.startswith("self.") and owner.count(".") == 1:
+                target = project.attribute_class(qualname, owner[5:])
+                return attribute in known(target) if target else True
+            return True
+
+        return check
+
+    def run_chain(self, capture, ids: object) -> None:
+        guards = self.project.conv.pp_guards
+        targets = capture.chain_targets or (self.row.qualname,) * len(capture.chain)
+        for position, setter in enumerate(capture.chain):
+            param = setter.parameter or "layer_ids"
+            target = targets[position] if position < len(targets) else self.row.qualname
+            run = run_function(setter.source, {param: ids}, _bindings(self.L, setter.source, guards, self.has_attribute_for(target)))
+            owner = setter.class_qualname.rsplit(".", 1)[-1]
+            self.branch_steps(setter, run)
+            if run.raised:
+                at = F.Location(setter.location.file, setter.location.line + run.raised_line - 1) if run.raised_line else setter.location
+                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", at))
+                self.end(F.Outcome.RAISES, f"{owner}.{setter.method} raises {run.raised} for these ids", at)
+            writes = [w for w in run.writes if w.target.rsplit(".", 1)[-1] in self.project.conv.attributes and _as_ids(w.value) is not None]
+            nxt = capture.chain[position + 1] if position + 1 < len(capture.chain) else None
+            calls = [c for c in run.calls if nxt is not None and c.callee.endswith("." + nxt.method)]
+            if writes:
+                self.indices = _as_ids(writes[-1].value)
+                w = writes[-1]
+                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: {w.target} = {w.expression} -> {list(self.indices or ())}  [{setter.id_transform}]", self.line_of(setter, w.line)))
+                return
+            if calls:
+                call = calls[-1]
+                ids = call.arguments[0] if call.arguments else None
+                source = call.argument_sources[0] if call.argument_sources else ""
+                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: hands {source} = {ids} to {call.callee}()  [{setter.id_transform}]", self.line_of(setter, call.line)))
+                continue
+            self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
+            if run.returned_early and not run.writes:
+                self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
+            if ids is None and not any(s.default_layers for s in capture.chain):
+                self.end(
+                    F.Outcome.CAPTURES_NOTHING,
+                    "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail or capture nothing",
                     setter.location,
                 )
-            )
-            break
-        if calls:
-            ids = calls[-1].arguments[0] if calls[-1].arguments else None
-            steps.append(TraceStep("setter", f"{owner}.{setter.method}: hands {calls[-1].argument_sources[0] if calls[-1].argument_sources else ''} = {ids} to {calls[-1].callee}()  [{setter.id_transform}; {branch}]", setter.location))
-            continue
-        if run.returned_early and not run.writes:
-            problems.append(f"{owner}.{setter.method} returns before setting anything")
-        else:
-            problems.append(f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
-        steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
-        return done()
-    if indices is None:
-        problems.append("the setter chain ended without writing capture indices")
-        return done()
+            self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+        if self.indices is None:
+            self.end(F.Outcome.UNKNOWN, "the setter chain ended without writing capture indices")
 
-    site = capture.site
-    if site is None:
-        problems.append(f"no capture loop reads the indices ({'; '.join(capture.problems) or 'none found'})")
-        return done(indices)
-    holder = (capture.holder or "?").rsplit(".", 1)[-1]
-    attribute = site.attribute or (capture.setter.writes[-1].rsplit(".", 1)[-1] if capture.setter.writes else None) or next((s.writes[-1].rsplit(".", 1)[-1] for s in capture.chain if s.writes), "capture attribute")
-    steps.append(TraceStep("attribute", f"{holder}.{attribute} = {sorted(set(indices)) if len(set(indices)) != len(indices) or list(indices) != sorted(indices) else list(indices)}", site.location))
-    loop_range = " ".join((site.loop_range or "").split())
-    steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{num_layers - 1}); {site.mechanism}", site.location))
-    if capture.point == F.UNKNOWN:
-        problems.append(f"capture point unknown: {capture.point_note}")
-        steps.append(TraceStep("point", f"capture point unknown: {capture.point_note}", site.location))
-        return done(indices)
-    offset = 0 if capture.point == F.INPUT else 1
-    steps.append(TraceStep("point", f"capture point {capture.point}: index i yields boundary i{' + 1' if offset else ''} ({capture.point_note})", (capture.point_evidence or (site.location,))[0]))
+    @staticmethod
+    def line_of(setter: F.SetterFact, line: int) -> F.Location:
+        """A line of the setter's source (1 = its ``def``) as a file location."""
+        return F.Location(setter.location.file, setter.location.line + max(line, 1) - 1)
 
-    reachable = set(range(1, num_layers))
-    if capture.embedding_capturable:
-        reachable.add(0)
-    if capture.last_layer_capturable:
-        reachable.add(num_layers)
-    dropped: list[tuple[int, str]] = []
-    boundaries: set[int] = set()
-    for i in indices:
-        b = i + offset
-        if b in reachable:
-            boundaries.add(b)
-        elif i < 0:
-            dropped.append((i, f"index {i} never equals a loop index (ids are not wrapped like Python negatives)"))
-        elif b == 0:
-            dropped.append((i, "the embedding (b=0) is never captured by this loop"))
-        elif b == num_layers:
-            dropped.append((i, f"b={num_layers} (last layer's output) is never captured: the loop records layer inputs only"))
-        else:
-            dropped.append((i, f"index {i} is outside range(0, {num_layers})"))
-    for i, why in dropped:
-        steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location))
-    ordered = tuple(sorted(boundaries))
-    steps.append(TraceStep("boundaries", "captured, in loop order: " + ", ".join(describe_boundary(b, num_layers) for b in ordered) if ordered else "nothing is captured"))
-    concat = _concat_site(project, capture)
-    width = f"{len(ordered)} x {hidden_size} = {len(ordered) * hidden_size}" if hidden_size else f"{len(ordered)} x hidden_size"
-    steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat))
-    return done(indices, ordered, dropped)
+    def branch_steps(self, setter: F.SetterFact, run) -> None:
+        """Every decision the setter took, inner predicates included, each with its line."""
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        for step in run.steps:
+            verdict = "taken" if step.taken else "not taken"
+            self.steps.append(TraceStep("branch", f"{owner}.{setter.method}: `{step.condition}` -> {verdict}: {step.reason}", self.line_of(setter, step.line)))
+
+    # -- links 3-4: holder and site ------------------------------------------------------
+    def site_phase(self, capture) -> F.CaptureSiteFact:
+        site = capture.site
+        if site is None:
+            self.end(F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(capture.problems) or 'none found'})")
+        holder = (capture.holder or "?").rsplit(".", 1)[-1]
+        indices = self.indices or ()
+        attribute = site.attribute or next((s.writes[-1].rsplit(".", 1)[-1] for s in capture.chain if s.writes), "capture attribute")
+        shown = sorted(set(indices)) if len(set(indices)) != len(indices) or list(indices) != sorted(indices) else list(indices)
+        self.steps.append(TraceStep("attribute", f"{holder}.{attribute} = {shown}", site.location))
+        loop_range = " ".join((site.loop_range or "").split())
+        self.steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1}); {site.mechanism}", site.location))
+        return site
+
+    def point_phase(self, capture, site: F.CaptureSiteFact) -> int:
+        if capture.point == F.UNKNOWN:
+            self.steps.append(TraceStep("point", f"capture point unknown: {capture.point_note}", site.location))
+            self.end(F.Outcome.UNKNOWN, f"capture point unknown: {capture.point_note}")
+        offset = 0 if capture.point == F.INPUT else 1
+        self.steps.append(TraceStep("point", f"capture point {capture.point}: index i yields boundary i{' + 1' if offset else ''} ({capture.point_note})", (capture.point_evidence or (site.location,))[0]))
+        return offset
+
+    def boundary_phase(self, capture, site: F.CaptureSiteFact, offset: int) -> None:
+        L = self.L
+        reachable = set(range(1, L))
+        if capture.embedding_capturable or (capture.stream and capture.stream.raising_index is not None and capture.stream.raising_index + offset == 0):
+            reachable.add(0)  # a raising index-0 record is reached (and raises, see the stream phase)
+        if capture.last_layer_capturable:
+            reachable.add(L)
+        boundaries: set[int] = set()
+        for i in self.indices or ():
+            b = i + offset
+            if b in reachable:
+                boundaries.add(b)
+            elif i < 0:
+                self.dropped.append((i, f"index {i} never equals a loop index (ids are not wrapped like Python negatives)"))
+            elif b == 0:
+                self.dropped.append((i, "the embedding (b=0) is never captured by this loop"))
+            elif b == L:
+                self.dropped.append((i, f"b={L} (last layer's output) is never captured: the loop records layer inputs only"))
+            else:
+                self.dropped.append((i, f"index {i} is outside range(0, {L})"))
+        for i, why in self.dropped:
+            self.steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location))
+        self.boundaries = tuple(sorted(boundaries))
+        if site.post_loop_at is not None and L in boundaries:
+            self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", site.post_loop_at))
+
+    # -- link 5: stream semantics ---------------------------------------------------------
+    def stream_phase(self, capture) -> None:
+        stream = capture.stream
+        if stream is None or stream.raising_index is None or stream.raising_index not in (self.indices or ()):
+            return
+        self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
+        self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+
+    # -- link 6: fixed-slot collectors ------------------------------------------------------
+    def slots_phase(self, capture) -> None:
+        slots = capture.slots
+        captured = len(self.boundaries or ())
+        wanted = len(self.indices or ())
+        if slots is None or slots.check is None or captured == wanted or captured == 0:
+            return
+        collector = slots.collector.rsplit(".", 1)[-1]
+        reason = (
+            f"{collector} is sized by {slots.sized_by} = {wanted} but the loop records {captured} state(s); "
+            f"its check `{slots.check}` ({slots.check_at}) raises when the forward finalizes it"
+        )
+        self.steps.append(TraceStep("slots", reason, slots.finalize_at or slots.check_at))
+        self.end(F.Outcome.RAISES, reason, slots.finalize_at or slots.check_at)
+
+    # -- link 7: concat ---------------------------------------------------------------------
+    def concat_phase(self, capture) -> None:
+        L, ordered = self.L, self.boundaries or ()
+        if not ordered:
+            self.steps.append(TraceStep("boundaries", "nothing is captured"))
+            self.outcome, self.reason = F.Outcome.CAPTURES_NOTHING, "none of the capture indices is recorded by the loop"
+            self.problems.append(self.reason)
+            return
+        self.steps.append(TraceStep("boundaries", "captured, in loop order: " + ", ".join(describe_boundary(b, L) for b in ordered)))
+        concat = _concat_site(self.project, capture)
+        h = self.hidden_size
+        width = f"{len(ordered)} x {h} = {len(ordered) * h}" if h else f"{len(ordered)} x hidden_size"
+        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat))
+        self.outcome = F.Outcome.CAPTURES
+
+
+def trace_row(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:
+    """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome."""
+    return _Tracer(project, row, layer_ids, num_layers, hidden_size).run()
 
 
 def _concat_site(project: Project, capture) -> F.Location | None:
@@ -335,6 +453,9 @@ def trace_json(result: TraceResult) -> dict:
         "fc_in_features": result.fc_in_features,
         "steps": [{"kind": s.kind, "text": s.text, "file": s.location.file if s.location else None, "line": s.location.line if s.location else None} for s in result.steps],
         "problems": list(result.problems),
+        "outcome": str(result.outcome),
+        "raises_at": str(result.raises_at) if result.raises_at else None,
+        "reason": result.reason,
     }
 
 
@@ -343,10 +464,14 @@ def trace_text(result: TraceResult) -> str:
     for n, s in enumerate(result.steps, 1):
         where = f"  [{s.location}]" if s.location else ""
         lines.append(f"{n:>2}. {s.kind:<10} {s.text}{where}")
-    if result.boundaries is not None:
+    if result.boundaries is not None and result.outcome == F.Outcome.CAPTURES:
         lines.append(f"=> boundaries {list(result.boundaries)}")
+    else:
+        where = f" at {result.raises_at}" if result.raises_at else ""
+        lines.append(f"=> {result.outcome}{where}: {result.reason}")
     for p in result.problems:
-        lines.append(f"problem: {p}")
+        if p != result.reason:
+            lines.append(f"problem: {p}")
     return "\n".join(lines) + "\n"
 
 

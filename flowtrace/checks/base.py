@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterator
 
 from flowtrace.model.facts import Location
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.api import ScanResult

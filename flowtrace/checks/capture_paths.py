@@ -6,7 +6,7 @@ from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, short
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 
 

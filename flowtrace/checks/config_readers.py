@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class DisagreeingConfigReaders(Rule):

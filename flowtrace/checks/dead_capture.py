@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class SetterWithoutCaptureLoop(Rule):
@@ -17,7 +17,7 @@ class SetterWithoutCaptureLoop(Rule):
         "The setter stores the ids, but the model it writes to has no layer loop that checks them: the "
         "engine reports capture as enabled and hands the draft an empty or stale tensor."
     )
-    kind = ProblemKind.SETTER_WITHOUT_CAPTURE_LOOP
+    kind = ProblemKind.NO_CAPTURE_SITE
     fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
     valid = (
         Example(

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class UnreadableFile(Rule):
@@ -181,9 +181,10 @@ EntryClass = ExForCausalLM
         for row in result.rows:
             c = row.capture
             if c is not None and not c.inherited:
-                unresolved = _unresolved(project, row, c)
-                if unresolved:
-                    yield self.finding(c.setter.location, f"{row.name}: {unresolved}", row.qualname, unresolved, kind=ProblemKind.DELEGATE_UNRESOLVED)
+                issue = next((p for p in c.issues if p.kind in _UNRESOLVED), None)
+                if issue is not None:
+                    where = issue.location or c.setter.location
+                    yield self.finding(c.setter.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
             if c is None or c.site is None or c.point != F.UNKNOWN or c.site.location in seen:
                 continue
             seen.add(c.site.location)
@@ -192,19 +193,9 @@ EntryClass = ExForCausalLM
                 f"{row.name}: capture point unknown at {c.site.location}: {c.point_note}",
                 row.qualname,
                 c.site.function,
-                kind=ProblemKind.CAPTURE_POINT_UNKNOWN,
+                kind=ProblemKind.POINT_UNKNOWN,
                 flow=(c.setter.location, c.site.location),
             )
 
 
-def _unresolved(project, row, c) -> str | None:
-    """Why the holder could not be found, read from the capture path's structure (not its problem text)."""
-    setter = c.setter
-    if setter.delegate and setter.delegate != "super()" and c.delegates_to is None and c.holder is None and not setter.writes:
-        return f"{setter.method} hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved ({setter.location})"
-    if c.holder is None and not setter.delegate:
-        for write in setter.writes:
-            parts = write.split(".")
-            if len(parts) == 3 and parts[0] == "self" and project.attribute_class(row.qualname, parts[1]) is None:
-                return f"{setter.method} writes {write}, but the class of self.{parts[1]} could not be resolved ({setter.location})"
-    return None
+_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})

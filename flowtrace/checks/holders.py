@@ -7,7 +7,7 @@ from typing import Iterator
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, is_target, short
 from flowtrace.model import facts as F
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 def _assignment(project, qualname: str, attribute: str):

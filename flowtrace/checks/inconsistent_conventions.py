@@ -8,7 +8,7 @@ from typing import Iterator
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.analysis.trace import trace_row
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 PROBE_LAYERS = 32  # the defaults are compared at one realistic layer count
 

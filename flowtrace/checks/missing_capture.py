@@ -8,7 +8,7 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import capture_works, conventions, family_writers, is_target, methods_on_mro, short
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model import facts as F
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class WrapperDropsSetter(Rule):
@@ -337,7 +337,7 @@ class UnresolvedDelegate(Rule):
         "delegate's class defines the setter and a capture loop. Otherwise the call fails at start-up or, "
         "behind a hasattr guard, silently captures nothing."
     )
-    kind = ProblemKind.DELEGATE_CANNOT_CAPTURE
+    kind = ProblemKind.DELEGATE_LACKS_SETTER
     fix = "Make the delegate's class support capture, or point the setter at the attribute that does."
     valid = (
         Example(
@@ -381,16 +381,18 @@ EntryClass = ExVLForConditionalGeneration
         project = result.project
         for row in result.rows:
             c = row.capture
-            if c is None or c.inherited or not c.setter.delegate or c.delegates_to is None or c.holder is not None:
+            if c is None or c.inherited:
+                continue
+            issue = next((p for p in c.issues if p.kind is ProblemKind.DELEGATE_LACKS_SETTER), None)
+            if issue is None:
                 continue
             method = c.setter.delegate_method
-            if c.setter.writes or project.resolve_capture(c.delegates_to, 1, (method,) if method else None) is not None:
-                continue  # a hasattr fallback writes the attribute itself, or the delegate does define the method
+            target = c.delegates_to
             yield self.finding(
                 c.setter.location,
                 f"{row.name}.{c.setter.method} hands the ids to {c.setter.delegate}.{method}() ({c.setter.location}), "
-                f"but {c.setter.delegate} is a {short(c.delegates_to)}, which has no {method}()",
+                f"but {c.setter.delegate} is a {short(target)}, which has no {method}()",
                 row.qualname,
                 f"{c.setter.delegate}.{method}",
-                flow=(c.setter.location, project.classes[c.delegates_to].location) if c.delegates_to in project.classes else (c.setter.location,),
+                flow=(c.setter.location, project.classes[target].location) if target in project.classes else (c.setter.location,),
             )

@@ -7,7 +7,7 @@ from typing import Iterator
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, family_writers, short
 from flowtrace.index.stream_facts import EARLY_RETURN
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class FlagWithoutCapture(Rule):
@@ -139,7 +139,7 @@ class AuxDroppedOnReturn(Rule):
     code = "FT020"
     name = "aux-dropped-on-return"
     severity = "error"
-    kind = ProblemKind.AUX_DROPPED_ON_RETURN
+    kind = ProblemKind.RETURN_DROPPED
     summary = "A forward captures aux states and then returns early, without them, on a path that serves drafts."
     rationale = (
         "The capture loop fills the aux container, but a return placed before the one that hands the "
@@ -152,8 +152,8 @@ class AuxDroppedOnReturn(Rule):
         Example(
             """\
 class ExModel(Module):
-    def __init__(self, config, pp_group=None):
-        self.pp_group = pp_group
+    def __init__(self, config):
+        self.is_last_rank = True
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
         self.layers = ModuleList([])
         self.layers_to_capture = []
@@ -164,7 +164,7 @@ class ExModel(Module):
             if i in self.layers_to_capture:
                 aux_hidden_states.append(hidden_states)
             hidden_states = self.layers[i](hidden_states)
-        if not self.pp_group.is_last_rank:
+        if not self.is_last_rank:
             return hidden_states  # a pipeline guard
         if len(aux_hidden_states) == 0:
             return hidden_states
@@ -176,8 +176,8 @@ class ExModel(Module):
         Example(
             """\
 class ExModel(Module):
-    def __init__(self, config, pp_group=None):
-        self.pp_group = pp_group
+    def __init__(self, config):
+        self.is_last_rank = True
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
         self.layers = ModuleList([])
         self.layers_to_capture = []
@@ -188,7 +188,7 @@ class ExModel(Module):
             if i in self.layers_to_capture:
                 aux_hidden_states.append(hidden_states)
             hidden_states = self.layers[i](hidden_states)
-        if not self.pp_group.is_last_rank:
+        if not self.is_last_rank:
             return hidden_states  # a pipeline guard
         if not batch.forward_mode.is_idle():
             return hidden_states  # aux dropped on every busy batch

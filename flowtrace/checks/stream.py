@@ -6,16 +6,15 @@ from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, short
-from flowtrace.index.stream_facts import NONE_RESIDUAL
 from flowtrace.model import facts as F
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 
 
 class NoneResidualAtEmbedding(Rule):
     code = "FT022"
     name = "none-residual-at-embedding"
     severity = "error"
-    kind = ProblemKind.NONE_RESIDUAL_AT_EMBEDDING
+    kind = ProblemKind.INDEX0_RAISES
     summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
     rationale = (
         "Split-residual loops start with `residual = None` and let the first layer create it. A capture "
@@ -67,24 +66,33 @@ class ExModel(Module):
     )
 
     def check(self, result) -> Iterator[Finding]:
+        """Reads the capture sites' first-iteration stream facts (flowtrace.index.streams):
+        an operand that is None when the loop starts, added unguarded at the index the first
+        iteration meets (``label_offset``)."""
         embedding = conventions(result).embedding_id
         users = _users(result)
         for ff in result.files:
-            for fact in ff.stream_facts:
-                if fact.kind != NONE_RESIDUAL:
+            for site in ff.capture_sites:
+                if not site.first_none or site.label_offset is None or not _first_index_is_embedding(site):
                     continue
-                name, _, line = fact.detail.partition(":")
-                none_at = F.Location(fact.location.file, int(line)) if line.isdigit() else fact.location
+                name = site.first_none
+                none_at = site.first_none_at or site.location
+                at = site.stored_at or site.location
                 ids = f"id {embedding}" if embedding is not None else "the embedding's id"
-                who = users.get(fact.class_qualname)
+                who = users.get(site.class_qualname)
                 yield self.finding(
-                    fact.location,
-                    f"{fact.function} records `hidden_states + {name}` before the first layer while {name} is None ({none_at}): "
-                    f"a draft asking for the embedding ({ids}) makes {who or short(fact.class_qualname)} raise a TypeError",
-                    fact.class_qualname,
-                    f"{fact.function}:{name}",
-                    flow=(none_at, fact.location),
+                    site.location,
+                    f"{site.function} records `{site.captured_expression or name}` ({at}) before the first layer while {name} is None "
+                    f"({none_at}): a draft asking for the embedding ({ids}) makes {who or short(site.class_qualname)} raise a TypeError",
+                    site.class_qualname,
+                    f"{site.function}:{name}",
+                    flow=tuple(dict.fromkeys((none_at, at, site.location))),
                 )
+
+
+def _first_index_is_embedding(site) -> bool:
+    """The first iteration records b = 0: the capture runs before the layer call (input point)."""
+    return site.point == F.INPUT
 
 
 def _users(result) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Iterator
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
-from flowtrace.model.problems import ProblemKind
+from flowtrace.model.facts import ProblemKind
 from flowtrace.analysis.trace import trace_row
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
@@ -167,6 +167,8 @@ EntryClass = ExForCausalLM
         merged: dict[tuple, list] = {}
         for (setter_loc, _), rows in _groups(result).items():
             row = rows[0]
+            if ProblemKind.INDEX0_RAISES in row.capture.kinds():
+                continue  # recording index 0 raises: FT022 reports that, with the line
             reached = _boundaries(result, row, [embedding])
             if reached is None or 0 in reached:
                 continue

@@ -39,10 +39,11 @@ def _guard(ctx: click.Context, fn):
     except BrokenPipeError:
         ctx.exit(EXIT_ERROR)
     except KeyboardInterrupt:
-        _fail(ctx, "flowtrace: interrupted")
+        _fail(ctx, "flowtrace: error: interrupted")
     except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, not a traceback
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        _fail(ctx, f"flowtrace: internal error: {type(exc).__name__}{': ' + detail if detail else ''}")
+        from flowtrace.cli.messages import internal_error_line
+
+        _fail(ctx, internal_error_line(exc))
 
 
 @click.command("check")
@@ -54,7 +55,7 @@ def _guard(ctx: click.Context, fn):
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means the check could not run).")
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Accept the findings recorded in this baseline file; report only new ones.")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record every current finding in this baseline file (and accept them).")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]), default="full", show_default=True)
+@click.option("--output-format", "--format", "output_format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]), default="full", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
@@ -107,7 +108,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
 
 
 @click.command("rules")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def rules(ctx, fmt):
     """List every rule: code, name, severity, summary."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from flowtrace import __version__
+from flowtrace.cli.messages import error_line, internal_error_line
 from flowtrace.cli.options import index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -21,6 +22,27 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 class FlowtraceGroup(click.Group):
     """Turns known user errors into one line and exit code 2."""
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        """Click's own errors (bad option, bad value) in the same one-line shape, exit 2.
+
+        Click would print a usage block and ``Error: ...``; scripts and people grep for
+        ``flowtrace: error:``, so every error, click's included, starts with it.
+        """
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            click.echo(error_line(exc.format_message()) + hint, err=True)
+            sys.exit(EXIT_ERROR)
+        except click.exceptions.Abort:
+            click.echo(error_line("aborted"), err=True)
+            sys.exit(EXIT_ERROR)
+        sys.exit(rv if isinstance(rv, int) else EXIT_CLEAN)
+
     def invoke(self, ctx: click.Context):
         from flowtrace.errors import UsageError
         from flowtrace.engines.profiles import ProfileError
@@ -28,15 +50,14 @@ class FlowtraceGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (UsageError, ProfileError) as exc:
-            click.echo(f"flowtrace: error: {exc}", err=True)
+            click.echo(error_line(str(exc)), err=True)
             ctx.exit(EXIT_ERROR)
         except BrokenPipeError:
             ctx.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, never a traceback
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            click.echo(f"flowtrace: internal error: {type(exc).__name__}{': ' + detail if detail else ''}", err=True)
+            click.echo(internal_error_line(exc), err=True)
             ctx.exit(EXIT_ERROR)
 
 
@@ -65,18 +86,29 @@ def main() -> None:
 
 @main.command()
 @click.argument("path")
-@scan_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@scan_options(config_aware=True)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE.")
 @click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit) instead of vscode://.")
-def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base):
-    """Scan PATH: the model matrix (capture support, id transform, capture point, file:line) and findings."""
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
+def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base, config_file, isolated):
+    """Scan PATH: the model matrix (capture support, id transform, capture point, file:line) and findings.
+
+    The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
+    per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
+    fail-on do not, scan always exits 0 when it ran.
+    """
     from flowtrace import api
+    from flowtrace.lint.runner import run_check
     from flowtrace.render import text as text_render
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
-    findings = api.findings(result)
+    outcome = run_check(
+        path, profile=profile, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+        config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
+    )  # fmt: skip
+    result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
         from flowtrace.render.scan_json import dumps, scan_document
 
@@ -101,7 +133,7 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
 @click.option("--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size.")
 @click.option("--hidden-size", type=int, help="Target hidden size (for the fc width).")
 @scan_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
@@ -141,21 +173,23 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @main.command()
 @click.argument("path")
 @click.option("--target-config", required=True, type=click.Path(), help="The target model's config.json (or its folder).")
-@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json (or its folder).")
+@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
+@click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
     """
     from flowtrace import api
-    from flowtrace.analysis.compat import compat_json, compat_text
+    from flowtrace.analysis.compat import compat_json
+    from flowtrace.render.compat_text import compat_text
 
     result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
-    verdict = api.compat(result, target_config, draft_config, trained_with)
+    verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     if fmt == "json":
         import json
 
@@ -166,10 +200,37 @@ def compat(path, target_config, draft_config, trained_with, profile, exclude, jo
 
 
 @main.command()
+@click.argument("old")
+@click.argument("new")
+@scan_options
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+    """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
+
+    Classes that gained or lost capture support, and changed facts (id transform, default
+    layers, capture point, embedding / last-layer capturability, support). Exit 0 when nothing
+    changed, 1 when something did, 2 on unusable input.
+    """
+    from flowtrace import api
+    from flowtrace.analysis.diff import diff_document
+    from flowtrace.render.diff_text import diff_text
+
+    changes = api.diff(old, new, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    if fmt == "json":
+        import json
+
+        emit(json.dumps(diff_document(changes, old, new), indent=2) + "\n", output)
+    else:
+        emit(diff_text(changes, old, new), output)
+    sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
+
+
+@main.command()
 @click.argument("path")
 @click.option("--model", "-m", help="Only the subgraph of this model class.")
 @scan_options
-@click.option("--format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""

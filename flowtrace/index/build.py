@@ -13,10 +13,11 @@ How the work flows (every step is there for speed; none changes a fact):
   constructs come from the manifest. Others are read once, hashed, prefiltered and (when
   the prefilter does not select them) scanned for those class names.
 * Selected files whose facts are cached are taken from the cache; the others are queued,
-  largest first, for one process pool that starts once (after the parser is imported and
-  warmed up, so forked workers share it) as soon as there is enough work to pay for it, or
-  are parsed here when there is little (a one-file change, ``--jobs 1``). Workers read the
-  file themselves and send back pickled facts; nothing big crosses a pipe twice.
+  largest first, for killable worker processes (``jobs`` of them, one with ``--jobs 1``),
+  forked after the parser is imported and warmed up so they share it. A worker that passes
+  the per-file wall-clock limit is killed and replaced; one that crashes is replaced; the
+  file becomes a diagnostic and the scan goes on. Workers read the file themselves and
+  send back pickled facts; nothing big crosses a pipe twice.
 * The fixpoint is incremental: each result adds its relevant class names and registry
   modules, and the files waiting on those names are queued at once, while the pool is
   still busy, instead of in rounds. The selection is the least fixpoint of a monotone rule,
@@ -28,20 +29,18 @@ from __future__ import annotations
 import heapq
 import os
 import pickle
-import queue
 import re
 import sys
 import time
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.sources.discover import SourceFile, discover
-from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters
+from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, run_test_hook
+from flowtrace.index.workers import Lost, WorkerPool
 from flowtrace.engines.profiles import Conventions, Profile
 
 
@@ -58,9 +57,8 @@ class IndexOptions:
 
 FULL, TABLE = "full", "table"
 
-# Work (in bytes of libcst input; a class-table file counts a fifth of its size) below which
-# forking a pool costs more than it saves: a warm scan with one changed file parses in place.
-POOL_MIN_WORK = 256 * 1024
+# How a task's size counts when ordering the queue (largest first): a class-table file costs
+# about a fifth of what libcst costs per byte.
 _TABLE_WEIGHT = 0.2
 
 
@@ -81,18 +79,10 @@ def module_name(path: str) -> str:
     return ".".join(p for p in parts if p)
 
 
-# -- the work one file takes (in a worker or here) ------------------------------------
-_CONV: Conventions | None = None
-_LIMITS: tuple[int, float] = (DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S)
-
-
-def _init_worker(conv: Conventions, limits: tuple[int, float]) -> None:
-    global _CONV, _LIMITS
-    _CONV, _LIMITS = conv, limits
-
-
+# -- the work one file takes (in a worker) ---------------------------------------------
 def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[int, float]) -> F.FileFacts:
     """Full libcst analysis for files naming a capture marker; the class table otherwise."""
+    run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
             return F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", "too-large"),))
@@ -109,14 +99,14 @@ def _read(absolute: str, size: int, max_bytes: int) -> bytes:
         return handle.read(max_bytes + 1) if size > max_bytes else handle.read()
 
 
-# A task: (path, absolute path, size, tier). Its outcome: (path, content hash, pickled facts),
-# or (path, None, error text) when the file could not be read.
-_Task = tuple[str, str, int, str]
+# A task: (path, absolute path, size, tier, content hash when classified). Its outcome:
+# (path, content hash, pickled facts), or (path, None, error text) when it could not be read.
+_Task = tuple[str, str, int, str, str]
 _Outcome = tuple[str, str | None, bytes | str]
 
 
 def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Outcome:
-    path, absolute, size, tier = task
+    path, absolute, size, tier, _ = task
     try:
         data = _read(absolute, size, limits[0])
     except OSError as exc:
@@ -126,11 +116,6 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
         facts = F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
     return path, content_hash(data), dumps(facts)
-
-
-def _work(task: _Task) -> _Outcome:
-    assert _CONV is not None
-    return _run_task(task, _CONV, _LIMITS)
 
 
 # -- what the fixpoint matches on ----------------------------------------------------
@@ -236,11 +221,11 @@ class _Progress:
             try:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=0, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
+                # Indeterminate (a count, no percentage): the fixpoint selects more files as it
+                # learns, so a total known up front would be a guess that moves the bar backwards.
+                self.bar = tqdm(total=None, unit="file", desc="flowtrace: parsing", file=sys.stderr, leave=False)
             except ImportError:  # pragma: no cover
                 self.enabled = False
-                return
-        self.bar.total += n
 
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:
@@ -252,121 +237,94 @@ class _Progress:
 
 
 class _Parser:
-    """Runs tasks largest first: in one process pool once there is enough queued work to pay
-    for forking it, in this process otherwise (and always with ``jobs=1``)."""
+    """Runs tasks largest first in killable worker processes (:mod:`flowtrace.index.workers`):
+    ``jobs`` of them, one with ``jobs=1``, so that no file can hang or crash the scan. Only
+    when no process can be started at all are files parsed here (and the scan says so)."""
 
     def __init__(self, conv: Conventions, limits: tuple[int, float], jobs: int) -> None:
         self.conv, self.limits, self.jobs = conv, limits, jobs
         self.heap: list[tuple[int, float, str, _Task]] = []
-        self.queued_work = 0.0
-        self.pool: ProcessPoolExecutor | None = None
-        self.in_flight = 0
-        self.done: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        self.pool: WorkerPool | None = None
+        self.local = False  # no worker process could be started: parse in this process
         self.failure: str | None = None
 
     def add(self, task: _Task) -> None:
-        path, _, size, tier = task
+        path, _, size, tier, _ = task
         work = size if tier == FULL else size * _TABLE_WEIGHT
         heapq.heappush(self.heap, (tier != FULL, -work, path, task))
-        self.queued_work += work
 
     @property
     def busy(self) -> bool:
-        return self.in_flight > 0
+        return self.pool is not None and self.pool.in_flight > 0
 
     def pump(self) -> None:
-        """Hand queued tasks to the pool (starting it when it pays), keeping a few per worker
-        in flight so the largest queued task is always the next one taken."""
-        import gc
+        """Hand queued tasks to idle workers (starting them as needed), largest first."""
+        if self.pool is None and self.heap and not self.local:
+            self._start()
+        while self.pool is not None and self.heap and self.pool.has_room():
+            task = heapq.heappop(self.heap)[3]
+            try:
+                self.pool.submit(task)
+            except OSError as exc:
+                self.add(task)
+                self._fall_back(exc)
 
-        frozen = False
-        if self.pool is None and self.heap and self.jobs > 1 and self.failure is None and self.queued_work >= POOL_MIN_WORK:
-            frozen = self._start()
-        try:
-            while self.pool is not None and self.heap and self.in_flight < 2 * self.jobs:
-                _, negative_work, _, task = heapq.heappop(self.heap)
-                self.queued_work += negative_work
-                try:
-                    future = self.pool.submit(_work, task)  # the first submit forks the workers
-                except (BrokenProcessPool, RuntimeError, OSError) as exc:
-                    self._broken(exc, task)
-                    return
-                future.task = task  # type: ignore[attr-defined]
-                future.add_done_callback(self.done.put)
-                self.in_flight += 1
-        finally:
-            if frozen:
-                gc.unfreeze()
-
-    def _start(self) -> bool:
-        """Create the pool, once; True when the GC was frozen for the fork to come."""
-        import gc
-        import multiprocessing
-
+    def _start(self) -> None:
         from flowtrace.index.parse import warm_up
 
         warm_up(self.conv)  # import libcst and the analysers once, before forking
-        _init_worker(self.conv, self.limits)
-        fork = sys.platform.startswith("linux")
-        context = multiprocessing.get_context("fork" if fork else "spawn")
-        try:
-            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_init_worker, initargs=(self.conv, self.limits))
-        except (OSError, ValueError) as exc:
-            self.failure = f"cannot start worker processes ({exc}); parsed serially"
-            return False
-        # Workers inherit this process's objects: keep their GC from walking (and so copying)
-        # those pages. Unfrozen again once the first submit has forked them.
-        gc.collect()
-        gc.freeze()
-        return True
+        self.pool = WorkerPool(self.jobs, _run_task, (self.conv, self.limits), hard_limit(self.limits[1]))
+
+    def _fall_back(self, exc: BaseException) -> None:
+        self.failure = f"cannot start worker processes ({exc}); parsed in this process, unprotected"
+        self.local = True
+        if self.pool is not None:
+            for task in self.pool.pending:
+                self.add(task)
+            self.pool.pending.clear()
 
     def next_local(self) -> _Outcome | None:
-        """Run the largest queued task here (when no pool takes them)."""
-        if self.pool is not None or not self.heap:
+        """Run the largest queued task here (only when no worker process can start)."""
+        if not self.local or not self.heap:
             return None
-        _, negative_work, _, task = heapq.heappop(self.heap)
-        self.queued_work += negative_work
-        return _run_task(task, self.conv, self.limits)
+        return _run_task(heapq.heappop(self.heap)[3], self.conv, self.limits)
 
     def wait(self) -> list[_Outcome]:
-        """Block for at least one finished pool task; return every finished one."""
-        return self._drain([self.done.get()])
+        """Block for at least one finished task (or a deadline); return every finished one."""
+        return self._collect(block=True)
 
     def ready(self) -> list[_Outcome]:
-        """Every finished pool task, without blocking."""
-        return self._drain([])
+        """Every finished task, without blocking."""
+        return self._collect(block=False)
 
-    def _drain(self, futures: list[Future]) -> list[_Outcome]:
-        while True:
-            try:
-                futures.append(self.done.get_nowait())
-            except queue.Empty:
-                break
-        return self._collect(futures)
-
-    def _collect(self, futures: list[Future]) -> list[_Outcome]:
-        out = []
-        for future in futures:
-            self.in_flight -= 1
-            try:
-                out.append(future.result())
-            except BaseException as exc:  # noqa: BLE001 - BrokenProcessPool, OSError, cancelled
-                # A worker died (a crash or the OOM killer): finish here, and say so.
-                self._broken(exc, future.task)  # type: ignore[attr-defined]
-        return out
-
-    def _broken(self, exc: BaseException, task: _Task) -> None:
-        if self.failure is None:
-            self.failure = f"worker process failed ({type(exc).__name__}); the rest was parsed serially"
-        self.add(task)
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+    def _collect(self, block: bool) -> list[_Outcome]:
+        if self.pool is None:
+            return []
+        try:
+            finished = self.pool.wait(block)
+        except OSError as exc:  # a dead worker could not be replaced
+            self._fall_back(exc)
+            return []
+        return [_lost_outcome(item) if isinstance(item, Lost) else item[1] for item in finished]
 
     def close(self, cancel: bool = False) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=cancel)
+            self.pool.close(cancel=cancel)
             self.pool = None
+
+
+def hard_limit(timeout_s: float) -> float:
+    """The wall-clock limit after which a worker is killed: the in-process limit (which a
+    parse stuck in native code never notices) plus a grace for a loaded machine."""
+    return timeout_s + max(1.0, timeout_s / 4) if timeout_s > 0 else 0.0
+
+
+def _lost_outcome(lost: Lost) -> _Outcome:
+    """A task whose worker was killed or crashed: the file becomes one counted diagnostic."""
+    path, _, _, _, digest = lost.task
+    kind = "timeout" if lost.kind == "timeout" else "internal"
+    facts = F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, lost.reason, kind),))
+    return path, digest, dumps(facts)
 
 
 def _verdict(data: bytes, markers: tuple[bytes, ...], registration: tuple[bytes, ...]) -> int:
@@ -428,7 +386,7 @@ def build_index(root: Path, profiles: list[Profile], options: IndexOptions | Non
                     cached += 1
                     accept(path, hit)
                     continue
-            parser.add((path, src.absolute, src.size, tier))
+            parser.add((path, src.absolute, src.size, tier, state.digest))
             progress.grow()
         parser.pump()
 

@@ -44,7 +44,7 @@ def _analyzer_digest() -> str:
     an older one wrote (an unpickled record missing a new field would break the scan)."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in sorted(here.glob("*.py")) + [here.parent / "facts.py"]:
+    for path in sorted(here.glob("*.py")) + [here.parent / "model" / "facts.py"]:
         try:
             h.update(path.read_bytes())
         except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from flowtrace.model import facts as F
 from flowtrace.index.syntax import module_name
@@ -42,16 +43,41 @@ def _layer_loops(method: ast.AST, layers_attributes: frozenset[str]) -> list[int
     return lines
 
 
-def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
-    modname = module_name(path)
-    try:
-        tree = ast.parse(data, filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        line = getattr(exc, "lineno", 0) or 0
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, line, f"syntax error: {exc}", "parse-error"),))
-    package = modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """How a name written in this module resolves: its imports, then its own classes."""
+
+    module: str
+    imports: dict[str, str]
+    local: dict[str, str]  # class name -> qualified name
+
+    def resolve(self, name: str) -> str:
+        head, _, rest = name.partition(".")
+        if head in self.imports:
+            return f"{self.imports[head]}.{rest}" if rest else self.imports[head]
+        if head in self.local and not rest:
+            return self.local[head]
+        return name
+
+
+def _package(path: str, modname: str) -> str:
+    return modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
+
+
+def _from_base(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a (possibly relative) ``from ... import`` reads from."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parts = package.split(".") if package else []
+    anchor = ".".join(parts[: max(len(parts) - (node.level - 1), 0)])
+    return ".".join(x for x in (anchor, base) if x)
+
+
+def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
+    """Module-level imports: local name -> what it refers to (as the libcst tier records them)."""
     imports: dict[str, str] = {}
-    for node in tree.body:
+    for node in body:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -60,96 +86,147 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
                     head = alias.name.split(".")[0]
                     imports.setdefault(head, head)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                anchor = ".".join(parts[: max(len(parts) - (node.level - 1), 0)])
-                base = ".".join(x for x in (anchor, base) if x)
+            base = _from_base(node, package)
             for alias in node.names:
                 if alias.name != "*":
                     imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+    return imports
+
+
+def _is_class_name(dotted_name: str | None) -> bool:
+    return bool(dotted_name) and dotted_name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
+
+
+def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
+    bases = []
+    for b in node.bases:
+        text = _dotted(b.value if isinstance(b, ast.Subscript) else b)  # Generic[T] -> Generic
+        if text:
+            bases.append(names.resolve(text))
+    return tuple(bases)
+
+
+def _init_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
+    """``self.x = Cls(...)`` in ``__init__``, plus every class constructed or named there (``*``)."""
+    found = []
+    for sub in ast.walk(init):
+        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+            callee = _dotted(sub.value.func)
+            for target in sub.targets:
+                t = _dotted(target)
+                if _is_class_name(callee) and t and t.startswith("self.") and t.count(".") == 1:
+                    found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
+        if isinstance(sub, ast.Call):
+            callee = _dotted(sub.func)
+            if _is_class_name(callee):
+                found.append(F.AttributeAssignment("*", names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
+        elif isinstance(sub, ast.Name) and sub.id in names.local and isinstance(sub.ctx, ast.Load):
+            found.append(F.AttributeAssignment("*", names.local[sub.id], sub.lineno))
+    return found
+
+
+def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
+    """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
+    defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
+    found = []
+    for default in defaults:
+        name = _dotted(default)
+        if _is_class_name(name):
+            found.append(F.AttributeAssignment("*", names.resolve(name), default.lineno))  # type: ignore[arg-type]
+    return found
+
+
+def _assignments(methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], names: _Names) -> tuple[F.AttributeAssignment, ...]:
+    init = methods.get("__init__")
+    if init is None:
+        return ()
+    unique: dict[tuple[str, str], F.AttributeAssignment] = {}
+    for a in _init_mentions(init, names) + _default_mentions(init, names):
+        unique.setdefault((a.attribute, a.callee), a)
+    return tuple(sorted(unique.values(), key=lambda a: (a.line, a.attribute != "*")))
+
+
+def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions) -> tuple[F.ClassFact, list[F.LayerLoopFact]]:
+    qualname = names.local[node.name]
+    methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    loops = [
+        # No capture marker in this file, so any layer loop here runs without capturing.
+        F.LayerLoopFact(qualname, f"{node.name}.{method_name}", F.Location(path, loop_line), False)
+        for method_name, method in sorted(methods.items())
+        for loop_line in _layer_loops(method, conv.layers_attributes)
+    ]
+    fact = F.ClassFact(node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(methods, names))
+    return fact, loops
+
+
+def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]:
+    """(target, value, line) of module-level ``x = v`` and ``x: T = v`` (the libcst tier reads both)."""
+    out: list[tuple[str, ast.expr, int]] = []
+    for node in body:
+        if isinstance(node, ast.Assign):
+            out.extend((name, node.value, node.lineno) for name in map(_dotted, node.targets) if name)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            name = _dotted(node.target)
+            if name:
+                out.append((name, node.value, node.lineno))
+    return out
+
+
+def _entry_classes(value: ast.expr, line: int, names: _Names, path: str) -> list[F.RegistryFact]:
+    values = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+    refs = [ref for ref in map(_dotted, values) if ref]
+    return [F.RegistryFact(ref.split(".")[-1], names.resolve(ref), F.Location(path, line), "entry_class") for ref in refs]
+
+
+def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.RegistryFact]:
+    """``{"Arch": ("module", "Class"), ...}``: an architecture registry dict."""
+    out = []
+    for key, entry in zip(value.keys, value.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(entry, ast.Tuple) and len(entry.elts) >= 2):
+            continue
+        mod, cls = entry.elts[0], entry.elts[1]
+        if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant) and isinstance(mod.value, str) and isinstance(cls.value, str):
+            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+    return out
+
+
+def _registrations(body: list[ast.stmt], names: _Names, path: str, conv: Conventions) -> list[F.RegistryFact]:
+    dict_file = any(path.endswith(d) for d in conv.dict_files)
+    patterns = [re.compile(p) for p in conv.dict_name_patterns]
+    prefix = conv.dict_module_prefixes[0] if conv.dict_module_prefixes else ""
+    registry: list[F.RegistryFact] = []
+    for name, value, line in _module_assignments(body):
+        if name in conv.entry_variables:
+            registry.extend(_entry_classes(value, line, names, path))
+        elif dict_file and isinstance(value, ast.Dict) and any(p.match(name) for p in patterns):
+            registry.extend(_dict_entries(name, value, prefix, path))
+    return registry
+
+
+def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
+    """Classes, bases, methods, ``__init__`` assignments, layer loops, imports, registrations."""
+    modname = module_name(path)
+    try:
+        tree = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        line = getattr(exc, "lineno", 0) or 0
+        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, line, f"syntax error: {exc}", "parse-error"),))
     local = {n.name: f"{modname}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
-
-    def resolve(name: str) -> str:
-        head, _, rest = name.partition(".")
-        if head in imports:
-            return f"{imports[head]}.{rest}" if rest else imports[head]
-        if head in local and not rest:
-            return local[head]
-        return name
-
-    classes = []
+    names = _Names(modname, _imports(tree.body, _package(path, modname)), local)
+    classes: list[F.ClassFact] = []
     loops: list[F.LayerLoopFact] = []
     for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        bases = []
-        for b in node.bases:
-            text = _dotted(b.value if isinstance(b, ast.Subscript) else b)
-            if text:
-                bases.append(resolve(text))
-        methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        for method_name, method in sorted(methods.items()):
-            for loop_line in _layer_loops(method, conv.layers_attributes):
-                # No capture marker in this file, so any layer loop here runs without capturing.
-                loops.append(F.LayerLoopFact(local[node.name], f"{node.name}.{method_name}", F.Location(path, loop_line), False))
-        assignments = []
-        init = methods.get("__init__")
-        if init is not None:
-            for sub in ast.walk(init):
-                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                    callee = _dotted(sub.value.func)
-                    for target in sub.targets:
-                        t = _dotted(target)
-                        if callee and t and t.startswith("self.") and t.count(".") == 1 and callee.split(".")[-1][:1].isupper():
-                            assignments.append(F.AttributeAssignment(t[5:], resolve(callee), sub.lineno))
-                if isinstance(sub, ast.Call):
-                    callee = _dotted(sub.func)
-                    if callee and callee.split(".")[-1][:1].isupper():
-                        assignments.append(F.AttributeAssignment("*", resolve(callee), sub.lineno))
-                elif isinstance(sub, ast.Name) and sub.id in local and isinstance(sub.ctx, ast.Load):
-                    assignments.append(F.AttributeAssignment("*", local[sub.id], sub.lineno))
-            defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
-            for default in defaults:
-                name = _dotted(default)
-                if name and name.split(".")[-1][:1].isupper():
-                    assignments.append(F.AttributeAssignment("*", resolve(name), default.lineno))
-            unique: dict[tuple[str, str], F.AttributeAssignment] = {}
-            for a in assignments:
-                unique.setdefault((a.attribute, a.callee), a)
-            assignments = list(unique.values())
-        assignments.sort(key=lambda a: (a.line, a.attribute != "*"))
-        classes.append(
-            F.ClassFact(node.name, local[node.name], F.Location(path, node.lineno), tuple(bases), tuple(sorted(methods)), tuple(assignments))
-        )
-
-    registry = []
-    patterns = [re.compile(p) for p in conv.dict_name_patterns]
-    for node in tree.body:
-        if not isinstance(node, ast.Assign):
-            continue
-        for target in node.targets:
-            name = _dotted(target)
-            if name in conv.entry_variables:
-                values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                for v in values:
-                    ref = _dotted(v)
-                    if ref:
-                        registry.append(F.RegistryFact(ref.split(".")[-1], resolve(ref), F.Location(path, node.lineno), "entry_class"))
-            elif name and any(p.match(name) for p in patterns) and any(path.endswith(d) for d in conv.dict_files) and isinstance(node.value, ast.Dict):
-                prefix = conv.dict_module_prefixes[0] if conv.dict_module_prefixes else ""
-                for key, value in zip(node.value.keys, node.value.values):
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple) and len(value.elts) >= 2:
-                        mod, cls = value.elts[0], value.elts[1]
-                        if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant):
-                            registry.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+        if isinstance(node, ast.ClassDef):
+            fact, class_loops = _class_facts(node, names, path, conv)
+            classes.append(fact)
+            loops.extend(class_loops)
     return F.FileFacts(
         layer_loops=tuple(loops),
         path=path,
         module=modname,
-        imports=tuple(F.ImportFact(k, v) for k, v in sorted(imports.items())),
+        imports=tuple(F.ImportFact(k, v) for k, v in sorted(names.imports.items())),
         classes=tuple(classes),
-        registry=tuple(registry),
+        registry=tuple(_registrations(tree.body, names, path, conv)),
     )
 
 

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from flowtrace.model import facts as F
+from dataclasses import dataclass, field
+
+from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, dotted, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
@@ -74,6 +77,21 @@ class _Nodes(FastVisitor):
         return False
 
 
+@dataclass
+class _LoopContext:
+    """What the site finders of one layer loop share."""
+
+    loop: cst.For
+    layer_call: cst.Call
+    index: str
+    containers: dict[str, str]
+    bound: dict[str, cst.BaseExpression]
+    none_at_entry: dict[str, NoneAtEntry]
+    pre: bool
+    post: bool
+    base: dict[str, object] = field(default_factory=dict)
+
+
 class LoopAnalyzer:
     def __init__(self, file: FileAnalyzer, info: _Class, fn: cst.FunctionDef) -> None:
         self.file = file
@@ -102,8 +120,10 @@ class LoopAnalyzer:
 
     # -- structure ---------------------------------------------------------------
     def containers(self, statements: list) -> dict[str, str]:
-        """Container variables and the class (or literal) they were built from."""
+        """Container variables and the class (or literal) they were built from; the
+        construction calls are kept in ``self.built`` for the fixed-slot facts."""
         out: dict[str, str] = {}
+        self.built: dict[str, cst.Call] = {}
         for stmt in statements:
             value = None
             targets: list[cst.BaseExpression] = []
@@ -113,21 +133,67 @@ class LoopAnalyzer:
                 value, targets = stmt.value, [stmt.target]
             if value is None:
                 continue
-            kind = None
-            if isinstance(value, cst.List) and not value.elements:
-                kind = "list"
-            elif isinstance(value, cst.Call):
-                callee = last_name(value.func) or ""
-                if callee in self.conv.containers or callee in self.conv.packers:
-                    kind = callee
-                elif callee == "for_batch" and isinstance(value.func, cst.Attribute):
-                    kind = last_name(value.func.value) or callee
-                elif any(h.name == callee for h in self.conv.helpers):
-                    kind = "list"
+            kind = self.container_kind(value)
             if kind:
                 for target in targets:
                     if isinstance(target, cst.Name):
                         out.setdefault(target.value, kind)
+                        if isinstance(value, cst.Call):
+                            self.built.setdefault(target.value, value)
+        return out
+
+    def container_kind(self, value: cst.BaseExpression) -> str | None:
+        if isinstance(value, cst.List) and not value.elements:
+            return "list"
+        if not isinstance(value, cst.Call):
+            return None
+        callee = last_name(value.func) or ""
+        if callee in self.conv.containers or callee in self.conv.packers:
+            return callee
+        if callee == "for_batch" and isinstance(value.func, cst.Attribute):
+            return last_name(value.func.value) or callee
+        if any(h.name == callee for h in self.conv.helpers):
+            return "list"
+        if self.sized_by(value) is not None and callee[:1].isupper():
+            return callee  # any class built with one slot per capture index
+        return None
+
+    def sized_by(self, call: cst.Call) -> str | None:
+        """``len(self.<attr>)`` among a constructor's arguments: one slot per capture index."""
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.Call) and last_name(value.func) == "len" and value.args:
+                inner = value.args[0].value
+                if isinstance(inner, cst.Attribute) and inner.attr.value in self.attrs:
+                    return self.file.code(value)
+        return None
+
+    def slot_facts(self, container: str | None, loop: cst.For) -> dict[str, object]:
+        """Fixed-slot facts for a site's container: its class, what sizes it, and the
+        method the forward calls on it after the loop (``aux.finalize()``)."""
+        call = self.built.get(container or "")
+        if call is None:
+            return {}
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "for_batch":
+            func = func.value
+        name = dotted(func)
+        out: dict[str, object] = {"container_class": self.file.resolve(name) if name else None, "container_sized_by": self.sized_by(call)}
+        loop_end = self.file.positions[loop].end.line
+        nodes = _Nodes()
+        nodes.walk(self.fn.body)
+        for method_call, _ in nodes.calls:
+            f = method_call.func
+            if (
+                isinstance(f, cst.Attribute)
+                and isinstance(f.value, cst.Name)
+                and f.value.value == container
+                and not method_call.args
+                and self.file.positions[method_call].start.line > loop_end
+            ):
+                out["finalize_method"] = f.attr.value
+                out["finalize_at"] = self.file.loc(method_call)
+                break
         return out
 
     def loop_variables(self, loop: cst.For) -> tuple[str | None, str | None]:
@@ -169,143 +235,193 @@ class LoopAnalyzer:
         index, _ = self.loop_variables(loop)
         if index is None:
             return []
-        pos = self.file.positions
-        call_start = pos[layer_call].start
-        call_end = pos[layer_call].end
+        split = self.splits_residual(loop, layer_call)
+        pre, post = self.outside_captures(loop, statements, containers)
+        self.context = _LoopContext(
+            loop=loop,
+            layer_call=layer_call,
+            index=index,
+            containers=containers,
+            bound=self.loop_locals(loop),
+            none_at_entry=none_at_entry(self.fn, loop, statements, self.file.positions),
+            pre=pre,
+            post=post,
+            base=dict(
+                class_qualname=self.info.qualname,
+                function=self.function,
+                loop_range=" ".join(self.file.code(loop.iter).split()),
+                loop_variable=index,
+                split_residual=split,
+                post_loop_at=self.post_at,
+            ),
+        )
+        found = self.callback_sites()
         nodes = _Nodes()
         nodes.walk(loop.body)
-        split = False
-        for stmt in walk_statements(loop.body):
-            if isinstance(stmt, cst.Assign) and stmt.value is layer_call:
-                for t in stmt.targets:
-                    if isinstance(t.target, (cst.Tuple, cst.List)) and any(
-                        isinstance(e.value, cst.Name) and "residual" in e.value.value for e in t.target.elements
-                    ):
-                        split = True
-        base = dict(
-            class_qualname=self.info.qualname,
-            function=self.function,
-            loop_range=" ".join(self.file.code(loop.iter).split()),
-            loop_variable=index,
-            split_residual=split,
-        )
-        pre, post = self.outside_captures(loop, statements, containers)
-        found: list[F.CaptureSiteFact] = []
-
-        # callback or collector handed to the layer call
-        # Locals bound in the loop body: `cb = aux.capture if i in attr else None; layer(..., capture_output=cb)`
-        bound: dict[str, cst.BaseExpression] = {}
-        for stmt in walk_statements(loop.body):
-            if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
-                bound.setdefault(stmt.targets[0].target.value, stmt.value)
-        for arg in layer_call.args:
-            value = arg.value
-            if isinstance(value, cst.Name) and value.value in bound:
-                value = bound[value.value]
-            if isinstance(value, cst.IfExp) and _is_none(value.orelse):
-                attribute = self.condition_attribute(value.test)
-                if attribute is None:
-                    continue
-                carried = dotted(value.body) or self.file.code(value.body)
-                container = carried.split(".")[0]
-                mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.CALLBACK
-                keyword = arg.keyword.value if arg.keyword is not None else None
-                note = (
-                    f"{carried} handed to layer {index} as {keyword}=; point decided in the layer's forward"
-                    if keyword
-                    else f"{carried} handed to layer {index} positionally; cannot follow it"
-                )
-                found.append(
-                    F.CaptureSiteFact(
-                        **base,
-                        location=self.file.loc(arg),
-                        mechanism=mechanism,
-                        point=F.UNKNOWN,
-                        attribute=attribute,
-                        container=container,
-                        note=note,
-                        embedding_capturable=None,
-                        last_layer_capturable=None,
-                        callback_parameter=keyword,
-                        captured_expression=None,
-                    )
-                )
-
+        pos = self.file.positions
+        call_start, call_end = pos[layer_call].start, pos[layer_call].end
         for call, tests in nodes.calls:
             start = pos[call].start
             after = (start.line, start.column) > (call_end.line, call_end.column)
             before = (start.line, start.column) < (call_start.line, call_start.column)
             if not (after or before):
                 continue
-            method = last_name(call.func)
-            helper = next((h for h in self.conv.helpers if h.name == method), None)
-            if helper is not None and isinstance(call.func, cst.Attribute) and len(call.args) > helper.label_arg:
-                label = offset_of(call.args[helper.label_arg].value, index)
-                boundary = 1 if after else 0
-                point = point_for(boundary, label) if label is not None else F.UNKNOWN
-                stored_args = [a.value for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value)]
-                captured = " + ".join(self.file.code(a) for a in stored_args)
-                helper_residual = any(_depends_on_residual(a, bound) for a in stored_args)
-                found.append(
-                    F.CaptureSiteFact(
-                        **base,
-                        location=self.file.loc(call),
-                        mechanism=F.HELPER,
-                        point=point,
-                        attribute=None,
-                        container=self.file.code(call.args[0].value) if call.args else None,
-                        note=f"{method} labels the stream {'after' if after else 'before'} layer {index} as {self.file.code(call.args[helper.label_arg].value)}",
-                        # recorded before layer idx: boundaries from 0; after it: up to L
-                        embedding_capturable=bool(pre) or not after,
-                        last_layer_capturable=bool(post) or after,
-                        captured_expression=captured,
-                        uses_residual=helper_residual,
-                    )
-                )
-                continue
-            if method in self.conv.container_methods and isinstance(call.func, cst.Attribute):
-                container = dotted(call.func.value) or ""
-                if container not in containers:
-                    continue
-                attribute, label = None, None
-                for test in tests:
-                    attribute = self.condition_attribute(test)
-                    if attribute is not None:
-                        label = self.condition_label(test, index)
-                        break
-                if attribute is None:
-                    continue
-                boundary = 1 if after else 0
-                point = point_for(boundary, label) if label is not None else F.UNKNOWN
-                mechanism = F.PACKER if containers.get(container) in self.conv.packers else F.APPEND
-                captured = None
-                uses_residual = False
-                mutated = None
-                if call.args:
-                    stored = call.args[0].value
-                    uses_residual = _depends_on_residual(stored, bound)
-                    if isinstance(stored, cst.Name):
-                        mutated = self.mutated_after(loop, stored.value, start)
-                    if isinstance(stored, cst.Name) and stored.value in bound:
-                        stored = bound[stored.value]  # `x = h + r; aux.append(x)`
-                    captured = self.file.code(stored)
-                found.append(
-                    F.CaptureSiteFact(
-                        **base,
-                        location=self.file.loc(call),
-                        mechanism=mechanism,
-                        point=point,
-                        attribute=attribute,
-                        container=container,
-                        note=f"{container}.{method}(...) {'after' if after else 'before'} layer {index} runs, when {self.file.code(tests[-1])}",
-                        embedding_capturable=bool(pre) or not after,
-                        last_layer_capturable=bool(post) or after,
-                        captured_expression=captured,
-                        uses_residual=uses_residual,
-                        mutated_later=mutated,
-                    )
-                )
+            site = self.helper_site(call, after) or self.append_site(call, tests, after)
+            if site is not None:
+                found.append(site)
         return found
+
+    def splits_residual(self, loop: cst.For, layer_call: cst.Call) -> bool:
+        for stmt in walk_statements(loop.body):
+            if isinstance(stmt, cst.Assign) and stmt.value is layer_call:
+                for t in stmt.targets:
+                    if isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        isinstance(e.value, cst.Name) and "residual" in e.value.value for e in t.target.elements
+                    ):
+                        return True
+        return False
+
+    def loop_locals(self, loop: cst.For) -> dict[str, cst.BaseExpression]:
+        """Locals bound in the loop body: `cb = aux.capture if i in attr else None; layer(..., capture_output=cb)`."""
+        bound: dict[str, cst.BaseExpression] = {}
+        for stmt in walk_statements(loop.body):
+            if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+                bound.setdefault(stmt.targets[0].target.value, stmt.value)
+        return bound
+
+    def callback_sites(self) -> list[F.CaptureSiteFact]:
+        """A callback or collector handed to the layer call under a membership test."""
+        ctx = self.context
+        found: list[F.CaptureSiteFact] = []
+        for arg in ctx.layer_call.args:
+            value = arg.value
+            if isinstance(value, cst.Name) and value.value in ctx.bound:
+                value = ctx.bound[value.value]
+            if not (isinstance(value, cst.IfExp) and _is_none(value.orelse)):
+                continue
+            attribute = self.condition_attribute(value.test)
+            if attribute is None:
+                continue
+            carried = dotted(value.body) or self.file.code(value.body)
+            container = carried.split(".")[0]
+            mechanism = F.PACKER if self.is_packer(container) else F.CALLBACK
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            note = (
+                f"{carried} handed to layer {ctx.index} as {keyword}=; point decided in the layer's forward"
+                if keyword
+                else f"{carried} handed to layer {ctx.index} positionally; cannot follow it"
+            )
+            found.append(
+                F.CaptureSiteFact(
+                    **ctx.base,
+                    location=self.file.loc(arg),
+                    mechanism=mechanism,
+                    point=F.UNKNOWN,
+                    attribute=attribute,
+                    container=container,
+                    note=note,
+                    embedding_capturable=None,
+                    last_layer_capturable=None,
+                    callback_parameter=keyword,
+                    captured_expression=None,
+                    label_offset=self.condition_label(value.test, ctx.index),
+                    **self.slot_facts(container, ctx.loop),
+                )
+            )
+        return found
+
+    def is_packer(self, container: str) -> bool:
+        kind = self.context.containers.get(container)
+        return kind in self.conv.packers or (container in self.built and self.sized_by(self.built[container]) is not None)
+
+    def helper_site(self, call: cst.Call, after: bool) -> F.CaptureSiteFact | None:
+        """``self.<helper>(aux, label, h, r)`` with the label an offset of the loop index."""
+        ctx = self.context
+        method = last_name(call.func)
+        helper = next((h for h in self.conv.helpers if h.name == method), None)
+        if helper is None or not isinstance(call.func, cst.Attribute) or len(call.args) <= helper.label_arg:
+            return None
+        label = offset_of(call.args[helper.label_arg].value, ctx.index)
+        point = point_for(1 if after else 0, label) if label is not None else F.UNKNOWN
+        stored_args = [a.value for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value)]
+        return F.CaptureSiteFact(
+            **ctx.base,
+            location=self.file.loc(call),
+            mechanism=F.HELPER,
+            point=point,
+            attribute=None,
+            container=self.file.code(call.args[0].value) if call.args else None,
+            note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[helper.label_arg].value)}",
+            # recorded before layer idx: boundaries from 0; after it: up to L
+            embedding_capturable=bool(ctx.pre) or not after,
+            last_layer_capturable=bool(ctx.post) or after,
+            captured_expression=" + ".join(self.file.code(a) for a in stored_args),
+            uses_residual=any(_depends_on_residual(a, ctx.bound) for a in stored_args),
+            label_offset=label,
+        )
+
+    def append_site(self, call: cst.Call, tests: tuple, after: bool) -> F.CaptureSiteFact | None:
+        """``aux.<record>(x)`` under a membership test of a capture attribute."""
+        ctx = self.context
+        method = last_name(call.func)
+        if method not in self.conv.container_methods or not isinstance(call.func, cst.Attribute):
+            return None
+        container = dotted(call.func.value) or ""
+        if container not in ctx.containers:
+            return None
+        attribute, label = None, None
+        for test in tests:
+            attribute = self.condition_attribute(test)
+            if attribute is not None:
+                label = self.condition_label(test, ctx.index)
+                break
+        if attribute is None:
+            return None
+        point = point_for(1 if after else 0, label) if label is not None else F.UNKNOWN
+        mechanism = F.PACKER if self.is_packer(container) else F.APPEND
+        captured, uses_residual, mutated = None, False, None
+        stream: dict[str, object] = {}
+        if call.args:
+            stored = call.args[0].value
+            uses_residual = _depends_on_residual(stored, ctx.bound)
+            if isinstance(stored, cst.Name):
+                mutated = self.mutated_after(ctx.loop, stored.value, self.file.positions[call].start)
+            if not after:
+                stream = self.first_iteration(call, stored, tests)
+            if isinstance(stored, cst.Name) and stored.value in ctx.bound:
+                stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
+            captured = self.file.code(stored)
+        return F.CaptureSiteFact(
+            **ctx.base,
+            location=self.file.loc(call),
+            mechanism=mechanism,
+            point=point,
+            attribute=attribute,
+            container=container,
+            note=f"{container}.{method}(...) {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
+            embedding_capturable=bool(ctx.pre) or not after,
+            last_layer_capturable=bool(ctx.post) or after,
+            captured_expression=captured,
+            uses_residual=uses_residual,
+            mutated_later=mutated,
+            label_offset=label,
+            **stream,
+            **self.slot_facts(container, ctx.loop),
+        )
+
+    def first_iteration(self, call: cst.Call, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
+        """The operand that is None when this site runs at the loop's first index, if the
+        recorded value combines it unguarded (the engine then raises a TypeError there)."""
+        ctx = self.context
+        pos = self.file.positions
+        candidates = set(ctx.none_at_entry) - rebound_unconditionally(ctx.loop, pos[call].start, pos) - tested_names(tests)
+        if not candidates:
+            return {}
+        name = unguarded_operand(stored, candidates, ctx.bound)
+        if name is None:
+            return {}
+        at = ctx.bound.get(stored.value) if isinstance(stored, cst.Name) and stored.value in ctx.bound else call
+        return {"first_none": name, "first_none_at": self.file.loc(ctx.none_at_entry[name].node), "stored_at": self.file.loc(at)}
 
     def mutated_after(self, loop: cst.For, name: str, after) -> str | None:
         """An in-place update of ``name`` later in the loop body (``name += x``,
@@ -349,6 +465,7 @@ class LoopAnalyzer:
         pos = self.file.positions
         loop_start, loop_end = pos[loop].start.line, pos[loop].end.line
         pre = post = False
+        self.post_at: F.Location | None = None
         nodes = _Nodes()
         nodes.walk(self.fn.body)
         for call, tests in nodes.calls:
@@ -365,6 +482,8 @@ class LoopAnalyzer:
             if records:
                 pre |= line < loop_start
                 post |= line > loop_end
+                if line > loop_end and self.post_at is None:
+                    self.post_at = self.file.loc(call)
         return pre, post
 
 

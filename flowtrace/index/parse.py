@@ -7,9 +7,11 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 from flowtrace.model import facts as F
@@ -77,6 +79,31 @@ def _unvalidated_nodes():
 
 def _no_validation(self) -> None:  # noqa: ANN001
     return None
+
+
+TEST_HOOK_ENV = "FLOWTRACE_TEST_PARSE_HOOK"
+_TEST_HOOK_LINE = b"# flowtrace-test-hook: "
+
+
+def run_test_hook(data: bytes) -> None:
+    """For the tests only, with ``FLOWTRACE_TEST_PARSE_HOOK=1`` in the environment: a file whose
+    first line is ``# flowtrace-test-hook: hang|exit|segv`` makes its parse behave like a parse
+    stuck in native code (signals blocked, so the in-process limit cannot fire), a worker
+    that dies, or a native parser crash. Without the variable this is one ``startswith``."""
+    if not data.startswith(_TEST_HOOK_LINE) or os.environ.get(TEST_HOOK_ENV) != "1":
+        return
+    action = data[len(_TEST_HOOK_LINE) :].split(b"\n", 1)[0].strip()
+    if action == b"hang":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        while True:
+            time.sleep(3600)
+    elif action == b"exit":
+        os._exit(70)
+    elif action == b"segv":
+        import faulthandler
+
+        faulthandler.disable()  # a test runner's handler would print this child's stack
+        os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def warm_up(conv: Conventions) -> None:
@@ -195,6 +222,8 @@ def analyze_bytes(
     except RecursionError:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "nesting too deep to parse (recursion limit)", "parse-error"),))
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        if isinstance(exc, (KeyError, IndexError)):  # LookupErrors of the analyser, not of a codec
+            return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"cannot decode: {exc}", "parse-error"),))
     except MemoryError:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "out of memory while parsing", "parse-error"),))

@@ -1,18 +1,16 @@
 """Stream and return-path facts the rules need (links 5 and 6 of the capture chain), minimal.
 
-Three shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
+Two shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
 source lines, so the libcst pass is untouched):
 
 * ``folds_residual``: a layer forward that adds the residual itself and returns the full
   stream first (``h = residual + h; return h, residual``): capturing its first output is right;
-* ``none_residual``: a capture before the layer call stores ``h + residual`` while
-  ``residual`` was bound to ``None`` before the loop, unguarded: index 0 raises;
 * ``early_return``: a ``return`` after the layer loop that hands back no aux container,
   ahead of the return that does, under a test that is neither a pipeline guard nor an
   emptiness test of the container: the captured states are dropped on that path.
 
-The core analysis may supersede these with its own links; they are kept in one small
-module so that swap is a one-line change in :mod:`flowtrace.index.visitors`.
+A None operand at the first index is decided by :mod:`flowtrace.index.streams` (core) on the
+capture site itself; these two shapes are what that module does not cover yet.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import textwrap
 from flowtrace.model import facts as F
 
 FOLDS_RESIDUAL = "folds_residual"
-NONE_RESIDUAL = "none_residual"
 EARLY_RETURN = "early_return"
 
 
@@ -81,54 +78,6 @@ def folds_residual(fn: ast.FunctionDef) -> int | None:
     return None
 
 
-def _rebinds(stmt: ast.stmt, name: str) -> bool:
-    """A top-level loop statement that always binds ``name`` (a conditional rebind may not run)."""
-    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        return False
-    return name in {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
-
-
-def _none_bound(fn: ast.FunctionDef, name: str, before: int) -> int | None:
-    for stmt in ast.walk(fn):
-        if isinstance(stmt, ast.Assign) and stmt.lineno < before and isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
-            if any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-                return stmt.lineno
-    return None
-
-
-def _guarded(tests: list[ast.expr], expr: ast.AST, name: str) -> bool:
-    """``if residual is not None`` above the capture, or ``h + r if r is not None else h``."""
-    for node in [*tests, *ast.walk(expr)]:
-        for cmp in (n for n in ast.walk(node) if isinstance(n, ast.Compare)):
-            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in cmp.ops) and name in _names(cmp):
-                return True
-    return False
-
-
-def none_residual(fn: ast.FunctionDef, loop: ast.For, capture: ast.Call, layer_line: int) -> tuple[str, int] | None:
-    """(residual name, line of ``= None``) when the capture adds a residual that is None at the first index."""
-    if capture.lineno >= layer_line or not capture.args:
-        return None
-    stored = capture.args[0]
-    bound: dict[str, ast.expr] = {}
-    for s in sorted((n for n in ast.walk(loop) if isinstance(n, ast.Assign) and n.lineno < capture.lineno), key=lambda n: n.lineno):
-        for t in s.targets:
-            if isinstance(t, ast.Name):
-                bound.setdefault(t.id, s.value)  # the first binding: `x = h + r`, before any rewrap of x
-    if isinstance(stored, ast.Name) and stored.id in bound:
-        stored = bound[stored.id]
-    if not isinstance(stored, ast.BinOp) or not isinstance(stored.op, ast.Add):
-        return None
-    parents = _parents(fn)
-    for name in sorted(n for n in _names(stored) if "residual" in n):
-        if any(_rebinds(s, name) and s.lineno < capture.lineno for s in loop.body):
-            continue  # rebound unconditionally inside the loop before the capture
-        line = _none_bound(fn, name, loop.lineno)
-        if line is not None and not _guarded(_tests_above(capture, parents), stored, name):
-            return name, line
-    return None
-
-
 def early_returns(fn: ast.FunctionDef, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str]]:
     """(line, guarding test) of returns after the first capture that drop the containers ahead
     of the return that hands them back."""
@@ -182,23 +131,4 @@ def function_facts(path: str, class_qualname: str, function: str, text: str, sta
         first_capture = min(site.location.line for site in sites) - offset
         for line, test in early_returns(fn, containers, first_capture, guards):
             out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), EARLY_RETURN, test))
-    for site in sites:
-        local = site.location.line - offset
-        loop = next((l for l in loops if l.lineno <= local <= (l.end_lineno or l.lineno)), None)
-        capture = next((c for c in ast.walk(loop) if isinstance(c, ast.Call) and c.lineno == local), None) if loop else None
-        if loop is None or capture is None:
-            continue
-        layer_lines = [a.lineno for a in ast.walk(loop) if _is_layer_assign(a) and a.lineno > local]
-        found = none_residual(fn, loop, capture, min(layer_lines)) if layer_lines else None
-        if found is not None:
-            name, none_line = found
-            out.append(F.StreamFact(class_qualname, function, site.location, NONE_RESIDUAL, f"{name}:{none_line + offset}"))
     return out
-
-
-def _is_layer_assign(node: ast.AST) -> bool:
-    """``h, residual = layer(...)``: the call that runs a split-residual layer."""
-    if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call) or len(node.targets) != 1:
-        return False
-    target = node.targets[0]
-    return isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and "residual" in e.id for e in target.elts)

@@ -203,9 +203,8 @@ class _RegionContext:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.push(_CLOSE)
-        return False
 
 
 class _Parenthesize:
@@ -253,9 +252,9 @@ class Positions:
             def __init__(self) -> None:
                 super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
                 # instance attributes shadow the methods: one C call per token and node
-                self.add_token = push
-                self.before_codegen = push
-                self.after_codegen = push
+                self.add_token = push  # type: ignore[method-assign, assignment]
+                self.before_codegen = push  # type: ignore[method-assign, assignment]
+                self.after_codegen = push  # type: ignore[method-assign, assignment]
                 self._region_context = _RegionContext(push)
 
             def add_indent_tokens(self) -> None:
@@ -276,7 +275,7 @@ class Positions:
             module._codegen(_State())
         finally:
             if patch:
-                _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign]
+                _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign, assignment]
 
         computed: dict[int, tuple[int, int, int, int]] = {}
         line, column = 1, 0
@@ -348,7 +347,7 @@ class FastVisitor:
                 handlers = (getattr(self.__class__, f"visit_{kind.__name__}", None), getattr(self.__class__, f"leave_{kind.__name__}", None))
                 cache[kind] = handlers
             if leaving:
-                handlers[1](self, current)  # type: ignore[operator]
+                handlers[1](self, current)  # type: ignore[operator, misc]
                 continue
             if handlers[0] is not None and handlers[0](self, current) is False:  # type: ignore[operator]
                 continue

@@ -50,7 +50,7 @@ class _Collector(FastVisitor):
         self.conv = conv
         self.imports: dict[str, str] = {}
         self.classes: list[_Class] = []
-        self.module_assigns: list[cst.Assign] = []
+        self.module_assigns: list[cst.Assign | cst.AnnAssign] = []
         self.modes: list[tuple[int, str, str]] = []
         self.concats: list[tuple[int, cst.CSTNode, str]] = []
         self.config_reads: list[tuple[int, str, str | None, str, cst.CSTNode]] = []
@@ -120,7 +120,7 @@ class _Collector(FastVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if not self._func_stack and not self._class_stack and node.value is not None:
-            self.module_assigns.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.value))
+            self.module_assigns.append(node)  # the node itself: a synthetic Assign has no position
 
     # -- sites -----------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -269,7 +269,20 @@ class FileAnalyzer:
             bases=tuple(bases),
             methods=tuple(sorted(info.methods)),
             assignments=tuple(assignments),
+            raise_checks=self.raise_checks(info),
         )
+
+    def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
+        """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
+        (read when a trace counts fewer captures than slots)."""
+        out: list[F.RaiseCheck] = []
+        for name, fn in info.methods.items():
+            if "raise" not in self.text_of(fn):
+                continue
+            for stmt in walk_statements(fn.body):
+                if isinstance(stmt, cst.If) and any(isinstance(b, cst.Raise) for b in body_statements(stmt.body)):
+                    out.append(F.RaiseCheck(name, " ".join(self.code(stmt.test).split()), self.loc(stmt)))
+        return tuple(out)
 
     def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
@@ -460,7 +473,7 @@ class FileAnalyzer:
         patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
         prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
         for node in self.collector.module_assigns:
-            for target in node.targets:
+            for target in node.targets if isinstance(node, cst.Assign) else (node,):
                 name = dotted(target.target)
                 if not name:
                     continue

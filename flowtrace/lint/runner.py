@@ -19,7 +19,6 @@ It returns a frozen :class:`CheckOutcome`; nothing here prints or exits. Errors 
 from __future__ import annotations
 
 import io
-import os
 import re
 import tokenize
 from collections import defaultdict
@@ -190,12 +189,15 @@ def run_check(
     config: str | Path | None = None,
     isolated: bool = False,
     progress: bool | None = False,
+    require_engine_code: bool = True,
 ) -> CheckOutcome:
     """Scan ``path`` and apply the CI contract; see the module docstring for the order.
 
     Selectors are code prefixes (``FT0``, ``FT003``) or ``ALL``; each string may hold several,
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
     file to read instead of ``PATH/pyproject.toml``; ``isolated`` reads none.
+    ``require_engine_code`` makes a path without engine code a :class:`UsageError` (the CI
+    contract); ``scan`` turns it off and reports an empty matrix instead.
     """
     from flowtrace import api
     from flowtrace.lint import baseline as baselines
@@ -232,7 +234,8 @@ def run_check(
         progress=progress,
     )
     result = api.scan(path, profile=profile or cfg.profile, options=options)
-    _require_engine_code(result, source)
+    if require_engine_code:
+        _require_engine_code(result, source)
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))

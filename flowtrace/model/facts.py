@@ -10,25 +10,162 @@ Locations are POSIX paths relative to the scanned root, with 1-based lines.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
-# Id transforms: how a setter maps the draft's config ids to capture indices.
-PLUS_ONE = "plus_one"
-IDENTITY = "identity"
-CONDITIONAL = "conditional"
-DELEGATES = "delegates"
-OTHER = "other"
-TRANSFORMS = (PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, OTHER)
+class Word(str, Enum):
+    """A status word: an enum member that compares, formats and serialises (JSON, pickle
+    by value) as its plain string, so ``flowtrace.scan/1`` and ``.trace/1`` keep the same
+    strings while code names the words once, here."""
 
-# Capture points, relative to an index i held in the capture attribute.
-INPUT = "input"  # index i yields boundary i (the input of layer i)
-OUTPUT = "output"  # index i yields boundary i + 1 (the output of layer i)
-UNKNOWN = "unknown"
+    def __str__(self) -> str:
+        return str(self.value)
 
-# Capture mechanisms.
-APPEND = "append"  # aux.append(...) inside the layer loop
-CALLBACK = "callback"  # a callback or collector handed to layer i
-PACKER = "packer"  # a packer object handed to layer i or appended to
-HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Transform(Word):
+    """How a setter maps the draft's config ids to capture indices."""
+
+    PLUS_ONE = "plus_one"
+    IDENTITY = "identity"
+    CONDITIONAL = "conditional"
+    DELEGATES = "delegates"
+    IGNORED = "ignored"  # the engine uses its own ids whatever the draft says
+    OTHER = "other"
+
+
+class Point(Word):
+    """Capture point, relative to an index i held in the capture attribute."""
+
+    INPUT = "input"  # index i yields boundary i (the input of layer i)
+    OUTPUT = "output"  # index i yields boundary i + 1 (the output of layer i)
+    UNKNOWN = "unknown"
+
+
+class Mechanism(Word):
+    """How a capture site records a state."""
+
+    APPEND = "append"  # aux.append(...) inside the layer loop
+    CALLBACK = "callback"  # a callback or collector handed to layer i
+    PACKER = "packer"  # a packer object handed to layer i or appended to
+    HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+
+
+class Support(Word):
+    """A model row's capture support."""
+
+    SUPPORTED = "supported"
+    INHERITED = "inherited"
+    DELEGATED = "delegated"
+    CONDITIONAL = "conditional"  # depends on the target config (a holder built from it)
+    BROKEN = "broken"
+    NONE = "none"
+
+
+class Outcome(Word):
+    """What a trace on concrete ids ends in."""
+
+    CAPTURES = "captures"
+    RAISES = "raises"
+    CAPTURES_NOTHING = "captures_nothing"
+    UNKNOWN = "unknown"  # a link could not be decided (the reason says which)
+
+
+class StreamKind(Word):
+    """What a capture site records, relative to the residual stream at its boundary."""
+
+    RESIDUAL_STREAM = "residual_stream"
+    DELTA = "delta"  # the layer output without the residual it returns separately
+    MUTATED_REFERENCE = "mutated_reference"  # a reference the loop later updates in place
+    UNKNOWN = "unknown"
+
+
+class SourceKind(Word):
+    """Where the ids a model captures come from (link 1 of the chain)."""
+
+    SETTER = "setter"  # a draft-config key the runner hands to an entry setter
+    SERVING_CONFIG = "serving_config"
+    CONFIG_ATTRIBUTE = "config_attribute"
+    BUILD_CONTEXT = "build_context"
+    NONE = "none"  # the engine uses its own default (transform ignored)
+
+
+class HolderKind(Word):
+    """How the object holding the capture attribute is constructed (link 3)."""
+
+    SELF = "self"
+    DIRECT = "direct"  # self.model = Cls(...)
+    CLASS_ATTRIBUTE = "class_attribute"  # model_cls = Cls; self.model_cls(...)
+    PARAMETER_DEFAULT = "parameter_default"  # def __init__(..., language_model_cls=Cls)
+    FACTORY_OVERRIDE = "factory_override"  # self.model = self._init_model(...) overridden by a subclass
+    REGISTRY_FACTORY = "registry_factory"  # a factory handed an architecture name
+    DYNAMIC = "dynamic"  # built from the target config at run time
+
+
+class ReturnKind(Word):
+    """Whether the captured states reach the runner (link 6)."""
+
+    RETURNED = "returned"
+    EARLY_RETURN = "early_return"
+    OVERRIDDEN = "overridden"
+    FLAG_NEVER_SET = "flag_never_set"
+    NOT_UNPACKED = "not_unpacked"
+
+
+class ConcatOrder(Word):
+    """Order of the captured states at the concat (link 7)."""
+
+    LOOP = "loop"  # the order the layer loop meets the indices (sorted boundaries)
+    CONFIG = "config"  # the order the ids were given
+
+
+class ProblemKind(Word):
+    """Typed problems on a capture chain; rules select on these, never on message text."""
+
+    SETTER_WRITES_NOTHING = "setter_writes_nothing"
+    DELEGATE_UNRESOLVED = "delegate_unresolved"
+    DELEGATE_LACKS_SETTER = "delegate_lacks_setter"
+    SUPER_UNRESOLVED = "super_unresolved"
+    HOLDER_UNRESOLVED = "holder_unresolved"
+    NO_CAPTURE_SITE = "no_capture_site"
+    POINT_UNKNOWN = "point_unknown"
+    INDEX0_RAISES = "index0_raises"
+    PACKER_COUNT_CHECK = "packer_count_check"
+    RETURN_DROPPED = "return_dropped"
+    DEPENDS_ON_CONFIG = "depends_on_config"
+    # What a finding of the checks says is wrong (flowtrace.checks; stable values: baselines and
+    # SARIF properties.problem carry them). Chain problems above are reused where they fit.
+    WRAPPER_WITHOUT_SETTER = "wrapper_without_setter"
+    TARGET_METHODS_MISSING = "target_methods_missing"
+    CAPTURE_WITHOUT_SETTER = "capture_without_setter"
+    CAPTURE_FED_BY_OTHER_FAMILY = "capture_fed_by_other_family"
+    INTERFACE_HOLDER_CANNOT_CAPTURE = "interface_holder_cannot_capture"
+    FLAG_WITHOUT_CAPTURE = "flag_without_capture"
+    FORWARD_DROPS_CAPTURE = "forward_drops_capture"
+    CAPTURE_SKIPPED_ON_PATH = "capture_skipped_on_path"
+    RESIDUAL_MISSING = "residual_missing"
+    MUTATED_AFTER_CAPTURE = "mutated_after_capture"
+    FLAG_NEVER_SET = "flag_never_set"
+    TRANSFORM_INCONSISTENT = "transform_inconsistent"
+    DEFAULT_BOUNDARIES_SHIFTED = "default_boundaries_shifted"
+    EMBEDDING_ID_DROPPED = "embedding_id_dropped"
+    EMBEDDING_UNREACHABLE = "embedding_unreachable"
+    LAST_LAYER_UNREACHABLE = "last_layer_unreachable"
+    UNGUARDED_LAYER_INDEX = "unguarded_layer_index"
+    CONFIG_READERS_DISAGREE = "config_readers_disagree"
+    UNREADABLE_FILE = "unreadable_file"
+    REGISTRY_TARGET_MISSING = "registry_target_missing"
+    UNUSED_SUPPRESSION = "unused_suppression"
+
+
+# Module-level aliases: older code and profiles name the words as constants.
+PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, IGNORED, OTHER = (
+    Transform.PLUS_ONE, Transform.IDENTITY, Transform.CONDITIONAL, Transform.DELEGATES, Transform.IGNORED, Transform.OTHER,
+)
+TRANSFORMS = tuple(Transform)
+INPUT, OUTPUT, UNKNOWN = Point.INPUT, Point.OUTPUT, Point.UNKNOWN
+APPEND, CALLBACK, PACKER, HELPER = Mechanism.APPEND, Mechanism.CALLBACK, Mechanism.PACKER, Mechanism.HELPER
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +206,16 @@ class ClassFact:
     bases: tuple[str, ...]  # resolved qualified names where the import table allows
     methods: tuple[str, ...]
     assignments: tuple[AttributeAssignment, ...] = ()
+    raise_checks: tuple[RaiseCheck, ...] = ()  # `if <condition>: raise` in a method
+
+
+@dataclass(frozen=True, slots=True)
+class RaiseCheck:
+    """A method that raises under a condition (a packer's count check in ``finalize``)."""
+
+    method: str
+    condition: str
+    location: Location
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +288,17 @@ class CaptureSiteFact:
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
     uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
     mutated_later: str | None = None  # an in-place update of the stored tensor after the capture
+    # Stream semantics at the loop's first iteration (see flowtrace.index.streams):
+    label_offset: int | None = None  # k in `i + k in self.<attr>`: index k is met at the first iteration
+    first_none: str | None = None  # operand that is None at the first iteration and is added unguarded
+    first_none_at: Location | None = None  # where it is bound to None
+    stored_at: Location | None = None  # the expression that would raise (the append or its local)
+    # Fixed-slot collectors: built as `Cls(len(self.<attr>))`, checked when finalized.
+    container_class: str | None = None  # qualified class the container is built from
+    container_sized_by: str | None = None  # e.g. "len(self.layers_to_capture)"
+    finalize_method: str | None = None  # `aux.<method>()` called after the loop
+    finalize_at: Location | None = None
+    post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,10 +410,9 @@ class CallbackUse:
 class StreamFact:
     """One stream-semantics or return-path observation about a method (see index/stream_facts.py).
 
-    ``kind`` is "folds_residual" (a layer forward returns the stream with the residual added),
-    "none_residual" (the capture at ``location`` adds a residual still None at the first index;
-    ``detail`` is "name:line" of the None binding) or "early_return" (a return at ``location``
-    drops the aux container; ``detail`` is the test guarding it).
+    ``kind`` is "folds_residual" (a layer forward returns the stream with the residual added)
+    or "early_return" (a return at ``location`` drops the aux container; ``detail`` is the test
+    guarding it).
     """
 
     class_qualname: str

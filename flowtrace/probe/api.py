@@ -14,16 +14,24 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowtrace.probe.claims import check_range, compare, load_trace_claim, parse_boundary_list
+from flowtrace.probe.claims import (
+    check_range,
+    compare,
+    compare_outcome,
+    load_trace_claim,
+    parse_boundary_list,
+)
 from flowtrace.probe.errors import ProbeError, require_torch
 from flowtrace.probe.results import (
     CLEAR_WINNER,
     CONFIRMED,
     INCONCLUSIVE,
     REFUTED,
+    CAPTURES,
     CaptureResult,
     Claim,
     DraftInfo,
+    Raised,
     DraftResult,
     layout_label,
 )
@@ -108,6 +116,37 @@ def _run_forward(target, inputs):
         ) from None
 
 
+_OWN_CODE = (os.sep + os.path.join("flowtrace", "probe") + os.sep, os.sep + "torch" + os.sep)
+
+
+def _raised(exc: BaseException) -> Raised:
+    """The exception and the frames of the target's own code it passed (probe and torch left out)."""
+    import traceback
+
+    frames = tuple(
+        f"{fs.filename}:{fs.lineno}"
+        for fs in traceback.extract_tb(exc.__traceback__)
+        if not any(part in fs.filename for part in _OWN_CODE)
+    )
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return Raised(type(exc).__name__, message[:300], frames)
+
+
+def _run_claimed_forward(target, inputs, claim: Claim | None):
+    """(output, None), or (None, Raised) when a claim is given: then a raise is an observation
+    (confirming a ``raises`` claim, refuting the others), not a usage error."""
+    if claim is None:
+        return _run_forward(target, inputs), None
+    from flowtrace.probe.targets import call_model
+
+    try:
+        return call_model(target.model, inputs), None
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        return None, _raised(exc)
+
+
 def _resembles_boundaries(o) -> bool:
     """An incidental observation is kept only if some chunk (nearly) is a recorded boundary."""
     return any(
@@ -174,14 +213,14 @@ def probe_capture(
             if target.fc is not None and target.fc_name is not None:
                 fc_hook = stack.enter_context(FcInputHook(target.fc, target.fc_name, H))
             spy = stack.enter_context(ConcatSpy(H))
-            out = _run_forward(target, target.inputs)
+            out, raised = _run_claimed_forward(target, target.inputs, claim)
     _say(progress, "matching observed chunks to boundaries")
     with timer.phase("match"):
         tape = rec.tape()
         raws = []
         if fc_hook is not None:
             raws += fc_hook.observations
-        if aux_from_output:
+        if aux_from_output and raised is None:
             raws += output_aux(out, H)
         raws += spy.observations
         observations, ignored = [], 0
@@ -204,13 +243,17 @@ def probe_capture(
         )
     if spy.dropped:
         warnings.append(f"{spy.dropped} further concatenations were not recorded")
-    if primary is None:
+    if primary is None and raised is None and (claim is None or claim.outcome == CAPTURES):
         warnings.append(
             "no aux hidden states were observed: no hidden-size concatenation along the last "
             "dim, no draft fc input (--fc-module NAME) and no (hidden, aux) model output; make "
             "the factory run the EAGLE-3 capture path (e.g. call set_eagle3_layers_to_capture)"
         )
-    slots, verdict = compare(claim, observations[primary] if primary is not None else None)
+    seen = observations[primary] if primary is not None else None
+    if claim is not None and (raised is not None or claim.outcome != CAPTURES):
+        slots, verdict = compare_outcome(claim, raised, seen)
+    else:
+        slots, verdict = compare(claim, seen)
     return CaptureResult(
         target=target.info(),
         device=str(dev),
@@ -223,6 +266,7 @@ def probe_capture(
         slots=slots,
         verdict=verdict,
         warnings=tuple(warnings),
+        raised=raised,
     )
 
 

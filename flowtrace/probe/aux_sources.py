@@ -9,6 +9,7 @@ packed ``[.., k*H]`` tensor).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,7 +24,7 @@ class FcInputHook:
         self.fc, self.name, self.hidden = fc, name, hidden
         self.observations: list[RawObservation] = []
         self.problem: str | None = None
-        self._handle = None
+        self._handle: Any = None
 
     def __enter__(self) -> "FcInputHook":
         self._handle = self.fc.register_forward_pre_hook(self._hook, with_kwargs=True)

@@ -191,6 +191,29 @@ class BoundaryRecorder:
         h, r = pair
         return h if r is None else h + r
 
+    def _delta_streams(self, L: int) -> dict[int, torch.Tensor] | None:
+        """Streams of a model whose layers return a delta (``residual += layer(residual)``).
+
+        Recognised by value, never by name: every layer's output is one tensor, and each layer's
+        input equals the previous input plus the previous output while differing from that
+        output. Then b=k is layer k's input and b=L the last input plus the last output.
+        """
+        if L < 2 or not all(k in self.inputs and k in self.outputs for k in range(L)):
+            return None
+        if any(r is not None for _, r in self.outputs.values()) or any(
+            r is not None for _, r in self.inputs.values()
+        ):
+            return None
+        for k in range(1, L):
+            inp, prev, out = self.inputs[k][0], self.inputs[k - 1][0], self.outputs[k - 1][0]
+            if inp.shape != prev.shape or inp.shape != out.shape or _same(inp, out):
+                return None
+            if not torch.allclose(inp.float(), (prev + out).float(), rtol=1e-5, atol=1e-6):
+                return None
+        streams = {k: self.inputs[k][0] for k in range(1, L)}
+        streams[L] = self.inputs[L - 1][0] + self.outputs[L - 1][0]
+        return streams
+
     def tape(self) -> Tape:
         """Assemble streams and views; cross-check output of layer k against input of layer k+1."""
         L = len(self.layers)
@@ -218,12 +241,23 @@ class BoundaryRecorder:
                 )
         elif self.embed_out is not None:
             streams[0] = self.embed_out
+        delta = self._delta_streams(L)
         for k in range(L):
-            if k in self.outputs:
+            if delta is not None and k + 1 in delta:
+                streams[k + 1] = delta[k + 1]
+            elif k in self.outputs:
                 streams[k + 1] = self._stream(self.outputs[k])
             elif k + 1 in self.inputs:
                 streams[k + 1] = self._stream(self.inputs[k + 1])
-        for k in range(1, L):
+        if delta is not None:
+            warnings.append(
+                "the layers return a delta that the loop adds to the residual stream "
+                "(input of layer k = input of layer k-1 + its output): b=k is the input of layer k, "
+                "b=L the last input plus the last output; the raw outputs are kept as views"
+            )
+            for k, (h, _) in sorted(self.outputs.items()):
+                views.append(View(k + 1, "layer output: a delta, residual not added", h, False))
+        for k in range(1, L if delta is None else 1):
             if k in self.inputs and k - 1 in self.outputs:
                 inp = self._stream(self.inputs[k])
                 if not _same(inp, streams[k]):

@@ -11,15 +11,21 @@ from pathlib import Path
 
 from flowtrace.probe.errors import ProbeError
 from flowtrace.probe.results import (
+    CAPTURES,
+    CAPTURES_NOTHING,
     CONFIRMED,
+    OUTCOMES,
+    RAISES,
     INCONCLUSIVE,
     NOTHING_OBSERVED,
     OBSERVED,
     REFUTED,
     Claim,
     Observation,
+    Raised,
     SlotVerdict,
     boundary_label,
+    layout_label,
 )
 
 
@@ -64,8 +70,11 @@ def load_trace_claim(path: str) -> Claim:
             f"--expect-trace: {path} has no top-level key \"boundaries\"; "
             "write it with `flowtrace trace --format json`"
         )
+    outcome = _trace_outcome(data, path)
     raw = data["boundaries"]
-    if not isinstance(raw, list) or not raw or not all(
+    if outcome != CAPTURES and raw in (None, []):
+        raw = []
+    elif not isinstance(raw, list) or not raw or not all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw
     ):
         raise ProbeError(
@@ -73,7 +82,28 @@ def load_trace_claim(path: str) -> Claim:
             f"non-negative ints (boundary indices), got {raw!r}"
         )
     model = data.get("model")
-    return Claim(source=str(path), boundaries=tuple(raw), model=None if model is None else str(model))
+    raises_at = data.get("raises_at")
+    ids = data.get("layer_ids")
+    return Claim(
+        source=str(path),
+        boundaries=tuple(raw),
+        model=None if model is None else str(model),
+        outcome=outcome,
+        raises_at=str(raises_at) if raises_at else None,
+        layer_ids=tuple(ids) if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else None,
+    )
+
+
+def _trace_outcome(data: dict, path: str) -> str:
+    """The trace's ``outcome``; a trace written before outcomes existed claims ``captures``."""
+    outcome = data.get("outcome")
+    if outcome is None:
+        return CAPTURES
+    if outcome not in OUTCOMES:
+        raise ProbeError(
+            f"--expect-trace: {path}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}"
+        )
+    return str(outcome)
 
 
 def check_range(boundaries: tuple[int, ...], num_layers: int, what: str) -> None:
@@ -176,3 +206,61 @@ def _slot_verdict(i: int, exp: int, ch) -> SlotVerdict:
             "(cosine alone cannot confirm: adjacent boundaries are correlated)",
         )
     return SlotVerdict(i, exp, None, INCONCLUSIVE, f"chunk matches no boundary: {ch.note}")
+
+
+def frame_matches(raises_at: str, frame: str) -> bool:
+    """Does "file:line" (or "file:a-b") name this "path:line" frame? Files match by path suffix,
+    so a trace's tree-relative path names the absolute path the run saw."""
+    where, _, lines = raises_at.rpartition(":")
+    path, _, line = frame.rpartition(":")
+    if not where or not path or not line.isdigit():
+        return False
+    lo, _, hi = lines.partition("-")
+    if not lo.isdigit() or (hi and not hi.isdigit()):
+        return False
+    n = int(line)
+    if not int(lo) <= n <= int(hi or lo):
+        return False
+    where, path = where.replace("\\", "/"), path.replace("\\", "/")
+    return path == where or path.endswith("/" + where.lstrip("./"))
+
+
+def compare_outcome(
+    claim: Claim, raised: Raised | None, observation: Observation | None
+) -> tuple[tuple[SlotVerdict, ...], str]:
+    """Verdicts when the claim or the run is not "captures": a run that raised, or a claim that
+    the engine raises or feeds nothing. Plain captures-vs-captures goes to :func:`compare`."""
+    if claim.outcome == RAISES:
+        return _judge_raises(claim, raised)
+    if raised is not None:
+        why = f"the run raised {raised.type}: {raised.message}" + (
+            f" at {raised.frames[-1]}" if raised.frames else ""
+        )
+        return (SlotVerdict(0, None, None, REFUTED, f"the claim is {claim.outcome}, but {why}"),), REFUTED
+    if claim.outcome == CAPTURES_NOTHING:
+        if observation is None:
+            return (SlotVerdict(0, None, None, CONFIRMED, "nothing reached the concat, the fc or the model output"),), CONFIRMED
+        return (
+            SlotVerdict(
+                0, None, observation.boundaries[0] if observation.chunks else None, REFUTED,
+                f"the claim is captures_nothing, but {observation.source} fed "
+                f"{layout_label(observation.boundaries)}",
+            ),
+        ), REFUTED
+    return compare(claim, observation)
+
+
+def _judge_raises(claim: Claim, raised: Raised | None) -> tuple[tuple[SlotVerdict, ...], str]:
+    site = claim.raises_at or "(no site given)"
+    if raised is None:
+        return (SlotVerdict(0, None, None, REFUTED, f"the claim is that the run raises at {site}, but it ran through"),), REFUTED
+    what = f"{raised.type}: {raised.message}"
+    if claim.raises_at is None:
+        return (SlotVerdict(0, None, None, CONFIRMED, f"the run raised {what}"),), CONFIRMED
+    hit = next((f for f in reversed(raised.frames) if frame_matches(claim.raises_at, f)), None)
+    if hit is not None:
+        return (SlotVerdict(0, None, None, CONFIRMED, f"the run raised {what} at {hit}"),), CONFIRMED
+    last = raised.frames[-1] if raised.frames else "an unknown place"
+    return (
+        SlotVerdict(0, None, None, REFUTED, f"the run raised {what} at {last}, not at {site}"),
+    ), REFUTED

@@ -23,6 +23,10 @@ class ProbeUsageError(click.ClickException):
 
     exit_code = 2
 
+    def show(self, file: Any = None) -> None:
+        """The command line's one error shape (``flowtrace: error: ...``), not click's ``Error:``."""
+        click.echo(f"flowtrace: error: {self.format_message()}", err=True)
+
 
 def _progress() -> Callable[[str], None] | None:
     """Progress on stderr, only for a person watching a terminal."""
@@ -181,6 +185,23 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
     result = _run(go)
     _emit(result.to_json() + "\n" if fmt == "json" else draft_text(result), output)
     click.get_current_context().exit(result.exit_code)
+
+
+@probe.command("merge")
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the merged JSON here.")
+def merge_cmd(results, output) -> None:
+    """Merge probe JSON results into one document with a verdict per model.
+
+    The document feeds `flowtrace report --probe`, which marks every model it names. Exit 0 when
+    every model is confirmed, 1 otherwise, 2 on unreadable input.
+    """
+    from flowtrace.probe.merge import merge_documents, read_documents
+
+    doc = _run(lambda: merge_documents(read_documents(list(results))))
+    _emit(json.dumps(doc, indent=2) + "\n", output)
+    ok = all(m["verdict"] == "confirmed" for m in doc["models"])
+    click.get_current_context().exit(0 if ok else 1)
 
 
 if __name__ == "__main__":  # python -m flowtrace.probe.cli ...

@@ -138,7 +138,7 @@ class Eagle3Draft(nn.Module):
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         """Map draft-vocab ids to target ids with the d2t offset table."""
-        return draft_ids + self.d2t[draft_ids]
+        return draft_ids + self.d2t[draft_ids]  # type: ignore[index]  # a registered buffer
 
 
 # --------------------------------------------------------------------------- loading

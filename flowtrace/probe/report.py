@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flowtrace.probe.results import (
+    CAPTURES,
     CLEAR_WINNER,
     CONFIRMED,
     NOTHING_OBSERVED,
@@ -35,9 +36,18 @@ def _verdict_banner(verdict: str) -> str:
     return verdict.upper()
 
 
+def _claim_layout(c) -> str:
+    if c.outcome == CAPTURES:
+        return layout_label(c.boundaries)
+    return c.outcome + (f" at {c.raises_at}" if c.raises_at else "")
+
+
 def capture_text(r: CaptureResult) -> str:
     lines = ["flowtrace probe capture", _target_line(r.target, r.device, r.dtype, r.eager)]
-    if r.primary is None:
+    if r.raised is not None:
+        where = f" at {r.raised.frames[-1]}" if r.raised.frames else ""
+        lines.append(f"outcome: raises ({r.raised.type}: {r.raised.message}{where})")
+    elif r.primary is None:
         lines.append("observed aux layout: (nothing observed)")
     else:
         o = r.observations[r.primary]
@@ -61,7 +71,7 @@ def capture_text(r: CaptureResult) -> str:
             )
     if r.claim is not None:
         model = f" for model {r.claim.model}" if r.claim.model else ""
-        lines.append(f"claim ({r.claim.source}{model}): {layout_label(r.claim.boundaries)}")
+        lines.append(f"claim ({r.claim.source}{model}): {_claim_layout(r.claim)}")
         for s in r.slots:
             lines.append(
                 f"  slot {s.slot}: expected {boundary_label(s.expected) if s.expected is not None else '-'}"

@@ -22,6 +22,13 @@ NOTHING_OBSERVED = "nothing observed"
 CLEAR_WINNER = "clear winner"
 NO_CLEAR_WINNER = "no clear winner"
 
+# Outcomes of one run, the same words as ``flowtrace trace``'s ``outcome``: the engine feeds
+# aux states to the concat, raises on the way, or feeds nothing.
+CAPTURES = "captures"
+RAISES = "raises"
+CAPTURES_NOTHING = "captures_nothing"
+OUTCOMES = (CAPTURES, RAISES, CAPTURES_NOTHING)
+
 
 def boundary_label(b: int | None) -> str:
     """Human name of a boundary; b=0 is called out because engines spell it ``-1``."""
@@ -140,14 +147,44 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A static prediction to check: from ``--expect`` or a ``flowtrace trace --format json`` file."""
+    """A static prediction to check: from ``--expect`` or a ``flowtrace trace --format json`` file.
+
+    ``outcome`` is what the trace predicts for the run (``captures`` these boundaries,
+    ``raises`` at ``raises_at`` "file:line", or ``captures_nothing``); ``--expect`` always claims
+    ``captures``.
+    """
 
     source: str
     boundaries: tuple[int, ...]
     model: str | None = None
+    outcome: str = CAPTURES
+    raises_at: str | None = None
+    layer_ids: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "model": self.model, "boundaries": list(self.boundaries)}
+        return {
+            "source": self.source,
+            "model": self.model,
+            "boundaries": list(self.boundaries),
+            "outcome": self.outcome,
+            "raises_at": self.raises_at,
+            "layer_ids": None if self.layer_ids is None else list(self.layer_ids),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """An exception the target raised during the run, with the frames it passed (innermost last).
+
+    Frames are "file:line"; a ``raises`` claim is confirmed when its ``raises_at`` is one of them.
+    """
+
+    type: str
+    message: str
+    frames: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "frames": list(self.frames)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +222,19 @@ class CaptureResult:
     slots: tuple[SlotVerdict, ...]
     verdict: str
     warnings: tuple[str, ...] = ()
+    raised: Raised | None = None
+
+    @property
+    def outcome(self) -> str:
+        """What the run did: raised, fed aux states to the concat/fc/output, or fed none."""
+        if self.raised is not None:
+            return RAISES
+        return CAPTURES_NOTHING if self.primary is None else CAPTURES
+
+    @property
+    def model(self) -> str | None:
+        """The engine model class this result speaks for (named by the claim), if known."""
+        return None if self.claim is None else self.claim.model
 
     @property
     def boundaries(self) -> tuple[int | None, ...] | None:
@@ -204,11 +254,14 @@ class CaptureResult:
         return {
             "schema": SCHEMA,
             "command": "capture",
+            "model": self.model,
             "target": self.target.to_dict(),
             "device": self.device,
             "dtype": self.dtype,
             "execution": "eager" if self.eager else "default",
             "timings": _timings_dict(self.timings),
+            "outcome": self.outcome,
+            "raised": None if self.raised is None else self.raised.to_dict(),
             "boundaries": None if self.boundaries is None else list(self.boundaries),
             "primary_observation": self.primary,
             "observations": [o.to_dict() for o in self.observations],
@@ -368,6 +421,11 @@ __all__ = [
     "NOTHING_OBSERVED",
     "CLEAR_WINNER",
     "NO_CLEAR_WINNER",
+    "CAPTURES",
+    "RAISES",
+    "CAPTURES_NOTHING",
+    "OUTCOMES",
+    "Raised",
     "TargetInfo",
     "ChunkMatch",
     "Observation",

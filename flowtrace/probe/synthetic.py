@@ -222,5 +222,5 @@ def write_random_draft(out_dir: str, preset: str = "tiny", n_aux: int = 3,
     with torch.device(torch.device(device or "cpu")), torch.no_grad():
         draft = Eagle3Draft(cfg, with_embeddings=False).to(_dtype(dtype))
         keep = torch.randperm(s.vocab_size)[:dv].sort().values
-        draft.d2t.copy_(keep - torch.arange(dv))
+        draft.d2t.copy_(keep - torch.arange(dv))  # type: ignore[operator]  # a registered buffer
     return save_draft(draft, out_dir)

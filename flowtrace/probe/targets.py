@@ -204,7 +204,7 @@ def _call_factory(
 ) -> Any:
     try:
         sig = inspect.signature(fn)
-        params = sig.parameters
+        params: Mapping[str, inspect.Parameter] = sig.parameters
         takes_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     except (TypeError, ValueError):
         params, takes_var_kw = {}, True

@@ -3,7 +3,7 @@
 Each finding carries the stable fields ``rule``, ``name``, ``severity``, ``file`` (POSIX,
 relative to the scanned root), ``line`` (1-based), ``message``, ``symbol`` and ``fingerprint``,
 plus ``hint``, ``flow`` (the capture path, a list of ``{"file", "line"}``) and ``kind`` (the
-typed problem, :class:`flowtrace.model.problems.ProblemKind`). Fields are only
+typed problem, :class:`flowtrace.model.facts.ProblemKind`). Fields are only
 ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
 """
 
@@ -33,7 +33,7 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "fingerprint": f.fingerprint,
         "hint": f.hint,
         "flow": [{"file": step.file, "line": step.line} for step in f.flow],
-        "kind": f.kind.value if f.kind is not None else None,  # the typed problem (flowtrace.model.problems)
+        "kind": f.kind.value if f.kind is not None else None,  # the typed problem (flowtrace.model.facts.ProblemKind)
     }
 
 

@@ -558,6 +558,35 @@ def _probe_view(probe: dict[str, Any], index: ModelIndex) -> ProbeView:
     )
 
 
+_MARK_RANK = {"refuted": 0, "other": 1, "confirmed": 2}
+
+
+def _probe_views(probe: Any, index: ModelIndex) -> tuple[ProbeView | None, dict[str, ProbeView]]:
+    """The report's probe panel and the view shown on each model. A merged document
+    (``flowtrace probe merge``: ``results``, one per run) marks every model it names, a model
+    probed several times with its worst run; its panel sums the runs up."""
+    if not isinstance(probe, dict):
+        return None, {}
+    docs = [_dict(r) for r in _list(probe.get("results"))] if "results" in probe else [probe]
+    views = [_probe_view(d, index) for d in docs if d]
+    per_model: dict[str, ProbeView] = {}
+    for v in views:
+        old = per_model.get(v.model_id or "")
+        if v.model_id and (old is None or _MARK_RANK.get(v.mark, 1) < _MARK_RANK.get(old.mark, 1)):
+            per_model[v.model_id] = v
+    if "results" not in probe:
+        return (views[0] if views else None), per_model
+    counts = Counter(v.status or "no verdict" for v in views)
+    worst = min((v.mark for v in views), key=lambda m: _MARK_RANK.get(m, 1), default="other")
+    panel = ProbeView(
+        command="merge", status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())), mark=worst,
+        verdict="", target=f"{len(per_model)} models in this matrix, {len(views)} runs", num_layers=None,
+        claim_model=None, claim_source="", claim_boundaries=[], observed=None, slots=[], candidates=[],
+        reason="", evidence="", warnings=[], strip=None, model_id=None, device="",
+    )
+    return panel, per_model
+
+
 def _example_view(raw: Any, probe: ProbeView | None) -> ExampleView | None:
     ex = _dict(raw)
     if not ex:
@@ -625,13 +654,12 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     groups = _rule_groups(doc, ids, link, sources, index)
     findings = [f for g in groups for f in g.findings]
 
-    probe_view = _probe_view(probe, index) if isinstance(probe, dict) else None
-    if probe_view is not None and probe_view.model_id:
-        for m in models:
-            if m.id == probe_view.model_id:
-                m.probe = probe_view
-                for f in m.findings:
-                    f.probe_mark = probe_view.mark
+    probe_view, per_model = _probe_views(probe, index)
+    for m in models:
+        if m.id in per_model:
+            m.probe = per_model[m.id]
+            for f in m.findings:
+                f.probe_mark = m.probe.mark
 
     paths = _dict(doc.get("paths"))
     examples = _dict(doc.get("examples"))

@@ -36,6 +36,31 @@ def _site(site: F.CaptureSiteFact | None, point: str, note: str) -> dict[str, An
     }
 
 
+def _stream(c) -> dict[str, Any] | None:
+    s = c.stream
+    if s is None:
+        return None
+    return {
+        "kind": str(s.kind),
+        "raising_index": s.raising_index,
+        "raises_at": str(s.raises_at) if s.raises_at else None,
+        "reason": s.reason,
+    }
+
+
+def _slots(c) -> dict[str, Any] | None:
+    s = c.slots
+    if s is None:
+        return None
+    return {
+        "collector": s.collector,
+        "sized_by": s.sized_by,
+        "check": s.check,
+        "check_at": str(s.check_at) if s.check_at else None,
+        "finalize_at": str(s.finalize_at) if s.finalize_at else None,
+    }
+
+
 def model_json(row: ModelRow) -> dict[str, Any]:
     capture = None
     c = row.capture
@@ -59,6 +84,13 @@ def model_json(row: ModelRow) -> dict[str, Any]:
             "holder": c.holder,
             "pp_guard": setter.pp_guard,
             "problems": list(c.problems),
+            # additive (issue 11): typed links of the chain
+            "problem_kinds": sorted({str(p.kind) for p in c.issues}),
+            "holder_kind": str(c.holder_kind),
+            "depends_on": c.depends_on,
+            "concat_order": str(c.concat_order),
+            "stream": _stream(c),
+            "slots": _slots(c),
         }
     return {
         "class": row.name,

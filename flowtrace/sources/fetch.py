@@ -310,9 +310,9 @@ def _extract_tar(archive: Path, root: Path) -> None:
                     _copy(source, root, parts, budget)
                 written.add(parts)
             elif not _skipped(parts):
-                source = tf.extractfile(member)
-                if source is None:
+                member_file = tf.extractfile(member)
+                if member_file is None:
                     continue
-                with source:
-                    _copy(source, root, parts, budget)
+                with member_file:
+                    _copy(member_file, root, parts, budget)
                 written.add(parts)

@@ -52,7 +52,7 @@ def train_draft(boundaries, steps: int = 150, seed: int = 0, draft_vocab: int = 
     aux = torch.cat([streams[:, b, :-1] for b in boundaries], dim=-1)  # [N, T-1, n*H]
     nxt = ids[:, 1:]
     labels = t2d[argmax[:, 1:]]  # -1 where the label is outside the draft vocab
-    for step in range(steps):
+    for _ in range(steps):
         opt.zero_grad()
         logits = draft(nxt, aux)
         loss = torch.nn.functional.cross_entropy(

@@ -93,7 +93,11 @@ def test_expect_trace_json(tmp_path):
     trace.write_text(json.dumps({"model": "EngineCausalLM", "boundaries": [0, 2, 4], "other": 1}))
     code, data = capture_json("make_engine", "--expect-trace", str(trace))
     assert code == 0 and data["verdict"] == "confirmed"
-    assert data["claim"] == {"source": str(trace), "model": "EngineCausalLM", "boundaries": [0, 2, 4]}
+    assert data["claim"] == {
+        "source": str(trace), "model": "EngineCausalLM", "boundaries": [0, 2, 4],
+        "outcome": "captures", "raises_at": None, "layer_ids": None,
+    }
+    assert data["model"] == "EngineCausalLM" and data["outcome"] == "captures"
     trace.write_text(json.dumps({"model": "EngineCausalLM", "boundaries": [1, 3, 5]}))
     code, data = capture_json("make_engine", "--expect-trace", str(trace))
     assert code == 1 and data["verdict"] == "refuted"
@@ -160,13 +164,10 @@ def test_expect_trace_without_boundaries_key(tmp_path):
     assert r.exit_code == 2 and 'no top-level key "boundaries"' in r.output
 
 
-def test_hf_config_without_transformers_is_a_clear_error(tmp_path):
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("transformers is installed")
+def test_hf_config_without_transformers_is_a_clear_error(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # "not installed": import raises
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     r = run("--hf-config", str(tmp_path))
     assert r.exit_code == 2

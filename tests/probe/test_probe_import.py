@@ -27,7 +27,8 @@ def test_importing_the_cli_does_not_import_torch():
         "import sys\n"
         "import flowtrace.probe, flowtrace.probe.cli, flowtrace.probe.results, flowtrace.probe.report\n"
         "from flowtrace.probe.cli import probe\n"
-        "assert sorted(probe.commands) == ['capture', 'draft'], probe.commands\n"
+        "assert sorted(probe.commands) == ['capture', 'draft', 'merge'], probe.commands\n"
+        "import flowtrace.probe.merge\n"
         "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
         "print('TORCH' if bad else 'CLEAN')\n"
     )
@@ -63,4 +64,4 @@ def test_without_torch_commands_say_install_the_extra():
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2
     for line in lines:
-        assert line.startswith("2 Error:") and "flowtrace[probe]" in line
+        assert line.startswith("2 flowtrace: error:") and "flowtrace[probe]" in line

@@ -1,0 +1,153 @@
+"""The capture chain as typed links (shared/DESIGN.md section 3).
+
+A model class's answer is the composition of seven links, each found in the code and each
+carrying the file:line it rests on:
+
+    id source -> transform (one per setter in the chain) -> holder -> capture site
+              -> stream semantics -> return path -> concat
+
+:mod:`flowtrace.analysis.resolve` builds one :class:`CaptureChain` per model row from the
+per-file facts; :mod:`flowtrace.analysis.graph` stores every link as a typed node or edge;
+trace, compat and the checks read the links (the row's flat fields are a view of them).
+Links are frozen and hold strings, ints, enums and locations only, like the facts.
+
+An id source may be a setter (the runner hands draft-config ids to an entry setter), a
+serving-config key, a config attribute, a build context, or none (the engine ignores the
+draft's ids: transform ``ignored``). Profiles for other engines add sources of those kinds
+without new link types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowtrace.model.facts import (
+    ConcatOrder,
+    HolderKind,
+    Location,
+    Mechanism,
+    Point,
+    ProblemKind,
+    ReturnKind,
+    SourceKind,
+    StreamKind,
+    Transform,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A typed problem on a chain: rules select on ``kind``; ``text`` is for people."""
+
+    kind: ProblemKind
+    text: str
+    location: Location | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class IdSourceLink:
+    kind: SourceKind
+    key: str | None  # the draft/serving-config key, config attribute or context name
+    location: Location | None  # where the engine reads it (setter entry for SETTER)
+
+
+@dataclass(frozen=True, slots=True)
+class TransformLink:
+    """One setter of the chain: what it does to the ids it receives."""
+
+    owner: str  # qualified class the setter is defined on
+    method: str
+    acts_on: str  # qualified class of the object it runs on
+    transform: Transform
+    note: str | None
+    default: str | None  # default-ids expression it uses when given None
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class HolderLink:
+    """The class whose attribute holds the capture indices, and how it is built."""
+
+    holder: str | None  # qualified class; None when it depends on the target config
+    kind: HolderKind
+    attribute: str | None  # the capture attribute it holds
+    location: Location | None  # the construction (or the class) that decides it
+    depends_on: str | None = None  # config key for DYNAMIC holders, e.g. "text_config.architectures"
+
+
+@dataclass(frozen=True, slots=True)
+class SiteLink:
+    mechanism: Mechanism
+    point: Point
+    function: str
+    location: Location
+    note: str
+    evidence: tuple[Location, ...] = ()  # steps followed (layer forward, helper, hook)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLink:
+    """What the site records; ``index0_raises`` names the first-iteration raise if any."""
+
+    kind: StreamKind
+    expression: str | None
+    raising_index: int | None  # the capture index whose recording raises (None: none raises)
+    raises_at: Location | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsLink:
+    """A fixed-slot collector sized by the number of capture indices and checked later."""
+
+    collector: str  # qualified class
+    sized_by: str
+    check: str | None  # the raising condition, e.g. "self._idx != self._num_captures"
+    check_at: Location | None
+    finalize_at: Location | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnLink:
+    kind: ReturnKind
+    location: Location | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConcatLink:
+    order: ConcatOrder
+    last_layer_at: Location | None  # a post-loop capture of b=L, if any
+    location: Location | None  # the concatenation
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureChain:
+    """All links of one model class, outermost first."""
+
+    source: IdSourceLink
+    transforms: tuple[TransformLink, ...]
+    holder: HolderLink | None
+    site: SiteLink | None
+    stream: StreamLink | None
+    slots: SlotsLink | None
+    returns: ReturnLink | None
+    concat: ConcatLink | None
+    problems: tuple[Problem, ...] = ()
+
+
+__all__ = [
+    "CaptureChain",
+    "ConcatLink",
+    "HolderLink",
+    "IdSourceLink",
+    "Problem",
+    "ReturnLink",
+    "SiteLink",
+    "SlotsLink",
+    "StreamLink",
+    "TransformLink",
+]

@@ -1,0 +1,56 @@
+"""compat's text output: readable on its own, one fact per line, the fix last.
+
+The reader is an engineer with a slow draft and no time: the verdict and model first, then
+the two layouts side by side (trained vs served, as boundaries with their meaning), then each
+differing slot with the line of engine code that decides it, then "fix:" lines they can paste
+into the draft config (or the code change needed).
+"""
+
+from __future__ import annotations
+
+from flowtrace.analysis.compat import CompatResult
+from flowtrace.analysis.suggest import outcome
+from flowtrace.analysis.trace import describe_boundary
+
+
+def _layout(boundaries, L: int) -> str:
+    return ", ".join(describe_boundary(b, L) if b >= 0 else f"b={b} (not a boundary)" for b in boundaries) or "nothing"
+
+
+def _fix_lines(result: CompatResult) -> list[str]:
+    lines = []
+    for s in result.suggestions:
+        if s.ids is not None:
+            lines.append(f"  fix: set {s.key or 'the ids'} = {list(s.ids)} in the draft config (weights unchanged)")
+            lines.append(f"       re-traced: the engine then serves boundaries {list(s.served or ())}; {s.why}")
+        elif s.blocked_by == "undecided":
+            where = f" [{s.location}]" if s.location else ""
+            lines.append(f"  fix: none suggested: the capture path could not be decided{where}")
+        else:
+            where = f" [{s.location}]" if s.location else ""
+            lines.append(f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link blocks){where}")
+            lines.append(f"       {s.why}")
+    if any(s.ids is not None for s in result.suggestions):
+        first = next(s for s in result.suggestions if s.ids is not None)
+        lines.append(f"  check: after setting the ids to {','.join(map(str, first.ids or ()))}, rerun compat with --trained-boundaries {','.join(map(str, sorted(result.trained)))}: expect MATCH")
+    return lines
+
+
+def compat_text(result: CompatResult) -> str:
+    L = result.num_layers
+    served = list(result.served) if result.served is not None else None
+    engine_ids = list(result.engine_ids) if result.engine_ids is not None else "none (engine default)"
+    trained_from = "given" if result.convention == "given" else f"{result.convention} ids {list(result.draft_ids or ())}"
+    lines = [
+        f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
+        f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
+        f"  engine reads {result.engine_key or 'no ids'} = {engine_ids}",
+        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else f"nothing ({outcome(result.trace)})"),
+    ]
+    if result.engine_default:
+        lines.append(f"  default: {result.engine_default}")
+        lines.append(f"           vs {result.training_default}")
+    lines += [f"  - {d}" for d in result.differences]
+    lines += [f"  note: {n}" for n in result.notes]
+    lines += _fix_lines(result)
+    return "\n".join(lines) + "\n"

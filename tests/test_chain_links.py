@@ -1,0 +1,127 @@
+"""The capture chain's links on fixtures written for each pattern (issue 11).
+
+Every expectation below comes from reading the fixture's code and its docstring, never
+from flowtrace's output: nu.py / xi.py (stream semantics at index 0), omicron_vl.py
+(defaults through delegation, hasattr branches), rho.py (a fixed-slot collector).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from flowtrace import api
+from flowtrace.cli.main import main
+from flowtrace.model import facts as F
+
+from fixture_paths import SGLANG_LIKE
+
+L = 32
+
+
+def test_status_words_are_strings_in_json():
+    assert json.dumps({"o": F.Outcome.RAISES, "t": F.Transform.PLUS_ONE}) == '{"o": "raises", "t": "plus_one"}'
+    assert f"{F.Support.CONDITIONAL}" == "conditional" and F.Point.INPUT == "input"
+
+
+# -- stream semantics ---------------------------------------------------------------
+
+
+def test_unguarded_none_residual_raises_at_index_0(sglang_scan):
+    c = sglang_scan.project.row("NuForCausalLM").capture
+    assert c.point == F.INPUT
+    assert c.embedding_capturable is False  # recording b=0 raises
+    assert c.last_layer_capturable is True  # `if self.end_layer in ...` after the loop
+    assert c.stream.raising_index == 0 and F.ProblemKind.INDEX0_RAISES in c.kinds()
+    assert c.stream.raises_at.file.endswith("models/nu.py") and c.stream.raises_at.line == 31  # `stream = hidden_states + residual`
+    assert sglang_scan.project.row("NuForCausalLM").support == "supported"  # it works for other ids
+    traced = api.trace(sglang_scan, "NuForCausalLM", [0, 2, 30], L)
+    assert traced.outcome == F.Outcome.RAISES and traced.boundaries is None
+    assert str(traced.raises_at).endswith("models/nu.py:31")
+    assert "residual" in traced.reason and "None" in traced.reason
+
+
+def test_none_residual_is_fine_when_index_0_is_not_requested(sglang_scan):
+    traced = api.trace(sglang_scan, "NuForCausalLM", [2, 30, 32], L)
+    assert traced.outcome == F.Outcome.CAPTURES
+    assert traced.boundaries == (2, 30, 32)  # b=32 recorded after the loop
+
+
+def test_guarded_site_captures_the_embedding(sglang_scan):
+    c = sglang_scan.project.row("XiForCausalLM").capture
+    assert c.embedding_capturable is True and c.stream.raising_index is None
+    assert api.trace(sglang_scan, "XiForCausalLM", [0, 2], L).boundaries == (0, 2)
+
+
+def test_none_operand_is_followed_by_value_not_by_name(sglang_scan):
+    c = sglang_scan.project.row("XiUnguardedForCausalLM").capture
+    assert c.stream.raising_index == 0 and c.embedding_capturable is False
+    assert api.trace(sglang_scan, "XiUnguardedForCausalLM", [0, 2], L).outcome == F.Outcome.RAISES
+    assert api.trace(sglang_scan, "XiUnguardedForCausalLM", [1, 2], L).boundaries == (1, 2)
+
+
+# -- defaults through delegation, hasattr branches -------------------------------------------
+
+
+def test_default_flows_through_delegation(sglang_scan):
+    traced = api.trace(sglang_scan, "OmicronVLForConditionalGeneration", None, L)
+    assert traced.outcome == F.Outcome.CAPTURES
+    assert traced.capture_indices == (2, 16, 29) and traced.boundaries == (2, 16, 29)
+
+
+def test_setter_with_locals_and_hasattr_branch_writes_the_attribute(sglang_scan):
+    traced = api.trace(sglang_scan, "PiVLForConditionalGeneration", [1, 2, 30], L)
+    assert traced.capture_indices == (2, 3, 31) and traced.boundaries == (2, 3, 31)
+    # ids with -1 become index 0, whose record adds a None residual (nu.py's loop)
+    assert api.trace(sglang_scan, "PiVLForConditionalGeneration", [-1, 2, 30], L).outcome == F.Outcome.RAISES
+    assert api.trace(sglang_scan, "PiVLForConditionalGeneration", None, L).capture_indices == (2, 16, 29)
+
+
+def test_every_branch_is_shown_with_its_line_and_no_double_negative(sglang_scan):
+    traced = api.trace(sglang_scan, "OmicronVLForConditionalGeneration", [1, 2], L)
+    branches = [s for s in traced.steps if s.kind == "branch"]
+    # omicron_vl.py:25 `if self.language_model is None or not hasattr(...)`, nu.py:52 `if layer_ids is None`
+    assert [(s.location.file.rsplit("/", 1)[-1], s.location.line) for s in branches] == [("omicron_vl.py", 25), ("nu.py", 52)]
+    assert "hasattr(self.language_model, 'set_eagle3_layers_to_capture') is True" in branches[0].text
+    assert "not hasattr" not in branches[0].text.split(":", 2)[-1]
+    pi = api.trace(sglang_scan, "PiVLForConditionalGeneration", [1, 2], L)
+    lines = [s.location.line for s in pi.steps if s.kind == "branch"]
+    assert lines == [39, 44]  # `if layer_ids is None`, `if hasattr(self.model, ...)`
+
+
+# -- fixed-slot collectors ---------------------------------------------------------------------
+
+
+def test_fixed_slot_collector_raises_on_count_mismatch(sglang_scan):
+    c = sglang_scan.project.row("RhoForCausalLM").capture
+    assert c.slots is not None and c.slots.collector.endswith("slots.SlotBuffer")
+    assert c.slots.sized_by == "len(self.layers_to_capture)" and c.slots.check_at.line == 17
+    traced = api.trace(sglang_scan, "RhoForCausalLM", [-1, 2, 30], L)
+    assert traced.outcome == F.Outcome.RAISES
+    assert str(traced.raises_at).endswith("models/rho.py:32")  # `aux.finalize()`
+    assert api.trace(sglang_scan, "RhoForCausalLM", [1, 2, 30], L).boundaries == (1, 2, 30)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model, ids, outcome, code",
+    [
+        ("RhoForCausalLM", "-1,2,30", "raises", 1),
+        ("RhoForCausalLM", "1,2,30", "captures", 0),
+        ("NuForCausalLM", "0,2", "raises", 1),
+        ("PlainForCausalLM", "1", "captures_nothing", 1),
+    ],
+)
+def test_trace_json_outcome_and_exit_code(model, ids, outcome, code):
+    out = CliRunner().invoke(main, ["trace", str(SGLANG_LIKE), "-m", model, "--layer-ids", ids, "-L", "32", "--format", "json", "--no-cache"])
+    assert out.exit_code == code, out.output
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "flowtrace.trace/1" and doc["outcome"] == outcome
+    assert (doc["raises_at"] is not None) == (outcome == "raises")
+    assert (doc["reason"] is None) == (outcome == "captures")
+    for key in ("model", "num_layers", "layer_ids", "capture_indices", "boundaries", "dropped", "steps", "problems", "fc_in_features"):
+        assert key in doc
