@@ -29,6 +29,9 @@ EXPECTED_SGLANG = {
     ("FT008", M + "omicron.py", "OmicronForCausalLM", 55, ProblemKind.DEFAULT_BOUNDARIES_SHIFTED),
     # lambda_path.py: forward's fast branch runs the layers without the capture (its loop)
     ("FT012", M + "lambda_path.py", "LambdaPathModel", 17, ProblemKind.CAPTURE_SKIPPED_ON_PATH),
+    # lambda_helper.py: forward calls self._fast, whose loop (line 26) runs without the capture;
+    # forward_split_prefill (line 31) is reached from no entry point
+    ("FT012", M + "lambda_helper.py", "LambdaHelperModel", 26, ProblemKind.CAPTURE_SKIPPED_ON_PATH),
     # phi.py: `hidden_states + residual` before layer i with residual = None (line 15)
     ("FT022", M + "phi.py", "PhiModel", 19, ProblemKind.INDEX0_RAISES),
     # pi_vl.py: PiVL lacks both the setter and get_embed_and_head (the class line)

@@ -7,7 +7,7 @@ from typing import Iterator
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, short
 from flowtrace.model.facts import ProblemKind
-from flowtrace.index.stream_facts import FOLDS_RESIDUAL
+from flowtrace.index.stream_facts import FOLDS_RESIDUAL, SELF_CALLS
 
 
 class CaptureFlagNeverSet(Rule):
@@ -160,8 +160,9 @@ class CaptureSkippedOnPath(Rule):
         "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one that "
         "serves speculative batches runs the decoder layers without the capture, the draft gets no "
         "auxiliary states, or stale ones from an earlier batch. Only the methods the profile names as "
-        "speculative entry points (speculative_entry_points) are judged: a path the engine reaches only "
-        "without a draft (a split-prefill path of the plain target worker) never feeds one."
+        "speculative entry points (speculative_entry_points), and the methods they call on self, are "
+        "judged: a path the engine reaches only without a draft (a split-prefill path of the plain "
+        "target worker) never feeds one."
     )
     kind = ProblemKind.CAPTURE_SKIPPED_ON_PATH
     fix = "Capture on every path that runs the layers, or make sure the path is never used with speculative decoding."
@@ -229,10 +230,13 @@ class ExModel(Module):
             if c is not None and c.holder:
                 related.setdefault(row.qualname, c.holder)
         entry_points = set(conventions(result).speculative_entry_points)
+        calls = _self_calls(result)
         for ff in result.files:
             for loop in ff.layer_loops:
-                if loop.captures or (entry_points and loop.function.split(".")[-1] not in entry_points):
+                if loop.captures:
                     continue
+                if entry_points and loop.function.split(".")[-1] not in _reachable(project, loop.class_qualname, entry_points, calls):
+                    continue  # no speculative entry point reaches this path
                 owner = loop.class_qualname
                 holder = owner if owner in capturing else related.get(owner)
                 if holder is None or holder not in capturing:
@@ -342,6 +346,30 @@ class ExModel(Module):
                     site.class_qualname,
                     expr,
                 )
+
+
+def _self_calls(result) -> dict[str, dict[str, set[str]]]:
+    """Class -> method -> the methods it calls on self (stream facts)."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for ff in result.files:
+        for fact in ff.stream_facts:
+            if fact.kind == SELF_CALLS:
+                out.setdefault(fact.class_qualname, {})[fact.function.split(".")[-1]] = set(fact.detail.split(","))
+    return out
+
+
+def _reachable(project, qualname: str, entry_points: set[str], calls) -> set[str]:
+    """Methods of the class (its own or inherited) that the entry points reach through self calls."""
+    table: dict[str, set[str]] = {}
+    for q in reversed(project.mro(qualname)):  # the class's own methods override its bases'
+        table.update(calls.get(q, {}))
+    seen, todo = set(entry_points), list(entry_points)
+    while todo:
+        for callee in table.get(todo.pop(), ()):
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
 
 
 def _folding_layers(result) -> dict[str, list]:

@@ -1,10 +1,12 @@
 """Stream and return-path facts the rules need (links 5 and 6 of the capture chain), minimal.
 
-Two shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
+Three shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
 source lines, so the libcst pass is untouched):
 
 * ``folds_residual``: a layer forward that adds the residual itself and returns the full
   stream first (``h = residual + h; return h, residual``): capturing its first output is right;
+* ``self_calls``: the methods a method of a class with a layer loop calls on ``self``, so a
+  rule can tell which forward paths a speculative entry point reaches;
 * ``early_return``: a ``return`` after the layer loop that hands back no aux container,
   ahead of the return that does, under a test that is neither a pipeline guard nor an
   emptiness test of the container: the captured states are dropped on that path.
@@ -22,6 +24,7 @@ from flowtrace.model import facts as F
 
 FOLDS_RESIDUAL = "folds_residual"
 EARLY_RETURN = "early_return"
+SELF_CALLS = "self_calls"  # detail: the methods this one calls on self, comma-separated
 
 
 def _parse(text: str) -> ast.FunctionDef | None:
@@ -132,3 +135,18 @@ def function_facts(path: str, class_qualname: str, function: str, text: str, sta
         for line, test in early_returns(fn, containers, first_capture, guards):
             out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), EARLY_RETURN, test))
     return out
+
+
+def self_calls(path: str, class_qualname: str, function: str, text: str, start_line: int) -> F.StreamFact | None:
+    """The methods a method calls on ``self`` (``self.m(...)``): what a speculative entry point reaches."""
+    fn = _parse(text)
+    if fn is None:
+        return None
+    names = sorted(
+        {
+            n.func.attr
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
+        }
+    )
+    return F.StreamFact(class_qualname, function, F.Location(path, start_line), SELF_CALLS, ",".join(names)) if names else None

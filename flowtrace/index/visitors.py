@@ -18,7 +18,7 @@ from flowtrace.model import facts as F
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
-from flowtrace.index.stream_facts import function_facts
+from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.engines.profiles import Conventions
 
@@ -207,6 +207,7 @@ class FileAnalyzer:
         callbacks: list[F.CallbackUse] = []
         streams: list[F.StreamFact] = []
         for info in self.collector.classes:
+            loops_before = len(loops)
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
             for name, fn in info.methods.items():
@@ -228,6 +229,11 @@ class FileAnalyzer:
                     uses.extend(self.attribute_uses(info, fn))
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
+            if len(loops) > loops_before:  # a class with a layer loop: which paths reach it
+                for name, fn in info.methods.items():
+                    call = self_calls(self.path, info.qualname, f"{info.name}.{name}", self.text_of(fn), self.line(fn))
+                    if call is not None:
+                        streams.append(call)
         return F.FileFacts(
             path=self.path,
             module=self.modname,
