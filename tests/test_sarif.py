@@ -193,6 +193,7 @@ def test_every_finding_with_a_chain_has_a_valid_code_flow(cache):
             lines = [(unquote(uri_of(s["location"])), s["location"]["physicalLocation"]["region"]["startLine"]) for s in steps]
             assert [line for _, line in lines] == [step.line for step in f.flow]
             assert [s["executionOrder"] for s in steps] == list(range(1, len(steps) + 1))
+            assert [s["location"]["message"]["text"].replace(" (reported here)", "") for s in steps] == list(f.flow_labels)
             essential = [s for s in steps if s.get("importance") == "essential"]
             assert essential and all(s["location"]["physicalLocation"]["region"]["startLine"] == f.line for s in essential)
 
@@ -204,3 +205,4 @@ def test_ft022_code_flow_goes_from_the_none_binding_to_the_capture(cache):
     (res,) = results(doc)
     steps = res["codeFlows"][0]["threadFlows"][0]["locations"]
     assert [s["location"]["physicalLocation"]["region"]["startLine"] for s in steps] == [14, 20]
+    assert [s["location"]["message"]["text"] for s in steps] == ["bound to None", "sum with the None operand (reported here)"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 from flowtrace.model.facts import Location
 from flowtrace.model.facts import ProblemKind
@@ -34,6 +34,7 @@ class Finding:
     hint: str | None = None
     flow: tuple[Location, ...] = ()  # steps of a capture path, for SARIF codeFlows
     kind: ProblemKind | None = None  # what is wrong, typed (tests and tools match this, never the message)
+    flow_labels: tuple[str, ...] = ()  # the link each step of ``flow`` is ("setter", "capture site", ...)
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
@@ -90,9 +91,18 @@ class Rule:
         flow: tuple[Location, ...] = (),
         kind: ProblemKind | None = None,
         fix: str | None = None,
+        steps: Sequence[tuple[str, Location | None]] = (),
     ) -> Finding:
         """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
-        convention gives a more precise one."""
+        convention gives a more precise one. ``steps`` names the chain's links as
+        ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``."""
+        labels: tuple[str, ...] = ()
+        if steps:
+            kept: dict[Location, str] = {}
+            for label, where in steps:
+                if where is not None and where not in kept:
+                    kept[where] = label
+            flow, labels = tuple(kept), tuple(kept.values())
         return Finding(
             rule=self.code,
             name=self.name,
@@ -105,6 +115,7 @@ class Rule:
             hint=fix or self.fix,
             flow=flow,
             kind=kind or self.kind,
+            flow_labels=labels,
         )
 
 

@@ -147,7 +147,7 @@ EntryClass = ExForCausalLM
                 f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states ({read[0].location}), but {c.setter.method} never sets it",
                 row.qualname,
                 read[0].attribute,
-                flow=(c.setter.location, read[0].location),
+                steps=(("setter", c.setter.location), ("flag read by the forward", read[0].location)),
             )
 
 
@@ -247,7 +247,7 @@ class ExModel(Module):
                     f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the capture that {site.function} performs ({site.location})",
                     loop.class_qualname,
                     loop.function,
-                    flow=(loop.location, site.location),
+                    steps=(("path without capture", loop.location), ("capture site", site.location)),
                 )
 
 

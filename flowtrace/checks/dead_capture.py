@@ -126,7 +126,7 @@ EntryClass = ExForCausalLM
                 f"but {c.holder.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
                 row.qualname,
                 ",".join(last.writes),
-                flow=tuple(dict.fromkeys([*(s.location for s in c.chain), result.project.classes[c.holder].location] if c.holder in result.project.classes else [s.location for s in c.chain])),
+                steps=(*(("setter", s.location) for s in c.chain), ("holder without a capture loop", result.project.classes[c.holder].location if c.holder in result.project.classes else None)),
             )
 
 
@@ -204,5 +204,5 @@ EntryClass = ExForCausalLM
                 f"which captures ({base_site.location})",
                 qualname,
                 f"{qualname}.forward",
-                flow=(base_site.location, loops[0].location),
+                steps=(("base class capture site", base_site.location), ("overriding loop without capture", loops[0].location)),
             )

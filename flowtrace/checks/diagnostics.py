@@ -194,7 +194,7 @@ EntryClass = ExForCausalLM
                 row.qualname,
                 c.site.function,
                 kind=ProblemKind.POINT_UNKNOWN,
-                flow=(c.setter.location, c.site.location),
+                steps=(("setter", c.setter.location), ("capture site", c.site.location)),
             )
 
 

@@ -136,5 +136,5 @@ class ExForCausalLM(Module, SupportsEagle3):
             f"{row.name} declares {', '.join(sorted(project.conv.interfaces))}, but its setter ({capture.setter.location}) reaches "
             f"self{path} = {short(holder)}{note}, which is not a {' or '.join(holders)}: setting the layers fails at start-up"
         )
-        flow = (row.location, *where, project.classes[holder].location)
-        return self.finding(row.location, message, row.qualname, f"{path}:{holder}", flow=flow)
+        flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), ("holder without the mixin", project.classes[holder].location))
+        return self.finding(row.location, message, row.qualname, f"{path}:{holder}", steps=flow)

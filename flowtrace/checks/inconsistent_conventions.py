@@ -298,5 +298,5 @@ EntryClass = ExForCausalLM
                 f"while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
                 row.qualname,
                 f"{row.capture.setter.class_qualname}.{row.capture.setter.method}:{boundaries}",
-                flow=(where, row.capture.site.location),
+                steps=(("default ids", where), ("capture site", row.capture.site.location)),
             )

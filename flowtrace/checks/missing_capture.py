@@ -111,9 +111,9 @@ EntryClass = ExVLForConditionalGeneration
             f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through {short(setter.class_qualname)}.{setter.method} "
             f"({setter.location}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(row.architectures) or row.name}"
         )
-        flow = tuple(x for x in (row.location, where, setter.location, inner_capture.site.location if inner_capture.site else None) if x)
+        flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
-        return self.finding(row.location, message, row.qualname, f"{assignment.attribute}:{inner}", flow=flow, kind=kind, fix=fix)
+        return self.finding(row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix)
 
 
 def _holders(project, row) -> list[str]:
@@ -229,7 +229,7 @@ EntryClass = ExForCausalLM
                 f"but no setter of any capture family writes it for {row.name}, which has no {setter}()",
                 holder,
                 f"{site.function}:{site.attribute}",
-                flow=(row.location, site.location),
+                steps=(("registered class", row.location), ("capture site", site.location)),
                 fix=f"Add {setter}() to {row.name} and write {site.attribute} on the model that runs this loop.",
             )
 
@@ -323,7 +323,7 @@ EntryClass = ExForCausalLM
                 f"{use.location}); {row.name} has no {setter}(), so EAGLE-3 cannot be enabled for it",
                 holder,
                 f"{site.function}:{method}",
-                flow=(row.location, use.location, site.location),
+                steps=(("registered class", row.location), ("other family's setter", use.location), ("capture site", site.location)),
             )
 
 
@@ -394,5 +394,5 @@ EntryClass = ExVLForConditionalGeneration
                 f"but {c.setter.delegate} is a {short(target)}, which has no {method}()",
                 row.qualname,
                 f"{c.setter.delegate}.{method}",
-                flow=(c.setter.location, project.classes[target].location) if target in project.classes else (c.setter.location,),
+                steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
             )

@@ -131,7 +131,7 @@ EntryClass = ExForCausalLM
                 f"and neither {name} nor the models it builds capture a layer: EAGLE-3 cannot be enabled for {name}",
                 qualname,
                 f"{use.function}:{use.attribute}",
-                flow=(project.classes[qualname].location, use.location),
+                steps=(("wrapper", project.classes[qualname].location), ("flag test and unpack", use.location)),
             )
 
 
@@ -212,5 +212,5 @@ class ExModel(Module):
                     f"{fact.location} when `{fact.detail}`, before the return that hands them back",
                     fact.class_qualname,
                     f"{fact.function}:{fact.detail}",
-                    flow=tuple(x for x in ((site.location if site else None), fact.location) if x),
+                    steps=(("capture site", site.location if site else None), ("return without the aux states", fact.location)),
                 )

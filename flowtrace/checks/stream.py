@@ -86,7 +86,7 @@ class ExModel(Module):
                     f"({none_at}): a draft asking for the embedding ({ids}) makes {who or short(site.class_qualname)} raise a TypeError",
                     site.class_qualname,
                     f"{site.function}:{name}",
-                    flow=tuple(dict.fromkeys((none_at, at, site.location))),
+                    steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
                 )
 
 

@@ -191,8 +191,8 @@ EntryClass = ExForCausalLM
             else:
                 message = f"{_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.point} and nothing is recorded before layer 0"
                 fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
-            flow = tuple(x for x in (setter_loc, site) if x)
-            yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", flow=flow, kind=kind, fix=fix)
+            flow = (("setter", setter_loc), ("capture site", site))
+            yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)
 
 
 class UnreachableLastLayer(Rule):
@@ -318,7 +318,7 @@ EntryClass = ExForCausalLM
                 f"{_names(rows)}: the last layer's output (b=L) is never captured ({row.capture.point_note})",
                 row.qualname,
                 f"last:{row.capture.point}",
-                flow=tuple(dict.fromkeys((setter_loc, site_loc))),
+                steps=(("setter", setter_loc), ("capture site", site_loc)),
             )
 
 

@@ -52,12 +52,14 @@ def _physical(uri: str, line: int) -> dict[str, Any]:
 
 
 def _code_flow(f: Finding, uri) -> dict[str, Any]:
-    """The finding's capture chain as one threadFlow: each link a location, in chain order,
-    the one that decides the finding marked ``essential``."""
+    """The finding's capture chain as one threadFlow: each link a location named by its label
+    (setter, holder, capture site, ...), in chain order, the one that decides the finding
+    marked ``essential``."""
     steps = []
     for i, step in enumerate(f.flow, 1):
         location = _physical(uri(step.file), step.line)
-        location["message"] = {"text": f"step {i} of {len(f.flow)}" + (" (reported here)" if (step.file, step.line) == (f.file, f.line) else "")}
+        label = f.flow_labels[i - 1] if i <= len(f.flow_labels) else f"step {i} of {len(f.flow)}"
+        location["message"] = {"text": label + (" (reported here)" if (step.file, step.line) == (f.file, f.line) else "")}
         entry: dict[str, Any] = {"location": location, "executionOrder": i}
         if (step.file, step.line) == (f.file, f.line):
             entry["importance"] = "essential"
