@@ -65,8 +65,9 @@ def resolve_root(path: str | Path) -> Path:
     return root
 
 
-def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None) -> ScanResult:
-    """Index a tree and resolve its model matrix."""
+def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()) -> ScanResult:
+    """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
+    merged with the bundled ones)."""
     source = str(path)
     if source.startswith("pypi:"):
         from flowtrace.sources.fetch import fetch_pypi
@@ -74,7 +75,7 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
         root = resolve_root(path)
-    profiles = select_profiles(root, profile)
+    profiles = select_profiles(root, profile, extra=tuple(Path(f) for f in profile_files))
     index = build_index(root, profiles, options)
     project = Project(index.files, Conventions.merge(profiles))
     return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
@@ -104,13 +105,13 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
 
 def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None):
     """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
-    from flowtrace.analysis.trace import trace_row
+    from flowtrace.analysis.source_trace import trace_model
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")
     if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
         raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
-    return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size)
+    return trace_model(result.project, result.model(model), layer_ids, num_layers, hidden_size)
 
 
 def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):
@@ -127,10 +128,10 @@ def compat(result: ScanResult, target_config: str | Path, draft_config: str | Pa
         raise UsageError(str(exc)) from None
 
 
-def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None):
+def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()):
     """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``."""
     from flowtrace.analysis.diff import diff_rows
 
-    before = scan(old, profile=profile, options=options)
-    after = scan(new, profile=profile, options=options)
+    before = scan(old, profile=profile, options=options, profile_files=profile_files)
+    after = scan(new, profile=profile, options=options, profile_files=profile_files)
     return diff_rows(before.rows, after.rows, frozenset(before.project.classes), frozenset(after.project.classes))

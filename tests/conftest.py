@@ -9,6 +9,7 @@ exploring new examples.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,9 @@ if settings is not None:
     settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
     if CI:
         settings.load_profile("ci")
+# The fact cache's per-user key lives under $XDG_CACHE_HOME/flowtrace: keep the tests' own key
+# (and anything else they would put there) out of the real home folder.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="flowtrace-tests-xdg-")
 
 
 def _scan(root: Path):

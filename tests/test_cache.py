@@ -131,7 +131,7 @@ def test_sealed_but_wrong_content_is_ignored(tmp_path):
     _index(root)
     for path in (root / ".flowtrace_cache").rglob("*.pickle"):
         wrong = ("salt", {"x.py": "not a state"}, {}) if path.name.startswith("snapshot-") else ["not", "facts"]
-        path.write_bytes(cache_mod.seal(pickle.dumps(wrong)))
+        path.write_bytes(cache_mod.seal(pickle.dumps(wrong), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
     assert again.stats.files_parsed == cold.stats.files_parsed
@@ -145,11 +145,11 @@ def test_stale_manifest_entries_do_not_leak(tmp_path):
     shutil.rmtree(root / ".flowtrace_cache" / "facts")
     snapshot = next((root / ".flowtrace_cache").glob("snapshot-*.pickle"))
     # keep the manifest, drop the pack
-    payload = cache_mod.unseal(snapshot.read_bytes())
+    payload = cache_mod.unseal(snapshot.read_bytes(), cache_mod.user_key())
     import pickle
 
     salt, manifest, _pack = pickle.loads(payload)
-    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {}))))
+    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {})), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
     assert again.stats.files_parsed == cold.stats.files_parsed

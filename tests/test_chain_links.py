@@ -125,3 +125,33 @@ def test_trace_json_outcome_and_exit_code(model, ids, outcome, code):
     assert (doc["reason"] is None) == (outcome == "captures")
     for key in ("model", "num_layers", "layer_ids", "capture_indices", "boundaries", "dropped", "steps", "problems", "fc_in_features"):
         assert key in doc
+
+
+# -- structural recognition --------------------------------------------------------------------
+
+
+def test_helper_not_named_in_the_profile_is_found_by_shape(sglang_scan):
+    helpers = {h.method: h for ff in sglang_scan.project.files for h in ff.helper_defs}
+    keep = helpers["_keep"]
+    assert (keep.label_arg, keep.container_arg, keep.attribute, keep.guarded) == (1, 0, "layers_to_capture", True)
+    c = sglang_scan.project.row("TauForCausalLM").capture
+    assert c.site.mechanism == F.HELPER and c.site.helper_method == "_keep"
+    assert (c.point, c.embedding_capturable, c.last_layer_capturable) == (F.INPUT, True, True)
+    assert api.trace(sglang_scan, "TauForCausalLM", [-1, 1, 31], L).boundaries == (0, 2, 32)
+
+
+def test_alias_of_the_attribute_and_capture_handed_to_the_final_norm(sglang_scan):
+    c = sglang_scan.project.row("UpsilonForCausalLM").capture
+    assert c.site.attribute == "layers_to_capture" and c.point == F.INPUT
+    assert c.last_layer_capturable is True and c.site.post_loop_at.line == 81  # the norm call
+    assert c.stream.kind == F.StreamKind.RESIDUAL_STREAM  # the layer folds the residual in
+    assert api.trace(sglang_scan, "UpsilonForCausalLM", [-1, 1, 31], L).boundaries == (0, 2, 32)
+
+
+def test_dict_by_layer_read_in_config_or_loop_order(sglang_scan):
+    phi = sglang_scan.project.row("PhiForCausalLM").capture
+    chi = sglang_scan.project.row("ChiForCausalLM").capture
+    assert phi.site.mechanism == F.Mechanism.DICT and phi.point == F.OUTPUT
+    assert (phi.concat_order, chi.concat_order) == (F.ConcatOrder.CONFIG, F.ConcatOrder.LOOP)
+    assert api.trace(sglang_scan, "PhiForCausalLM", [5, -1, 2], L).boundaries == (7, 1, 4)
+    assert api.trace(sglang_scan, "ChiForCausalLM", [5, -1, 2], L).boundaries == (1, 4, 7)

@@ -113,3 +113,26 @@ def test_the_progress_bar_counts_up_and_never_shows_a_moving_total(engine, capsy
     assert not any("%" in f or re.search(r"\d+/\d+", f) for f in frames), frames
     counts = [int(m.group(1)) for f in frames if (m := re.search(r"parsing:\s+(\d+)\s*file", f))]
     assert counts and counts == sorted(counts), frames
+
+
+def test_report_from_a_saved_scan_is_the_report_scan_writes(tmp_path):
+    scan_json, direct, rebuilt = tmp_path / "scan.json", tmp_path / "direct.html", tmp_path / "rebuilt.html"
+    res = run("scan", SGLANG_LIKE, *FAST, "--format", "json", "-o", scan_json, "--html", direct)
+    assert res.exit_code == 0, res.output
+    res = run("report", "--scan", scan_json, "-o", rebuilt)
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+    html = rebuilt.read_text(encoding="utf-8")
+    # What the old `report --scan` lost: snippets (epsilon.py:23, the FT002 line, reads
+    # layers_to_capture), the per-model graph and the capture paths.
+    assert "layers_to_capture" in html and "<svg" in html
+    assert html == direct.read_text(encoding="utf-8")
+
+
+def test_report_from_an_old_scan_document_warns(tmp_path):
+    scan_json = tmp_path / "scan.json"
+    run("scan", SGLANG_LIKE, *FAST, "--format", "json", "-o", scan_json)
+    doc = json.loads(scan_json.read_text(encoding="utf-8"))
+    del doc["report"]
+    scan_json.write_text(json.dumps(doc), encoding="utf-8")
+    res = run("report", "--scan", scan_json, "-o", tmp_path / "r.html")
+    assert res.exit_code == 0 and res.stderr.startswith("flowtrace: warning: ") and "no report data" in res.stderr

@@ -266,3 +266,27 @@ def test_json_suggestions_shape(tmp_path):
     assert first["ids"] == [0, 3, 31] and first["key"] == SGLANG_KEY and first["served_boundaries"] == [0, 3, 31]
     assert first["why"] and doc["draft_checkpoint"] is None
     assert all(s["decided_at"] for s in doc["slots"])
+
+
+# Core's fixtures (docstrings state the facts): rho.py's SlotBuffer is sized by the number of
+# ids and raises when -1 leaves a slot empty; nu.py records `h + residual` unguarded before
+# layer i, so index 0 raises; xi.py guards it, so the embedding is capturable.
+def test_raising_engine_gets_ids_that_fill_every_slot(tmp_path, sglang_scan):
+    verdict = api.compat(sglang_scan, target(tmp_path, "RhoForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    assert verdict.served is None and verdict.verdict == "MISMATCH"
+    assert any(d.startswith("the engine raises:") and "rho.py:" in d for d in verdict.differences)
+    # each id's path is still shown: -1 never recorded, 2 and 30 recorded as boundaries 2 and 30
+    assert [(p.draft_id, p.served) for p in verdict.id_paths] == [(-1, None), (2, 2), (30, 30)]
+    assert verdict.suggestions[0].ids == (0, 3, 31)
+
+
+def test_index_0_raising_blocks_the_embedding(tmp_path, sglang_scan):
+    verdict = api.compat(sglang_scan, target(tmp_path, "NuForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    (blocked,) = verdict.suggestions
+    assert blocked.ids is None and blocked.blocked_by == "stream semantics"
+    assert "nu.py:" in (blocked.location or "") and "raise" in blocked.why
+
+
+def test_guarded_index_0_gets_the_embedding(tmp_path, sglang_scan):
+    verdict = api.compat(sglang_scan, target(tmp_path, "XiForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    assert verdict.suggestions[0].ids == (0, 3, 31)

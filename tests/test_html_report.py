@@ -233,6 +233,42 @@ class TreeBuilder(HTMLParser):
         self.cur.children.append(data)
 
 
+DRAFT_MODEL = '''"""An EAGLE-3 draft: inherits AlphaForCausalLM's capture setter, but its model consumes the
+captured states (fc over their concatenation) and runs layers that capture nothing."""
+
+from sglang.srt.layers.base import Linear, Module, ModuleList, cat
+from sglang.srt.models.alpha import AlphaForCausalLM
+
+
+class AlphaEagle3Model(Module):
+    def __init__(self, config):
+        self.fc = Linear(config.hidden_size * 3, config.hidden_size, bias=False)
+        self.layers = ModuleList([Module()])
+
+    def forward(self, input_ids, aux_hidden_states):
+        hidden_states = self.fc(cat(aux_hidden_states, dim=-1))
+        for layer in self.layers:
+            hidden_states = layer(hidden_states)
+        return hidden_states
+
+
+class AlphaForCausalLMEagle3(AlphaForCausalLM):
+    def __init__(self, config):
+        self.config = config
+        self.model = AlphaEagle3Model(config)
+
+
+EntryClass = [AlphaForCausalLMEagle3]
+'''
+
+
+def add_draft_model(tree: Path) -> Path:
+    """Write the draft model above into a copy of the sglang-like fixture."""
+    path = tree / "sglang" / "srt" / "models" / "alpha_eagle3.py"
+    path.write_text(DRAFT_MODEL, encoding="utf-8")
+    return path
+
+
 def parse(text: str) -> TreeBuilder:
     tb = TreeBuilder()
     tb.feed(text)
@@ -568,3 +604,55 @@ def test_deterministic_across_hash_seeds(tmp_path):
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code, str(doc_path)], env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert out == hashlib.sha256(render_html(sample_doc()).encode()).hexdigest()
+
+
+def test_a_draft_model_is_marked_draft_in_the_scan_and_labelled_so(tmp_path):
+    import shutil
+
+    from fixture_paths import SGLANG_LIKE
+    from flowtrace import api
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.render.report_data import report_document
+
+    tree = tmp_path / "engine"
+    shutil.copytree(SGLANG_LIKE, tree, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    add_draft_model(tree)
+    result = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    doc = report_document(result, api.findings(result))
+    models = {m["class"]: m for m in doc["models"]}
+    # The draft inherits the setter, but AlphaEagle3Model has no capture loop: broken for the
+    # capture analysis, a draft for the reader. The fixture's real defects stay unmarked.
+    assert models["AlphaForCausalLMEagle3"]["support"] == "broken" and models["AlphaForCausalLMEagle3"]["draft"] is True
+    assert models["ZetaForCausalLM"]["draft"] is False and models["AlphaForCausalLM"]["draft"] is False
+    tb = check_report(render_html(doc), doc)
+    row = rows_by_model(tb)["model-sglang.srt.models.alpha_eagle3.AlphaForCausalLMEagle3"]
+    badge = next(n for n in row.walk() if "badge" in n.classes())
+    assert badge.text() == "draft" and "support-draft" in badge.classes()
+
+
+def test_the_legend_names_every_status():
+    tb = parse(render_html(sample_doc()))
+    legend = by_id(tb)["legend"]
+    terms = [n.text() for n in legend.walk() if n.tag == "dt"]
+    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "none"]
+
+
+def test_config_readers_fold_into_one_node_per_key():
+    import networkx as nx
+
+    from flowtrace.render.svg_layout import collapse_config_readers
+
+    g = nx.MultiDiGraph()
+    g.add_node("config:k", kind="config", label="k")
+    g.add_node("setter:S", kind="setter", label="S.set")
+    g.add_edge("config:k", "setter:S", label="ids", model="M")
+    for i, fn in enumerate(["Runner.init", "aux_count", "Draft.__init__"]):
+        g.add_node(f"read:{i}", kind="config", label=f"read k ({fn})", file="f.py", line=i + 1)
+        g.add_edge("config:k", f"read:{i}", label="read")
+    g.add_node("config:lonely", kind="config", label="lonely")
+    g.add_node("read:x", kind="config", label="read lonely (f)")
+    g.add_edge("config:lonely", "read:x", label="read")
+    out = collapse_config_readers(g)
+    assert sorted(out.nodes) == ["config:k", "config:lonely", "read:x", "readers:config:k", "setter:S"]  # one reader alone stays
+    assert out.nodes["readers:config:k"]["label"] == "read in 3 places: Runner.init, aux_count, Draft.__init__"  # f.py:1, 2, 3
+    assert out.has_edge("config:k", "setter:S") and g.number_of_nodes() == 7  # the input is not changed

@@ -123,7 +123,7 @@ def run(*args):
 def plant_malicious_cache(root: Path, sentinels: Path) -> int:
     """Scan once to fill the tree's own ``.flowtrace_cache``, then replace every cache file by
     a well-sealed pickle that would call os.system when loaded. Returns how many were planted."""
-    from flowtrace.index.cache import seal
+    from flowtrace.index.cache import seal, user_key
 
     assert run("scan", root, "--jobs", "1").exit_code in (0, 1)
 
@@ -131,7 +131,7 @@ def plant_malicious_cache(root: Path, sentinels: Path) -> int:
         def __reduce__(self):
             return (os.system, (f"touch {sentinels / 'cache-pickle'}",))
 
-    payload = seal(pickle.dumps(Evil()))
+    payload = seal(pickle.dumps(Evil()), user_key())  # as if the key leaked: the unpickler must still refuse
     planted = 0
     for path in (root / ".flowtrace_cache").rglob("*.pickle"):
         path.write_bytes(payload)

@@ -55,6 +55,12 @@ EXPECTED_SGLANG = {
     ("FT010", M + "xi.py", "XiForCausalLM", 29),
     ("FT010", M + "xi.py", "XiUnguardedForCausalLM", 42),
     ("FT010", M + "rho.py", "RhoForCausalLM", 28),
+    # phi_dict.py: dict by layer stored after layer i (output point) behind a plus-one setter: the
+    # embedding is never recorded (one finding for the shared setter at 52) and id L-1 -> index L
+    # is outside the loop (each model's store: Phi at 31, Chi at 41)
+    ("FT009", M + "phi_dict.py", "ChiForCausalLM", 52),
+    ("FT010", M + "phi_dict.py", "PhiForCausalLM", 31),
+    ("FT010", M + "phi_dict.py", "ChiForCausalLM", 41),
 }
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by

@@ -23,6 +23,7 @@ from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
+from flowtrace.analysis.source_trace import source_notes, trace_model
 from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
@@ -241,12 +242,23 @@ def _dropped_steps(trace: TraceResult) -> list[tuple[str, str]]:
 
 
 def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
-    at, text = deciding_setter(trace)
-    branch = text.split("  [")[-1].rstrip("]") if text and "  [" in text else (text or "")
-    return at, f"decided by the setter: {branch}" if branch else "decided by the setter"
+    """(file:line, why) of the write that set the capture indices, with the last branch
+    decision before it when the trace records branch steps."""
+    writes = [s for s in trace.steps if s.kind == "setter" and s.location is not None]
+    if not writes:
+        return None, "decided by the setter"
+    write = writes[-1]
+    position = trace.steps.index(write)
+    branch = next((s for s in reversed(trace.steps[:position]) if s.kind == "branch"), None)
+    what = write.text.split("  [")[0].split(": ", 1)[-1]
+    if branch is not None:
+        decision = branch.text.split(": ", 1)[-1]
+        return str(write.location), f"{decision} [{branch.location}], so {what}"
+    tag = write.text.split("  [")[-1].rstrip("]") if "  [" in write.text else ""
+    return str(write.location), f"the setter {what}" + (f" ({tag})" if tag else "")
 
 
-def _path_differences(trace: TraceResult, paths: list[IdPath], L: int) -> list[SlotDifference]:
+def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str = "served") -> list[SlotDifference]:
     """Slot by slot along each draft id's path: a shifted id cites the setter branch that
     mapped it, a dropped id the capture site that never records it."""
     setter_at, setter_why = _setter_branch(trace)
@@ -257,7 +269,7 @@ def _path_differences(trace: TraceResult, paths: list[IdPath], L: int) -> list[S
             continue
         at, why = drops.get(f"dropped id {p.engine_index}", (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
         served = _b(p.served, L) if p.served is not None else "nothing"
-        out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, served {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
+        out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, {verb} {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
     return out
 
 
@@ -295,18 +307,20 @@ class IdPath:
     served: int | None
 
 
-def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int], served: list[int] | None) -> list[IdPath]:
+def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int]) -> list[IdPath]:
     """Per id, when the engine reads the same ids training did and its setter maps them one
-    to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest)."""
+    to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest).
+    Also when the forward later raises: the paths say what the loop records before it does."""
     indices = trace.capture_indices
-    if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or served is None:
+    if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or not decided(trace):
         return []
     if row.capture is None or row.capture.point not in (F.INPUT, F.OUTPUT):
         return []
     if sorted(indices) == list(indices) and sorted(draft_ids) != list(draft_ids):
         return []  # the setter sorted them: positions no longer pair
     offset = 0 if row.capture.point == F.INPUT else 1
-    return [IdPath(i, b, idx, idx + offset if idx + offset in served else None) for i, b, idx in zip(draft_ids, trained, indices)]
+    dropped = {i for i, _ in trace.dropped}
+    return [IdPath(i, b, idx, None if idx in dropped else idx + offset) for i, b, idx in zip(draft_ids, trained, indices)]
 
 
 def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[str], list[str]]:
@@ -365,7 +379,7 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_row(project, row, engine_ids, L, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, L, info.hidden_size)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:
@@ -377,16 +391,21 @@ def compat(
         convention_name = conv.name
     notes = list(notes)
     engine_default = training_default = None
-    if engine_ids is None:
+    if row.source is not None:  # no setter: the engine serves its own layout (source_trace)
+        notes.extend(source_notes(row, engine_ids, trained))
+        engine_ids = engine_key = None
+    elif engine_ids is None:
         engine_default, training_default = _defaults(project, row, conv, L, info.hidden_size)
         notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
     differences: list[str] = []
     slots: list[SlotDifference] = []
-    paths: list[IdPath] = []
     served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
     want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
+    paths = _id_paths(row, trace, draft_ids, engine_ids, trained) if trained_boundaries_given is None else []
     if served is None:
         where = raises_at(trace)
+        slots = _path_differences(trace, paths, L, "the loop records") if outcome(trace) == "raises" else []
+        differences += [f"slot {d.slot}: {d.why}" + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
         if not decided(trace):
             differences.append(f"undecided: flowtrace cannot decide what the engine captures: {reason(trace) or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)")
         else:
@@ -394,7 +413,6 @@ def compat(
     else:
         if want != trained:
             notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")
-        paths = _id_paths(row, trace, draft_ids, engine_ids, trained, served) if trained_boundaries_given is None else []
         slots = _path_differences(trace, paths, L) if paths else _slot_differences(trace, want, served, L)
         differences += [(f"slot {d.slot}: {d.why}" if paths or len(want) == len(served) else d.why) + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
         if len(want) != len(served):

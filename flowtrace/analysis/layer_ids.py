@@ -33,6 +33,7 @@ __all__ = [
     "MAX_ELEMENTS",
     "MAX_INT",
     "MAX_STEPS",
+    "WouldRaise",
     "Write",
     "evaluate",
     "normalise",
@@ -63,6 +64,19 @@ class CannotEvaluate(Exception):
     def __reduce__(self) -> tuple[type[CannotEvaluate], tuple[str]]:
         # The default would re-prefix the message on unpickling (parse pools pickle these).
         return (type(self), (self.construct,))
+
+
+class WouldRaise(CannotEvaluate):
+    """Python itself would raise here, whatever the unknown parts are (iterating None):
+    inside :func:`run_function` this ends the run as ``raised``, not as unevaluated."""
+
+    def __init__(self, construct: str, error: str) -> None:
+        super().__init__(f"{construct} ({error})")
+        self.error = error
+        self.construct = construct
+
+    def __reduce__(self) -> tuple:  # type: ignore[override]
+        return WouldRaise, (self.construct, self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +406,8 @@ class _Evaluator:
         return value
 
     def _iterable(self, value: object, node: ast.AST) -> Iterable[object]:
+        if value is None:
+            raise WouldRaise(self.text(node), "TypeError: 'NoneType' object is not iterable")
         if type(value) not in _ITERABLES:
             raise CannotEvaluate(f"{self.text(node)} ({_type_name(value)} is not iterable here)")
         return value  # type: ignore[return-value]
@@ -948,6 +964,7 @@ class _Interpreter:
         self.raised: str | None = None
         self.stopped_at: int | None = None
         self.raised_line: int | None = None
+        self.current_line: int | None = None
         self.top_index = 0
         self.explaining = False
 
@@ -983,6 +1000,9 @@ class _Interpreter:
 
     def _note(self, exc: CannotEvaluate) -> None:
         self.unevaluated.append(str(exc))
+        if isinstance(exc, WouldRaise) and self.current_line is not None and self.raised is None:
+            self.raised, self.raised_line = f"{exc.error} ({exc.construct})", self.current_line
+            raise _Stop
 
     def _stop(self, line: int) -> None:
         self.stopped_at = line
@@ -1019,6 +1039,7 @@ class _Interpreter:
     # -- statements --
 
     def _exec(self, stmt: ast.stmt) -> None:
+        self.current_line = stmt.lineno
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self._call(stmt.value)  # recorded even when it then turns out to mutate a local
             self._check_mutation(stmt)

@@ -63,6 +63,9 @@ class ModelRow:
     generation_target: bool  # registered where the engine serves text generation (EAGLE-3 applies)
     support: str
     capture: Capture | None
+    # A capture path without a setter (config attribute, build context, metadata hook):
+    # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
+    source: object | None = None
 
 
 @dataclass
@@ -134,6 +137,7 @@ class Project:
         self.sites: dict[str, list[F.CaptureSiteFact]] = {}
         self.callbacks: dict[str, list[F.CallbackUse]] = {}
         self.registry: dict[str, list[F.RegistryFact]] = {}
+        self.helpers: dict[str, dict[str, F.HelperDefFact]] = {}
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
             for c in ff.classes:
@@ -149,6 +153,8 @@ class Project:
                 self.callbacks.setdefault(cb.parameter, []).append(cb)
             for r in ff.registry:
                 self.registry.setdefault(r.target, []).append(r)
+            for h in ff.helper_defs:
+                self.helpers.setdefault(h.class_qualname, {})[h.method] = h
 
     # -- class lookups -----------------------------------------------------------
     def find_class(self, name: str) -> str | None:
@@ -255,7 +261,7 @@ class Project:
         earlier in the order overrides that method (its forward replaces the capturing one)."""
         overridden: set[str] = set()
         for q in self.mro(holder):
-            sites = [s for s in self.sites.get(q, []) if s.function.split(".")[-1] not in overridden]
+            sites = [s for s in self.sites.get(q, []) if s.function.split(".")[-1] not in overridden and self.confirmed(holder, s)]
             cls = self.classes.get(q)
             if cls is not None:
                 overridden.update(cls.methods)
@@ -263,6 +269,14 @@ class Project:
             if ranked:
                 return ranked[0]
         return None
+
+    def helper_def(self, holder: str, method: str) -> F.HelperDefFact | None:
+        return next((self.helpers[q][method] for q in self.mro(holder) if method in self.helpers.get(q, {})), None)
+
+    def confirmed(self, holder: str, site: F.CaptureSiteFact) -> bool:
+        """A structurally found helper call is a site only if the holder (or a base or mixin)
+        defines a method of helper shape under that name."""
+        return site.helper_method is None or self.helper_def(holder, site.helper_method) is not None
 
     def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
         """Decide input/output for a callback site by how the layer's forward uses the callback."""
@@ -327,11 +341,12 @@ class Project:
     def _delegate_target(self, res: _Resolution) -> str | None:
         """The class a delegating setter hands the ids to (None for super() and unresolved)."""
         setter = res.setter
-        if setter.delegate.startswith("self.") and setter.delegate.count(".") == 1:
-            return self.attribute_class(res.qualname, setter.delegate[5:])
-        if setter.delegate == "self":
+        delegate = setter.delegate or ""
+        if delegate.startswith("self.") and delegate.count(".") == 1:
+            return self.attribute_class(res.qualname, delegate[5:])
+        if delegate == "self":
             return res.qualname
-        if setter.delegate == "super()":
+        if delegate == "super()":
             return None
         if setter.delegate_method:
             # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
@@ -341,11 +356,12 @@ class Project:
     def _follow_super(self, res: _Resolution) -> None:
         """``super().<setter>(ids)``: the base class's version, still acting on this object."""
         setter = res.setter
-        base = next((q for q in self.mro(setter.class_qualname)[1:] if setter.delegate_method in self.setters.get(q, {})), None)
+        method = setter.delegate_method or ""
+        base = next((q for q in self.mro(setter.class_qualname)[1:] if method in self.setters.get(q, {})), None)
         if base is None:
             res.problem(F.ProblemKind.SUPER_UNRESOLVED, f"super().{setter.delegate_method}() has no base-class definition in the tree", setter.location)
             return
-        inner_setter = self.setters[base][setter.delegate_method]
+        inner_setter = self.setters[base][method]
         res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
         res.chain.append(inner_setter)
         res.targets.append(res.qualname)
@@ -452,6 +468,7 @@ class Project:
             depends_on=res.depends_on,
             stream=stream,
             slots=slots,
+            concat_order=F.ConcatOrder(site.concat_order) if site is not None else F.ConcatOrder.LOOP,
         )
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:
@@ -473,6 +490,7 @@ class Project:
             check=check.condition if check else None,
             check_at=check.location if check else None,
             finalize_at=site.finalize_at,
+            empty_return_at=site.empty_return_at,
         )
 
     @cached_property
@@ -492,11 +510,12 @@ class Project:
             if self.classes[qualname].name in providers:
                 continue  # the engine's own interface/mixin provides capture; it is not a model
             capture = self.resolve_capture(qualname)
-            if capture is None and qualname not in registered:
+            source = self._source(qualname, registered) if capture is None else None
+            if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
             if capture is None:
-                support = NONE
+                support = source.support if source is not None else NONE
             elif capture.depends_on:
                 support = CONDITIONAL
             elif capture.problems or capture.site is None:
@@ -517,9 +536,19 @@ class Project:
                     generation_target=qualname in generation,
                     support=support,
                     capture=capture,
+                    source=source,
                 )
             )
         return tuple(out)
+
+    def _source(self, qualname: str, registered: dict[str, list[str]]):
+        """The setter-less capture path of a registered class, or of a class that opts in
+        through a profile-named base (see config_capture)."""
+        from flowtrace.analysis.config_capture import opts_in, resolve_source
+
+        if qualname not in registered and not opts_in(self, qualname):
+            return None
+        return resolve_source(self, qualname, tuple(sorted(set(registered.get(qualname, ())))))
 
     def row(self, name: str) -> ModelRow | None:
         """A row by qualified name, simple class name, or registered architecture."""

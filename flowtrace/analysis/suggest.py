@@ -155,7 +155,7 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
         return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", str(search.row.location))
     if _ids_ignored(search):
         setter = capture.chain[-1] if capture.chain else capture.setter
-        where = str(setter.location)
+        where: str | None = str(setter.location)
         return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
     if not singles:
         probe = search.trace(want)

@@ -369,7 +369,10 @@ class _Tracer:
                 self.dropped.append((i, f"index {i} is outside range(0, {L})"))
         for i, why in self.dropped:
             self.steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location))
-        self.boundaries = tuple(sorted(boundaries))
+        if capture.concat_order == F.ConcatOrder.CONFIG:  # read back in the order the ids were given
+            self.boundaries = tuple(i + offset for i in self.indices or () if i + offset in boundaries)
+        else:
+            self.boundaries = tuple(sorted(boundaries))
         if site.post_loop_at is not None and L in boundaries:
             self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", site.post_loop_at))
 
@@ -386,8 +389,8 @@ class _Tracer:
         slots = capture.slots
         captured = len(self.boundaries or ())
         wanted = len(self.indices or ())
-        if slots is None or slots.check is None or captured == wanted or captured == 0:
-            return
+        if slots is None or slots.check is None or captured == wanted or (captured == 0 and slots.empty_return_at is not None):
+            return  # all slots filled, or an empty collector is returned before the check
         collector = slots.collector.rsplit(".", 1)[-1]
         reason = (
             f"{collector} is sized by {slots.sized_by} = {wanted} but the loop records {captured} state(s); "
@@ -404,7 +407,8 @@ class _Tracer:
             self.outcome, self.reason = F.Outcome.CAPTURES_NOTHING, "none of the capture indices is recorded by the loop"
             self.problems.append(self.reason)
             return
-        self.steps.append(TraceStep("boundaries", "captured, in loop order: " + ", ".join(describe_boundary(b, L) for b in ordered)))
+        order = "config" if capture.concat_order == F.ConcatOrder.CONFIG else "loop"
+        self.steps.append(TraceStep("boundaries", f"captured, in {order} order: " + ", ".join(describe_boundary(b, L) for b in ordered)))
         concat = _concat_site(self.project, capture)
         h = self.hidden_size
         width = f"{len(ordered)} x {h} = {len(ordered) * h}" if h else f"{len(ordered)} x hidden_size"

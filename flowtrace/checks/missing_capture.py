@@ -135,8 +135,8 @@ def _unset_capture_sites(result, other_family: bool):
     fed = {row.capture.holder for row in result.rows if row.capture is not None and row.capture.holder}
     reported = set()
     for row in result.rows:
-        if row.capture is not None or not is_target(row, project, cc):
-            continue
+        if row.capture is not None or row.source is not None or not is_target(row, project, cc):
+            continue  # row.source: a config attribute, build context or hook sets the ids (config_sources)
         for holder in _holders(project, row):
             if holder in fed or holder in reported:
                 continue  # some registered class's setter feeds this loop: heads without a setter are fine

@@ -11,6 +11,7 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.model.facts import ProblemKind
 from flowtrace.analysis.trace import trace_row
+from flowtrace.model.facts import Outcome
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
 
@@ -40,6 +41,14 @@ def _names(rows) -> str:
 def _boundaries(result, row, ids):
     """The boundaries ``ids`` reach on a probe layer count; None when the trace cannot decide."""
     return trace_row(result.project, row, ids, PROBE_LAYERS).boundaries
+
+
+def _location(text) -> F.Location | None:
+    """A trace's ``raises_at`` ("file:line" or a Location) as a Location."""
+    if text is None or isinstance(text, F.Location):
+        return text
+    file, _, line = str(text).rpartition(":")
+    return F.Location(file, int(line)) if file and line.isdigit() else None
 
 
 def _majority_transform(result) -> str | None:
@@ -169,7 +178,12 @@ EntryClass = ExForCausalLM
             row = rows[0]
             if ProblemKind.INDEX0_RAISES in row.capture.kinds():
                 continue  # recording index 0 raises: FT022 reports that, with the line
-            reached = _boundaries(result, row, [embedding])
+            traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
+            if traced.outcome == F.Outcome.RAISES:  # e.g. a fixed-slot packer fed one state fewer
+                entry = merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), [setter_loc, row, [], traced])
+                entry[2].extend(rows)
+                continue
+            reached = traced.boundaries
             if reached is None or 0 in reached:
                 continue
             other = next((i for i in (-1, 0) if i != embedding and 0 in (_boundaries(result, row, [i]) or ())), None)
@@ -182,6 +196,12 @@ EntryClass = ExForCausalLM
         for (_, kind), (setter_loc, row, rows, other) in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
             c = row.capture
             site = c.site.location if c.site else None
+            if kind is ProblemKind.EMBEDDING_RAISES:
+                message = f"{_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
+                fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
+                flow = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
+                yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)
+                continue
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
                 message = (
                     f"{_names(rows)}: id {embedding} (the embedding in this engine's draft configs) reaches no boundary through "

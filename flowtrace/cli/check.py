@@ -61,7 +61,7 @@ def _guard(ctx: click.Context, fn):
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, config_file, isolated, profile, exclude, jobs, no_cache, cache_dir):
+def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Lint PATH for capture-wiring problems, for CI.
 
     \b
@@ -82,6 +82,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
             baseline=baseline,
             write_baseline=write_baseline,
             profile=profile,
+            profile_files=profile_file,
             exclude=exclude,
             jobs=jobs,
             use_cache=not no_cache,

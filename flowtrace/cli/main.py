@@ -93,7 +93,7 @@ def main() -> None:
 @click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit) instead of vscode://.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base, config_file, isolated):
+def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base, config_file, isolated):
     """Scan PATH: the model matrix (capture support, id transform, capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
@@ -105,14 +105,17 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
     from flowtrace.render import text as text_render
 
     outcome = run_check(
-        path, profile=profile, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+        path, profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
+        from flowtrace.render.report_data import report_extras
         from flowtrace.render.scan_json import dumps, scan_document
 
-        emit(dumps(scan_document(result, findings)), output)
+        doc = scan_document(result, findings)
+        doc["report"] = report_extras(result, findings)  # what `flowtrace report --scan` renders
+        emit(dumps(doc), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
     else:
@@ -135,7 +138,7 @@ def scan(path, profile, exclude, jobs, no_cache, cache_dir, fmt, output, html_pa
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
     Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
@@ -159,7 +162,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         hidden_size = hidden_size or info.hidden_size
     if not num_layers:
         raise click.UsageError("give --num-layers N or --target-config config.json")
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     traced = api.trace(result, model, ids, num_layers, hidden_size)
     if fmt == "json":
         import json
@@ -179,7 +182,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
@@ -188,7 +191,7 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
     from flowtrace.analysis.compat import compat_json
     from flowtrace.render.compat_text import compat_text
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     if fmt == "json":
         import json
@@ -205,7 +208,7 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
 
     Classes that gained or lost capture support, and changed facts (id transform, default
@@ -216,7 +219,7 @@ def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
     from flowtrace.analysis.diff import diff_document
     from flowtrace.render.diff_text import diff_text
 
-    changes = api.diff(old, new, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    changes = api.diff(old, new, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     if fmt == "json":
         import json
 
@@ -232,12 +235,12 @@ def diff(old, new, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def graph(path, model, profile, exclude, jobs, no_cache, cache_dir, fmt, output):
+def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
     from flowtrace import api
     from flowtrace.analysis import graph as graphs
 
-    result = api.scan(path, profile=profile, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     g = result.graph
     if model:
         g = graphs.model_subgraph(g, result.model(model).qualname)
@@ -270,7 +273,11 @@ def report(scan_json, probe_json, output, link_base):
             raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
         return doc
 
-    doc = load(scan_json, "flowtrace.scan/")
+    from flowtrace.render.report_data import report_document_from_scan
+
+    doc, complete = report_document_from_scan(load(scan_json, "flowtrace.scan/"))
+    if not complete:
+        click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
     write_atomic(output, render_html(doc, link_base=link_base, probe=probe))
     click.echo(f"flowtrace: wrote {output}", err=True)

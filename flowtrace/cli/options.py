@@ -8,7 +8,7 @@ import click
 
 
 def scan_options(f=None, *, config_aware: bool = False):
-    """Add --profile, --exclude, --jobs, --no-cache and --cache-dir to a command.
+    """Add --profile, --profile-file, --exclude, --jobs, --no-cache and --cache-dir to a command.
 
     ``config_aware`` words the help for commands that also read ``[tool.flowtrace]``.
     """
@@ -17,6 +17,8 @@ def scan_options(f=None, *, config_aware: bool = False):
         profile_help = "Force an engine profile (default: [tool.flowtrace] profile, else detected)." if config_aware else "Force an engine profile (default: detected from the tree)."
         exclude_help = "Skip paths matching this gitignore-style pattern (repeatable" + ("; added to [tool.flowtrace] exclude)." if config_aware else ").")
         f = click.option("--profile", help=profile_help)(f)
+        file_help = "Add an engine profile from this TOML file (repeatable; merged with the bundled profiles, replacing one of the same name; see docs/profiles.md)" + ("; added to [tool.flowtrace] profile-files." if config_aware else ".")
+        f = click.option("--profile-file", "profile_file", multiple=True, type=click.Path(dir_okay=False), metavar="PATH", help=file_help)(f)
         f = click.option("--exclude", multiple=True, metavar="PATTERN", help=exclude_help)(f)
         f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
         f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)

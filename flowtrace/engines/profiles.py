@@ -16,6 +16,13 @@ from pathlib import Path
 
 from flowtrace.errors import ProfileError
 
+try:  # the stdlib's own parser of regular expressions (renamed in 3.11)
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+_MAXREPEAT = _sre_parse.MAXREPEAT
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -57,6 +64,21 @@ class Profile:
     fc_attribute: str
     pp_guards: tuple[str, ...]
     digest: str  # content hash, part of the fact-cache key
+    # -- engines without a setter (see _SCHEMA_SOURCES): optional, empty by default -------------
+    config_keys: tuple[str, ...] = ()
+    context_fields: tuple[str, ...] = ()
+    context_feeds: tuple[str, ...] = ()
+    method_variables: tuple[str, ...] = ()
+    method: str = ""
+    builder_selector: str = ""
+    builder_method: str = ""
+    hooks: tuple[str, ...] = ()
+    layer_index_attributes: tuple[str, ...] = ()
+    serving_keys: tuple[str, ...] = ()
+    metadata_attributes: tuple[str, ...] = ()
+    opt_in_bases: tuple[str, ...] = ()
+    post_norm_id: int | None = None
+    registry_decorators: tuple[str, ...] = ()
 
 
 def rules_directory() -> Path:
@@ -97,6 +119,37 @@ _SCHEMA: dict[str, dict[str, type]] = {
 }
 
 
+# Keys for engines whose ids come from a config attribute, a build context or a serving-config
+# metadata hook instead of a setter (LMDeploy- and TensorRT-LLM-shaped code). Kept apart from
+# _SCHEMA so that each block grows on its own; every key is optional.
+_SCHEMA_SOURCES: dict[str, dict[str, type]] = {
+    "config_capture": {
+        "config_keys": list,
+        "context_fields": list,
+        "context_feeds": list,
+        "method_variables": list,
+        "method": str,
+        "builder_selector": str,
+        "builder_method": str,
+    },
+    "metadata_hook": {
+        "hooks": list,
+        "layer_index_attributes": list,
+        "serving_keys": list,
+        "metadata_attributes": list,
+        "opt_in_bases": list,
+        "post_norm_id": int,
+    },
+    # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
+    "registry_extra": {"decorators": list},
+}
+
+# A profile is a few dozen lines; anything far larger is a mistake (or hostile) and is refused
+# before it is parsed.
+MAX_PROFILE_BYTES = 256 * 1024
+_MAX_PATTERN = 200
+
+
 def _strings(value: list, where: str) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str):
@@ -104,66 +157,182 @@ def _strings(value: list, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_profile(path: Path) -> Profile:
-    """Load and validate one profile file."""
+def _unbounded(node_list) -> bool:  # noqa: ANN001 - sre_parse's SubPattern
+    """Does this parsed pattern contain a repeat with no upper bound?"""
+    for op, arg in node_list:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT"):
+            low, high, sub = arg
+            if high == _MAXREPEAT or high > 1 or _unbounded(sub):
+                return True
+        elif name == "SUBPATTERN" and _unbounded(arg[-1]):
+            return True
+        elif name == "BRANCH" and any(_unbounded(b) for b in arg[1]):
+            return True
+    return False
+
+
+def _backtracks(node_list) -> bool:  # noqa: ANN001
+    """A repeat around something that itself repeats or alternates: ``(a+)+``, ``(a|a)*``.
+
+    Python's ``re`` backtracks, and such nesting takes exponential time on a near miss. Profile
+    patterns are matched against identifiers, so nothing legitimate needs the shape.
+    """
+    for op, arg in node_list:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT"):
+            low, high, sub = arg
+            many = high == _MAXREPEAT or high > 1
+            if many and (_unbounded(sub) or any(str(o) == "BRANCH" or (str(o) == "SUBPATTERN" and any(str(x) == "BRANCH" for x, _ in a[-1])) for o, a in sub)):
+                return True
+            if _backtracks(sub):
+                return True
+        elif name == "SUBPATTERN" and _backtracks(arg[-1]):
+            return True
+        elif name == "BRANCH" and any(_backtracks(b) for b in arg[1]):
+            return True
+    return False
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a profile regular expression is refused, or None."""
+    if len(pattern) > _MAX_PATTERN:
+        return f"longer than {_MAX_PATTERN} characters"
     try:
-        raw = path.read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read profile ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
-    for section, keys in _SCHEMA.items():
-        table = data.get(section)
+        re.compile(pattern)
+        parsed = _sre_parse.parse(pattern)
+    except Exception as exc:  # noqa: BLE001 - re.error, RecursionError, OverflowError on absurd patterns
+        return f"not a valid regular expression ({exc})"
+    if _backtracks(parsed):
+        return "nested repetition (e.g. (a+)+) can backtrack catastrophically; write it without a repeat inside a repeat"
+    return None
+
+
+def _read_table(data: dict, path: Path, schema: dict[str, dict[str, type]]) -> dict[str, dict]:
+    """Each section of ``schema`` with its keys checked; absent sections and keys are empty."""
+    where = str(path)
+    out: dict[str, dict] = {}
+    for section, keys in schema.items():
+        table = data.get(section, {})
         if not isinstance(table, dict):
-            raise ProfileError(f"{path}: missing table [{section}]")
-        for key, kind in keys.items():
-            if key not in table:
-                raise ProfileError(f"{path}: [{section}] is missing the key '{key}'")
-            if not isinstance(table[key], kind):
-                raise ProfileError(f"{path}: [{section}] {key} must be a {kind.__name__}, found {type(table[key]).__name__}")
+            raise ProfileError(f"{where}: [{section}] must be a table, found {type(table).__name__}")
         unknown = sorted(set(table) - set(keys))
         if unknown:
-            raise ProfileError(f"{path}: [{section}] has unknown key(s) {', '.join(unknown)}")
+            raise ProfileError(f"{where}: [{section}] has unknown key(s) {', '.join(unknown)}")
+        values: dict = {}
+        for key, kind in keys.items():
+            value = table.get(key, _EMPTY[kind])
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise ProfileError(f"{where}: [{section}] {key} must be a {_KIND[kind]}, found {type(value).__name__}")
+            if kind is list and key != "helpers":
+                value = _strings(value, f"{where}: [{section}] {key}")
+            values[key] = value
+        out[section] = values
+    return out
+
+
+_EMPTY: dict[type, object] = {list: [], str: "", int: None}
+_KIND: dict[type, str] = {list: "list", str: "str", int: "int"}
+
+
+def _parse(path: Path) -> tuple[bytes, dict]:
+    try:
+        size = path.stat().st_size
+        if size > MAX_PROFILE_BYTES:
+            raise ProfileError(f"{path}: profile is {size} bytes, more than the {MAX_PROFILE_BYTES} a profile may have")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read profile ({exc.strerror or exc})") from None
+    if len(raw) > MAX_PROFILE_BYTES:  # grew between stat and read
+        raise ProfileError(f"{path}: profile is more than the {MAX_PROFILE_BYTES} bytes a profile may have")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: not valid TOML: nested too deeply") from None
+    return raw, data
+
+
+# --- Tables read by the checks, not by the scan (precision helper) ----------------------------
+# [checks] is validated and loaded by flowtrace.engines.check_conventions (its keys: target
+# methods, draft / non-target class patterns, speculative entry points, capture families, the
+# engine's embedding id, the interface's holder path). Listed here only so load_profile accepts it.
+_CHECK_TABLES = frozenset({"checks"})
+
+
+def load_profile(path: Path) -> Profile:
+    """Load and validate one profile file.
+
+    Only ``[engine] name`` is required: every other key defaults to empty, so a profile written
+    for today's keys keeps loading as keys are added (profile keys only grow).
+    """
+    path = Path(path)
+    raw, data = _parse(path)
+    known = set(_SCHEMA) | set(_SCHEMA_SOURCES) | _CHECK_TABLES
+    unknown = sorted(k for k in data if k not in known)
+    if unknown:
+        raise ProfileError(f"{path}: unknown table(s) [{'], ['.join(unknown)}] (known: {', '.join(sorted(known))})")
+    if "engine" not in data:
+        raise ProfileError(f"{path}: missing table [engine] (a profile needs at least [engine] name = \"...\")")
+    tables = _read_table(data, path, _SCHEMA)
+    sources = _read_table(data, path, _SCHEMA_SOURCES)
+    e, c, r, d = tables["engine"], tables["capture"], tables["registry"], tables["draft"]
+    if not e["name"]:
+        raise ProfileError(f"{path}: [engine] is missing the key 'name'")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", e["name"]):
+        raise ProfileError(f"{path}: [engine] name must be 1-64 letters, digits, '_', '.' or '-', found {e['name']!r}")
     helpers = []
-    for item in data["capture"]["helpers"]:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("label_arg"), int):
+    for item in c["helpers"]:
+        if not isinstance(item, dict) or set(item) != {"name", "label_arg"} or not isinstance(item.get("name"), str) or type(item.get("label_arg")) is not int:
             raise ProfileError(f"{path}: [capture] helpers entries need {{ name = str, label_arg = int }}, found {item!r}")
         helpers.append(CaptureHelper(item["name"], item["label_arg"]))
-    e, c, r, d = data["engine"], data["capture"], data["registry"], data["draft"]
-    try:
-        re.compile(r["dict_name_pattern"])
-    except Exception as exc:  # noqa: BLE001 - re.error, RecursionError on absurd patterns
-        raise ProfileError(f"{path}: [registry] dict_name_pattern is not a valid regular expression ({exc})") from None
-    where = str(path)
+    problem = regex_problem(r["dict_name_pattern"]) if r["dict_name_pattern"] else None
+    if problem:
+        raise ProfileError(f"{path}: [registry] dict_name_pattern: {problem}")
+    cc, mh = sources["config_capture"], sources["metadata_hook"]
     return Profile(
         name=e["name"],
         description=e["description"],
-        path=where,
-        detect_paths=_strings(e["detect_paths"], f"{where}: [engine] detect_paths"),
-        markers=_strings(e["markers"], f"{where}: [engine] markers"),
-        setters=_strings(c["setters"], f"{where}: [capture] setters"),
-        default_getters=_strings(c["default_getters"], f"{where}: [capture] default_getters"),
-        attributes=_strings(c["attributes"], f"{where}: [capture] attributes"),
-        flags=_strings(c["flags"], f"{where}: [capture] flags"),
-        containers=_strings(c["containers"], f"{where}: [capture] containers"),
-        packers=_strings(c["packers"], f"{where}: [capture] packers"),
-        container_methods=_strings(c["container_methods"], f"{where}: [capture] container_methods"),
+        path=str(path),
+        detect_paths=e["detect_paths"],
+        markers=e["markers"],
+        setters=c["setters"],
+        default_getters=c["default_getters"],
+        attributes=c["attributes"],
+        flags=c["flags"],
+        containers=c["containers"],
+        packers=c["packers"],
+        container_methods=c["container_methods"],
         helpers=tuple(helpers),
-        layers_attribute=c["layers_attribute"],
-        embedding_attribute=c["embedding_attribute"],
-        interfaces=_strings(c["interfaces"], f"{where}: [capture] interfaces"),
-        holders=_strings(c["holders"], f"{where}: [capture] holders"),
-        capture_mode_enum=data["capture_mode"]["enum"],
-        entry_variables=_strings(r["entry_variables"], f"{where}: [registry] entry_variables"),
-        dict_files=_strings(r["dict_files"], f"{where}: [registry] dict_files"),
+        layers_attribute=c["layers_attribute"] or "layers",
+        embedding_attribute=c["embedding_attribute"] or "embed_tokens",
+        interfaces=c["interfaces"],
+        holders=c["holders"],
+        capture_mode_enum=tables["capture_mode"]["enum"],
+        entry_variables=r["entry_variables"],
+        dict_files=r["dict_files"],
         dict_name_pattern=r["dict_name_pattern"],
         dict_module_prefix=r["dict_module_prefix"],
-        generation_dicts=_strings(r["generation_dicts"], f"{where}: [registry] generation_dicts"),
-        layer_id_keys=_strings(d["layer_id_keys"], f"{where}: [draft] layer_id_keys"),
-        fc_attribute=d["fc_attribute"],
-        pp_guards=_strings(d["pp_guards"], f"{where}: [draft] pp_guards"),
+        generation_dicts=r["generation_dicts"],
+        layer_id_keys=d["layer_id_keys"],
+        fc_attribute=d["fc_attribute"] or "fc",
+        pp_guards=d["pp_guards"],
         digest=hashlib.sha256(raw).hexdigest()[:16],
+        config_keys=cc["config_keys"],
+        context_fields=cc["context_fields"],
+        context_feeds=cc["context_feeds"],
+        method_variables=cc["method_variables"],
+        method=cc["method"],
+        builder_selector=cc["builder_selector"],
+        builder_method=cc["builder_method"],
+        hooks=mh["hooks"],
+        layer_index_attributes=mh["layer_index_attributes"],
+        serving_keys=mh["serving_keys"],
+        metadata_attributes=mh["metadata_attributes"],
+        opt_in_bases=mh["opt_in_bases"],
+        post_norm_id=mh["post_norm_id"],
+        registry_decorators=sources["registry_extra"]["decorators"],
     )
 
 
@@ -175,17 +344,27 @@ def available_profiles(directory: Path | None = None) -> dict[str, Path]:
     return {p.stem: p for p in sorted(base.glob("*.toml"))}
 
 
-def load_all(directory: Path | None = None) -> list[Profile]:
-    return [load_profile(p) for p in available_profiles(directory).values()]
+def load_all(directory: Path | None = None, extra: tuple[Path, ...] = ()) -> list[Profile]:
+    """The bundled profiles, with the user's profile files merged in (a user profile with a
+    bundled profile's name replaces it; the others are added)."""
+    by_name = {p.name: p for p in (load_profile(f) for f in available_profiles(directory).values())}
+    for path in extra:
+        profile = load_profile(Path(path))
+        by_name[profile.name] = profile
+    return [by_name[n] for n in sorted(by_name)]
 
 
-def select_profiles(root: Path, forced: str | None = None, directory: Path | None = None) -> list[Profile]:
+def select_profiles(root: Path, forced: str | None = None, directory: Path | None = None, extra: tuple[Path, ...] = ()) -> list[Profile]:
     """The profiles for a tree: the forced one, else those whose detect paths exist, else all.
 
     Falling back to all profiles keeps a scan of an unfamiliar layout (a fork, a vendored
-    copy) useful: the markers of every engine are tried.
+    copy) useful: the markers of every engine are tried. A profile file the user names
+    (``--profile-file``) is always used unless ``--profile`` forces another one.
     """
-    profiles = load_all(directory)
+    users = [load_profile(Path(f)) for f in extra]
+    by_name = {p.name: p for p in load_all(directory)}
+    by_name.update((p.name, p) for p in users)
+    profiles = [by_name[n] for n in sorted(by_name)]
     if forced:
         chosen = [p for p in profiles if p.name == forced]
         if not chosen:
@@ -194,7 +373,8 @@ def select_profiles(root: Path, forced: str | None = None, directory: Path | Non
         return chosen
     if root.is_file():
         return profiles
-    detected = [p for p in profiles if any((root / d).is_dir() for d in p.detect_paths)]
+    names = {p.name for p in users}
+    detected = [p for p in profiles if p.name in names or any((root / d).is_dir() for d in p.detect_paths)]
     return detected or profiles
 
 
@@ -226,6 +406,21 @@ class Conventions:
     pp_guards: tuple[str, ...]
     markers: tuple[bytes, ...]
     digest: str
+    # -- ids without a setter (config attribute, build context, metadata hook) --------------------
+    config_keys: frozenset[str] = frozenset()
+    context_fields: tuple[str, ...] = ()
+    context_feeds: frozenset[str] = frozenset()
+    method_variables: frozenset[str] = frozenset()
+    methods: frozenset[str] = frozenset()
+    builder_selectors: frozenset[str] = frozenset()
+    builder_methods: frozenset[str] = frozenset()
+    hooks: frozenset[str] = frozenset()
+    layer_index_attributes: frozenset[str] = frozenset()
+    serving_keys: tuple[str, ...] = ()
+    metadata_attributes: frozenset[str] = frozenset()
+    opt_in_bases: frozenset[str] = frozenset()
+    post_norm_ids: frozenset[int] = frozenset()
+    registry_decorators: frozenset[str] = frozenset()
 
     @classmethod
     def merge(cls, profiles: list[Profile]) -> Conventions:
@@ -236,7 +431,10 @@ class Conventions:
             return tuple(dict.fromkeys(x for p in profiles for x in getattr(p, attr) if x))
 
         helpers = tuple({h.name: h for p in profiles for h in p.helpers}.values())
-        markers = sorted({m for p in profiles for m in p.markers} | union("setters") | union("attributes"))
+        markers = sorted(
+            {m for p in profiles for m in p.markers} | union("setters") | union("attributes") | union("config_keys") | union("hooks") | union("context_feeds") | union("serving_keys")
+            | {f.rsplit(".", 1)[-1] for f in union("context_fields")}
+        )
         return cls(
             setters=union("setters"),
             setter_order=ordered("setters"),
@@ -262,4 +460,18 @@ class Conventions:
             pp_guards=ordered("pp_guards"),
             markers=tuple(m.encode() for m in markers),
             digest=hashlib.sha256("".join(p.digest for p in profiles).encode()).hexdigest()[:16],
+            config_keys=union("config_keys"),
+            context_fields=ordered("context_fields"),
+            context_feeds=union("context_feeds"),
+            method_variables=union("method_variables"),
+            methods=frozenset(p.method for p in profiles if p.method),
+            builder_selectors=frozenset(p.builder_selector for p in profiles if p.builder_selector),
+            builder_methods=frozenset(p.builder_method for p in profiles if p.builder_method),
+            hooks=union("hooks"),
+            layer_index_attributes=union("layer_index_attributes"),
+            serving_keys=ordered("serving_keys"),
+            metadata_attributes=union("metadata_attributes"),
+            opt_in_bases=union("opt_in_bases"),
+            post_norm_ids=frozenset(p.post_norm_id for p in profiles if p.post_norm_id is not None),
+            registry_decorators=union("registry_decorators"),
         )

@@ -13,8 +13,15 @@ version or analyser invalidates everything):
 
 Every file is written to a temp file and renamed into place, so concurrent scans never see
 half an entry (the last writer of a snapshot wins; each snapshot is consistent on its own).
-Every file carries a checksum: an unreadable, truncated or corrupt file is a miss, rebuilt by
-the scan, and never an error.
+
+Only entries this user wrote are trusted. The default cache folder lives inside the scanned
+tree, and a tree (a checkout, an unpacked wheel) can ship a well-formed ``.flowtrace_cache``
+whose facts lie; a checksum proves nothing about who wrote a file. So every file carries a
+MAC (keyed BLAKE2b) under a per-user key kept outside any tree, in
+``$XDG_CACHE_HOME/flowtrace/key`` (``~/.cache/flowtrace/key``), created 0600 on first use and
+refused when anyone else could read it. A planted, foreign, truncated or corrupt file fails
+the check and is a miss, rebuilt by the scan: never a wrong answer, never an error. (What a
+file that passes the check may name when unpickled is restricted as well, in case a key leaks.)
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 import copyreg
 import dataclasses
 import hashlib
+import hmac
 import io
 import os
 import pickle
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +42,10 @@ from flowtrace import __version__
 from flowtrace.model import facts as _facts
 from flowtrace.model.facts import FileFacts
 
-_FORMAT = 2
-_MAGIC = b"FTC2"
-_SUM = 16  # blake2b digest bytes in a file header
+_FORMAT = 3
+_MAGIC = b"FTC3"
+_SUM = 16  # MAC bytes in a file header
+_KEY_BYTES = 32
 
 
 def _analyzer_digest() -> str:
@@ -104,26 +114,93 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def seal(payload: bytes) -> bytes:
-    """``payload`` with a header (magic + checksum) that :func:`unseal` verifies."""
-    return _MAGIC + hashlib.blake2b(payload, digest_size=_SUM).digest() + payload
+def _mac(key: bytes, payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, key=key, digest_size=_SUM).digest()
 
 
-def unseal(blob: bytes) -> bytes | None:
-    """The payload of a sealed blob, or None when it is not one or does not check out."""
+def seal(payload: bytes, key: bytes) -> bytes:
+    """``payload`` with a header (magic + MAC under ``key``) that :func:`unseal` verifies."""
+    return _MAGIC + _mac(key, payload) + payload
+
+
+def unseal(blob: bytes, key: bytes) -> bytes | None:
+    """The payload of a blob sealed with ``key``, or None when it is not one (another key,
+    another format, damage)."""
     head = len(_MAGIC) + _SUM
     if len(blob) < head or not blob.startswith(_MAGIC):
         return None
     payload = blob[head:]
-    if hashlib.blake2b(payload, digest_size=_SUM).digest() != blob[len(_MAGIC) : head]:
+    if not hmac.compare_digest(_mac(key, payload), blob[len(_MAGIC) : head]):
         return None
     return payload
 
 
+# -- the per-user key -------------------------------------------------------------------
+def key_path() -> Path:
+    """Where this user's cache key lives: outside every scanned tree."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "flowtrace" / "key"
+
+
+_KEYS: dict[str, bytes | None] = {}
+
+
+def user_key() -> bytes | None:
+    """This user's cache key, created on first use; None (no cache) when it can be neither
+    read nor created, or when its file is not this user's alone."""
+    path = key_path()
+    where = str(path)
+    if where not in _KEYS:
+        key = _read_key(path)
+        if key is None and not path.exists():
+            _create_key(path)
+            key = _read_key(path)
+        _KEYS[where] = key
+    return _KEYS[where]
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+        private = os.name != "posix" or not info.st_mode & 0o077
+        if not stat.S_ISREG(info.st_mode) or not mine or not private or info.st_size != _KEY_BYTES:
+            return None
+        data = os.read(fd, _KEY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == _KEY_BYTES else None
+
+
+def _create_key(path: Path) -> None:
+    """Write a fresh random key, 0600, atomically: a concurrent first scan either links its
+    own key first or reads this one, never half a key."""
+    tmp = None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # mkstemp creates 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(os.urandom(_KEY_BYTES))
+        os.link(tmp, path)  # fails if another scan got there first: then its key stands
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 class _FactUnpickler(pickle.Unpickler):
-    """Loads only flowtrace's own records. A cache folder can come from elsewhere (a checkout
-    or a wheel may ship a ``.flowtrace_cache``, and the checksum is no signature), and a
-    plain ``pickle.loads`` would call whatever a crafted file names: a scan would run code."""
+    """Loads only flowtrace's own records: a second wall behind the MAC. A plain
+    ``pickle.loads`` would call whatever a crafted file names, and a scan would run code."""
 
     def find_class(self, module: str, name: str):  # noqa: ANN201
         if module == "flowtrace.model.facts" or (module == __name__ and name == "FileState"):
@@ -160,17 +237,20 @@ REGISTRATION = 2  # names a registration variable: at least the class table
 
 
 class FactCache:
-    def __init__(self, directory: Path, digest: str, *, root: Path | None = None, variant: str = "") -> None:
+    def __init__(self, directory: Path, digest: str, *, root: Path | None = None, variant: str = "", key: bytes | None = None) -> None:
         self.directory = directory
         self.salt = f"{_FORMAT}:{__version__}:{_analyzer_digest()}:{digest}:{variant}"
-        self.usable = True
-        try:
-            (directory / "facts").mkdir(parents=True, exist_ok=True)
-            gitignore = directory / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("*\n")
-        except OSError:
-            self.usable = False
+        secret = key if key is not None else user_key()
+        self.usable = secret is not None  # no key, no trust: scan as with --no-cache
+        self.secret = secret or b""
+        if self.usable:
+            try:
+                (directory / "facts").mkdir(parents=True, exist_ok=True)
+                gitignore = directory / ".gitignore"
+                if not gitignore.exists():
+                    gitignore.write_text("*\n")
+            except OSError:
+                self.usable = False
         where = str(root.resolve()) if root is not None else ""
         self._root_id = hashlib.sha256(where.encode()).hexdigest()[:12]
         self._snapshot_name = f"snapshot-{self._root_id}-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
@@ -190,7 +270,7 @@ class FactCache:
             return
         try:
             with open(self._snapshot_path(), "rb") as handle:
-                payload = unseal(handle.read())
+                payload = unseal(handle.read(), self.secret)
             if payload is None:
                 return
             salt, manifest, packed = _loads(payload)
@@ -236,7 +316,7 @@ class FactCache:
         if value is None:
             try:
                 with open(self._entry_path(key), "rb") as handle:
-                    payload = unseal(handle.read())
+                    payload = unseal(handle.read(), self.secret)
                 value = _loads(payload) if payload is not None else None
             except Exception:  # noqa: BLE001 - missing or corrupt: rebuild
                 return None
@@ -254,7 +334,7 @@ class FactCache:
         self._dirty = True
         if payload is None:
             payload = dumps(facts)
-        self._atomic_write(self._entry_path(key), seal(payload))
+        self._atomic_write(self._entry_path(key), seal(payload, self.secret))
 
     def save(self) -> None:
         """Write the snapshot of this scan (manifest and pack), when anything changed."""
@@ -263,7 +343,7 @@ class FactCache:
         if not self._dirty and self._next_manifest.keys() == self.manifest.keys() and self._next_pack.keys() == self._packed.keys():
             return
         payload = dumps((self.salt, self._next_manifest, self._next_pack))
-        self._atomic_write(self._snapshot_path(), seal(payload))
+        self._atomic_write(self._snapshot_path(), seal(payload, self.secret))
         self._prune()
         self.manifest, self._packed = self._next_manifest, self._next_pack
         self._next_manifest, self._next_pack = dict(self.manifest), dict(self._packed)

@@ -226,8 +226,22 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         module=modname,
         imports=tuple(F.ImportFact(k, v) for k, v in sorted(names.imports.items())),
         classes=tuple(classes),
-        registry=tuple(_registrations(tree.body, names, path, conv)),
+        registry=tuple(_registrations(tree.body, names, path, conv)) + _setterless_registrations(tree, path, modname, conv),
     )
+
+
+def _setterless_registrations(tree: ast.Module, path: str, modname: str, conv: Conventions) -> tuple[F.RegistryFact, ...]:
+    """``NAME.update({...})`` registries and ``@register("Arch")`` decorators (config_sources)."""
+    if not (conv.registry_decorators or conv.dict_files):
+        return ()
+    from flowtrace.index.config_sources import registry_decorators, registry_updates
+
+    out: list[F.RegistryFact] = []
+    if any(path.endswith(d) for d in conv.dict_files):
+        out += registry_updates(tree, path, conv, [re.compile(p) for p in conv.dict_name_patterns])
+    if conv.registry_decorators:
+        out += registry_decorators(tree, path, modname, conv)
+    return tuple(out)
 
 
 def registry_module(prefix: str, module: str) -> str:

@@ -25,10 +25,14 @@ from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
 from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
-from flowtrace.index.syntax import FastVisitor, dotted, last_name, names_in, walk_statements
+from flowtrace.index.syntax import FastVisitor, body_statements, dotted, iter_nodes, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
+
+
+# Calls that derive a collection from the capture attribute without changing its members.
+_DERIVATIONS = {"set", "frozenset", "list", "tuple", "sorted"}
 
 
 def offset_of(expr: cst.BaseExpression, var: str) -> int | None:
@@ -107,6 +111,7 @@ class LoopAnalyzer:
         if not loops:
             return [], []
         containers = self.containers(statements)
+        self.aliases = self.attribute_aliases(statements)
         loop_facts: list[F.LayerLoopFact] = []
         sites: list[F.CaptureSiteFact] = []
         for loop in loops:
@@ -142,9 +147,24 @@ class LoopAnalyzer:
                             self.built.setdefault(target.value, value)
         return out
 
+    def attribute_aliases(self, statements: list) -> dict[str, str]:
+        """Locals derived from a capture attribute (``s = frozenset(self.<attr>)``,
+        ``wanted = self.<attr>``): a membership test of them is a test of the attribute."""
+        out: dict[str, str] = {}
+        for stmt in statements:
+            if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+                value = stmt.value
+                if isinstance(value, cst.Call) and last_name(value.func) in _DERIVATIONS and len(value.args) == 1:
+                    value = value.args[0].value
+                if isinstance(value, cst.Attribute) and value.attr.value in self.attrs:
+                    out[stmt.targets[0].target.value] = value.attr.value
+        return out
+
     def container_kind(self, value: cst.BaseExpression) -> str | None:
         if isinstance(value, cst.List) and not value.elements:
             return "list"
+        if isinstance(value, cst.Dict) and not value.elements:
+            return "dict"
         if not isinstance(value, cst.Call):
             return None
         callee = last_name(value.func) or ""
@@ -193,8 +213,19 @@ class LoopAnalyzer:
             ):
                 out["finalize_method"] = f.attr.value
                 out["finalize_at"] = self.file.loc(method_call)
+                out["empty_return_at"] = self.empty_return(container, loop_end, self.file.positions[method_call].start.line)
                 break
         return out
+
+    def empty_return(self, container: str, after: int, before: int) -> F.Location | None:
+        """``if len(aux) == 0: return ...`` (or ``if not aux``) between the loop and the
+        finalize call: an empty collector is then never finalized."""
+        for stmt in walk_statements(self.fn.body):
+            line = self.file.positions[stmt].start.line
+            if isinstance(stmt, cst.If) and after < line < before and container in names_in(stmt.test):
+                if any(isinstance(b, cst.Return) for b in body_statements(stmt.body)):
+                    return self.file.loc(stmt)
+        return None
 
     def loop_variables(self, loop: cst.For) -> tuple[str | None, str | None]:
         """(index variable, layer variable) of ``for i in ...`` / ``for i, layer in enumerate(...)``."""
@@ -255,7 +286,7 @@ class LoopAnalyzer:
                 post_loop_at=self.post_at,
             ),
         )
-        found = self.callback_sites()
+        found = self.callback_sites() + self.dict_sites()
         nodes = _Nodes()
         nodes.walk(loop.body)
         pos = self.file.positions
@@ -330,6 +361,57 @@ class LoopAnalyzer:
             )
         return found
 
+    def dict_sites(self) -> list[F.CaptureSiteFact]:
+        """``by_layer[i] = x`` under a membership test: a dict keyed by layer."""
+        ctx = self.context
+        pos = self.file.positions
+        call_start = pos[ctx.layer_call].start
+        found: list[F.CaptureSiteFact] = []
+        for stmt, tests in _assignments(body_statements(ctx.loop.body), ()):
+            target = stmt.targets[0].target if len(stmt.targets) == 1 else None
+            if not (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and ctx.containers.get(target.value.value) == "dict"):
+                continue
+            if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+                continue
+            label = offset_of(target.slice[0].slice.value, ctx.index)
+            attribute = next((a for a in map(self.condition_attribute, tests) if a), None)
+            if label is None or attribute is None:
+                continue
+            start = pos[stmt].start
+            after = (start.line, start.column) > (call_start.line, call_start.column)
+            container = target.value.value
+            stream = {} if after else self.first_iteration(stmt, stmt.value, tests)
+            found.append(
+                F.CaptureSiteFact(
+                    **ctx.base,
+                    location=self.file.loc(stmt),
+                    mechanism=F.Mechanism.DICT,
+                    point=point_for(1 if after else 0, label),
+                    attribute=attribute,
+                    container=container,
+                    note=f"{container}[{self.file.code(target.slice[0].slice.value)}] = ... {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
+                    embedding_capturable=bool(ctx.pre) or not after,
+                    last_layer_capturable=bool(ctx.post) or after,
+                    captured_expression=self.file.code(stmt.value),
+                    uses_residual=_depends_on_residual(stmt.value, ctx.bound),
+                    label_offset=label,
+                    concat_order=self.read_order(container),
+                    **stream,
+                )
+            )
+        return found
+
+    def read_order(self, container: str) -> str:
+        """``[d[i] for i in self.<attr> ...]`` reads a dict in config order; anything else
+        (``list(d.values())``) in insertion order, which is the loop's."""
+        for node in iter_nodes(self.fn.body, into_functions=False):
+            if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and isinstance(node.for_in, cst.CompFor):
+                element = node.elt
+                reads = isinstance(element, cst.Subscript) and isinstance(element.value, cst.Name) and element.value.value == container
+                if reads and self.condition_attribute(node.for_in.iter) is not None:
+                    return F.ConcatOrder.CONFIG
+        return F.ConcatOrder.LOOP
+
     def is_packer(self, container: str) -> bool:
         kind = self.context.containers.get(container)
         return kind in self.conv.packers or (container in self.built and self.sized_by(self.built[container]) is not None)
@@ -339,11 +421,12 @@ class LoopAnalyzer:
         ctx = self.context
         method = last_name(call.func)
         helper = next((h for h in self.conv.helpers if h.name == method), None)
-        if helper is None or not isinstance(call.func, cst.Attribute) or len(call.args) <= helper.label_arg:
+        label_arg, structural = (helper.label_arg, None) if helper is not None else (self.structural_label(call), method)
+        if label_arg is None or not isinstance(call.func, cst.Attribute) or len(call.args) <= label_arg:
             return None
-        label = offset_of(call.args[helper.label_arg].value, ctx.index)
+        label = offset_of(call.args[label_arg].value, ctx.index)
         point = point_for(1 if after else 0, label) if label is not None else F.UNKNOWN
-        stored_args = [a.value for a in call.args[helper.label_arg + 1 :][:2] if not _is_none(a.value)]
+        stored_args = [a.value for a in call.args[label_arg + 1 :][:2] if not _is_none(a.value)]
         return F.CaptureSiteFact(
             **ctx.base,
             location=self.file.loc(call),
@@ -351,24 +434,41 @@ class LoopAnalyzer:
             point=point,
             attribute=None,
             container=self.file.code(call.args[0].value) if call.args else None,
-            note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[helper.label_arg].value)}",
+            note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[label_arg].value)}",
             # recorded before layer idx: boundaries from 0; after it: up to L
             embedding_capturable=bool(ctx.pre) or not after,
             last_layer_capturable=bool(ctx.post) or after,
             captured_expression=" + ".join(self.file.code(a) for a in stored_args),
             uses_residual=any(_depends_on_residual(a, ctx.bound) for a in stored_args),
             label_offset=label,
+            helper_method=structural,
         )
+
+    def structural_label(self, call: cst.Call) -> int | None:
+        """For ``self.<m>(aux, i + k, ...)`` not named by the profile: the position of the
+        label (an offset of the loop index) when a collector is also handed over; the
+        helper's body is checked at resolution (:class:`flowtrace.model.facts.HelperDefFact`)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        args = [a.value for a in call.args if a.keyword is None]
+        if not any(isinstance(a, cst.Name) and a.value in self.context.containers for a in args):
+            return None
+        labels = [n for n, a in enumerate(args) if offset_of(a, self.context.index) is not None]
+        return labels[0] if len(labels) == 1 else None
 
     def append_site(self, call: cst.Call, tests: tuple, after: bool) -> F.CaptureSiteFact | None:
         """``aux.<record>(x)`` under a membership test of a capture attribute."""
         ctx = self.context
         method = last_name(call.func)
-        if method not in self.conv.container_methods or not isinstance(call.func, cst.Attribute):
+        if not isinstance(call.func, cst.Attribute):
             return None
         container = dotted(call.func.value) or ""
         if container not in ctx.containers:
             return None
+        fixed_slots = container in self.built and self.sized_by(self.built[container]) is not None
+        if method not in self.conv.container_methods and not (fixed_slots and len(call.args) == 1):
+            return None  # a fixed-slot collector records through whatever method it has
         attribute, label = None, None
         for test in tests:
             attribute = self.condition_attribute(test)
@@ -444,6 +544,9 @@ class LoopAnalyzer:
         for node in _attributes(test):
             if node in self.attrs:
                 return node
+        for name in names_in(test):
+            if name in self.aliases:
+                return self.aliases[name]  # `keep = frozenset(self.<attr>)`; `if i in keep`
         if isinstance(test, cst.Call) and last_name(test.func) in {"getattr", "hasattr"} and len(test.args) >= 2:
             flag = test.args[1].value
             if isinstance(flag, cst.SimpleString):
@@ -459,6 +562,29 @@ class LoopAnalyzer:
         if isinstance(test, cst.Call):
             return 0
         return None
+
+    def local_helper(self, call: cst.Call) -> bool:
+        """``self.<m>(aux, 0, h, r)`` where ``m`` is a helper-shaped method of this class."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        method = self.info.methods.get(func.attr.value)
+        if method is None:
+            return False
+        from flowtrace.index.helpers import helper_definition
+
+        return helper_definition(self.file, self.info, method) is not None
+
+    def hands_collector(self, call: cst.Call, containers: dict[str, str]) -> bool:
+        """``final_norm(h, ..., capture=aux.capture if L in self.<attr> else None)``: a
+        collector handed to a call under a membership test records a state there."""
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.IfExp) and _is_none(value.orelse) and self.condition_attribute(value.test):
+                carried = (dotted(value.body) or "").split(".")[0]
+                if carried in containers:
+                    return True
+        return False
 
     def outside_captures(self, loop: cst.For, statements: list, containers: dict[str, str]) -> tuple[bool, bool]:
         """Whether the forward also records a state before the loop (the embedding) or after it."""
@@ -478,13 +604,26 @@ class LoopAnalyzer:
                 and isinstance(call.func, cst.Attribute)
                 and (dotted(call.func.value) or "") in containers
                 and any(self.condition_attribute(t) for t in tests)
-            )
+            ) or self.hands_collector(call, containers) or self.local_helper(call)
             if records:
                 pre |= line < loop_start
                 post |= line > loop_end
                 if line > loop_end and self.post_at is None:
                     self.post_at = self.file.loc(call)
         return pre, post
+
+
+def _assignments(statements: list, tests: tuple) -> list[tuple[cst.Assign, tuple]]:
+    """Assignments of a block with the tests of the ``if``s around them (not into loops)."""
+    out: list[tuple[cst.Assign, tuple]] = []
+    for stmt in statements:
+        if isinstance(stmt, cst.Assign):
+            out.append((stmt, tests))
+        elif isinstance(stmt, cst.If):
+            out += _assignments(body_statements(stmt.body), tests + (stmt.test,))
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += _assignments(body_statements(stmt.body), tests)
+    return out
 
 
 def _attributes(node: cst.CSTNode) -> list[str]:

@@ -181,6 +181,34 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8", errors="replace")
 
 
+def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileFacts:
+    """Add the setter-less id-source facts (config attributes, builders, hooks) when a profile asks."""
+    import ast
+    import dataclasses
+
+    from flowtrace.index import config_sources
+
+    if not config_sources.wanted(conv):
+        return facts
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return facts
+    imports = {i.local: i.qualified for i in facts.imports}
+    local = {c.name: c.qualname for c in facts.classes}
+
+    def resolve(name: str) -> str:
+        head, _, rest = name.partition(".")
+        base = local.get(head) or imports.get(head)
+        return (f"{base}.{rest}" if rest else base) if base else name
+
+    found = config_sources.source_facts(facts.path, facts.module, source, tree, conv, resolve)
+    registered = tuple(config_sources.registry_decorators(tree, facts.path, facts.module, conv)) if conv.registry_decorators else ()
+    if registered:
+        facts = dataclasses.replace(facts, registry=facts.registry + registered)
+    return dataclasses.replace(facts, sources=found) if found else facts
+
+
 def analyze_bytes(
     path: str,
     data: bytes,
@@ -216,7 +244,7 @@ def analyze_bytes(
             source = decode(data)
             facts = FileAnalyzer(path, source, module, conv).facts()
             del module
-            return facts
+            return _with_sources(facts, source, conv)
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))
     except RecursionError:

@@ -60,7 +60,7 @@ def none_at_entry(fn: cst.FunctionDef, loop: cst.For, statements: list, position
         for name in _assigned_none(stmt):
             found.setdefault(name, NoneAtEntry(name, stmt))
     rebound = {n for s in before if isinstance(s, (cst.Assign, cst.AnnAssign)) for n in _bound_names(s)}
-    for param in fn.params.params + fn.params.kwonly_params:
+    for param in (*fn.params.params, *fn.params.kwonly_params):
         if _is_none(param.default) and param.name.value not in rebound:
             found.setdefault(param.name.value, NoneAtEntry(param.name.value, param))
     return found

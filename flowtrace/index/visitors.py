@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from flowtrace.model import facts as F
+from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
@@ -206,6 +207,7 @@ class FileAnalyzer:
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
         streams: list[F.StreamFact] = []
+        helper_defs: list[F.HelperDefFact] = []
         for info in self.collector.classes:
             loops_before = len(loops)
             classes.append(self.class_fact(info))
@@ -227,6 +229,10 @@ class FileAnalyzer:
                     streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
+                    if " in self." in text:
+                        helper = helper_definition(self, info, fn)
+                        if helper is not None:
+                            helper_defs.append(helper)
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
             if len(loops) > loops_before:  # a class with a layer loop: which paths reach it
@@ -243,6 +249,7 @@ class FileAnalyzer:
             setters=tuple(setters),
             default_getters=tuple(getters),
             capture_sites=tuple(sites),
+            helper_defs=tuple(helper_defs),
             layer_loops=tuple(loops),
             capture_modes=tuple(
                 F.CaptureModeFact(F.Location(self.path, ln), mode, fn) for ln, mode, fn in self.collector.modes

@@ -114,7 +114,7 @@ class WorkerPool:
 
     def _start(self) -> _Worker:
         parent, child = self.context.Pipe(duplex=True)
-        process = self.context.Process(target=_serve, args=(child, self.run, self.args), daemon=True)
+        process = self.context.Process(target=_serve, args=(child, self.run, self.args), daemon=True)  # type: ignore[attr-defined]
         # Children inherit this process's objects: keep their GC from walking (and so
         # copying) those pages. One full collection before the first fork, not every one.
         if not self._forked_once:

@@ -15,6 +15,7 @@ Keys, spelled as in ruff::
     exclude = ["third_party/"]         # gitignore-style patterns, added to --exclude
     fail-on = "warning"                # error | warning | info
     profile = "sglang"                 # force an engine profile
+    profile-files = ["ci/myengine.toml"]   # the project's own engine profiles (relative to this file)
 
 Any problem (bad TOML, a table that is not a table, an unknown key, a wrong type, an unknown
 rule code) is a :class:`ConfigError`: one line naming the file and the key, exit code 2.
@@ -36,7 +37,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "fail-on", "profile")
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "fail-on", "profile", "profile-files")
 
 
 class ConfigError(UsageError):
@@ -53,6 +54,7 @@ class Config:
     exclude: tuple[str, ...] = ()
     fail_on: str | None = None
     profile: str | None = None
+    profile_files: tuple[Path, ...] = ()
 
 
 def rule_codes() -> tuple[str, ...]:
@@ -187,6 +189,13 @@ def parse_table(table: Any, path: Path) -> Config:
             shown = repr(value) if isinstance(value, str) else _type(value)
             raise ConfigError(f"{where} fail-on: expected one of {', '.join(SEVERITIES)}, got {shown}")
         kwargs["fail_on"] = value
+    if "profile-files" in table:
+        base = path.parent if path is not None else Path(".")
+        kwargs["profile_files"] = tuple(base / f for f in strings("profile-files"))
+        from flowtrace.engines.profiles import load_profile
+
+        # a bad profile is reported against its own file and key
+        kwargs["_user_names"] = tuple(load_profile(f).name for f in kwargs["profile_files"])
     if "profile" in table:
         value = table["profile"]
         if not isinstance(value, str):
@@ -194,10 +203,11 @@ def parse_table(table: Any, path: Path) -> Config:
         from flowtrace.engines.profiles import ProfileError, available_profiles
 
         try:
-            names = tuple(available_profiles())
+            names = tuple(available_profiles()) + kwargs.get("_user_names", ())
         except ProfileError:
             names = ()
         if names and value not in names:
             raise ConfigError(f"{where} profile: unknown profile {value!r} (available: {', '.join(names)})")
         kwargs["profile"] = value
+    kwargs.pop("_user_names", None)
     return Config(**kwargs)

@@ -182,6 +182,7 @@ def run_check(
     baseline: str | Path | None = None,
     write_baseline: str | Path | None = None,
     profile: str | None = None,
+    profile_files: Sequence[str | Path] = (),
     exclude: Sequence[str] = (),
     jobs: int | None = None,
     use_cache: bool = True,
@@ -233,7 +234,7 @@ def run_check(
         excludes=tuple(cfg.exclude) + tuple(exclude),
         progress=progress,
     )
-    result = api.scan(path, profile=profile or cfg.profile, options=options)
+    result = api.scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
     if require_engine_code:
         _require_engine_code(result, source)
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])

@@ -50,6 +50,7 @@ class Mechanism(Word):
     CALLBACK = "callback"  # a callback or collector handed to layer i
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
+    DICT = "dict"  # by_layer[i] = h inside the loop
 
 
 class Support(Word):
@@ -151,6 +152,7 @@ class ProblemKind(Word):
     DEFAULT_BOUNDARIES_SHIFTED = "default_boundaries_shifted"
     EMBEDDING_ID_DROPPED = "embedding_id_dropped"
     EMBEDDING_UNREACHABLE = "embedding_unreachable"
+    EMBEDDING_RAISES = "embedding_raises"
     LAST_LAYER_UNREACHABLE = "last_layer_unreachable"
     UNGUARDED_LAYER_INDEX = "unguarded_layer_index"
     CONFIG_READERS_DISAGREE = "config_readers_disagree"
@@ -298,7 +300,25 @@ class CaptureSiteFact:
     container_sized_by: str | None = None  # e.g. "len(self.layers_to_capture)"
     finalize_method: str | None = None  # `aux.<method>()` called after the loop
     finalize_at: Location | None = None
+    empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
+    helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
+    concat_order: str = "loop"  # ConcatOrder: how the recorded states are read back
+
+
+@dataclass(frozen=True, slots=True)
+class HelperDefFact:
+    """A method that records a state for a capture index it is handed:
+    ``def m(self, aux, label, h, r): if label in self.<attr>: aux.append(...)``.
+    Found by shape, whatever its name; a loop's call to it is a capture site."""
+
+    class_qualname: str
+    method: str
+    label_arg: int  # position of the label among the call's arguments (self excluded)
+    container_arg: int
+    attribute: str
+    location: Location
+    guarded: bool  # the recorded value tests its None-able operand first
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +395,7 @@ class FileFacts:
     setters: tuple[SetterFact, ...] = ()
     default_getters: tuple[DefaultGetterFact, ...] = ()
     capture_sites: tuple[CaptureSiteFact, ...] = ()
+    helper_defs: tuple[HelperDefFact, ...] = ()
     layer_loops: tuple[LayerLoopFact, ...] = ()
     capture_modes: tuple[CaptureModeFact, ...] = ()
     concat_sites: tuple[ConcatFact, ...] = ()
@@ -387,6 +408,8 @@ class FileFacts:
     callback_uses: tuple[CallbackUse, ...] = ()
     # Stream / return-path facts for the rules (flowtrace.index.stream_facts; precision helper).
     stream_facts: tuple[StreamFact, ...] = ()
+    # Facts for engines without a setter (flowtrace.index.config_sources); None when none.
+    sources: SourceFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,3 +462,120 @@ class IndexResult:
     diagnostics: tuple[Diagnostic, ...]
     stats: IndexStats
     profiles: tuple[str, ...] = field(default=())
+
+
+# -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as
+# profiles). Appended here so that the setter-centred facts above stay as they are.
+DICT_STORE = "dict_store"  # by_layer[idx] = out[k] under a local flag, cat([by_layer[i] for i in ids])
+HOOK = "hook"  # metadata.<hook>(self.layer_idx, h, r) called by the decoder layer itself
+
+
+@dataclass(frozen=True, slots=True)
+class IdSourceFact:
+    """``self.<attribute> = getattr(config, "<key>", ())`` (kind "config") or
+    ``... = ctx.<field>`` (kind "context") in a model's ``__init__``; an alias
+    (``self.s = frozenset(self.<attribute>)``) is recorded with ``alias_of``."""
+
+    class_qualname: str
+    attribute: str
+    kind: str  # "config" | "context"
+    key: str
+    default: str | None
+    location: Location
+    alias_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatedWrite:
+    """One write of an id key, with the speculative methods under which it happens."""
+
+    key: str
+    expression: str
+    condition: str  # the enclosing tests, "" when unconditional
+    methods: tuple[str, ...]  # profile methods (e.g. "eagle3") for which the write can happen
+    bindings: tuple[tuple[str, str], ...]  # locals assigned before it (name, expression)
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderFact:
+    """A config builder class: its selector, the id writes of its build, its method gate."""
+
+    class_qualname: str
+    location: Location
+    selector: str  # the selector's returned expression
+    selector_kind: str  # "architectures" | "model_type" | "always" | "other"
+    selector_values: tuple[str, ...]
+    writes: tuple[GatedWrite, ...]
+    allowed_methods: tuple[str, ...] | None  # from `assert m in [...]` / a raise for others
+    gate_location: Location | None
+    calls: tuple[str, ...]  # other builders whose build it calls (resolved names)
+
+
+@dataclass(frozen=True, slots=True)
+class DictCaptureFact:
+    """A capture into a dict keyed by layer under a local flag handed to the layer, then
+    concatenated in the order of the id attribute (``cat([d[i] for i in ids])``)."""
+
+    class_qualname: str
+    function: str
+    location: Location
+    attribute: str
+    flag: str
+    layer_keyword: str | None  # the layer-call keyword the flag is handed in
+    output_index: str | None  # which element of the layer output is stored
+    concat: Location | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlagUseFact:
+    """How a layer forward uses a flag parameter: what it records and where."""
+
+    class_qualname: str
+    parameter: str
+    recorded: str  # the recorded expression
+    calls_before: tuple[str, ...]  # sub-module calls before it, in order
+    calls_after: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class HookCallFact:
+    """``<obj>.<hook>(self.<index attr>, h, r)`` inside a layer forward."""
+
+    class_qualname: str
+    function: str
+    hook: str
+    index: str
+    arguments: tuple[str, ...]
+    calls_before: tuple[str, ...]
+    calls_after: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDefaultFact:
+    """A method that writes a metadata id attribute (defaults applied in ``__post_init__``)."""
+
+    class_qualname: str
+    method: str
+    attribute: str
+    location: Location
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFacts:
+    """Everything config_sources extracts from one file."""
+
+    id_sources: tuple[IdSourceFact, ...] = ()
+    builders: tuple[BuilderFact, ...] = ()
+    feeds: tuple[GatedWrite, ...] = ()
+    dict_captures: tuple[DictCaptureFact, ...] = ()
+    flag_uses: tuple[FlagUseFact, ...] = ()
+    hook_calls: tuple[HookCallFact, ...] = ()
+    metadata_defaults: tuple[MetadataDefaultFact, ...] = ()
+    serving_reads: tuple[Location, ...] = ()
+
+    def __bool__(self) -> bool:
+        return any((self.id_sources, self.builders, self.feeds, self.dict_captures, self.flag_uses, self.hook_calls, self.metadata_defaults, self.serving_reads))

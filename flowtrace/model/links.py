@@ -108,6 +108,7 @@ class SlotsLink:
     check: str | None  # the raising condition, e.g. "self._idx != self._num_captures"
     check_at: Location | None
     finalize_at: Location | None
+    empty_return_at: Location | None = None  # an empty collector is returned before finalizing
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,12 @@ def _trace_outcome(data: dict, path: str) -> str:
     outcome = data.get("outcome")
     if outcome is None:
         return CAPTURES
+    if outcome == "unknown":
+        why = data.get("reason") or "; ".join(str(p) for p in data.get("problems") or []) or "no reason given"
+        raise ProbeError(
+            f"--expect-trace: {path}: the trace could not decide the outcome ({why}); "
+            "there is no claim to check: give --expect B0,B1,... instead"
+        )
     if outcome not in OUTCOMES:
         raise ProbeError(
             f"--expect-trace: {path}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}"

@@ -28,7 +28,7 @@ def run_status(doc: dict[str, Any]) -> str:
 
 
 def run_model(doc: dict[str, Any]) -> str | None:
-    claim = doc.get("claim") if isinstance(doc.get("claim"), dict) else {}
+    claim: dict[str, Any] = doc["claim"] if isinstance(doc.get("claim"), dict) else {}
     model = doc.get("model") or claim.get("model")
     return None if model is None else str(model)
 

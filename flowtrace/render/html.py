@@ -40,7 +40,17 @@ from flowtrace.render import svg_layout
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-SUPPORT_ORDER = ("supported", "inherited", "delegated", "broken", "none")
+SUPPORT_ORDER = ("supported", "inherited", "delegated", "draft", "broken", "none")
+# The matrix legend: every support word, and the id transform a reader stumbles on.
+LEGEND = (
+    ("supported", "support-supported", "defines its capture setter, and a layer loop of the model it sets reads the ids"),
+    ("inherited", "support-inherited", "captures through a setter and loop inherited from a base class"),
+    ("delegated", "support-delegated", "hands the ids to an inner model (self.model, self.language_model) that captures"),
+    ("conditional", "transform", "id transform that depends on the ids themselves, e.g. add one only if the first id is 1"),
+    ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
+    ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
+    ("none", "support-none", "no capture setter: EAGLE-3 cannot be enabled for this class"),
+)
 SEVERITY_ORDER = ("error", "warning", "info")
 PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
 # Section ids are reserved before any data-derived id is handed out, so a rule code or class
@@ -48,7 +58,7 @@ PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "f
 RESERVED_IDS = (
     "top", "summary", "probe", "matrix", "matrix-table", "filter", "only-registered", "only-findings",
     "hide-unsupported", "matrix-count", "inspector", "model-select", "findings", "diagnostics",
-    "flowtrace-data", "toc",
+    "flowtrace-data", "toc", "legend",
 )  # fmt: skip
 SNIPPET_CONTEXT = 3
 # Keys shown in the page but left out of its embedded JSON copy of the doc: they are bulky and
@@ -322,6 +332,7 @@ class ModelView:
     line: int | None
     href: str | None
     support: str
+    support_title: str
     support_css: str
     support_rank: int
     registered: bool
@@ -381,7 +392,9 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     c = capture or {}
     setter = c.get("setter") if isinstance(c.get("setter"), dict) else None
     site = c.get("capture_site") if isinstance(c.get("capture_site"), dict) else None
-    support = _str(raw.get("support")) or "none"
+    verdict = _str(raw.get("support")) or "none"
+    draft = raw.get("draft") is True
+    support = "draft" if draft else verdict
     transform = _str(c.get("id_transform"))
     effective = _str(c.get("effective_transform"))
     point = _str((site or {}).get("point"))
@@ -390,7 +403,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     search_parts = [
         cls, qualname, _str(raw.get("file")), support, " ".join(archs), _str(c.get("default_layers")), transform,
         effective, point, mechanism, _str((setter or {}).get("qualname")), _str((site or {}).get("qualname")),
-        _str(c.get("delegates_to")), _str(c.get("holder")),
+        _str(c.get("delegates_to")), _str(c.get("holder")), "draft" if raw.get("draft") is True else "",
     ]  # fmt: skip
     return ModelView(
         id=ids.take("model-" + _slug(qualname)),
@@ -402,6 +415,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         line=_int(raw.get("line")),
         href=link(raw.get("file"), raw.get("line")),
         support=support,
+        support_title=f"EAGLE-3 draft: consumes the aux hidden states (capture analysis: {verdict})" if draft else dict((t, d) for t, _, d in LEGEND).get(support, ""),
         support_css=_support_css(support),
         support_rank=SUPPORT_ORDER.index(support) if support in SUPPORT_ORDER else len(SUPPORT_ORDER),
         registered=bool(raw.get("registered")),
@@ -669,6 +683,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         m.example = _example_view(examples.get(m.qualname), m.probe)
         if graph is not None:
             sub, cut = svg_layout.model_subgraph(graph, m.qualname)
+            sub = svg_layout.collapse_config_readers(sub)
             # A class alone with no edges says nothing the matrix does not; skip its picture.
             if sub.number_of_edges():
                 m.graph = svg_layout.layout_graph(sub, cut)
@@ -736,6 +751,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "wbr": wbr,
         "short_qualname": _short_qualname,
         "path_kinds": PATH_KINDS,
+        "legend": LEGEND,
     }
 
 

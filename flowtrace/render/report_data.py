@@ -93,14 +93,40 @@ def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, s
     return out
 
 
-def report_document(result: ScanResult, findings: list) -> dict[str, Any]:
+REPORT_KEYS = ("paths", "examples", "rules", "graph", "sources")
+
+
+def report_extras(result: ScanResult, findings: list) -> dict[str, Any]:
+    """What the report needs beyond ``flowtrace.scan/1``, computed from the scan itself."""
     from flowtrace.analysis.graph import to_json
+
+    return {
+        "paths": capture_paths(result),
+        "examples": worked_examples(result),
+        "rules": rule_texts(),
+        "graph": json.loads(to_json(result.graph)),
+        "sources": source_snippets(result, findings),
+    }
+
+
+def report_document(result: ScanResult, findings: list) -> dict[str, Any]:
     from flowtrace.render.scan_json import scan_document
 
     doc = scan_document(result, findings)
-    doc["paths"] = capture_paths(result)
-    doc["examples"] = worked_examples(result)
-    doc["rules"] = rule_texts()
-    doc["graph"] = json.loads(to_json(result.graph))
-    doc["sources"] = source_snippets(result, findings)
+    doc.update(report_extras(result, findings))
     return doc
+
+
+def report_document_from_scan(doc: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The report document from a saved ``scan --format json`` (its ``report`` member, which
+    ``scan`` embeds so that ``flowtrace report --scan`` renders what ``scan --html`` did).
+
+    Returns (document, complete): ``complete`` is False for a document without that member
+    (written by an older flowtrace), which renders without paths, graph and snippets.
+    """
+    extras = doc.get("report")
+    out = {k: v for k, v in doc.items() if k != "report"}
+    if not isinstance(extras, dict):
+        return out, False
+    out.update({k: extras[k] for k in REPORT_KEYS if k in extras})
+    return out, all(k in extras for k in REPORT_KEYS)

@@ -102,7 +102,43 @@ def model_json(row: ModelRow) -> dict[str, Any]:
         "architectures": list(row.architectures),
         "support": row.support,
         "capture": capture,
+        **({"id_source": source_json(row.source)} if row.source is not None else {}),
     }
+
+
+def _where(loc: F.Location | None) -> str | None:
+    return f"{loc.file}:{loc.line}" if loc is not None else None
+
+
+def source_json(src) -> dict[str, Any]:  # noqa: ANN001 - a config_capture.SourceCapture
+    """A setter-less capture path (config attribute, build context, metadata hook)."""
+    site = src.site
+    return {
+        "kind": src.kind,
+        "key": src.key,
+        "read_at": _where(src.source.location) if src.source else None,
+        "holder": src.holder,
+        "id_transform": src.transform,
+        "outcome": src.outcome,
+        "reason": src.reason,
+        "decided_at": _where(src.reason_location),
+        "written_layout": src.write.expression if src.write is not None else None,
+        "builder": src.builder.class_qualname if src.builder is not None else None,
+        "capture_site": {"file": site.location.file, "line": site.location.line, "mechanism": src.mechanism, "point": src.point, "note": src.point_note} if site is not None else None,
+        "concat_order": src.concat_order,
+        "defaults_at": _where(src.default.location) if src.default is not None else None,
+        "problems": list(src.problems),
+    }
+
+
+def drafts_json(files) -> list[dict[str, Any]]:  # noqa: ANN001
+    """Draft classes: their fc width expression and where their module reads layer ids."""
+    out = []
+    for ff in files:
+        for fc in ff.fc_definitions:
+            reads = [{"key": r.key, "default": r.default, "file": r.location.file, "line": r.location.line, "function": r.function} for r in ff.config_reads]
+            out.append({"class": fc.class_qualname, "file": fc.location.file, "line": fc.location.line, "fc_in_features": fc.in_features, "reads_ids": reads})
+    return sorted(out, key=lambda d: (d["file"], d["line"], d["class"]))
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -113,7 +149,10 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 
 def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+    from flowtrace.analysis.drafts import draft_classes
+
     files = result.files
+    drafts = draft_classes(files)
     stats = result.index.stats
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -128,7 +167,7 @@ def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, 
             "files_skipped": stats.files_skipped,
             "files_from_cache": stats.files_cached,
         },
-        "models": [model_json(r) for r in sorted(result.rows, key=lambda r: r.qualname)],
+        "models": [{**model_json(r), "draft": r.qualname in drafts} for r in sorted(result.rows, key=lambda r: r.qualname)],
         "capture_modes": sorted(
             ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
             key=lambda d: (d["file"], d["line"], d["mode"]),
@@ -137,6 +176,7 @@ def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, 
             ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function} for ff in files for c in ff.concat_sites),
             key=lambda d: (d["file"], d["line"], d["expression"]),
         ),
+        **({"drafts": drafts_json(files)} if any(r.source is not None for r in result.rows) else {}),
         "diagnostics": [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics],
         "findings": [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))],
     }

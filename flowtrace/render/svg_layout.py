@@ -191,6 +191,39 @@ def model_subgraph(g: nx.MultiDiGraph, qualname: str, limit: int = MAX_NODES) ->
     return sub, cut
 
 
+def collapse_config_readers(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """Fold the places that read a layer-id key into one node per key.
+
+    A config key fans out to every function that reads it (nine in SGLang 0.5.23, most of
+    them in the runner, not in the model); drawn one by one they push the model's own chain
+    off the picture. Readers are the config nodes a ``read`` edge leads to that lead nowhere;
+    two or more become one node, "read in N places", whose label names the functions.
+    """
+    out = g.copy()
+    for key in sorted(n for n, d in g.nodes(data=True) if d.get("kind") == "config"):
+        found = {v for _, v, d in g.out_edges(key, data=True) if d.get("label") == "read" and g.nodes[v].get("kind") == "config" and g.out_degree(v) == 0 and g.in_degree(v) == 1}
+        readers = sorted(found, key=lambda v: (*_sort_location(g.nodes[v]), v))  # reading order
+        if len(readers) < 2:
+            continue
+        functions = list(dict.fromkeys(_reader_function(_text(g.nodes[r].get("label"))) for r in readers))
+        shown = ", ".join(functions[:3]) + (f", +{len(functions) - 3} more" if len(functions) > 3 else "")
+        node = f"readers:{key}"
+        out.remove_nodes_from(readers)
+        out.add_node(node, kind="config", label=f"read in {len(readers)} places: {shown}", file="", line=0, model="")
+        out.add_edge(key, node, label="read", model=None)
+    return out
+
+
+def _sort_location(data: dict[str, Any]) -> tuple[str, int]:
+    file, line = _location(data)
+    return file or "", line or 0
+
+
+def _reader_function(label: str) -> str:
+    """``read KEY (Class.function)`` -> ``Class.function``."""
+    return label[label.rfind("(") + 1 : -1] if label.endswith(")") and "(" in label else label
+
+
 def _label_w(label: str) -> float:
     """Width of an edge label's background box (10px monospace, cut to 30 characters)."""
     return len(_shorten(label, 30)) * 6.1 + 8.0 if label else 0.0

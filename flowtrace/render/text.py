@@ -30,6 +30,9 @@ def model_matrix(result: ScanResult) -> str:
     rows = []
     for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
         c = r.capture
+        if c is None and r.source is not None:
+            rows.append(_source_row(r))
+            continue
         if c is None:
             rows.append([r.name, "reg" if r.registered else "-", r.support, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
             continue
@@ -55,6 +58,21 @@ def model_matrix(result: ScanResult) -> str:
     return _table(headers, rows)
 
 
+def _source_row(r) -> list[str]:  # noqa: ANN001
+    """A row whose ids come from a config attribute, build context or metadata hook."""
+    src = r.source
+    where = f"{src.location}" if src.location else "-"
+    if src.write is not None:
+        default = src.write.expression
+    elif src.default is not None and src.outcome == "captures":
+        default = f"{src.default.class_qualname.rsplit('.', 1)[-1]}.{src.default.method}"
+    else:
+        default = src.outcome.replace("_", " ") if src.outcome != "captures" else "-"
+    site = f"{src.site.location}" if src.site is not None else "-"
+    point = src.point + (f" ({src.mechanism})" if src.mechanism else "")
+    return [r.name, "reg" if r.registered else "-", r.support, src.transform, " ".join(default.split()), point, "-", "-", f"{src.kind}: {where}", site, f"{r.location}"]
+
+
 def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
     lines = []
     for f in sorted(findings, key=lambda f: (f.file, f.line, f.rule)):
@@ -66,7 +84,7 @@ def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
 
 def summary_line(result: ScanResult, findings: list[Finding] | None = None) -> str:
     s = result.index.stats
-    supported = sum(1 for r in result.rows if r.capture is not None and r.support != "broken")
+    supported = sum(1 for r in result.rows if (r.capture is not None or r.source is not None) and r.support != "broken")
     parts = [
         f"{s.files_total} files",
         f"{s.files_parsed} parsed",

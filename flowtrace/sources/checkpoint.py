@@ -168,8 +168,9 @@ def _tensor(name: object, entry: object, path: Path, data_size: int) -> Tensor:
         raise CheckpointError(f"{path}: header entry {str(name)[:60]!r} is not a tensor description")
     shape, dtype, offsets = entry.get("shape"), entry.get("dtype"), entry.get("data_offsets")
     ints = lambda v, n=None: isinstance(v, list) and (n is None or len(v) == n) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)  # noqa: E731
-    if not isinstance(dtype, str) or not ints(shape) or len(shape) > MAX_SHAPE_RANK or not ints(offsets, 2):
+    if not isinstance(dtype, str) or not ints(shape) or len(shape) > MAX_SHAPE_RANK or not ints(offsets, 2):  # type: ignore[arg-type]  # ints(shape) made it a list
         raise CheckpointError(f"{path}: header entry {name[:60]!r} lacks a valid dtype, shape or data_offsets")
+    assert isinstance(shape, list) and isinstance(offsets, list)  # ints() checked both; tells the type checker
     if offsets[1] < offsets[0] or offsets[1] > data_size:
         raise CheckpointError(f"{path}: truncated: tensor {name[:60]!r} ends at byte {offsets[1]} of a {data_size}-byte data section")
     return Tensor(name, dtype, tuple(shape))

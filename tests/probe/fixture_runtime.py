@@ -229,17 +229,23 @@ def _construct(cls: type, num_layers: int) -> Any:
 
 
 def import_class(root: str, qualname: str) -> type:
-    """Import ``qualname`` from the engine tree at ``root``, fresh (engine trees share package
-    names, so earlier imports of the same top-level package are dropped first)."""
+    """Import ``qualname`` from the engine tree at ``root``, hermetically: engine trees share
+    package names (sglang, vllm), so the package is imported fresh and ``sys.modules`` is put
+    back as it was afterwards (the loaded code keeps its own globals)."""
     module, _, name = qualname.rpartition(".")
     top = module.split(".")[0]
-    for key in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
+    mine = lambda k: k == top or k.startswith(top + ".")  # noqa: E731
+    saved = {k: v for k, v in sys.modules.items() if mine(k)}
+    for key in saved:
         del sys.modules[key]
     sys.path.insert(0, str(Path(root)))
     try:
         return getattr(importlib.import_module(module), name)
     finally:
         sys.path.remove(str(Path(root)))
+        for key in [k for k in sys.modules if mine(k)]:
+            del sys.modules[key]
+        sys.modules.update(saved)
 
 
 def build(root: str, qualname: str, num_layers: int, layer_ids: list[int] | None = None,

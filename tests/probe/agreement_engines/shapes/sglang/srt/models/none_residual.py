@@ -5,7 +5,7 @@ which the setter turns into index 0) raises a TypeError; every other index recor
 from sglang.srt.layers.base import Module, ModuleList, SplitLayer
 
 
-class RhoModel(Module):
+class NoneResidualModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([SplitLayer(i) for i in range(config.num_hidden_layers)])
         self.layers_to_capture = []
@@ -20,10 +20,10 @@ class RhoModel(Module):
         return hidden_states, aux_hidden_states
 
 
-class RhoForCausalLM(Module):
+class NoneResidualForCausalLM(Module):
     def __init__(self, config):
         self.config = config
-        self.model = RhoModel(config)
+        self.model = NoneResidualModel(config)
 
     def forward(self, input_ids, hidden_states):
         return self.model(input_ids, hidden_states)
@@ -35,4 +35,4 @@ class RhoForCausalLM(Module):
         self.model.layers_to_capture = [i + 1 for i in layer_ids]
 
 
-EntryClass = RhoForCausalLM
+EntryClass = NoneResidualForCausalLM

@@ -20,7 +20,7 @@ class FixedSlotPacker:
         return self.slots
 
 
-class PiModel(Module):
+class SlotsModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([SplitLayer(i) for i in range(config.num_hidden_layers)])
         self.layers_to_capture = []
@@ -35,10 +35,10 @@ class PiModel(Module):
         return hidden_states, packer.finalize()
 
 
-class PiForCausalLM(Module):
+class SlotsForCausalLM(Module):
     def __init__(self, config):
         self.config = config
-        self.model = PiModel(config)
+        self.model = SlotsModel(config)
 
     def forward(self, input_ids, hidden_states):
         return self.model(input_ids, hidden_states)
@@ -50,4 +50,4 @@ class PiForCausalLM(Module):
         self.model.layers_to_capture = list(layer_ids)
 
 
-EntryClass = PiForCausalLM
+EntryClass = SlotsForCausalLM

@@ -8,7 +8,7 @@ engine id i is the output of layer i (b=i+1) and -1 the embedding (b=0).
 from sglang.srt.layers.base import Module, ModuleList, SplitLayer
 
 
-class NuModel(Module):
+class HelperModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([SplitLayer(i) for i in range(config.num_hidden_layers)])
         self.layers_to_capture = []
@@ -27,10 +27,10 @@ class NuModel(Module):
         return hidden_states, aux_hidden_states
 
 
-class NuForCausalLM(Module):
+class HelperForCausalLM(Module):
     def __init__(self, config):
         self.config = config
-        self.model = NuModel(config)
+        self.model = HelperModel(config)
 
     def forward(self, input_ids, hidden_states):
         return self.model(input_ids, hidden_states)
@@ -42,4 +42,4 @@ class NuForCausalLM(Module):
         self.model.layers_to_capture = [i + 1 for i in layer_ids]
 
 
-EntryClass = NuForCausalLM
+EntryClass = HelperForCausalLM

@@ -5,7 +5,7 @@ in loop order. The setter adds one (engine id i = b=i+1, -1 = embedding)."""
 from sglang.srt.layers.base import Module, ModuleList, SplitLayer
 
 
-class OmicronModel(Module):
+class DictModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([SplitLayer(i) for i in range(config.num_hidden_layers)])
         self.layers_to_capture = []
@@ -20,10 +20,10 @@ class OmicronModel(Module):
         return hidden_states, [by_layer[i] for i in self.layers_to_capture if i in by_layer]
 
 
-class OmicronForCausalLM(Module):
+class DictForCausalLM(Module):
     def __init__(self, config):
         self.config = config
-        self.model = OmicronModel(config)
+        self.model = DictModel(config)
 
     def forward(self, input_ids, hidden_states):
         return self.model(input_ids, hidden_states)
@@ -35,4 +35,4 @@ class OmicronForCausalLM(Module):
         self.model.layers_to_capture = [i + 1 for i in layer_ids]
 
 
-EntryClass = OmicronForCausalLM
+EntryClass = DictForCausalLM

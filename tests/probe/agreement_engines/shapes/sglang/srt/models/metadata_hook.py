@@ -7,7 +7,7 @@ The metadata object is built per forward from the model's capture attribute.
 from sglang.srt.layers.base import Compute, Module, ModuleList
 
 
-class XiSpecMetadata:
+class HookSpecMetadata:
     def __init__(self, layers_to_capture):
         self.layers_to_capture = layers_to_capture
         self.aux_hidden_states = []
@@ -17,7 +17,7 @@ class XiSpecMetadata:
             self.aux_hidden_states.append(hidden_states + residual)
 
 
-class XiDecoderLayer(Module):
+class HookDecoderLayer(Module):
     def __init__(self, layer_idx):
         self.layer_idx = layer_idx
         self.mlp = Compute()
@@ -30,23 +30,23 @@ class XiDecoderLayer(Module):
         return hidden_states, residual
 
 
-class XiModel(Module):
+class HookModel(Module):
     def __init__(self, config):
-        self.layers = ModuleList([XiDecoderLayer(i) for i in range(config.num_hidden_layers)])
+        self.layers = ModuleList([HookDecoderLayer(i) for i in range(config.num_hidden_layers)])
         self.layers_to_capture = ()
 
     def forward(self, input_ids, hidden_states):
-        spec_metadata = XiSpecMetadata(self.layers_to_capture)
+        spec_metadata = HookSpecMetadata(self.layers_to_capture)
         residual = None
         for layer in self.layers:
             hidden_states, residual = layer(hidden_states, residual, spec_metadata=spec_metadata)
         return hidden_states, spec_metadata.aux_hidden_states
 
 
-class XiForCausalLM(Module):
+class HookForCausalLM(Module):
     def __init__(self, config):
         self.config = config
-        self.model = XiModel(config)
+        self.model = HookModel(config)
 
     def forward(self, input_ids, hidden_states):
         return self.model(input_ids, hidden_states)
@@ -58,4 +58,4 @@ class XiForCausalLM(Module):
         self.model.layers_to_capture = tuple(layer_ids)
 
 
-EntryClass = XiForCausalLM
+EntryClass = HookForCausalLM

@@ -1,0 +1,271 @@
+"""Capture paths without a setter: ids from a config attribute, a build context or the serving config.
+
+The setter-centred resolution (``resolve.py``) finds nothing for engines whose model never
+receives the draft's ids. This module links, for one model class, the *id source* (a config
+attribute its inner model reads in ``__init__``, a build-context field, or a metadata hook's
+serving-config ids), the *writer* (the config builder selected for the class's architecture,
+its speculative-method gate, the layout it writes), the *holder* and the *capture site*, and
+decides the outcome: the engine captures its own layout (the draft's ids are ``ignored``),
+captures nothing (the source is filled only for another method), or refuses the method.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flowtrace.model import facts as F
+
+IGNORED = "ignored"  # the engine's own layout, whatever the draft's ids say
+SERVING = "serving_config"  # ids from the engine's serving config, not the draft's
+CAPTURES, CAPTURES_NOTHING, REFUSES = "captures", "captures_nothing", "refuses"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCapture:
+    kind: str  # "config" | "context" | "hook"
+    holder: str  # class holding the ids (inner model) or calling the hook (decoder layer)
+    key: str  # config attribute, context field, or serving key
+    source: F.IdSourceFact | None
+    transform: str  # IGNORED | SERVING
+    site: object | None  # CaptureSiteFact | DictCaptureFact | HookCallFact
+    mechanism: str
+    point: str
+    point_note: str
+    concat_order: str  # "loop" | "config" | "sorted"
+    outcome: str  # CAPTURES | CAPTURES_NOTHING | REFUSES
+    reason: str
+    reason_location: F.Location | None
+    write: F.GatedWrite | None  # the layout the builder writes for the method
+    builder: F.BuilderFact | None
+    default: F.MetadataDefaultFact | None  # hook engines: where defaults are applied
+    problems: tuple[str, ...]
+    post_norm_site: F.Location | None = None  # hook engines: the wrapper's post-final-norm capture
+
+    @property
+    def support(self) -> str:
+        return "supported" if self.outcome == CAPTURES and self.site is not None and not self.problems else "broken"
+
+    @property
+    def location(self) -> F.Location | None:
+        return self.source.location if self.source else getattr(self.site, "location", None)
+
+
+class _Index:
+    """The SourceFacts of one scan, by class."""
+
+    def __init__(self, project) -> None:  # noqa: ANN001
+        self.id_sources: dict[str, list[F.IdSourceFact]] = {}
+        self.builders: list[F.BuilderFact] = []
+        self.feeds: list[F.GatedWrite] = []
+        self.dicts: dict[str, list[F.DictCaptureFact]] = {}
+        self.flags: dict[str, list[F.FlagUseFact]] = {}
+        self.hooks: dict[str, list[F.HookCallFact]] = {}
+        self.defaults: list[F.MetadataDefaultFact] = []
+        for ff in project.files:
+            s = ff.sources
+            if s is None:
+                continue
+            for x in s.id_sources:
+                self.id_sources.setdefault(x.class_qualname, []).append(x)
+            self.builders += s.builders
+            self.feeds += s.feeds
+            for d in s.dict_captures:
+                self.dicts.setdefault(d.class_qualname, []).append(d)
+            for u in s.flag_uses:
+                self.flags.setdefault(u.parameter, []).append(u)
+            for h in s.hook_calls:
+                self.hooks.setdefault(h.class_qualname, []).append(h)
+            self.defaults += s.metadata_defaults
+
+
+def _index(project) -> _Index:  # noqa: ANN001
+    cached = getattr(project, "_source_index", None)
+    if cached is None:
+        cached = _Index(project)
+        project._source_index = cached
+    return cached
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _reachable(project, qualname: str, depth: int = 3) -> list[str]:  # noqa: ANN001
+    """The class and what it builds, breadth first (inner model, its layers)."""
+    order, frontier = [qualname], [qualname]
+    for _ in range(depth):
+        nxt = []
+        for q in frontier:
+            for c in project.constructed(q):
+                if c not in order:
+                    order.append(c)
+                    nxt.append(c)
+        frontier = nxt
+    return order
+
+
+def resolve_source(project, row_qualname: str, architectures: tuple[str, ...]) -> SourceCapture | None:  # noqa: ANN001
+    """The setter-less capture path of one model class, or None when it has none."""
+    conv = project.conv
+    if not (conv.config_keys or conv.context_fields or conv.hooks):
+        return None
+    idx = _index(project)
+    for holder in _reachable(project, row_qualname):
+        for q in project.mro(holder):
+            sources = [s for s in idx.id_sources.get(q, []) if s.alias_of is None]
+            if sources:
+                return _config_capture(project, idx, holder, q, sources[0], architectures)
+    if conv.hooks and opts_in(project, row_qualname):
+        return _hook_capture(project, idx, row_qualname)
+    return None
+
+
+# -- config attribute / build context ------------------------------------------------------------
+def _builders_for(idx: _Index, architectures: tuple[str, ...]) -> list[F.BuilderFact]:
+    """Builders whose selector picks one of these architectures (model_type by the HF naming
+    convention: the architecture starts with the model type), plus the builders they call."""
+    arch_norm = [_norm(a) for a in architectures]
+    chosen = []
+    for b in idx.builders:
+        if b.selector_kind == "architectures" and set(b.selector_values) & set(architectures):
+            chosen.append(b)
+        elif b.selector_kind == "model_type" and any(a.startswith(_norm(v)) for v in b.selector_values for a in arch_norm):
+            chosen.append(b)
+    by_name = {b.class_qualname: b for b in idx.builders}
+    simple = {b.class_qualname.rsplit(".", 1)[-1]: b for b in idx.builders}
+    for b in list(chosen):
+        for call in b.calls:
+            inner = by_name.get(call) or simple.get(call.rsplit(".", 1)[-1])
+            if inner is not None and inner not in chosen:
+                chosen.append(inner)
+    return chosen
+
+
+def _site_for(project, idx: _Index, holder: str, attributes: set[str]):  # noqa: ANN001
+    for q in project.mro(holder):
+        for d in idx.dicts.get(q, []):
+            if d.attribute in attributes:
+                return d
+        for s in project.sites.get(q, []):
+            if s.attribute in attributes or s.attribute is None:
+                return s
+    return None
+
+
+def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[str, str]:
+    uses = idx.flags.get(site.layer_keyword or "", [])
+    if not uses:
+        return F.UNKNOWN, f"no layer forward takes a '{site.layer_keyword}' flag"
+    use = uses[0]
+    where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward ({use.location})"
+    if len(set(use.calls_before)) <= 1 and all("norm" in c for c in use.calls_before):
+        return F.INPUT, f"{where} records {use.recorded} right after its input norm{' (' + use.calls_before[0] + ')' if use.calls_before else ''}, before any other sub-module: the stream entering layer idx"
+    if not use.calls_after:
+        return F.OUTPUT, f"{where} records {use.recorded} after its last sub-module call: the layer's output"
+    return F.UNKNOWN, f"{where} records {use.recorded} between sub-module calls {use.calls_before[-1]} and {use.calls_after[0]}"
+
+
+def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]) -> SourceCapture:  # noqa: ANN001
+    conv = project.conv
+    method = next(iter(sorted(conv.methods)), "")
+    attributes = {source.attribute} | {s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute}
+    site = _site_for(project, idx, holder, attributes)
+    problems: list[str] = []
+    if isinstance(site, F.DictCaptureFact):
+        point, note = _dict_point(idx, site)
+        mechanism, order = F.DICT_STORE, "config" if site.concat else "loop"
+    elif site is not None:
+        point, note, mechanism, order = site.point, site.note, site.mechanism, "loop"
+    else:
+        point, note, mechanism, order = F.UNKNOWN, "no capture loop reads the ids", "", "loop"
+        problems.append(f"{holder.rsplit('.', 1)[-1]} reads {source.key} but no capture loop reading self.{source.attribute} was found")
+    builders = _builders_for(idx, architectures)
+    refusing = next((b for b in builders if b.allowed_methods is not None and method not in b.allowed_methods), None)
+    write = builder = None
+    if source.kind == "config":
+        for b in builders:
+            w = next((w for w in b.writes if w.key == source.key and method in w.methods), None)
+            if w is not None:
+                write, builder = w, b
+                break
+    else:
+        write = next((w for w in idx.feeds if method in w.methods), None)
+    outcome, reason, where = _outcome(source, method, refusing, write, builders, idx)
+    return SourceCapture(
+        source.kind, holder, source.key, source, IGNORED if source.kind == "config" else IGNORED, site, mechanism, point, note, order,
+        outcome, reason, where, write, builder, None, tuple(problems),
+    )
+
+
+def _outcome(source, method, refusing, write, builders, idx):  # noqa: ANN001
+    if refusing is not None:
+        allowed = ", ".join(refusing.allowed_methods or ())
+        return REFUSES, f"{refusing.class_qualname.rsplit('.', 1)[-1]} accepts only {allowed}: method {method!r} is refused", refusing.gate_location
+    if write is not None:
+        via = f"{write.key} = {write.expression}"
+        return CAPTURES, f"written by the engine for method {method!r}: {via} (the draft's ids are not read)", write.location
+    if source.kind == "context":
+        others = sorted({m for w in idx.feeds for m in _other_methods(w)})
+        first = idx.feeds[0].location if idx.feeds else None
+        filled = f"filled only when {idx.feeds[0].condition}" if idx.feeds else "never filled"
+        return CAPTURES_NOTHING, f"the build-context field {source.key} is {filled}{(' (' + ', '.join(others) + ')') if others else ''}; for {method!r} it stays {source.default or 'empty'} and nothing is captured", first
+    names = ", ".join(b.class_qualname.rsplit(".", 1)[-1] for b in builders) or "no config builder selected for this architecture"
+    return CAPTURES_NOTHING, f"no config builder writes {source.key} for method {method!r} ({names}); the model reads the default {source.default or '()'} and captures nothing", source.location
+
+
+def _other_methods(write: F.GatedWrite) -> list[str]:
+    return re.findall(r"==\s*'([^']+)'", write.condition) + re.findall(r'==\s*"([^"]+)"', write.condition)
+
+
+# -- metadata hook (serving-config ids) ------------------------------------------------------------
+def opts_in(project, qualname: str) -> bool:  # noqa: ANN001
+    names = project.conv.opt_in_bases
+    if not names:
+        return False
+    return any(q.rsplit(".", 1)[-1] in names for q in project.mro(qualname)[1:])
+
+
+def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa: ANN001
+    conv = project.conv
+    key = conv.serving_keys[0] if conv.serving_keys else "serving config"
+    default = next((d for d in idx.defaults if d.method == "__post_init__"), idx.defaults[0] if idx.defaults else None)
+    opt_in = next((q for q in project.mro(qualname)[1:] if q.rsplit(".", 1)[-1] in conv.opt_in_bases), None)
+    layer_sites = []
+    for holder in _reachable(project, qualname):
+        if holder == qualname or holder == opt_in:
+            continue
+        for q in project.mro(holder):
+            layer_sites += [h for h in idx.hooks.get(q, []) if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes]
+        if layer_sites:
+            site = layer_sites[0]
+            point, note = _hook_point(site)
+            wrapper = next((h.location for h in idx.hooks.get(opt_in or "", [])), None)
+            return SourceCapture(
+                "hook", holder, key, None, SERVING, site, F.HOOK, point, note, "sorted", CAPTURES,
+                f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving config's {key}, sorted", site.location,
+                None, None, default, (), wrapper,
+            )
+    where = project.classes[opt_in].location if opt_in in project.classes else None
+    return SourceCapture(
+        "hook", qualname, key, None, SERVING, None, F.HOOK, F.UNKNOWN, "no decoder layer built by this model calls the hook", "sorted", CAPTURES_NOTHING,
+        f"{qualname.rsplit('.', 1)[-1]} opts in through {(opt_in or '?').rsplit('.', 1)[-1]}, but no layer it builds calls {'/'.join(sorted(conv.hooks))}: "
+        "the captured slots of the preallocated buffer are never written and the draft reads uninitialised memory (no error is raised)", where,
+        None, None, default, (),
+    )
+
+
+_FEED_FORWARD = ("mlp", "moe", "ffn", "feed_forward", "experts")
+
+
+def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
+    """After the layer's feed-forward sub-module (and before any other but norms or the fused
+    all-reduce that applies the next layer's norm): the layer's output."""
+    ff_before = [c for c in site.calls_before if any(w in c for w in _FEED_FORWARD)]
+    ff_after = [c for c in site.calls_after if any(w in c for w in _FEED_FORWARD)]
+    if ff_before and not ff_after:
+        return F.OUTPUT, f"{site.function} calls {site.hook} after {ff_before[-1]}, its feed-forward sub-module: records layer {site.index}'s output (hidden + residual)"
+    if site.calls_before and all("norm" in c for c in site.calls_after):
+        last = [c for c in site.calls_before if "norm" not in c]
+        return F.OUTPUT, f"{site.function} calls {site.hook} after {last[-1] if last else site.calls_before[-1]}, its last sub-module: records layer {site.index}'s output (hidden + residual)"
+    return F.UNKNOWN, f"{site.function} calls {site.hook} between sub-module calls"
