@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import conventions, short
+from flowtrace.checks.targets import conventions
 from flowtrace.model.facts import ProblemKind
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL, SELF_CALLS
 

@@ -7,6 +7,7 @@ from typing import Iterator
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, family_writers, short
 from flowtrace.index.stream_facts import EARLY_RETURN
+from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 
@@ -109,7 +110,7 @@ EntryClass = ExForCausalLM
             return
         attributes = set(project.conv.attributes)
         others = family_writers(result, conventions(result))
-        reads: dict[str, object] = {}
+        reads: dict[str, F.AttributeUseFact] = {}
         for ff in result.files:
             for use in ff.attribute_uses:
                 if use.attribute in flags and use.kind == "read" and use.function.split(".")[-1] == "forward":

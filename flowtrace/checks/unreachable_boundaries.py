@@ -11,7 +11,6 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.model.facts import ProblemKind
 from flowtrace.analysis.trace import trace_row
-from flowtrace.model.facts import Outcome
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
 
@@ -199,8 +198,8 @@ EntryClass = ExForCausalLM
             if kind is ProblemKind.EMBEDDING_RAISES:
                 message = f"{_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
                 fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
-                flow = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
-                yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)
+                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
+                yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix)
                 continue
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
                 message = (
