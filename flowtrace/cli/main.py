@@ -106,7 +106,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
 
     outcome = run_check(
         path, profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
-        config=config_file, isolated=isolated, exit_zero=True, progress=None,
+        config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
