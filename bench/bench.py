@@ -119,8 +119,13 @@ import libcst
 from flowtrace.index import build, class_table, parse, syntax, visitors
 from flowtrace.engines.profiles import Conventions, select_profiles
 
+STUB = (b"\x22" * 3, b"...")  # a triple quote, spelled so as not to end this string
+
 def lines_of(data):
-    return data.count(b"\n" if isinstance(data, bytes) else "\n")
+    # lines of code: not blank, and not a span stub (which stands on lines of its body)
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    return sum(1 for line in data.splitlines() if line.strip() and line.strip() not in STUB)
 
 def count_libcst(source, *a, **k):
     counts["libcst_lines"] += lines_of(source)
@@ -251,7 +256,7 @@ def run(cmd: list[str], stdout_path: Path, env: dict[str, str]) -> dict:
     peak = [0, 0]
     with open(stdout_path, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env, cwd=env["FLOWTRACE_BENCH_SRC"])
         done = threading.Event()
 
         def sample() -> None:
@@ -360,7 +365,7 @@ def bench_tree(source: Path, work: Path, scale: int, args: argparse.Namespace, e
     if scale == 1 and not args.no_stages:
         profiles = []
         for _ in range(args.stage_repeat):
-            done = subprocess.run([sys.executable, "-c", STAGES, str(root)], capture_output=True, text=True, env=env)
+            done = subprocess.run([sys.executable, "-c", STAGES, str(root)], capture_output=True, text=True, env=env, cwd=env["FLOWTRACE_BENCH_SRC"])
             if done.returncode not in (0, 1):
                 raise SystemExit(f"stage profile failed:\n{done.stderr[-3000:]}")
             profiles.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -428,7 +433,7 @@ def report_stages(r: dict) -> None:
     full, table = counts["full"], counts["table"]
     print(f"files per tier: libcst {full}, class table {table}, not parsed {counts['files_skipped']} (of {counts['files_total']})")
     share = counts["libcst_lines"] / max(counts["tree_lines"], 1)
-    print(f"lines parsed by libcst: {counts['libcst_lines']} of the tree's {counts['tree_lines']} ({100 * share:.1f}%)")
+    print(f"lines of code parsed by libcst (blank lines and span stubs not counted): {counts['libcst_lines']} of the tree's {counts['tree_lines']} ({100 * share:.1f}%)")
 
 
 def report(results: list[dict], load: tuple[float, float, float]) -> None:
@@ -490,6 +495,9 @@ def main() -> None:
     env = dict(os.environ)
     repo = args.flowtrace_src.resolve() if args.flowtrace_src else Path(__file__).resolve().parent.parent
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(repo), env.get("PYTHONPATH")) if x)
+    # every subprocess runs in the measured checkout: ``-m``/``-c`` put the working folder first
+    # on sys.path, which would otherwise pick whatever flowtrace the caller stands in
+    env["FLOWTRACE_BENCH_SRC"] = str(repo)
     env.pop("FORCE_COLOR", None)
     load = os.getloadavg()
     results = []

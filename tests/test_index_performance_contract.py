@@ -253,3 +253,17 @@ def test_progress_only_when_asked_or_on_a_terminal(capsys):
     assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
     build_index(SGLANG_LIKE, select_profiles(SGLANG_LIKE, None), IndexOptions(jobs=1, use_cache=False, progress=True))
     assert "flowtrace: parsing" in capsys.readouterr().err
+
+
+def test_the_prefilter_on_fewer_markers_equals_any_marker():
+    """``matters`` drops markers that contain another one; the verdict must not change."""
+    from flowtrace.engines.profiles import load_all
+    from flowtrace.index.parse import matters
+
+    conv = Conventions.merge(load_all())
+    samples = [p.read_bytes() for base in (SGLANG_LIKE, VLLM_LIKE) for p in sorted(base.rglob("*.py"))]
+    samples += [m[1:] for m in conv.markers] + list(conv.markers) + [b"", b"x" + conv.markers[-1]]
+    assert any(matters(s, conv.markers) for s in samples) and not all(matters(s, conv.markers) for s in samples)
+    for data in samples:
+        assert matters(data, conv.markers) == any(m in data for m in conv.markers), data[:60]
+    assert matters(b"ab", (b"b", b"ab", b"")) is True  # an empty marker matches everything

@@ -249,7 +249,7 @@ def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.
             continue
         mod, cls = entry.elts[0], entry.elts[1]
         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant) and isinstance(mod.value, str) and isinstance(cls.value, str):
-            out.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
     return out
 
 
@@ -305,3 +305,12 @@ def _setterless_registrations(tree: ast.Module, path: str, modname: str, conv: C
     if conv.registry_decorators:
         out += registry_decorators(tree, path, modname, conv)
     return tuple(out)
+
+
+def registry_module(prefix: str, module: str) -> str:
+    """The module a registry entry names: relative to the profile's prefix, unless it already
+    starts at the prefix's top package (an absolute ``pkg.models.x`` is not prefixed twice)."""
+    top = prefix.split(".", 1)[0]
+    if top and module.startswith(top + "."):
+        return module
+    return f"{prefix}{module}"

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
+from flowtrace.index.spans import select as select_spans
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
@@ -82,6 +83,7 @@ def _no_validation(self) -> None:  # noqa: ANN001
 
 
 TEST_HOOK_ENV = "FLOWTRACE_TEST_PARSE_HOOK"
+FULL_PARSE_ENV = "FLOWTRACE_FULL_PARSE"
 _TEST_HOOK_LINE = b"# flowtrace-test-hook: "
 
 
@@ -115,8 +117,10 @@ def warm_up(conv: Conventions) -> None:
 MAX_NESTING = 1000  # weighted AST depth; real engine code stays under 30
 
 
-def _screen(data: bytes) -> tuple[int, str] | None:
-    """(line, reason) when libcst must not see this file, else None.
+def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
+    """``(problem, tree, imports)``: ``problem`` is (line, reason) when libcst must not see this
+    file, else None, and then ``tree`` is the file's ``ast.Module`` and ``imports`` its import
+    statements (anywhere), which the span selection reuses instead of parsing again.
 
     libcst's native parser recurses without a guard: about 1,200 nested brackets, 3,500
     nested lambdas or 7,000 chained ``or`` overflow its stack and kill the whole process
@@ -135,23 +139,28 @@ def _screen(data: bytes) -> tuple[int, str] | None:
     except SyntaxError as exc:
         message = str(exc.msg or "invalid syntax")
         if "too many" in message or "too complex" in message:
-            return exc.lineno or 0, f"nesting too deep to parse ({message})"
+            return (exc.lineno or 0, f"nesting too deep to parse ({message})"), None, []
         if "encoding" in message or "codec" in message or "decode" in message:
-            return exc.lineno or 0, f"cannot decode: {message}"
-        return exc.lineno or 0, f"syntax error: {message}"
+            return (exc.lineno or 0, f"cannot decode: {message}"), None, []
+        return (exc.lineno or 0, f"syntax error: {message}"), None, []
     except (RecursionError, MemoryError):
-        return 0, "nesting too deep to parse (the stdlib parser gave up)"
+        return (0, "nesting too deep to parse (the stdlib parser gave up)"), None, []
     except ValueError as exc:
-        return 0, f"cannot parse: {exc}"
+        return (0, f"cannot parse: {exc}"), None, []
     node_type, bool_op, lst = ast.AST, ast.BoolOp, list
+    import_kinds = (ast.Import, ast.ImportFrom)
+    imports = []
     stack = [(tree, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
-        if node.__class__ is bool_op:
+        kind = node.__class__
+        if kind is bool_op:
             depth += len(node.values) - 1
+        elif kind in import_kinds:
+            imports.append(node)
         if depth > MAX_NESTING:
-            return getattr(node, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"
+            return (getattr(node, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None, []
         depth += 1
         for field in node._fields:
             value = getattr(node, field, None)
@@ -161,12 +170,43 @@ def _screen(data: bytes) -> tuple[int, str] | None:
                         push((item, depth))
             elif isinstance(value, node_type) and field != "ctx":
                 push((value, depth))
-    return None
+    return None, tree, imports
+
+
+def _spans_wanted(spans: bool | None) -> bool:
+    """Span parsing unless told otherwise; ``FLOWTRACE_FULL_PARSE=1`` gives libcst whole files
+    (as before spans existed), to check that the two give the same facts."""
+    return spans if spans is not None else os.environ.get(FULL_PARSE_ENV) != "1"
+
+
+def _parse(cst, data: bytes, cut: bytes | None):  # noqa: ANN001, ANN202
+    """libcst's tree of ``cut`` (the selected spans), or of ``data`` when there is no cut or
+    libcst refuses it (a cut that does not parse is a selection bug, never the file's)."""
+    with _unvalidated_nodes():
+        if cut is not None:
+            try:
+                return cst.parse_module(cut)
+            except cst.ParserSyntaxError:
+                pass
+        return cst.parse_module(data)
 
 
 def matters(data: bytes, markers: tuple[bytes, ...]) -> bool:
     """The byte prefilter: a file that names none of the profile's markers cannot matter."""
-    return any(m in data for m in markers)
+    return any(m in data for m in _shortest(markers))
+
+
+_SHORTEST: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
+
+
+def _shortest(markers: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """``markers`` without those that contain another marker (a file naming one names the
+    other): the same verdict in fewer scans of every file of the tree."""
+    found = _SHORTEST.get(markers)
+    if found is None:
+        found = tuple(m for m in markers if not any(o != m and o in m for o in markers)) if all(markers) else markers
+        _SHORTEST[markers] = found
+    return found
 
 
 def decode(data: bytes) -> str:
@@ -182,17 +222,31 @@ def decode(data: bytes) -> str:
 
 
 def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileFacts:
-    """Add the setter-less id-source facts (config attributes, builders, hooks) when a profile asks."""
+    """Add the setter-less facts (config attributes, builders, hooks) when a profile asks, and
+    the registrations the class table also reads (``NAME.update({...})``, ``@register("X")``),
+    so both tiers agree on a file's registry."""
     import ast
     import dataclasses
 
     from flowtrace.index import config_sources
 
-    if not config_sources.wanted(conv):
+    dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
+    if not (config_sources.wanted(conv) or dict_file):
         return facts
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
+        return facts
+    registered: list[F.RegistryFact] = []
+    if dict_file:
+        import re
+
+        registered += config_sources.registry_updates(tree, facts.path, conv, [re.compile(p) for p in conv.dict_name_patterns])
+    if conv.registry_decorators:
+        registered += config_sources.registry_decorators(tree, facts.path, facts.module, conv)
+    if registered:
+        facts = dataclasses.replace(facts, registry=facts.registry + tuple(registered))
+    if not config_sources.wanted(conv):
         return facts
     imports = {i.local: i.qualified for i in facts.imports}
     local = {c.name: c.qualname for c in facts.classes}
@@ -203,9 +257,6 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileF
         return (f"{base}.{rest}" if rest else base) if base else name
 
     found = config_sources.source_facts(facts.path, facts.module, source, tree, conv, resolve)
-    registered = tuple(config_sources.registry_decorators(tree, facts.path, facts.module, conv)) if conv.registry_decorators else ()
-    if registered:
-        facts = dataclasses.replace(facts, registry=facts.registry + registered)
     return dataclasses.replace(facts, sources=found) if found else facts
 
 
@@ -216,7 +267,10 @@ def analyze_bytes(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    spans: bool | None = None,
 ) -> F.FileFacts:
+    """Facts of one file. libcst sees only the spans that can matter (``spans``, see
+    :mod:`flowtrace.index.spans`); the analysers read the file's own text either way."""
     import libcst as cst
 
     from flowtrace.index.syntax import module_name
@@ -228,16 +282,17 @@ def analyze_bytes(
     if b"\x00" in data:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "contains NUL bytes (binary?); not parsed", "parse-error"),))
     with _quiet_allocations():
-        problem = _screen(data)
-    if problem is not None:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
+        problem, tree, imports = _screen(data)
+        if problem is not None:
+            return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
+        cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
+        del tree, imports
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
         with _time_limit(timeout_s), _quiet_allocations():
             try:
-                with _unvalidated_nodes():
-                    module = cst.parse_module(data)
+                module = _parse(cst, data, cut)
             except cst.ParserSyntaxError as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
                 return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, exc.raw_line or 0, f"syntax error: {message}", "parse-error"),))

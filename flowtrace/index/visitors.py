@@ -18,6 +18,8 @@ from flowtrace.model import facts as F
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
+from flowtrace.index.class_table import registry_module
+from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.engines.profiles import Conventions
 
@@ -204,8 +206,10 @@ class FileAnalyzer:
         fcs: list[F.FcFact] = []
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
+        streams: list[F.StreamFact] = []
         helper_defs: list[F.HelperDefFact] = []
         for info in self.collector.classes:
+            loops_before = len(loops)
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
             for name, fn in info.methods.items():
@@ -216,10 +220,13 @@ class FileAnalyzer:
                     getters.append(self.getter_fact(info, fn))
                 # Cheap substring gates on the method's own source lines keep the
                 # per-method passes off the (many) methods that cannot matter.
+                site_facts = []
                 if "for " in text and any(a in text for a in self.conv.layers_attributes):
                     loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
                     loops.extend(loop_facts)
                     sites.extend(site_facts)
+                if site_facts or (name == "forward" and "residual" in text):
+                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
                     if " in self." in text:
@@ -228,6 +235,11 @@ class FileAnalyzer:
                             helper_defs.append(helper)
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
+            if len(loops) > loops_before:  # a class with a layer loop: which paths reach it
+                for name, fn in info.methods.items():
+                    call = self_calls(self.path, info.qualname, f"{info.name}.{name}", self.text_of(fn), self.line(fn))
+                    if call is not None:
+                        streams.append(call)
         return F.FileFacts(
             path=self.path,
             module=self.modname,
@@ -247,6 +259,7 @@ class FileAnalyzer:
             config_reads=tuple(self.config_read_facts()),
             attribute_uses=tuple(uses),
             callback_uses=tuple(callbacks),
+            stream_facts=tuple(streams),
         )
 
     # -- classes ---------------------------------------------------------------
@@ -561,7 +574,7 @@ class FileAnalyzer:
                         if isinstance(value, cst.Tuple) and len(value.elements) >= 2:
                             mod, cls = value.elements[0].value, value.elements[1].value
                             if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
-                                target_name = f"{prefix}{mod.evaluated_value}.{cls.evaluated_value}"
+                                target_name = f"{registry_module(prefix, str(mod.evaluated_value))}.{cls.evaluated_value}"
                                 out.append(
                                     F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict", name)
                                 )

@@ -55,7 +55,6 @@ UNRUNNABLE = {
     ),
 }
 
-
 # Disagreements the analyzer does not handle yet: (tree, model, id set or "*") -> what the
 # run shows. Each is a strict xfail: when the trace learns the shape, the entry must go.
 KNOWN: dict[tuple[str, str, str], str] = {
@@ -140,8 +139,9 @@ def scan_of(root: Path):
 
 
 def _marks(tree: str, model: str, id_set: str) -> list:
-    if (tree, model) in UNRUNNABLE:
-        return [pytest.mark.skip(reason=f"unrunnable: {model}: {UNRUNNABLE[tree, model]}")]
+    why = UNRUNNABLE.get((tree, model)) or UNRUNNABLE.get((tree, "*"))
+    if why:
+        return [pytest.mark.skip(reason=f"unrunnable: {tree} {model}: {why}")]
     reason = KNOWN.get((tree, model, id_set)) or KNOWN.get((tree, model, "*"))
     return [pytest.mark.xfail(strict=True, reason=f"{model}: {reason}")] if reason else []
 
@@ -153,10 +153,11 @@ def cases() -> list:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
             skip = None
-            if row.capture is None and row.source is not None:
-                # No setter: a config builder, build context or serving config decides the ids,
-                # which fixture_runtime does not run; tests/test_engine_profiles.py runs these
-                # fixtures as torch code with the engine's own id source instead.
+            if row.capture is None and row.source is not None and row.source.kind != "config":
+                # No setter: a build context or serving config decides the ids, which
+                # fixture_runtime does not play (a config attribute it does: the engine's config
+                # builder runs first); tests/test_engine_profiles.py runs these fixtures as
+                # torch code with the engine's own id source instead.
                 skip = [pytest.mark.skip(reason=f"{row.name}: ids from {row.source.kind} ({row.source.key}), not a setter the probe calls")]
             for id_set in ID_SETS:
                 out.append(pytest.param(root, row.name, id_set, marks=skip or _marks(root.name, row.name, id_set),
@@ -198,6 +199,11 @@ def run_probe(root: Path, row, scan, layer_ids, claim_file: Path | None):
         "root": str(root), "qualname": row.qualname, "num_layers": L, "layer_ids": layer_ids,
         "setter": row.capture.setter.method if row.capture else None, "getters": getters,
     }
+    # an engine whose config builders write the capture attribute (profile data, no names here)
+    built = next((p for p in scan.profiles if p.builder_selector and p.builder_method), None)
+    if built is not None:
+        args["builder"] = [built.builder_selector, built.builder_method]
+        args["spec_method"] = [built.method_variables[0], built.method]
     return probe_capture(
         factory="fixture_runtime:build", factory_args=args, path=[str(HERE)], device="cpu",
         expect_trace=None if claim_file is None else str(claim_file),
