@@ -159,8 +159,19 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
         node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(methods, names),
         factories=_factories(methods, names), super_args=_super_args(methods.get("__init__"), names),
         extends=tuple(sorted(n for n, fn in methods.items() if _calls_super(fn, n))),
+        raise_checks=_raise_checks(methods, path),
     )
     return fact, loops
+
+
+def _raise_checks(methods: dict, path: str) -> tuple[F.RaiseCheck, ...]:
+    """``if <condition>: raise`` per method, as the libcst tier records them (canonical text)."""
+    out = []
+    for name, fn in methods.items():
+        for sub in _statements(fn.body):
+            if isinstance(sub, ast.If) and any(isinstance(b, ast.Raise) for b in sub.body):
+                out.append(F.RaiseCheck(name, ast.unparse(sub.test), F.Location(path, sub.lineno)))
+    return tuple(out)
 
 
 def _calls_super(fn, name: str) -> bool:

@@ -144,7 +144,24 @@ def _kept_by_name(fn: _Function, conv: Conventions) -> bool:
     name = fn.node.name
     if not fn.in_class:
         return False
-    return name == "__init__" or name in conv.setters or name in conv.default_getters or (name.startswith("forward") and _has_defaults(fn.node))
+    return (
+        name == "__init__" or name in conv.setters or name in conv.default_getters
+        or (name.startswith("forward") and _has_defaults(fn.node)) or _checks_or_builds(fn.node)
+    )
+
+
+def _checks_or_builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method whose own statements raise under a test (a collector's count check) or return a
+    newly built class (a factory a subclass may override): both are facts (RaiseCheck, factories)."""
+    for stmt in node.body:
+        if stmt.__class__ is ast.If and any(b.__class__ is ast.Raise for b in stmt.body):  # type: ignore[attr-defined]
+            return True
+        if stmt.__class__ is ast.Return and isinstance(stmt.value, ast.Call):  # type: ignore[attr-defined]
+            func = stmt.value.func  # type: ignore[attr-defined]
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name[:1].isupper():
+                return True
+    return False
 
 
 def _dull(functions: list[_Function], lines: _Lines, conv: Conventions) -> list[_Function]:
