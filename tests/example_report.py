@@ -41,7 +41,7 @@ def render_example(doc: dict[str, Any] | None = None) -> str:
 
 def regenerate_example(path: str | Path | None = None) -> Path:
     """Rewrite ``reports/example.html``; run after changing the report or the fixture."""
-    from flowtrace.render.output import write_atomic
+    from flowtrace.sources.output import write_atomic
 
     target = Path(path) if path else REPO_ROOT / EXAMPLE_REPORT
     write_atomic(target, render_example())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import os
 
 import pytest
@@ -290,3 +291,30 @@ def test_index_0_raising_blocks_the_embedding(tmp_path, sglang_scan):
 def test_guarded_index_0_gets_the_embedding(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "XiForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert verdict.suggestions[0].ids == (0, 3, 31)
+
+
+def test_engine_that_writes_its_own_ids_names_the_builder_line(tmp_path):
+    # lmdeploy_like configurations/alpha.py (docstring): for AlphaForCausalLM and 'eagle3' line 19
+    # writes aux_hidden_state_layers = (2, n // 2, n - 3) itself; the draft's ids play no part.
+    from flowtrace.index.build import IndexOptions
+
+    scan = api.scan(Path(__file__).parent / "fixtures" / "engines" / "lmdeploy_like", options=IndexOptions(use_cache=False, jobs=1))
+    verdict = api.compat(scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
+    assert verdict.verdict == "MISMATCH"
+    (blocked,) = verdict.suggestions
+    assert blocked.ids is None and blocked.blocked_by == "id source"
+    assert blocked.location and blocked.location.endswith("configurations/alpha.py:19")
+    assert "never reads the draft's ids" in blocked.why
+
+
+def test_metadata_hook_engine_suggests_serving_config_ids(tmp_path):
+    # trtllm_like modeling_alpha.py (docstring): id i records layer i's output (b = i + 1), ids come
+    # from the serving config, sorted. Trained on SpecForge [2, 16, 29] = boundaries [3, 17, 30]:
+    # the serving config needs ids [2, 16, 29].
+    from flowtrace.index.build import IndexOptions
+
+    scan = api.scan(Path(__file__).parent / "fixtures" / "engines" / "trtllm_like", options=IndexOptions(use_cache=False, jobs=1))
+    verdict = api.compat(scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [2, 16, 29]))
+    first = verdict.suggestions[0]
+    assert first.ids == (2, 16, 29) and first.served == (3, 17, 30)
+    assert first.config == "serving config" and first.key == "eagle3_layers_to_capture"

@@ -41,7 +41,7 @@ def where(loc) -> str:
 # -- lmdeploy_like: registry, id sources, builders ---------------------------------------------------
 def test_update_calls_with_fstring_values_register_classes(lmd):
     registered = {r.name: r.architectures for r in lmd.rows if r.registered}
-    for name in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM", "ZetaForCausalLM", "EtaForCausalLM", "Eagle3AlphaForCausalLM"):
+    for name in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM", "ZetaForCausalLM", "EtaForCausalLM", "OmegaForCausalLM", "SigmaForCausalLM", "AlphaRawForCausalLM", "Eagle3AlphaForCausalLM"):
         assert registered[name] == (name,)
     assert [p.name for p in lmd.profiles] == ["lmdeploy"]
 
@@ -49,11 +49,15 @@ def test_update_calls_with_fstring_values_register_classes(lmd):
 @pytest.mark.parametrize(
     "model, kind, read_at, outcome, decided_at",
     [
-        ("AlphaForCausalLM", "config", f"{LMD}/models/alpha.py:25", "captures", f"{LMD}/configurations/alpha.py:19"),
+        ("AlphaForCausalLM", "config", f"{LMD}/models/alpha.py:28", "captures", f"{LMD}/configurations/alpha.py:19"),
         ("KappaForCausalLM", "config", f"{LMD}/models/kappa.py:49", "captures", f"{LMD}/configurations/kappa.py:19"),
-        ("EtaForCausalLM", "config", f"{LMD}/models/alpha.py:25", "captures_nothing", f"{LMD}/models/alpha.py:25"),
+        ("EtaForCausalLM", "config", f"{LMD}/models/alpha.py:28", "captures_nothing", f"{LMD}/models/alpha.py:28"),
         ("QuuxForCausalLM", "context", f"{LMD}/models/quux.py:24", "captures_nothing", f"{LMD}/config.py:19"),
         ("ZetaForCausalLM", "context", f"{LMD}/models/quux.py:24", "refuses", f"{LMD}/configurations/zeta.py:16"),
+        # super().build(spec_method=None): the base's assert does not apply; selector in a helper
+        ("OmegaForCausalLM", "config", f"{LMD}/models/alpha.py:28", "captures", f"{LMD}/configurations/omega.py:34"),
+        # super().build(spec_method=spec_method): the base refuses
+        ("SigmaForCausalLM", "config", f"{LMD}/models/alpha.py:28", "refuses", f"{LMD}/configurations/zeta.py:16"),
     ],
 )
 def test_id_source_and_outcome(lmd, model, kind, read_at, outcome, decided_at):
@@ -68,7 +72,7 @@ def test_id_source_and_outcome(lmd, model, kind, read_at, outcome, decided_at):
 
 def test_capture_shapes(lmd):
     alpha, kappa, quux = (lmd.model(m).source for m in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM"))
-    assert (alpha.mechanism, alpha.point, alpha.concat_order, where(alpha.site.location)) == ("append", "input", "loop", f"{LMD}/models/alpha.py:33")
+    assert (alpha.mechanism, alpha.point, alpha.concat_order, where(alpha.site.location)) == ("append", "input", "loop", f"{LMD}/models/alpha.py:36")
     assert (kappa.mechanism, kappa.point, kappa.concat_order) == ("dict_store", "input", "config")
     assert (where(kappa.site.location), where(kappa.site.concat), kappa.site.layer_keyword) == (f"{LMD}/models/kappa.py:60", f"{LMD}/models/kappa.py:62", "capture_input")
     assert (quux.mechanism, quux.point) == ("append", "output")
@@ -91,6 +95,18 @@ def test_config_layout_ignores_the_drafts_ids(lmd, ids):
 )
 def test_loop_order_and_config_order(lmd, model, layers, expected):
     assert api.trace(lmd, model, None, layers).boundaries == expected
+
+
+def test_first_index_with_a_none_residual(lmd):
+    """L = 3: the layout is (2, 1, 0). Alpha guards the add (b=0 captured); AlphaRaw adds None."""
+    assert api.trace(lmd, "AlphaForCausalLM", None, 3).boundaries == (0, 1, 2)
+    raw = api.trace(lmd, "AlphaRawForCausalLM", None, 3)
+    assert raw.outcome == "raises" and where(raw.raises_at) == f"{LMD}/models/alpha.py:78"
+    assert api.trace(lmd, "AlphaRawForCausalLM", None, L).boundaries == (2, 16, 29)
+
+
+def test_builder_reached_through_super(lmd):
+    assert api.trace(lmd, "OmegaForCausalLM", [-1, 2, 30], L).boundaries == (1, 2)
 
 
 def test_config_order_unknown_id_raises(lmd):
@@ -343,3 +359,15 @@ def test_trtllm_fixture_runs_as_stated():
     empty.hidden_states.fill_(7.0)
     beta.BetaForCausalLM(hidden=4, num_layers=8)(x, spec_metadata=empty)
     assert bool((empty.hidden_states == 7.0).all())  # nothing was written, and nothing raised
+
+
+def test_compat_suggestions_for_setterless_rows(lmd, trt, tmp_path):
+    """Hook engine: serving-config ids b - 1, verified by a trace; config engine: no ids can."""
+    target, draft = _configs(tmp_path)
+    hook = api.compat(trt, target, draft, trained_boundaries=[3, 16, 31])
+    (s,) = hook.suggestions
+    assert (s.ids, s.key, s.served) == ((2, 15, 30), "eagle3_layers_to_capture", (3, 16, 31))
+    (blocked,) = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
+    assert blocked.ids is None and "b=0" in blocked.why
+    (fixed,) = api.compat(lmd, target, draft, trained_boundaries=[3, 16, 31]).suggestions
+    assert fixed.ids is None and fixed.blocked_by == "transform" and fixed.location == f"{LMD}/configurations/alpha.py:19"

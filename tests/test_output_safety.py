@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE
 from flowtrace.cli.main import main
-from flowtrace.render import output
-from flowtrace.render.output import write_atomic
+from flowtrace.sources import output
+from flowtrace.sources.output import write_atomic
 
 # File names a hostile tree may use: quotes, markup, URL and SARIF/GitHub metacharacters,
 # whitespace, a newline, non-ASCII.

@@ -10,8 +10,9 @@ environment's dependencies (libcst, click, ...) through one ``.pth`` line naming
 editable install's finder) are not run, and the fresh venv's own ``site-packages`` comes
 first, so ``flowtrace`` itself can only come from the wheel. The test checks that too.
 
-The pre-commit test runs ``pre-commit try-repo`` of this checkout (uncommitted changes
-included: try-repo snapshots them) on a small git repository. pre-commit builds its own
+The pre-commit test runs ``pre-commit try-repo`` of this checkout (uncommitted changes to
+tracked files included: try-repo snapshots them; a new file must be ``git add``-ed first) on
+a small git repository. pre-commit builds its own
 environment with pip, so it needs the package index that CI has; it is skipped only when
 ``pre-commit`` or ``git`` is missing, and never under ``CI=true``.
 """

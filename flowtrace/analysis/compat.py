@@ -24,7 +24,7 @@ from flowtrace.engines.profiles import ProfileError, rules_directory
 from flowtrace.analysis.resolve import Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
 from flowtrace.analysis.source_trace import source_notes, trace_model
-from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
+from flowtrace.analysis.trace import TraceResult, describe_boundary
 from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
 
 if sys.version_info >= (3, 11):
@@ -244,8 +244,12 @@ def _dropped_steps(trace: TraceResult) -> list[tuple[str, str]]:
 def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
     """(file:line, why) of the write that set the capture indices, with the last branch
     decision before it when the trace records branch steps."""
-    writes = [s for s in trace.steps if s.kind == "setter" and s.location is not None]
+    writes = [s for s in trace.steps if s.kind in ("setter", "builder", "default") and s.location is not None]
     if not writes:
+        located = [s for s in trace.steps if s.location is not None]
+        builder = next((s for s in located if s.kind == "builder"), None) or next((s for s in located if s.kind == "config"), None)
+        if builder is not None:  # setter-less engines: the line that writes (or reads) the ids
+            return str(builder.location), f"decided by the engine: {builder.text}"
         return None, "decided by the setter"
     write = writes[-1]
     position = trace.steps.index(write)
@@ -255,7 +259,8 @@ def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
         decision = branch.text.split(": ", 1)[-1]
         return str(write.location), f"{decision} [{branch.location}], so {what}"
     tag = write.text.split("  [")[-1].rstrip("]") if "  [" in write.text else ""
-    return str(write.location), f"the setter {what}" + (f" ({tag})" if tag else "")
+    who = "the setter" if write.kind == "setter" else "the engine's own layout:"  # builder / metadata default
+    return str(write.location), f"{who} {what}" + (f" ({tag})" if tag else "")
 
 
 def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str = "served") -> list[SlotDifference]:
@@ -346,7 +351,7 @@ def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, tr
 
 def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
-    fallback = trace_row(project, row, None, L, hidden)
+    fallback = trace_model(project, row, None, L, hidden)
     if outcome(fallback) == "captures" and fallback.boundaries is not None:
         source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
         at, _ = deciding_setter(fallback)
@@ -379,7 +384,7 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_model(project, row, engine_ids, L, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, L, info.hidden_size, target)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:

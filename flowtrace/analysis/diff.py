@@ -21,6 +21,7 @@ SCHEMA = "flowtrace.diff/1"
 # Support values that mean "the engine can capture aux states for this class".
 CAPABLE = frozenset({"supported", "inherited", "delegated", "conditional"})
 KINDS = ("gained", "lost", "changed")
+SITE_FIELDS = frozenset({"capture_point", "embedding_capturable", "last_layer_capturable", "concat_order"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,11 @@ class RowFacts:
     location: str
     support: str
     facts: tuple[tuple[str, object], ...]  # (field, value), in FIELD order
+    site: str | None = None  # the capture site: where point and capturability are decided
+
+    def at(self, field: str | None) -> str:
+        """Where ``field`` is decided in this tree: the capture site for site facts, else the setter."""
+        return self.site if field in SITE_FIELDS and self.site else self.location
 
     @property
     def capable(self) -> bool:
@@ -69,7 +75,8 @@ def _capture_facts(row: ModelRow) -> list[tuple[str, object]]:
 
 def row_facts(row: ModelRow) -> RowFacts:
     where = row.capture.setter.location if row.capture is not None else row.location
-    return RowFacts(row.name, row.qualname, str(where), row.support, (("support", row.support), *_capture_facts(row)))
+    site = row.capture.site.location if row.capture is not None and row.capture.site is not None else None
+    return RowFacts(row.name, row.qualname, str(where), row.support, (("support", row.support), *_capture_facts(row)), str(site) if site else None)
 
 
 def _relevant(rows, also: set[str]) -> dict[str, RowFacts]:
@@ -110,7 +117,7 @@ def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
         # e.g. broken -> none: the capture facts of a class that cannot capture do not matter
         return [] if a.support == b.support else [Change(b.name, b.qualname, "changed", "support", a.support, b.support, a.location, b.location)]
     old, new = dict(a.facts), dict(b.facts)
-    return [Change(b.name, b.qualname, "changed", field, old[field], new[field], a.location, b.location) for field, _ in b.facts if old.get(field) != new[field]]
+    return [Change(b.name, b.qualname, "changed", field, old[field], new[field], a.at(field), b.at(field)) for field, _ in b.facts if old.get(field) != new[field]]
 
 
 def diff_rows(old_rows, new_rows, old_classes: frozenset[str] = frozenset(), new_classes: frozenset[str] = frozenset()) -> tuple[Change, ...]:

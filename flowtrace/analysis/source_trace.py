@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from flowtrace.analysis.config_capture import CAPTURES, CAPTURES_NOTHING, IGNORED, REFUSES, SourceCapture
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate, run_function
@@ -41,18 +42,19 @@ def _ids(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def trace_model(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:  # noqa: ANN001
-    """The trace of any row: the setter path (trace.trace_row) or the setter-less one."""
+def trace_model(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None) -> TraceResult:  # noqa: ANN001
+    """The trace of any row: the setter path (trace.trace_row) or the setter-less one.
+    ``target_config`` resolves holders built from the target's config (support conditional)."""
     if row.capture is None and row.source is not None:
         return trace_source(project, row, layer_ids, num_layers, hidden_size)
-    return trace_row(project, row, layer_ids, num_layers, hidden_size)
+    return trace_row(project, row, layer_ids, num_layers, hidden_size, target_config)
 
 
 def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:  # noqa: ANN001
     src: SourceCapture = row.source
     steps: list[TraceStep] = []
     problems: list[str] = []
-    ending: dict[str, object] = {}
+    ending: dict[str, Any] = {}
 
     def done(indices=None, boundaries=None, dropped=()) -> TraceResult:
         if "outcome" in ending:
@@ -82,7 +84,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
     holder = src.holder.rsplit(".", 1)[-1]
     if src.source is not None:
         steps.append(TraceStep("attribute", f"{holder}.{src.source.attribute} = {list(indices)}", src.source.location))
-    site = src.site
+    site: Any = src.site  # CaptureSiteFact | DictCaptureFact | HookCallFact: each has a location
     if site is None or src.point == F.UNKNOWN:
         problems.append(f"capture point unknown: {src.point_note}")
         return done(indices)
@@ -136,7 +138,7 @@ def _hook_ids(src: SourceCapture, layer_ids, num_layers: int, steps: list[TraceS
         problems.append(f"{default.class_qualname.rsplit('.', 1)[-1]}.{default.method} gives no default for L = {num_layers}: {run.raised or '; '.join(run.unevaluated) or 'no write'}")
         return None
     ids = tuple(sorted(_ids(writes[0].value) or ()))
-    steps.append(TraceStep("config", f"no {src.key} given: {default.class_qualname.rsplit('.', 1)[-1]}.{default.method} sets {attribute} = {writes[0].expression} -> {list(ids)} (sorted); L = {num_layers}", default.location))
+    steps.append(TraceStep("default", f"no {src.key} given: {default.class_qualname.rsplit('.', 1)[-1]}.{default.method} sets {attribute} = {writes[0].expression} -> {list(ids)} (sorted); L = {num_layers}", default.location))
     return ids
 
 
@@ -147,10 +149,18 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     reachable = set(range(1, num_layers)) | ({0} if emb else set()) | ({num_layers} if offset == 1 else set())
     out: list[int] = []
     post = [i for i in indices if src.kind == "hook" and i in post_norm]
+    first = getattr(site, "label_offset", None)
+    none_operand = getattr(site, "first_none", None)
     for i in indices:
         b = i + offset
+        if none_operand and first is not None and i == first:
+            at = getattr(site, "stored_at", None) or site.location
+            problems.append(f"raises: index {i} is met at the loop's first iteration, where {none_operand} is still None and is added unguarded (TypeError)")
+            steps.append(TraceStep("point", f"index {i}: {getattr(site, 'captured_expression', None) or 'the stored value'} with {none_operand} = None raises TypeError", at))
+            ending.update(outcome=F.Outcome.RAISES, raises_at=at)
+            return done(indices)
         if i in post:
-            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (ascending id order: slot 0) but is not a residual-stream boundary"))
+            dropped.append((i, f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot (first in ascending id order, unless the metadata moves it) but is not a residual-stream boundary"))
         elif 0 <= i < num_layers and b in reachable:
             if src.concat_order == "config" or b not in out:
                 out.append(b)
@@ -196,3 +206,30 @@ def source_notes(row, engine_ids, trained) -> list[str]:  # noqa: ANN001
         return notes
     given = f"the draft's ids {list(engine_ids)}" if engine_ids is not None else "the draft's ids"
     return [f"{given} are ignored (id transform {IGNORED}): {src.reason}{_at(src.reason_location)}; no draft config can change what it serves"]
+
+
+def source_suggestion(project, row, want: list[int], num_layers: int, hidden: int | None):  # noqa: ANN001
+    """compat's fix for a setter-less row: serving-config ids that are verified by a trace
+    (hook engines), else the code change and the link that blocks (file:line). Returned as
+    the fields of analysis.suggest.Suggestion (ids, key, served, why, blocked_by, location)."""
+
+    def Suggestion(*fields):  # noqa: N802 - plain tuple, built into a Suggestion by the caller
+        return fields
+
+    src: SourceCapture = row.source
+    if src.outcome != CAPTURES:
+        return Suggestion(None, None, None, f"{src.outcome.replace('_', ' ')}: {src.reason}; code change needed at that line", "id source", str(src.reason_location) if src.reason_location else None)
+    if src.kind == "hook":
+        site: Any = src.site  # each site fact has a location
+        site_at = str(site.location) if site is not None else None
+        if 0 in want:
+            return Suggestion(None, None, None, f"the embedding (b=0) cannot be requested: {src.key} ids mean b - 1 and {sorted(project.conv.post_norm_ids) or 'no id'} is the post-final-norm state", "capture site", site_at)
+        ids = [b - 1 for b in sorted(want)]
+        traced = trace_model(project, row, ids, num_layers, hidden)
+        if traced.boundaries is not None and sorted(traced.boundaries) == sorted(want) and not traced.dropped:
+            return Suggestion(tuple(ids), src.key, tuple(traced.boundaries), f"set the serving config's {src.key} = {{{', '.join(map(str, ids))}}} (the draft's config is not read)", None, site_at)
+        return Suggestion(None, None, None, f"no {src.key} serves {want}: {'; '.join(traced.problems) or 'see trace'}", "capture site", site_at)
+    where = str(src.write.location) if src.write is not None else None
+    owner = src.builder.class_qualname.rsplit(".", 1)[-1] if src.builder else "the engine"
+    expression = src.write.expression if src.write is not None else "its own layout"
+    return Suggestion(None, None, None, f"no ids can: {owner} writes {src.key} = {expression} itself and the draft's ids are never read (transform ignored); code change: make it read the draft's ids, or train the draft on the served layout", "transform", where)

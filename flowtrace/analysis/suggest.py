@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from itertools import islice, product
 
 from flowtrace.analysis.resolve import ModelRow, Project
-from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
+from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.trace import TraceResult, describe_boundary
 
 MAX_COMBINATIONS = 64
 MAX_SUGGESTIONS = 2
@@ -35,6 +36,7 @@ class Suggestion:
     why: str
     blocked_by: str | None = None  # the capture-chain link that blocks: "setter", "capture site", ...
     location: str | None = None  # file:line of the blocking code, or of the branch the ids take
+    config: str = "draft config"  # where ``key`` lives: the draft's config, or the engine's serving config
 
 
 def outcome(trace: TraceResult) -> str:
@@ -99,7 +101,7 @@ class _Search:
     def trace(self, ids: list[int]) -> TraceResult:
         key = tuple(ids)
         if key not in self._memo:
-            self._memo[key] = trace_row(self.project, self.row, list(ids), self.L, self.hidden)
+            self._memo[key] = trace_model(self.project, self.row, list(ids), self.L, self.hidden)
         return self._memo[key]
 
     def singles(self, want: list[int]) -> dict[int, list[int]]:
@@ -149,11 +151,26 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, str | None, str]:
     return f"no id makes the engine capture {describe_boundary(b, L)}", None, "capture site"
 
 
+def _engine_writes_ids(search: _Search, want: list[int]) -> Suggestion | None:
+    """A setter-less row whose engine writes the ids itself (a config builder, a build
+    context): no draft config is read, so the change is at the line that writes them."""
+    src = getattr(search.row, "source", None)
+    if search.row.capture is not None or src is None or getattr(src, "kind", None) == "hook":
+        return None
+    where = str(src.reason_location) if getattr(src, "reason_location", None) else (str(src.location) if src.location else None)
+    served = search.trace(want).boundaries
+    retrain = f"; or train the draft on the layout it serves: boundaries {list(served)}" if served else ""
+    return Suggestion(None, None, None, f"the engine never reads the draft's ids: {src.reason}; code change: make that line take the draft's ids{retrain}", "id source", where)
+
+
 def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) -> Suggestion:
     capture = search.row.capture
-    if capture is None:
+    written = _engine_writes_ids(search, want)
+    if written is not None:
+        return written
+    if capture is None and getattr(search.row, "source", None) is None:
         return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", str(search.row.location))
-    if _ids_ignored(search):
+    if capture is not None and _ids_ignored(search):
         setter = capture.chain[-1] if capture.chain else capture.setter
         where: str | None = str(setter.location)
         return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
@@ -177,20 +194,28 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
 def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, hidden: int | None, key: str | None) -> tuple[Suggestion, ...]:
     """Verified id lists (at most two) that make the engine serve ``want``; else one
     suggestion naming the code change and the link that blocks."""
+    if row.capture is None and row.source is not None:  # no setter: config builder, context or hook
+        from flowtrace.analysis.source_trace import source_suggestion
+
+        return (Suggestion(*source_suggestion(project, row, want, num_layers, hidden)),)
     search = _Search(project, row, num_layers, hidden)
-    if row.capture is None:
+    source = getattr(row, "source", None)
+    if row.capture is None and (source is None or getattr(source, "kind", None) != "hook"):
         return (_blocked(search, want, {}),)
+    if row.capture is None:  # a metadata-hook engine: the ids stand for its serving config key
+        key = getattr(source, "key", key)
     singles = search.singles(sorted(want))
     found: list[Suggestion] = []
+    where_key = "serving config" if row.capture is None else "draft config"
     for ids in search.candidates(sorted(want), singles):
         if not serves(search.trace(ids), want):
             continue
-        confirmed = trace_row(project, row, list(ids), num_layers, hidden)  # re-traced before it is reported
+        confirmed = trace_model(project, row, list(ids), num_layers, hidden)  # re-traced before it is reported
         if not serves(confirmed, want):
             continue
         where, text = deciding_setter(confirmed)
         why = f"the engine's chain maps ids {ids} to boundaries {list(confirmed.boundaries or ())}" + (f" ({text.split('  [')[0]} at {where})" if where and text else "")
-        found.append(Suggestion(tuple(ids), key, tuple(confirmed.boundaries or ()), why, None, where))
+        found.append(Suggestion(tuple(ids), key, tuple(confirmed.boundaries or ()), why, None, where, where_key))
         if len(found) >= MAX_SUGGESTIONS:
             break
     return tuple(found) if found else (_blocked(search, want, singles),)
@@ -204,4 +229,5 @@ def suggestion_json(s: Suggestion) -> dict:
         "why": s.why,
         "blocked_by": s.blocked_by,
         "location": s.location,
+        "config": s.config,
     }

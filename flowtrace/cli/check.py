@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from flowtrace.cli.messages import internal_error_line
 from flowtrace.cli.options import scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -41,8 +42,6 @@ def _guard(ctx: click.Context, fn):
     except KeyboardInterrupt:
         _fail(ctx, "flowtrace: error: interrupted")
     except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, not a traceback
-        from flowtrace.cli.messages import internal_error_line
-
         _fail(ctx, internal_error_line(exc))
 
 
@@ -69,7 +68,8 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in PATH/pyproject.toml.
     """
-    from flowtrace.lint.runner import render, run_check
+    from flowtrace.lint.runner import run_check
+    from flowtrace.render.check_output import render_check as render
 
     def go() -> int:
         outcome = run_check(
@@ -93,7 +93,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
         )
         text = render(outcome, output_format)
         if output:
-            from flowtrace.render.output import write_atomic
+            from flowtrace.sources.output import write_atomic
 
             write_atomic(output, text)
             click.echo(f"flowtrace: wrote {output}", err=True)
@@ -166,7 +166,7 @@ def rules_doc(ctx, target, check_only):
                 click.echo(f"flowtrace: {target} is stale; run python -m flowtrace.cli.check --write-rules-doc {target}", err=True)
                 return EXIT_FINDINGS
             return EXIT_CLEAN
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(path, text)
         click.echo(f"flowtrace: wrote {target}", err=True)

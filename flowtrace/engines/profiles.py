@@ -225,7 +225,7 @@ def _read_table(data: dict, path: Path, schema: dict[str, dict[str, type]]) -> d
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
                 raise ProfileError(f"{where}: [{section}] {key} must be a {_KIND[kind]}, found {type(value).__name__}")
             if kind is list and key != "helpers":
-                value = _strings(value, f"{where}: [{section}] {key}")
+                value = _strings(value, f"{where}: [{section}] {key}")  # type: ignore[arg-type]  # a list: checked above
             values[key] = value
         out[section] = values
     return out
@@ -254,6 +254,13 @@ def _parse(path: Path) -> tuple[bytes, dict]:
     return raw, data
 
 
+# --- Tables read by the checks, not by the scan (precision helper) ----------------------------
+# [checks] is validated and loaded by flowtrace.engines.check_conventions (its keys: target
+# methods, draft / non-target class patterns, speculative entry points, capture families, the
+# engine's embedding id, the interface's holder path). Listed here only so load_profile accepts it.
+_CHECK_TABLES = frozenset({"checks"})
+
+
 def load_profile(path: Path) -> Profile:
     """Load and validate one profile file.
 
@@ -262,7 +269,7 @@ def load_profile(path: Path) -> Profile:
     """
     path = Path(path)
     raw, data = _parse(path)
-    known = set(_SCHEMA) | set(_SCHEMA_SOURCES)
+    known = set(_SCHEMA) | set(_SCHEMA_SOURCES) | _CHECK_TABLES
     unknown = sorted(k for k in data if k not in known)
     if unknown:
         raise ProfileError(f"{path}: unknown table(s) [{'], ['.join(unknown)}] (known: {', '.join(sorted(known))})")
@@ -366,8 +373,8 @@ def select_profiles(root: Path, forced: str | None = None, directory: Path | Non
         return chosen
     if root.is_file():
         return profiles
-    names = {p.name for p in users}
-    detected = [p for p in profiles if p.name in names or any((root / d).is_dir() for d in p.detect_paths)]
+    user_names = {p.name for p in users}
+    detected = [p for p in profiles if p.name in user_names or any((root / d).is_dir() for d in p.detect_paths)]
     return detected or profiles
 
 

@@ -49,7 +49,7 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _strings_of(node: ast.AST) -> tuple[str, ...] | None:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return tuple(e.value for e in node.elts)
+        return tuple(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
     return None
 
 
@@ -130,9 +130,7 @@ class _Gated:
     def _record(self, stmt: ast.stmt, tests: list[ast.AST], keys: frozenset[str]) -> None:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in self.conv.builder_methods:
-                callee = _dotted(node.func.value)
-                if callee and callee not in ("super()", "cls"):
-                    self.calls.append(callee)
+                self._call(node, tests)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
@@ -149,6 +147,21 @@ class _Gated:
                     )
                 elif isinstance(target, ast.Name):
                     self.bindings.append((target.id, ast.unparse(stmt.value)))
+
+    def _call(self, node: ast.Call, tests: list[ast.AST]) -> None:
+        """Another builder's build, kept when it runs for a profile method and hands the method
+        on (``spec_method=None`` or a gate that excludes the method stops its gates applying)."""
+        if not self.methods_for(tests):
+            return
+        if any(kw.arg in self.conv.method_variables and isinstance(kw.value, ast.Constant) and kw.value.value is None for kw in node.keywords):
+            return
+        value = node.func.value  # type: ignore[attr-defined]  # callers pass attribute calls (self.x.build(...))
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+            self.calls.append("super()")  # the base class's build: resolved by the caller
+            return
+        callee = _dotted(value)
+        if callee and callee != "cls":
+            self.calls.append(callee)
 
     def _gate_from_assert(self, stmt: ast.Assert) -> None:
         test = stmt.test
@@ -180,6 +193,8 @@ def _selector(method: ast.FunctionDef | None) -> tuple[str, str, tuple[str, ...]
     if len(returns) != 1:
         return "", "other", ()
     expr = returns[0].value
+    if expr is None:  # filtered above; tells the type checker
+        return "", "other", ()
     text = ast.unparse(expr)
     if isinstance(expr, ast.Constant) and expr.value is True:
         return text, "always", ()
@@ -195,9 +210,22 @@ def _selector(method: ast.FunctionDef | None) -> tuple[str, str, tuple[str, ...]
     return text, "other", ()
 
 
+def _selector_strings(select: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> tuple[str, ...]:
+    """String constants of a selector that delegates to a module function (``_is_x(hf_config)``):
+    the architecture names it compares against, in source order."""
+    found: list[str] = []
+    bodies = [select] + [functions[n.func.id] for n in ast.walk(select) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+    for body in bodies:
+        for node in ast.walk(body):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isupper() and node.value.isidentifier():
+                found.append(node.value)
+    return tuple(dict.fromkeys(found))
+
+
 def _builders(tree: ast.Module, path: str, modname: str, conv: Conventions, resolve) -> list[F.BuilderFact]:  # noqa: ANN001
     out = []
     keys = conv.config_keys
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -209,6 +237,12 @@ def _builders(tree: ast.Module, path: str, modname: str, conv: Conventions, reso
         walker = _Gated(conv, path)
         walker.walk(build.body, [], keys)
         text, kind, values = _selector(select)
+        if kind == "other":
+            named = _selector_strings(select, functions)
+            if named:
+                kind, values = "architectures", named
+        base = next((resolve(_dotted(b) or "") for b in node.bases if _dotted(b)), "")
+        walker.calls = [base if c == "super()" else c for c in walker.calls]
         out.append(
             F.BuilderFact(
                 f"{modname}.{node.name}", F.Location(path, node.lineno), text, kind, values, tuple(walker.writes), walker.allowed,
@@ -284,7 +318,9 @@ def _id_sources(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
 
 def _sub_calls(body: list[ast.stmt], stop: ast.AST) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``self.<module>(...)`` calls before and after the statement ``stop``, in source order."""
-    before, after, seen = [], [], False
+    before: list[str] = []
+    after: list[str] = []
+    seen = False
     for stmt in body:
         if stmt is stop:
             seen = True
@@ -365,7 +401,7 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
             gen = node.args[0].generators[0]
             if _ids_name(gen.iter, attributes, aliases) == attribute:
                 concat = F.Location(path, node.lineno)
-    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, keyword, index, concat)
+    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, keyword, index, concat)  # type: ignore[arg-type]  # set with flag
 
 
 def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) -> list[F.HookCallFact]:
@@ -393,9 +429,11 @@ def _metadata_defaults(cls: ast.ClassDef, path: str, qualname: str, conv: Conven
         if not isinstance(method, ast.FunctionDef):
             continue
         for node in ast.walk(method):
-            if isinstance(node, ast.Assign) and any(_dotted(t) in {f"self.{a}" for a in conv.metadata_attributes} for t in node.targets):
+            wanted = {f"self.{a}" for a in conv.metadata_attributes}
+            target = next((d for t in node.targets if (d := _dotted(t)) in wanted), None) if isinstance(node, ast.Assign) else None
+            if target is not None:
                 text = ast.get_source_segment(source, method) or ""
-                out.append(F.MetadataDefaultFact(qualname, method.name, _dotted(node.targets[0])[5:], F.Location(path, method.lineno), text))
+                out.append(F.MetadataDefaultFact(qualname, method.name, target[5:], F.Location(path, method.lineno), text))
                 break
     return out
 

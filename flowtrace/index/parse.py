@@ -222,17 +222,31 @@ def decode(data: bytes) -> str:
 
 
 def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileFacts:
-    """Add the setter-less id-source facts (config attributes, builders, hooks) when a profile asks."""
+    """Add the setter-less facts (config attributes, builders, hooks) when a profile asks, and
+    the registrations the class table also reads (``NAME.update({...})``, ``@register("X")``),
+    so both tiers agree on a file's registry."""
     import ast
     import dataclasses
 
     from flowtrace.index import config_sources
 
-    if not config_sources.wanted(conv):
+    dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
+    if not (config_sources.wanted(conv) or dict_file):
         return facts
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
+        return facts
+    registered: list[F.RegistryFact] = []
+    if dict_file:
+        import re
+
+        registered += config_sources.registry_updates(tree, facts.path, conv, [re.compile(p) for p in conv.dict_name_patterns])
+    if conv.registry_decorators:
+        registered += config_sources.registry_decorators(tree, facts.path, facts.module, conv)
+    if registered:
+        facts = dataclasses.replace(facts, registry=facts.registry + tuple(registered))
+    if not config_sources.wanted(conv):
         return facts
     imports = {i.local: i.qualified for i in facts.imports}
     local = {c.name: c.qualname for c in facts.classes}
@@ -243,9 +257,6 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileF
         return (f"{base}.{rest}" if rest else base) if base else name
 
     found = config_sources.source_facts(facts.path, facts.module, source, tree, conv, resolve)
-    registered = tuple(config_sources.registry_decorators(tree, facts.path, facts.module, conv)) if conv.registry_decorators else ()
-    if registered:
-        facts = dataclasses.replace(facts, registry=facts.registry + registered)
     return dataclasses.replace(facts, sources=found) if found else facts
 
 

@@ -67,7 +67,7 @@ def dumps(findings: Iterable[Finding]) -> str:
 
 
 def write(path: str | Path, findings: Iterable[Finding]) -> None:
-    from flowtrace.render.output import write_atomic
+    from flowtrace.sources.output import write_atomic
 
     write_atomic(path, dumps(findings))
 

@@ -30,14 +30,13 @@ from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.model.facts import Location
-from flowtrace.render.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
+from flowtrace.lint.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
 
 UNUSED_SUPPRESSION = "FT016"
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
 
 # A comment token (or, where the file does not tokenize, a line) holding a suppression.
 _SUPPRESSION = re.compile(r"#\s*flowtrace:\s*ignore(?:\[(?P<codes>[^\]]*)\]|(?=[\s#]|$))")
@@ -190,14 +189,18 @@ def run_check(
     config: str | Path | None = None,
     isolated: bool = False,
     progress: bool | None = False,
+    require_engine_code: bool = True,
 ) -> CheckOutcome:
     """Scan ``path`` and apply the CI contract; see the module docstring for the order.
 
     Selectors are code prefixes (``FT0``, ``FT003``) or ``ALL``; each string may hold several,
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
     file to read instead of ``PATH/pyproject.toml``; ``isolated`` reads none.
+    ``require_engine_code`` makes a path without engine code a :class:`UsageError` (the CI
+    contract); ``scan`` turns it off and reports an empty matrix instead.
     """
-    from flowtrace import api
+    from flowtrace.analysis.scan import resolve_root, scan
+    from flowtrace.checks.run import run_rules
     from flowtrace.lint import baseline as baselines
     from flowtrace.index.build import IndexOptions
 
@@ -207,7 +210,7 @@ def run_check(
     elif source.startswith("pypi:"):
         cfg = load_config(Path("."), config) if config is not None else Config()
     else:
-        cfg = load_config(api.resolve_root(path), config)
+        cfg = load_config(resolve_root(path), config)
 
     codes = rule_codes()
     cli_layer = SelectionLayer(
@@ -231,11 +234,13 @@ def run_check(
         excludes=tuple(cfg.exclude) + tuple(exclude),
         progress=progress,
     )
-    result = api.scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
+    result = scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
+    if require_engine_code:
+        _require_engine_code(result, source)
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))
-    raw = [f for f in api.findings(result, select=rule_run) if f.rule in enabled] if rule_run else []
+    raw = [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
 
     # per-file-ignores
     kept: list[Finding] = []
@@ -302,6 +307,24 @@ def run_check(
     )
 
 
+def _require_engine_code(result: ScanResult, source: str) -> None:
+    """A check of a path without engine code is a usage error, not a green "0 findings".
+
+    Engine code is anything the profiles recognise: a registry entry, a capture setter, a
+    capture site or a decoder-layer loop. A file, an empty folder or the wrong folder has none.
+    """
+    if any(ff.registry or ff.setters or ff.capture_sites or ff.layer_loops for ff in result.files):
+        return
+    total = result.index.stats.files_total
+    what = "no Python files, so no" if total == 0 else f"{total} Python file{'s' if total != 1 else ''}, none with a"
+    engines = " or ".join(p.name for p in result.profiles) or "any known engine"
+    looked = " or ".join(p.detect_paths[0] for p in result.profiles if p.detect_paths)
+    raise UsageError(
+        f"{source}: no engine code to check ({what} model registry, capture setter or decoder-layer loop of {engines}); "
+        f"point check at an engine checkout, e.g. the folder holding {looked}"
+    )
+
+
 def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tuple[str, ...], enabled: frozenset[str], per_file: PerFileIgnores) -> Finding | None:
     if not comment.codes:
         problems = ["needs codes"]
@@ -327,28 +350,3 @@ def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tu
 
 
 # --------------------------------------------------------------------------- paths and rendering
-
-
-def render(outcome: CheckOutcome, fmt: str, *, cwd: Path | None = None) -> str:
-    """The findings in one of :data:`OUTPUT_FORMATS` (what goes to stdout or ``-o``)."""
-    if fmt in ("full", "concise"):
-        from flowtrace.render.check_text import findings_text
-
-        return findings_text(outcome, concise=fmt == "concise", cwd=cwd)
-    if fmt == "json":
-        from flowtrace.render.findings_json import to_json
-
-        return to_json(outcome)
-    if fmt == "json-lines":
-        from flowtrace.render.findings_json import to_json_lines
-
-        return to_json_lines(outcome.findings)
-    if fmt == "sarif":
-        from flowtrace.render.sarif import to_sarif
-
-        return to_sarif(outcome.findings, root=outcome.root, cwd=cwd)
-    if fmt == "github":
-        from flowtrace.render.github import to_github
-
-        return to_github(outcome.findings, root=outcome.root, cwd=cwd)
-    raise UsageError(f"unknown output format {fmt!r} (choose from {', '.join(OUTPUT_FORMATS)})")

@@ -155,6 +155,37 @@ def _resembles_boundaries(o) -> bool:
     )
 
 
+def _match_all(raws, tape):
+    """Match every raw observation; drop incidental ones that resemble no boundary (counted)."""
+    from flowtrace.probe.match import match_observation
+
+    observations, ignored = [], 0
+    for r in raws:
+        o = match_observation(r, tape)
+        if r.incidental and not _resembles_boundaries(o):
+            ignored += 1
+            continue
+        observations.append(o)
+    return observations, ignored
+
+
+def _capture_warnings(target, fc_hook, spy, ignored: int) -> list[str]:
+    """What the user should know about where aux states were (not) looked for."""
+    warnings = []
+    if fc_hook is not None and fc_hook.problem:
+        warnings.append(fc_hook.problem)
+    if fc_hook is not None and not fc_hook.observations:
+        warnings.append(f"{target.fc_name} was found but did not run during the forward")
+    if ignored:
+        warnings.append(
+            f"ignored {ignored} hidden-size concatenation(s)/output(s) that match no boundary "
+            "(e.g. a draft's own cat([embeds, hidden]) or logits k*H wide)"
+        )
+    if spy.dropped:
+        warnings.append(f"{spy.dropped} further concatenations were not recorded")
+    return warnings
+
+
 def _say(progress: Progress, msg: str) -> None:
     if progress is not None:
         progress(msg)
@@ -187,7 +218,7 @@ def probe_capture(
     from flowtrace.probe.aux_sources import FcInputHook, aux_from_output as output_aux
     from flowtrace.probe.boundaries import BoundaryRecorder
     from flowtrace.probe.concat_spy import ConcatSpy
-    from flowtrace.probe.match import match_observation, pick_primary
+    from flowtrace.probe.match import pick_primary
     from flowtrace.probe.targets import dtype_name, load_target, resolve_device, resolve_dtype
 
     dev = resolve_device(device)
@@ -217,32 +248,15 @@ def probe_capture(
     _say(progress, "matching observed chunks to boundaries")
     with timer.phase("match"):
         tape = rec.tape()
-        raws = []
-        if fc_hook is not None:
-            raws += fc_hook.observations
+        raws = list(fc_hook.observations) if fc_hook is not None else []
         if aux_from_output and raised is None:
             raws += output_aux(out, H)
         raws += spy.observations
-        observations, ignored = [], 0
-        for r in raws:
-            o = match_observation(r, tape)
-            if r.incidental and not _resembles_boundaries(o):
-                ignored += 1
-                continue
-            observations.append(o)
+        observations, ignored = _match_all(raws, tape)
         primary = pick_primary(observations)
-    warnings = list(target.warnings) + list(tape.warnings)
-    if fc_hook is not None and fc_hook.problem:
-        warnings.append(fc_hook.problem)
-    if fc_hook is not None and not fc_hook.observations:
-        warnings.append(f"{target.fc_name} was found but did not run during the forward")
-    if ignored:
-        warnings.append(
-            f"ignored {ignored} hidden-size concatenation(s)/output(s) that match no boundary "
-            "(e.g. a draft's own cat([embeds, hidden]) or logits k*H wide)"
-        )
-    if spy.dropped:
-        warnings.append(f"{spy.dropped} further concatenations were not recorded")
+    warnings = list(target.warnings) + list(tape.warnings) + _capture_warnings(
+        target, fc_hook, spy, ignored
+    )
     if primary is None and raised is None and (claim is None or claim.outcome == CAPTURES):
         warnings.append(
             "no aux hidden states were observed: no hidden-size concatenation along the last "

@@ -21,6 +21,11 @@ from torch import nn
 
 HIDDEN_NAMES = ("hidden_states", "hidden", "hidden_state", "x", "h", "inputs_embeds")
 RESIDUAL_NAMES = ("residual",)
+DELTA_NOTE = (
+    "the layers return a delta that the loop adds to the residual stream "
+    "(input of layer k = input of layer k-1 + its output): b=k is the input of layer k, "
+    "b=L the last input plus the last output; the raw outputs are kept as views"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +196,12 @@ class BoundaryRecorder:
         h, r = pair
         return h if r is None else h + r
 
+    def _delta_views(self) -> list[View]:
+        return [
+            View(k + 1, "layer output: a delta, residual not added", h, False)
+            for k, (h, _) in sorted(self.outputs.items())
+        ]
+
     def _delta_streams(self, L: int) -> dict[int, torch.Tensor] | None:
         """Streams of a model whose layers return a delta (``residual += layer(residual)``).
 
@@ -250,13 +261,8 @@ class BoundaryRecorder:
             elif k + 1 in self.inputs:
                 streams[k + 1] = self._stream(self.inputs[k + 1])
         if delta is not None:
-            warnings.append(
-                "the layers return a delta that the loop adds to the residual stream "
-                "(input of layer k = input of layer k-1 + its output): b=k is the input of layer k, "
-                "b=L the last input plus the last output; the raw outputs are kept as views"
-            )
-            for k, (h, _) in sorted(self.outputs.items()):
-                views.append(View(k + 1, "layer output: a delta, residual not added", h, False))
+            warnings.append(DELTA_NOTE)
+            views += self._delta_views()
         for k in range(1, L if delta is None else 1):
             if k in self.inputs and k - 1 in self.outputs:
                 inp = self._stream(self.inputs[k])

@@ -17,7 +17,7 @@ MAX_SNIPPET = 200
 
 
 def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | None = None) -> str:
-    from flowtrace.render.display_paths import display_path, read_source
+    from flowtrace.lint.display_paths import display_path, read_source
 
     @lru_cache(maxsize=None)
     def lines(file: str) -> tuple[str, ...]:

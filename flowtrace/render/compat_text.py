@@ -21,7 +21,7 @@ def _fix_lines(result: CompatResult) -> list[str]:
     lines = []
     for s in result.suggestions:
         if s.ids is not None:
-            lines.append(f"  fix: set {s.key or 'the ids'} = {list(s.ids)} in the draft config (weights unchanged)")
+            lines.append(f"  fix: set {s.key or 'the ids'} = {list(s.ids)} in the {s.config} (weights unchanged)")
             lines.append(f"       re-traced: the engine then serves boundaries {list(s.served or ())}; {s.why}")
         elif s.blocked_by == "undecided":
             where = f" [{s.location}]" if s.location else ""
@@ -30,8 +30,10 @@ def _fix_lines(result: CompatResult) -> list[str]:
             where = f" [{s.location}]" if s.location else ""
             lines.append(f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link blocks){where}")
             lines.append(f"       {s.why}")
-    if any(s.ids is not None for s in result.suggestions):
-        first = next(s for s in result.suggestions if s.ids is not None)
+    first = next((s for s in result.suggestions if s.ids is not None), None)
+    if first is not None and first.config != "draft config":
+        lines.append(f"  check: flowtrace trace PATH -m {result.architecture} -L {result.num_layers} --layer-ids {','.join(map(str, first.ids or ()))} (the ids stand for the {first.config})")
+    elif first is not None:
         lines.append(f"  check: after setting the ids to {','.join(map(str, first.ids or ()))}, rerun compat with --trained-boundaries {','.join(map(str, sorted(result.trained)))}: expect MATCH")
     return lines
 

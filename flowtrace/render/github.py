@@ -31,7 +31,7 @@ def command(level: str, message: str, **properties: str | int) -> str:
 
 
 def to_github(findings: Iterable[Finding], *, root: Path, cwd: Path | None = None) -> str:
-    from flowtrace.render.display_paths import display_path
+    from flowtrace.lint.display_paths import display_path
 
     out = []
     for f in findings:

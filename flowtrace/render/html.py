@@ -821,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
     probe = json.loads(Path(args.probe).read_text(encoding="utf-8")) if args.probe else None
     text = render_html(doc, link_base=args.link_base, probe=probe, title=args.title)
     if args.output:
-        from flowtrace.render.output import write_atomic
+        from flowtrace.sources.output import write_atomic
 
         write_atomic(args.output, text)
     else:

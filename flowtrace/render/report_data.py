@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
 
 EXAMPLE_LAYERS = 32  # the worked example uses a typical layer count when the target's is unknown
 SNIPPET_CONTEXT = 3

@@ -13,7 +13,7 @@ from flowtrace import __version__
 from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
     from flowtrace.checks.base import Finding
     from flowtrace.analysis.resolve import ModelRow
 

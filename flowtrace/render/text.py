@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
     from flowtrace.checks.base import Finding
 
 

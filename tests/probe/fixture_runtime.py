@@ -23,6 +23,7 @@ keeps captures made *inside* a layer (before or after its compute) on the bounda
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import sys
@@ -174,15 +175,23 @@ def _runner_aux(out: Any) -> tuple[Any, Any]:
 class FixtureRunner(nn.Module):
     """The runner around one fixture model: embedding, setter call, forward, aux concat."""
 
-    def __init__(self, model: Any, layers: nn.ModuleList, setter: str | None,
-                 getters: tuple[str, ...], layer_ids: list[int] | None) -> None:
+    def __init__(self, model: Any, layers: nn.ModuleList | None, setter: str | None,
+                 getters: tuple[str, ...], layer_ids: list[int] | None,
+                 build_error: BaseException | None = None) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = layers
+        if isinstance(model, nn.Module):
+            self.target = model  # a torch engine: its own layers are the ones to hook
+            if not any(n.split(".")[-1] == "layers" for n, _ in model.named_modules()):
+                self.layers = nn.ModuleList([Mix(HIDDEN)])  # none: one idle layer for the hooks
+        else:
+            self.layers = layers
         self._model, self._setter, self._getters = model, setter, getters
-        self._ids, self._configured = layer_ids, False
+        self._ids, self._configured, self._build_error = layer_ids, False, build_error
 
     def _configure(self) -> None:
+        if self._build_error is not None:
+            raise self._build_error
         if self._configured or self._setter is None:
             return
         self._configured = True
@@ -205,13 +214,17 @@ class FixtureRunner(nn.Module):
         return out if aux is None else (hidden_out, aux)
 
 
-def _config(num_layers: int) -> SimpleNamespace:
-    cfg = SimpleNamespace(num_hidden_layers=num_layers, hidden_size=HIDDEN, vocab_size=VOCAB)
+def _config(num_layers: int, cls_name: str = "") -> SimpleNamespace:
+    """A target config: sizes, the class as its architecture and, as Hugging Face names them,
+    the lowercased prefix as model_type (AlphaForCausalLM -> "alpha")."""
+    model_type = cls_name.split("For")[0].lower() if "For" in cls_name else cls_name.lower()
+    cfg = SimpleNamespace(num_hidden_layers=num_layers, hidden_size=HIDDEN, vocab_size=VOCAB,
+                          architectures=[cls_name], model_type=model_type)
     cfg.text_config = cfg
     return cfg
 
 
-def _construct(cls: type, num_layers: int) -> Any:
+def _construct(cls: type, cfg: SimpleNamespace) -> Any:
     """``cls(config)``; a pipeline group parameter gets a last-rank group (the rank that
     owns the draft, the path the static trace takes)."""
     try:
@@ -225,22 +238,21 @@ def _construct(cls: type, num_layers: int) -> Any:
         for name in names[1:]
         if "group" in name
     }
-    return cls(_config(num_layers), **kwargs)
+    return cls(cfg, **kwargs)
 
 
-def import_class(root: str, qualname: str) -> type:
-    """Import ``qualname`` from the engine tree at ``root``, hermetically: engine trees share
-    package names (sglang, vllm), so the package is imported fresh and ``sys.modules`` is put
-    back as it was afterwards (the loaded code keeps its own globals)."""
-    module, _, name = qualname.rpartition(".")
-    top = module.split(".")[0]
+@contextlib.contextmanager
+def engine_imports(root: str, top: str):
+    """Imports from the engine tree at ``root``, hermetically: engine trees share package names
+    (sglang, vllm), so the package is imported fresh and ``sys.modules`` is put back as it was
+    on exit (the loaded code keeps its own globals)."""
     mine = lambda k: k == top or k.startswith(top + ".")  # noqa: E731
     saved = {k: v for k, v in sys.modules.items() if mine(k)}
     for key in saved:
         del sys.modules[key]
     sys.path.insert(0, str(Path(root)))
     try:
-        return getattr(importlib.import_module(module), name)
+        yield importlib.import_module
     finally:
         sys.path.remove(str(Path(root)))
         for key in [k for k in sys.modules if mine(k)]:
@@ -248,24 +260,79 @@ def import_class(root: str, qualname: str) -> type:
         sys.modules.update(saved)
 
 
+def import_class(root: str, qualname: str) -> type:
+    """Import ``qualname`` from the engine tree at ``root`` (see :func:`engine_imports`)."""
+    module, _, name = qualname.rpartition(".")
+    with engine_imports(root, module.split(".")[0]) as load:
+        return getattr(load(module), name)
+
+
+def _builder_classes(root: str, load, selector: str, method: str) -> list[type]:
+    """Config-builder classes of the tree: defined in a module that names both classmethods."""
+    found = []
+    for path in sorted(Path(root).rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if f"def {selector}" not in text or f"def {method}" not in text:
+            continue
+        rel = path.relative_to(root).with_suffix("")
+        module = load(".".join(p for p in rel.parts if p != "__init__"))
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module.__name__ and selector in vars(value):
+                found.append(value)
+    return found
+
+
+def _run_builder(builders: list[type], cfg: SimpleNamespace, selector: str, method: str,
+                 spec: tuple[str, str]) -> BaseException | None:
+    """Call the first builder whose selector takes ``cfg`` (as the engine's registry does), with
+    the speculative method; a builder that raises is the run raising (returned, re-raised by
+    the runner's first forward, traceback kept)."""
+    for b in builders:
+        if getattr(b, selector)(cfg):
+            try:
+                getattr(b, method)(cfg, **{spec[0]: spec[1]})
+            except Exception as exc:  # the engine refusing the method: part of the run
+                return exc
+            return None
+    return None
+
+
 def build(root: str, qualname: str, num_layers: int, layer_ids: list[int] | None = None,
           setter: str | None = None, getters: list[str] | tuple[str, ...] = (),
-          layers_attribute: str = "layers", seed: int = 0,
+          layers_attribute: str = "layers", builder: list[str] | tuple[str, ...] = (),
+          spec_method: list[str] | tuple[str, ...] = (), seed: int = 0,
           device: Any = None, dtype: Any = None):
-    """Probe factory: (runner, example inputs) for one fixture model class and id set."""
+    """Probe factory: (runner, example inputs) for one fixture model class and id set.
+
+    ``builder`` = (selector, method) names an engine's config-builder classmethods and
+    ``spec_method`` = (keyword, value) the speculative method it is built for: the builder
+    selected for the target config runs before the model is built, as the engine does."""
     torch.manual_seed(seed)
-    cls = import_class(root, qualname)
-    model = _construct(cls, num_layers)
-    packages = {qualname.split(".")[0]}
-    lists = find_layer_lists(model, layers_attribute, packages)
-    if len(lists) > 1:
-        raise RuntimeError(f"{qualname}: expected one {layers_attribute!r} list, found {len(lists)}")
-    if lists:
-        holder, stand_ins = lists[0]
-        layers = nn.ModuleList(_wrap_layer(layer, HIDDEN) for layer in stand_ins)
-        setattr(holder, layers_attribute, layers)
-    else:  # a model without decoder layers (it cannot capture): one idle layer for the probe's hooks
-        layers = nn.ModuleList([Mix(HIDDEN)])
-    runner = FixtureRunner(model, layers, setter, tuple(getters), layer_ids)
+    module, _, name = qualname.rpartition(".")
+    with engine_imports(root, module.split(".")[0]) as load:
+        cls = getattr(load(module), name)
+        cfg = _config(num_layers, name)
+        error = None
+        if builder:
+            found = _builder_classes(root, load, builder[0], builder[1])
+            error = _run_builder(found, cfg, builder[0], builder[1], tuple(spec_method))
+        model = _construct(cls, cfg)
+    layers = None
+    if not isinstance(model, nn.Module):
+        layers = _torch_layers(model, layers_attribute, {qualname.split(".")[0]}, qualname)
+    runner = FixtureRunner(model, layers, setter, tuple(getters), layer_ids, error)
     ids = torch.randint(0, VOCAB, (TOKENS,), generator=torch.Generator().manual_seed(seed))
     return runner, {"input_ids": ids}
+
+
+def _torch_layers(model: Any, attr: str, packages: set[str], qualname: str) -> nn.ModuleList:
+    """The stand-in layer list wrapped as torch modules and installed on its holder."""
+    lists = find_layer_lists(model, attr, packages)
+    if len(lists) > 1:
+        raise RuntimeError(f"{qualname}: expected one {attr!r} list, found {len(lists)}")
+    if not lists:  # a model without decoder layers (it cannot capture): one idle layer for the hooks
+        return nn.ModuleList([Mix(HIDDEN)])
+    holder, stand_ins = lists[0]
+    layers = nn.ModuleList(_wrap_layer(layer, HIDDEN) for layer in stand_ins)
+    setattr(holder, attr, layers)
+    return layers

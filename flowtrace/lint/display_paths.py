@@ -1,7 +1,8 @@
 """Paths as findings show them: relative to the working folder when the scanned tree is inside it.
 
-Shared by every renderer and by the lint runner (which reads suppression comments through
-:func:`read_source`); it sits below both, so renderers never import the runner.
+Shared by the lint runner (which reads suppression comments through :func:`read_source`) and
+every renderer; it lives with the runner, below the renderers, so the runner never imports
+a renderer.
 """
 
 from __future__ import annotations

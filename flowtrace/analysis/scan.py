@@ -1,0 +1,81 @@
+"""The pipeline up to the model matrix: index a tree and resolve one row per model class.
+
+What every consumer of a scan starts from (the rules, the lint runner, the renderers, the
+API); it sits in the analysis stage so that none of them has to import the API above them.
+``flowtrace.api`` re-exports :class:`ScanResult` and :func:`scan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from flowtrace.errors import UsageError
+from flowtrace.model import facts as F
+from flowtrace.index.build import IndexOptions, build_index
+from flowtrace.engines.profiles import Conventions, Profile, select_profiles
+from flowtrace.analysis.resolve import ModelRow, Project
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    root: Path
+    profiles: tuple[Profile, ...]
+    index: F.IndexResult
+    project: Project
+
+    @property
+    def rows(self) -> tuple[ModelRow, ...]:
+        return self.project.rows
+
+    @property
+    def files(self) -> tuple[F.FileFacts, ...]:
+        return self.index.files
+
+    @property
+    def engine(self) -> str:
+        return ",".join(p.name for p in self.profiles)
+
+    @property
+    def engine_keys(self) -> tuple[str, ...]:
+        """Where the engine reads the draft's layer ids, in the order it tries them."""
+        return tuple(dict.fromkeys(k for p in self.profiles for k in p.layer_id_keys))
+
+    @cached_property
+    def graph(self):
+        """The repo's data-flow graph (built once; rules and the report read it)."""
+        from flowtrace.analysis.graph import build_graph
+
+        return build_graph(self.project, self.engine_keys)
+
+    def model(self, name: str):
+        row = self.project.row(name)
+        if row is None:
+            close = sorted(r.name for r in self.rows if name.lower() in r.name.lower())[:8]
+            hint = f" (similar: {', '.join(close)})" if close else ""
+            raise UsageError(f"no model class or architecture named {name!r} in {self.root}{hint}")
+        return row
+
+
+def resolve_root(path: str | Path) -> Path:
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    return root
+
+
+def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()) -> ScanResult:
+    """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
+    merged with the bundled ones)."""
+    source = str(path)
+    if source.startswith("pypi:"):
+        from flowtrace.sources.fetch import fetch_pypi
+
+        root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
+    else:
+        root = resolve_root(path)
+    profiles = select_profiles(root, profile, extra=tuple(Path(f) for f in profile_files))
+    index = build_index(root, profiles, options)
+    project = Project(index.files, Conventions.merge(profiles))
+    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
