@@ -31,7 +31,7 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
     return render_html(report_document(result, findings), link_base=link_base, probe=probe)
 
 
-def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None):
+def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None):
     """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
     from flowtrace.analysis.source_trace import trace_model
 
@@ -39,7 +39,7 @@ def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layer
         raise UsageError("--num-layers must be a positive integer")
     if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
         raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
-    return trace_model(result.project, result.model(model), layer_ids, num_layers, hidden_size)
+    return trace_model(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config)
 
 
 def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):

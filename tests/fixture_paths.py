@@ -30,3 +30,4 @@ def real_engine(tree: str):
     if not path.is_dir():
         pytest.skip(f"{REAL_ENGINES_VARIABLE}={root} has no {tree}/ folder")
     return path
+RULE_FIXTURES = Path(__file__).parent / "fixtures" / "rules"  # static rule fixtures (see its README)

@@ -181,7 +181,7 @@ def test_text_scan_and_summary_count_the_errors(corpus):
 def test_check_reports_diagnostics_without_failing_a_clean_run(corpus):
     # The fixture's own error-level findings are ignored, so the fixture alone is clean at
     # --fail-on error; the bad files add info-level findings (FT015) and nothing more.
-    args = ("--no-cache", "--jobs", "1", "--fail-on", "error", "--ignore", "FT001,FT002,FT003,FT004,FT006")
+    args = ("--no-cache", "--jobs", "1", "--fail-on", "error", "--ignore", "FT001,FT002,FT003,FT004,FT006,FT022")
     clean = invoke("check", SGLANG_LIKE, *args, "--output-format", "json")
     assert clean.exit_code == 0, clean.output
     for fmt in ("full", "concise", "json", "json-lines", "sarif", "github"):
@@ -291,7 +291,8 @@ def test_a_tree_without_python_and_a_single_file(tmp_path):
     assert doc["models"] == [] and doc["stats"]["files_total"] == 0 and doc["stats"]["parse_errors"] == 0
     res = invoke("check", empty, "--no-cache")
     no_traceback(res)
-    assert res.exit_code == 0
+    # issue 13: a path with no engine code is a usage error (exit 2, one line), not a green run
+    assert res.exit_code == 2 and "no engine code" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     # A single file as PATH, and a single bad file.
     one = tmp_path / "one.py"
     one.write_bytes(b"\xff\xfe layers_to_capture\n")

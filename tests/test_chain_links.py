@@ -155,3 +155,37 @@ def test_dict_by_layer_read_in_config_or_loop_order(sglang_scan):
     assert (phi.concat_order, chi.concat_order) == (F.ConcatOrder.CONFIG, F.ConcatOrder.LOOP)
     assert api.trace(sglang_scan, "PhiForCausalLM", [5, -1, 2], L).boundaries == (7, 1, 4)
     assert api.trace(sglang_scan, "ChiForCausalLM", [5, -1, 2], L).boundaries == (1, 4, 7)
+
+
+# -- holders ---------------------------------------------------------------------------------------
+
+
+def test_language_model_built_from_the_target_config_is_conditional(vllm_scan):
+    row = vllm_scan.project.row("LlavaLikeForConditionalGeneration")
+    assert row.support == "conditional"
+    assert row.capture.depends_on == "text_config.architectures" and row.capture.holder_kind == F.HolderKind.DYNAMIC
+    unresolved = api.trace(vllm_scan, row.name, [0, 2, 32], L)
+    assert unresolved.outcome == F.Outcome.UNKNOWN and "text_config.architectures" in unresolved.reason
+    config = {"architectures": [row.name], "text_config": {"architectures": ["LlamaForCausalLM"]}}
+    resolved = api.trace(vllm_scan, row.name, [0, 2, 32], L, target_config=config)
+    # llama.py: identity ids, helper labels the stream after layer idx as idx + 1, plus the embedding
+    assert resolved.outcome == F.Outcome.CAPTURES and resolved.boundaries == (0, 2, 32)
+    absent = api.trace(vllm_scan, row.name, [0], L, target_config={"text_config": {"architectures": ["LlamaEmbeddingModel"]}})
+    assert absent.outcome == F.Outcome.CAPTURES_NOTHING
+
+
+@pytest.mark.parametrize(
+    "model, holder, delegates_to, point",
+    [
+        ("PsiBaseForCausalLM", "alpha.AlphaModel", None, F.INPUT),  # the base's own factory
+        ("PsiForCausalLM", "psi_factory.PsiModel", None, F.OUTPUT),  # overriding factory method
+        ("PsiExtForCausalLM", "psi_factory.PsiExtModel", None, F.OUTPUT),  # forward extends super().forward
+        ("PsiVLBaseForConditionalGeneration", "nu.NuModel", "nu.NuForCausalLM", F.INPUT),
+        ("PsiVLForConditionalGeneration", "phi_dict.PhiModel", "phi_dict.PhiForCausalLM", F.OUTPUT),  # class handed to super().__init__
+    ],
+)
+def test_holder_through_construction_forms(sglang_scan, model, holder, delegates_to, point):
+    c = sglang_scan.project.row(model).capture
+    assert c.holder == f"sglang.srt.models.{holder}"
+    assert c.delegates_to == (f"sglang.srt.models.{delegates_to}" if delegates_to else None)
+    assert c.point == point

@@ -132,6 +132,23 @@ def test_missing_path_is_exit_2_with_one_line(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("shape", ["empty folder", "wrong folder", "single file"])
+def test_path_without_engine_code_is_exit_2_not_green(tmp_path, shape):
+    """An empty folder, a folder of unrelated Python and a lone file are usage errors (one line),
+    never "0 findings" with exit 0."""
+    target = tmp_path / "target"
+    target.mkdir()
+    if shape != "empty folder":
+        (target / "tool.py").write_text("import os\n\n\ndef main():\n    return os.getcwd()\n")
+    if shape == "single file":
+        target = target / "tool.py"
+    res = invoke("check", target, *FAST)
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flowtrace: error: ") and "no engine code" in lines[0]
+    assert ("no Python files" in lines[0]) == (shape == "empty folder")
+
+
 def test_unknown_codes_are_usage_errors(engine):
     for option in ("--select", "--ignore", "--extend-select"):
         res = invoke("check", engine, *FAST, option, "FT0,XY123")

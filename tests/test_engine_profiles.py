@@ -359,3 +359,15 @@ def test_trtllm_fixture_runs_as_stated():
     empty.hidden_states.fill_(7.0)
     beta.BetaForCausalLM(hidden=4, num_layers=8)(x, spec_metadata=empty)
     assert bool((empty.hidden_states == 7.0).all())  # nothing was written, and nothing raised
+
+
+def test_compat_suggestions_for_setterless_rows(lmd, trt, tmp_path):
+    """Hook engine: serving-config ids b - 1, verified by a trace; config engine: no ids can."""
+    target, draft = _configs(tmp_path)
+    hook = api.compat(trt, target, draft, trained_boundaries=[3, 16, 31])
+    (s,) = hook.suggestions
+    assert (s.ids, s.key, s.served) == ((2, 15, 30), "eagle3_layers_to_capture", (3, 16, 31))
+    (blocked,) = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
+    assert blocked.ids is None and "b=0" in blocked.why
+    (fixed,) = api.compat(lmd, target, draft, trained_boundaries=[3, 16, 31]).suggestions
+    assert fixed.ids is None and fixed.blocked_by == "transform" and fixed.location == f"{LMD}/configurations/alpha.py:19"

@@ -20,6 +20,7 @@ from flowtrace.render.rules_doc import registered_rules
 from flowtrace.render.sarif import to_sarif
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+RULE_FIXTURES = Path(__file__).parent / "fixtures" / "rules"
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 
 
@@ -168,3 +169,40 @@ def test_cli_sarif_output(tmp_path, cache):
     assert res.exit_code == 0, res.stderr
     assert res.stdout == ""
     validate(json.loads(out.read_text()))
+
+
+def test_every_finding_with_a_chain_has_a_valid_code_flow(cache):
+    """Real rules on the rule fixture engines: each finding whose chain has links carries one
+    codeFlow with those links in order (the reported location among them, marked essential),
+    the typed problem kind as a property, and the document validates against the schema."""
+    for engine in ("rules_sglang", "rules_vllm"):
+        outcome = run_check(RULE_FIXTURES / engine, jobs=1, cache_dir=cache, exit_zero=True)
+        doc = json.loads(to_sarif(outcome.findings, root=outcome.root))
+        validate(doc)
+        chained = [f for f in outcome.findings if f.flow]
+        assert len(chained) >= (5 if engine == "rules_sglang" else 2), engine
+        by_fp = {r["partialFingerprints"]["flowtrace/v1"]: r for r in results(doc)}
+        for f in outcome.findings:
+            res = by_fp[f.fingerprint]
+            assert res["properties"]["problem"] == f.kind.value
+            if not f.flow:
+                assert "codeFlows" not in res
+                continue
+            (flow,) = res["codeFlows"]
+            steps = flow["threadFlows"][0]["locations"]
+            lines = [(unquote(uri_of(s["location"])), s["location"]["physicalLocation"]["region"]["startLine"]) for s in steps]
+            assert [line for _, line in lines] == [step.line for step in f.flow]
+            assert [s["executionOrder"] for s in steps] == list(range(1, len(steps) + 1))
+            assert [s["location"]["message"]["text"].replace(" (reported here)", "") for s in steps] == list(f.flow_labels)
+            essential = [s for s in steps if s.get("importance") == "essential"]
+            assert essential and all(s["location"]["physicalLocation"]["region"]["startLine"] == f.line for s in essential)
+
+
+def test_ft022_code_flow_goes_from_the_none_binding_to_the_capture(cache):
+    """dee.py: residual = None at line 14, the unguarded append at line 20 (read from the fixture)."""
+    outcome = run_check(RULE_FIXTURES / "rules_vllm", jobs=1, cache_dir=cache, exit_zero=True, select=["FT022"])
+    doc = json.loads(to_sarif(outcome.findings, root=outcome.root))
+    (res,) = results(doc)
+    steps = res["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert [s["location"]["physicalLocation"]["region"]["startLine"] for s in steps] == [14, 20]
+    assert [s["location"]["message"]["text"] for s in steps] == ["bound to None", "sum with the None operand (reported here)"]

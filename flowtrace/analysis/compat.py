@@ -244,7 +244,7 @@ def _dropped_steps(trace: TraceResult) -> list[tuple[str, str]]:
 def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
     """(file:line, why) of the write that set the capture indices, with the last branch
     decision before it when the trace records branch steps."""
-    writes = [s for s in trace.steps if s.kind == "setter" and s.location is not None]
+    writes = [s for s in trace.steps if s.kind in ("setter", "builder", "default") and s.location is not None]
     if not writes:
         located = [s for s in trace.steps if s.location is not None]
         builder = next((s for s in located if s.kind == "builder"), None) or next((s for s in located if s.kind == "config"), None)
@@ -259,7 +259,8 @@ def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
         decision = branch.text.split(": ", 1)[-1]
         return str(write.location), f"{decision} [{branch.location}], so {what}"
     tag = write.text.split("  [")[-1].rstrip("]") if "  [" in write.text else ""
-    return str(write.location), f"the setter {what}" + (f" ({tag})" if tag else "")
+    who = "the setter" if write.kind == "setter" else "the engine's own layout:"  # builder / metadata default
+    return str(write.location), f"{who} {what}" + (f" ({tag})" if tag else "")
 
 
 def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str = "served") -> list[SlotDifference]:
@@ -383,7 +384,7 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_model(project, row, engine_ids, L, info.hidden_size)
+    trace = trace_model(project, row, engine_ids, L, info.hidden_size, target)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:

@@ -209,15 +209,37 @@ class Project:
         return None
 
     def attribute_class(self, qualname: str, attribute: str) -> str | None:
-        for q in self.mro(qualname):
+        """The class built as ``self.<attribute>`` for an instance of ``qualname``: the first
+        assignment in the MRO, with what a more derived class changes about it (an overriding
+        factory method, a class handed to ``super().__init__``)."""
+        mro = self.mro(qualname)
+        for n, q in enumerate(mro):
             cls = self.classes.get(q)
             if cls is None:
                 continue
             for a in cls.assignments:
                 if a.attribute == attribute:
-                    found = self.find_class(a.callee)
+                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee)
                     if found:
                         return found
+        return None
+
+    def overridden_callee(self, derived: list[str], a: F.AttributeAssignment) -> str | None:
+        """What a class more derived than the assignment's makes it build (most derived wins)."""
+        if not a.via:
+            return None
+        kind, _, rest = a.via.partition(":")
+        name, _, position = rest.partition("#")
+        for q in derived:
+            cls = self.classes.get(q)
+            if cls is None:
+                continue
+            if kind == "method":
+                hit = next((f.callee for f in cls.factories if f.attribute == name), None)
+            else:
+                hit = next((s.callee for s in cls.super_args if s.attribute in (name, f"#{position}")), None)
+            if hit:
+                return hit
         return None
 
     def constructed(self, qualname: str) -> list[str]:
@@ -264,7 +286,7 @@ class Project:
             sites = [s for s in self.sites.get(q, []) if s.function.split(".")[-1] not in overridden and self.confirmed(holder, s)]
             cls = self.classes.get(q)
             if cls is not None:
-                overridden.update(cls.methods)
+                overridden.update(set(cls.methods) - set(cls.extends))  # `super().forward(...)` keeps the base's site
             ranked = sorted(sites, key=lambda s: (s.function.split(".")[-1] != "forward", s.attribute not in attribute_hint, s.location.line))
             if ranked:
                 return ranked[0]
@@ -367,12 +389,34 @@ class Project:
         res.targets.append(res.qualname)
         res.effective = compose(F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform)
 
+    def dynamic_attribute(self, qualname: str, setter: F.SetterFact) -> tuple[str, F.AttributeAssignment, str] | None:
+        """(config key, assignment) when the object the setter hands ids to is built at run
+        time from a sub-config (``self.language_model = init_model(hf_config=config.text_config)``).
+        The attribute the setter names wins; else the class's only dynamic attribute."""
+        dynamic = [(q, a) for q in self.mro(qualname) for a in (self.classes[q].assignments if q in self.classes else ()) if a.callee.startswith("dynamic:")]
+        if not dynamic:
+            return None
+        named = [(q, a) for q, a in dynamic if f".{a.attribute}" in (setter.delegate or "") or f"self.{a.attribute}" in setter.source]
+        chosen = named or (dynamic if len({a.attribute for _, a in dynamic}) == 1 else [])
+        if not chosen:
+            return None
+        q, a = chosen[0]
+        return f"{a.callee[len('dynamic:'):]}.architectures", a, q
+
     def _follow_delegate(self, res: _Resolution, depth: int) -> None:
         setter = res.setter
         if setter.delegate == "super()" and setter.delegate_method:
             self._follow_super(res)
             return
         target = self._delegate_target(res)
+        dynamic = self.dynamic_attribute(res.qualname, setter) if target is None else None
+        if dynamic is not None:
+            key, assignment, owner = dynamic
+            res.depends_on, res.holder_kind = key, F.HolderKind.DYNAMIC
+            cls = self.classes.get(owner)
+            where = F.Location(cls.location.file, assignment.line) if cls else setter.location
+            res.problem(F.ProblemKind.DEPENDS_ON_CONFIG, f"self.{assignment.attribute} is built from the target config at run time: the class is {key}", where)
+            return
         if target is None:
             if setter.delegate != "super()":
                 res.problem(

@@ -184,8 +184,9 @@ class _Tracer:
     """Evaluates one row's chain on concrete ids, phase by phase; each phase adds its steps
     (with file:line) and may end the trace with an outcome."""
 
-    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None) -> None:
+    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None, target_config: dict | None = None) -> None:
         self.project, self.row, self.layer_ids, self.L, self.hidden_size = project, row, layer_ids, num_layers, hidden_size
+        self.target_config = target_config or {}
         self.steps: list[TraceStep] = []
         self.problems: list[str] = []
         self.indices: tuple[int, ...] | None = None
@@ -217,6 +218,8 @@ class _Tracer:
             if capture is None:
                 self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
             self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
+            if capture.depends_on:
+                capture = self.bind_dynamic(capture)
             ids = self.initial_ids(capture)
             self.run_chain(capture, ids)
             site = self.site_phase(capture)
@@ -228,6 +231,31 @@ class _Tracer:
         except _Stop:
             pass
         return self.result()
+
+    # -- link 3 first when the holder is built from the target config ----------------
+    def bind_dynamic(self, capture):
+        """The wrapper's language model is whatever class the target config names under
+        ``capture.depends_on`` (``text_config.architectures``): look it up in the registry
+        and trace that class's chain. Without a target config the answer is conditional."""
+        key = capture.depends_on
+        issue = next((p for p in capture.issues if p.kind == F.ProblemKind.DEPENDS_ON_CONFIG), None)
+        where = issue.location if issue else capture.setter.location
+        path = key.split(".")
+        value: object = self.target_config
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        arch = value[0] if isinstance(value, list) and value and isinstance(value[0], str) else None
+        if arch is None:
+            self.steps.append(TraceStep("holder", f"{issue.text if issue else key}; give --target-config to resolve it", where))
+            self.end(F.Outcome.UNKNOWN, f"the capturing class depends on the target config's {key}: pass --target-config")
+        inner = self.project.row(arch)
+        if inner is None or inner.capture is None:
+            self.steps.append(TraceStep("holder", f"{key} = {arch}: no class of that architecture can capture in this tree", where))
+            self.end(F.Outcome.CAPTURES_NOTHING, f"{key} = {arch}, which has no layer-capture setter here", where)
+        if capture.id_transform not in (F.DELEGATES, F.IDENTITY):
+            self.end(F.Outcome.UNKNOWN, f"{capture.setter.method} changes the ids ({capture.id_transform}) before a config-dependent holder")
+        self.steps.append(TraceStep("holder", f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged ({capture.setter.class_qualname.rsplit('.', 1)[-1]}.{capture.setter.method})", where))
+        return inner.capture
 
     # -- link 1: ids ---------------------------------------------------------------
     def initial_ids(self, capture) -> object:
@@ -416,9 +444,12 @@ class _Tracer:
         self.outcome = F.Outcome.CAPTURES
 
 
-def trace_row(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:
-    """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome."""
-    return _Tracer(project, row, layer_ids, num_layers, hidden_size).run()
+def trace_row(
+    project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None
+) -> TraceResult:
+    """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome.
+    ``target_config`` (the target's config.json) resolves holders built from it."""
+    return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
 
 
 def _concat_site(project: Project, capture) -> F.Location | None:

@@ -5,8 +5,11 @@ from flowtrace.checks import (  # noqa: F401
     config_readers,
     dead_capture,
     diagnostics,
+    holders,
     inconsistent_conventions,
     missing_capture,
+    return_path,
+    stream,
     unreachable_boundaries,
 )
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 from flowtrace.model.facts import Location
+from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
@@ -32,6 +33,8 @@ class Finding:
     fingerprint: str
     hint: str | None = None
     flow: tuple[Location, ...] = ()  # steps of a capture path, for SARIF codeFlows
+    kind: ProblemKind | None = None  # what is wrong, typed (tests and tools match this, never the message)
+    flow_labels: tuple[str, ...] = ()  # the link each step of ``flow`` is ("setter", "capture site", ...)
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
@@ -41,8 +44,17 @@ def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Example:
+    """A complete module the rule must flag (INVALID) or leave alone (VALID).
+
+    tests/test_rule_examples.py runs every example: it is written to ``models/example.py`` of a
+    small engine tree of the named ``profile`` (empty: the harness's default) beside three
+    sibling models with the engine's usual conventions, so rules that compare a class with its
+    siblings can judge it.
+    """
+
     code: str
     note: str = ""
+    profile: str = ""
 
 
 class Rule:
@@ -56,6 +68,7 @@ class Rule:
     fix: ClassVar[str]
     valid: ClassVar[tuple[Example, ...]] = ()
     invalid: ClassVar[tuple[Example, ...]] = ()
+    kind: ClassVar[ProblemKind | None] = None  # the rule's usual problem kind; finding(kind=) overrides
 
     registry: ClassVar[dict[str, type[Rule]]] = {}
 
@@ -69,7 +82,27 @@ class Rule:
     def check(self, result: ScanResult) -> Iterator[Finding]:
         raise NotImplementedError
 
-    def finding(self, location: Location, message: str, symbol: str | None, snippet: str, flow: tuple[Location, ...] = ()) -> Finding:
+    def finding(
+        self,
+        location: Location,
+        message: str,
+        symbol: str | None,
+        snippet: str,
+        flow: tuple[Location, ...] = (),
+        kind: ProblemKind | None = None,
+        fix: str | None = None,
+        steps: Sequence[tuple[str, Location | None]] = (),
+    ) -> Finding:
+        """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
+        convention gives a more precise one. ``steps`` names the chain's links as
+        ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``."""
+        labels: tuple[str, ...] = ()
+        if steps:
+            kept: dict[Location, str] = {}
+            for label, where in steps:
+                if where is not None and where not in kept:
+                    kept[where] = label
+            flow, labels = tuple(kept), tuple(kept.values())
         return Finding(
             rule=self.code,
             name=self.name,
@@ -79,8 +112,10 @@ class Rule:
             message=message,
             symbol=symbol,
             fingerprint=fingerprint(self.code, symbol, snippet),
-            hint=self.fix,
+            hint=fix or self.fix,
             flow=flow,
+            kind=kind or self.kind,
+            flow_labels=labels,
         )
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions
+from flowtrace.model.facts import ProblemKind
+from flowtrace.index.stream_facts import FOLDS_RESIDUAL, SELF_CALLS
 
 
 class CaptureFlagNeverSet(Rule):
@@ -16,9 +19,105 @@ class CaptureFlagNeverSet(Rule):
         "Engines gate the unpacking of (hidden, aux) on a flag such as capture_aux_hidden_states. A setter "
         "that writes the layer list but not the flag makes the model compute the captures and discard them."
     )
+    kind = ProblemKind.FLAG_NEVER_SET
     fix = "Set the flag in the setter (as its siblings do) before writing the capture indices."
-    valid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.capture_aux_hidden_states = True\n    self.model.layers_to_capture = [i + 1 for i in ids]"),)
-    invalid = (Example("def set_eagle3_layers_to_capture(self, ids=None):\n    self.model.layers_to_capture = [i + 1 for i in ids]  # flag stays False"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'the setter never turns the flag on'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -45,9 +144,10 @@ class CaptureFlagNeverSet(Rule):
             seen.add(key)
             yield self.finding(
                 c.setter.location,
-                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states, but {c.setter.method} never sets it",
+                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states ({read[0].location}), but {c.setter.method} never sets it",
                 row.qualname,
                 read[0].attribute,
+                steps=(("setter", c.setter.location), ("flag read by the forward", read[0].location)),
             )
 
 
@@ -55,15 +155,71 @@ class CaptureSkippedOnPath(Rule):
     code = "FT012"
     name = "capture-skipped-on-path"
     severity = "warning"
-    summary = "Another forward path of the same model runs the layers without capturing."
+    summary = "A forward path that runs while a draft is served runs the layers without capturing."
     rationale = (
-        "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one of them "
-        "runs the decoder layers without the capture, batches served by that path give the draft no "
-        "auxiliary states, or stale ones from an earlier batch."
+        "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one that "
+        "serves speculative batches runs the decoder layers without the capture, the draft gets no "
+        "auxiliary states, or stale ones from an earlier batch. Only the methods the profile names as "
+        "speculative entry points (speculative_entry_points), and the methods they call on self, are "
+        "judged: a path the engine reaches only without a draft (a split-prefill path of the plain "
+        "target worker) never feeds one."
     )
+    kind = ProblemKind.CAPTURE_SKIPPED_ON_PATH
     fix = "Capture on every path that runs the layers, or make sure the path is never used with speculative decoding."
-    valid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        if i in self.layers_to_capture:\n            aux.append(h + r)\n        h, r = self.layers[i](h, r)"),)
-    invalid = (Example("def forward_split(self, h, start, end):\n    for i in range(start, end):\n        h, r = self.layers[i](h, r)  # forward() captures; this path does not"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if self.end_layer in self.layers_to_capture:
+            aux_hidden_states.append(hidden_states + residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+    def forward_split_prefill(self, hidden_states, start, end):
+        residual = None
+        for i in range(start, end):  # not a speculative entry point: never serves a draft
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.fast = False
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        if self.fast:
+            for i in range(self.start_layer, self.end_layer):
+                hidden_states = self.layers[i](hidden_states)  # no capture on this path
+            return hidden_states
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
@@ -73,10 +229,14 @@ class CaptureSkippedOnPath(Rule):
             c = row.capture
             if c is not None and c.holder:
                 related.setdefault(row.qualname, c.holder)
+        entry_points = set(conventions(result).speculative_entry_points)
+        calls = _self_calls(result)
         for ff in result.files:
             for loop in ff.layer_loops:
                 if loop.captures:
                     continue
+                if entry_points and loop.function.split(".")[-1] not in _reachable(project, loop.class_qualname, entry_points, calls):
+                    continue  # no speculative entry point reaches this path
                 owner = loop.class_qualname
                 holder = owner if owner in capturing else related.get(owner)
                 if holder is None or holder not in capturing:
@@ -84,9 +244,10 @@ class CaptureSkippedOnPath(Rule):
                 site = project.sites[holder][0]
                 yield self.finding(
                     loop.location,
-                    f"{loop.function} runs the decoder layers without capturing, while {site.function} captures them",
+                    f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the capture that {site.function} performs ({site.location})",
                     loop.class_qualname,
                     loop.function,
+                    steps=(("path without capture", loop.location), ("capture site", site.location)),
                 )
 
 
@@ -100,11 +261,65 @@ class CaptureWrongTensor(Rule):
         "Capturing hidden_states alone gives the draft only the last sub-layer's delta, a tensor it was "
         "never trained on."
     )
+    kind = ProblemKind.RESIDUAL_MISSING
     fix = "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place afterwards."
-    valid = (Example("aux.append(hidden_states + residual)"),)
-    invalid = (Example("hidden_states, residual = layer(hidden_states, residual)\nif i in self.layers_to_capture:\n    aux.append(hidden_states)"),)
+    valid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual):
+        residual = hidden_states
+        hidden_states = hidden_states * 2
+        hidden_states = residual + hidden_states  # the layer adds the residual itself
+        return hidden_states, residual
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+            if i + 1 in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual):
+        residual = hidden_states if residual is None else hidden_states + residual
+        return hidden_states * 2, residual  # a delta and the residual, apart
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+            if i + 1 in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+        return hidden_states, aux_hidden_states
+""", 'hidden_states alone is the delta'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
+        folds = _folding_layers(result)
         for ff in result.files:
             for site in ff.capture_sites:
                 if site.mutated_later:
@@ -119,9 +334,49 @@ class CaptureWrongTensor(Rule):
                 expr = site.captured_expression
                 if not site.split_residual or not expr or site.uses_residual:
                     continue
+                module = site.class_qualname.rpartition(".")[0]
+                if any(o.uses_residual and o.function == site.function and o.loop_range == site.loop_range for o in ff.capture_sites):
+                    continue  # `h if residual is None else h + residual` written as two branches
+                if folds.get(module):
+                    continue  # the layers add the residual themselves: their first output is the stream
                 yield self.finding(
                     site.location,
-                    f"{site.function} captures `{expr}` although its layers return (hidden_states, residual): the residual is missing",
+                    f"{site.function} captures `{expr}` ({site.location}) although its layers return (hidden_states, residual) "
+                    f"and none of them adds the residual itself: the residual is missing",
                     site.class_qualname,
                     expr,
                 )
+
+
+def _self_calls(result) -> dict[str, dict[str, set[str]]]:
+    """Class -> method -> the methods it calls on self (stream facts)."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for ff in result.files:
+        for fact in ff.stream_facts:
+            if fact.kind == SELF_CALLS:
+                out.setdefault(fact.class_qualname, {})[fact.function.split(".")[-1]] = set(fact.detail.split(","))
+    return out
+
+
+def _reachable(project, qualname: str, entry_points: set[str], calls) -> set[str]:
+    """Methods of the class (its own or inherited) that the entry points reach through self calls."""
+    table: dict[str, set[str]] = {}
+    for q in reversed(project.mro(qualname)):  # the class's own methods override its bases'
+        table.update(calls.get(q, {}))
+    seen, todo = set(entry_points), list(entry_points)
+    while todo:
+        for callee in table.get(todo.pop(), ()):
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
+
+
+def _folding_layers(result) -> dict[str, list]:
+    """Module -> layer forwards that return the stream with the residual already added."""
+    out: dict[str, list] = {}
+    for ff in result.files:
+        for fact in ff.stream_facts:
+            if fact.kind == FOLDS_RESIDUAL:
+                out.setdefault(fact.class_qualname.rpartition(".")[0], []).append(fact)
+    return out

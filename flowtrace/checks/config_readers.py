@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.facts import ProblemKind
 
 
 class DisagreeingConfigReaders(Rule):
@@ -17,9 +18,32 @@ class DisagreeingConfigReaders(Rule):
         "reader with a different default makes one part of the engine size the fc for one layout while "
         "another captures a different one."
     )
+    kind = ProblemKind.CONFIG_READERS_DISAGREE
     fix = "Read the key in one helper and use it everywhere, with a single default."
-    valid = (Example("ids = draft_layer_ids(cfg)  # one reader, one default"),)
-    invalid = (Example("a = getattr(cfg, 'eagle_aux_hidden_state_layer_ids', None)\nb = getattr(cfg, 'eagle_aux_hidden_state_layer_ids', [1, 2, 3, 4])"),)
+    valid = (
+        Example(
+            """\
+def draft_layer_ids(config):
+    return getattr(config, "eagle_aux_hidden_state_layer_ids", None)
+
+
+def aux_count(config):
+    return len(draft_layer_ids(config) or [])
+""", 'one reader, one default'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+def draft_layer_ids(config):
+    return getattr(config, "eagle_aux_hidden_state_layer_ids", None)
+
+
+def aux_count(config):
+    return len(getattr(config, "eagle_aux_hidden_state_layer_ids", [1, 2, 3, 4]))
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         reads: dict[str, list] = {}

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.facts import ProblemKind
 
 
 class UnreadableFile(Rule):
@@ -13,10 +14,29 @@ class UnreadableFile(Rule):
     name = "unreadable-file"
     severity = "info"
     summary = "A file could not be read or parsed; its facts are missing from the analysis."
-    rationale = "A scan that skips a file silently could hide a setter or a capture loop. Every such file is reported and counted."
+    rationale = (
+        "A scan that skips a file silently could hide a setter or a capture loop. Every file that names the "
+        "engine's capture markers and cannot be parsed is reported and counted (files without a marker are "
+        "skipped by the prefilter before parsing)."
+    )
+    kind = ProblemKind.UNREADABLE_FILE
     fix = "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine code."
-    valid = (Example("x = 1  # parses"),)
-    invalid = (Example("def broken(:\n    pass"),)
+    valid = (
+        Example(
+            """\
+x = 1
+""", 'parses'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExForCausalLM(Module):
+    def set_eagle3_layers_to_capture(self, layer_ids=None:
+        pass
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         for d in result.index.diagnostics:
@@ -31,22 +51,151 @@ class UnresolvedCapture(Rule):
     summary = "A capture path could not be decided statically (unknown capture point or missing registry target)."
     rationale = "Where the analysis cannot decide, it says so instead of guessing; `flowtrace probe capture` settles such cases on tensors."
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
-    valid = (Example("capture_output=aux.capture if i in self.layers_to_capture else None  # followed into the layer"),)
-    invalid = (Example("layer(h, aux if i in self.layers_to_capture else None)  # positional: cannot be followed"),)
+    valid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual, capture_output=None):
+        if capture_output is not None:
+            capture_output(hidden_states)
+        hidden_states = hidden_states * 2
+        return hidden_states, residual
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](
+                hidden_states, residual, capture_output=aux_hidden_states.append if i in self.layers_to_capture else None
+            )
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'a keyword callback is followed into the layer'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExDecoderLayer(Module):
+    def forward(self, hidden_states, residual, capture_output=None):
+        if capture_output is not None:
+            capture_output(hidden_states)
+        hidden_states = hidden_states * 2
+        return hidden_states, residual
+
+
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([ExDecoderLayer() for _ in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](
+                hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
+            )
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'positional: cannot be followed'
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
         for target, entries in sorted(project.registry.items()):
             if project.find_class(target) is None:
                 e = entries[0]
-                yield self.finding(e.location, f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree", target, target)
+                module, _, name = target.rpartition(".")
+                places = sorted(q for q in project.by_name.get(name, []) if q.startswith(module + "."))
+                if places:
+                    message = (
+                        f"registry entry {e.architecture!r} points at {target}; {name} is defined {len(places)} times below {module} "
+                        f"({', '.join(q.rpartition('.')[0] for q in places[:3])}) and the one that runs is chosen at import time"
+                    )
+                else:
+                    message = f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree"
+                yield self.finding(e.location, message, target, target, kind=ProblemKind.REGISTRY_TARGET_MISSING)
         seen = set()
         for row in result.rows:
             c = row.capture
-            for problem in (c.problems if c is not None and not c.inherited else ()):
-                if "could not be resolved" in problem or "cannot resolve" in problem:
-                    yield self.finding(c.setter.location, f"{row.name}: {problem}", row.qualname, problem)
+            if c is not None and not c.inherited:
+                issue = next((p for p in c.issues if p.kind in _UNRESOLVED), None)
+                if issue is not None:
+                    where = issue.location or c.setter.location
+                    yield self.finding(c.setter.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
             if c is None or c.site is None or c.point != F.UNKNOWN or c.site.location in seen:
                 continue
             seen.add(c.site.location)
-            yield self.finding(c.site.location, f"{row.name}: capture point unknown: {c.point_note}", row.qualname, c.site.function)
+            yield self.finding(
+                c.site.location,
+                f"{row.name}: capture point unknown at {c.site.location}: {c.point_note}",
+                row.qualname,
+                c.site.function,
+                kind=ProblemKind.POINT_UNKNOWN,
+                steps=(("setter", c.setter.location), ("capture site", c.site.location)),
+            )
+
+
+_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})

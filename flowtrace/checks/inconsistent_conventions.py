@@ -7,6 +7,10 @@ from typing import Iterator
 
 from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.analysis.trace import trace_row
+from flowtrace.model.facts import ProblemKind
+
+PROBE_LAYERS = 32  # the defaults are compared at one realistic layer count
 
 
 def _own_setters(result):
@@ -36,9 +40,106 @@ class InconsistentIdTransform(Rule):
         "explicit ids and a few use identity or a heuristic, the same draft is shifted by a layer on "
         "those classes and acceptance collapses without any error."
     )
+    kind = ProblemKind.TRANSFORM_INCONSISTENT
     fix = "Use the engine's majority convention (named in the message), or document why this class differs."
-    valid = (Example("self.model.layers_to_capture = [v + 1 for v in layer_ids]  # like its siblings"),)
-    invalid = (Example("if layer_ids and layer_ids[0] == 1:\n    self.model.layers_to_capture = [v + 1 for v in layer_ids]\nelse:\n    self.model.layers_to_capture = list(layer_ids)"),)
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", "plus one, like the engine's other setters"
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = list(layer_ids)
+
+EntryClass = ExForCausalLM
+""", "identity where the engine's other setters add one"
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
         setters = _own_setters(result)
@@ -62,35 +163,140 @@ class InconsistentIdTransform(Rule):
 class InconsistentDefaultLayers(Rule):
     code = "FT008"
     name = "inconsistent-default-layers"
-    severity = "info"
-    summary = "A setter's default layer list differs from the engine's usual default."
+    severity = "warning"
+    kind = ProblemKind.DEFAULT_BOUNDARIES_SHIFTED
+    summary = "A class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters' defaults."
     rationale = (
-        "When the draft config gives no ids, each class falls back to its own default. A shifted default "
-        "in one class (e.g. [1, n//2 - 1, n - 4] next to [2, n//2, n - 3]) serves a different layout for "
-        "the same draft."
+        "When the draft config gives no ids, each class falls back to its own default. What matters is the "
+        "boundaries the default reaches after the setter's transform and the capture point, not its text: "
+        "the same `[2, n // 2, n - 3]` recorded after the layer instead of before it, or passed through "
+        "`+ 1`, serves a layout shifted by one for the same draft, and acceptance collapses silently."
     )
-    fix = "Use the engine's common default, or make the default explicit in the draft config."
-    valid = (Example("self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]"),)
-    invalid = (Example("layer_ids = [1, n // 2 - 1, n - 4]  # siblings use [2, n // 2, n - 3]"),)
+    fix = "Make the default reach the same boundaries as the engine's other setters (named in the message), or give the ids in the draft config."
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            layer_ids = [2, num_layers // 2, num_layers - 3]
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
 
     def check(self, result) -> Iterator[Finding]:
-        setters = [s for s in _own_setters(result) if s.default_layers]
-        if len(setters) < 3:
+        by_setter: dict[str, tuple] = {}
+        for row in result.rows:
+            c = row.capture
+            if not row.registered or c is None or c.site is None or c.point == F.UNKNOWN or c.default_location is None:
+                continue
+            boundaries = trace_row(result.project, row, None, PROBE_LAYERS).boundaries
+            if boundaries:
+                by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[3].append(row)
+        if len(by_setter) < 3:
             return
-
-        def norm(text: str) -> str:
-            return "".join(text.replace("num_layers", "n").replace("num_hidden_layers", "n").split()).rstrip(",]").lstrip("[(").rstrip(")")
-
-        counts = Counter(norm(s.default_layers or "") for s in setters)
+        counts = Counter(b for _, _, b, _ in by_setter.values())
         majority, n = counts.most_common(1)[0]
-        if n * 2 <= len(setters):
+        if n * 2 <= len(by_setter):
             return
-        example = next(s.default_layers for s in setters if norm(s.default_layers or "") == majority)
-        for s in setters:
-            if norm(s.default_layers or "") != majority:
-                yield self.finding(
-                    s.location,
-                    f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} defaults to {' '.join((s.default_layers or '').split())}; {n} of {len(setters)} setters default to {' '.join(example.split())}",
-                    f"{s.class_qualname}.{s.method}",
-                    s.default_layers or "",
-                )
+        for where, row, boundaries, rows in sorted(by_setter.values(), key=lambda v: str(v[0])):
+            if boundaries == majority:
+                continue
+            shift = {b - m for b, m in zip(boundaries, majority)} if len(boundaries) == len(majority) else set()
+            how = f" (shifted by {shift.pop():+d})" if len(shift) == 1 else ""
+            names = ", ".join(sorted({r.name for r in rows})[:3])
+            yield self.finding(
+                where,
+                f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}{how}, "
+                f"while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
+                row.qualname,
+                f"{row.capture.setter.class_qualname}.{row.capture.setter.method}:{boundaries}",
+                steps=(("default ids", where), ("capture site", row.capture.site.location)),
+            )

@@ -106,7 +106,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
 
     outcome = run_check(
         path, profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
-        config=config_file, isolated=isolated, exit_zero=True, progress=None,
+        config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
@@ -155,7 +155,8 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         from flowtrace.analysis.compat import ConfigError, read_config, target_info
 
         try:
-            info = target_info(read_config(target_config, "target"), target_config)
+            target_doc = read_config(target_config, "target")
+            info = target_info(target_doc, target_config)
         except ConfigError as exc:
             raise api.UsageError(str(exc)) from None
         num_layers = num_layers or info.num_layers
@@ -163,7 +164,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
     if not num_layers:
         raise click.UsageError("give --num-layers N or --target-config config.json")
     result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
-    traced = api.trace(result, model, ids, num_layers, hidden_size)
+    traced = api.trace(result, model, ids, num_layers, hidden_size, target_doc if target_config else None)
     if fmt == "json":
         import json
 

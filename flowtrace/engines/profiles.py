@@ -254,6 +254,13 @@ def _parse(path: Path) -> tuple[bytes, dict]:
     return raw, data
 
 
+# --- Tables read by the checks, not by the scan (precision helper) ----------------------------
+# [checks] is validated and loaded by flowtrace.engines.check_conventions (its keys: target
+# methods, draft / non-target class patterns, speculative entry points, capture families, the
+# engine's embedding id, the interface's holder path). Listed here only so load_profile accepts it.
+_CHECK_TABLES = frozenset({"checks"})
+
+
 def load_profile(path: Path) -> Profile:
     """Load and validate one profile file.
 
@@ -262,7 +269,7 @@ def load_profile(path: Path) -> Profile:
     """
     path = Path(path)
     raw, data = _parse(path)
-    known = set(_SCHEMA) | set(_SCHEMA_SOURCES)
+    known = set(_SCHEMA) | set(_SCHEMA_SOURCES) | _CHECK_TABLES
     unknown = sorted(k for k in data if k not in known)
     if unknown:
         raise ProfileError(f"{path}: unknown table(s) [{'], ['.join(unknown)}] (known: {', '.join(sorted(known))})")

@@ -155,8 +155,71 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
         for method_name, method in sorted(methods.items())
         for loop_line in _layer_loops(method, conv.layers_attributes)
     ]
-    fact = F.ClassFact(node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(methods, names))
+    fact = F.ClassFact(
+        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(methods, names),
+        factories=_factories(methods, names), super_args=_super_args(methods.get("__init__"), names),
+        extends=tuple(sorted(n for n, fn in methods.items() if _calls_super(fn, n))),
+    )
     return fact, loops
+
+
+def _calls_super(fn, name: str) -> bool:
+    """``super().<name>(...)`` anywhere in the method: it runs the base's version too."""
+    for sub in ast.walk(fn):
+        func = sub.func if isinstance(sub, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
+            return True
+    return False
+
+
+def _factories(methods: dict, names: _Names) -> tuple[F.AttributeAssignment, ...]:
+    """Methods returning a newly built class (as the libcst tier records them)."""
+    out = []
+    for name, fn in methods.items():
+        if name.startswith("__"):
+            continue
+        for sub in _statements(fn.body):
+            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call) and _is_class_name(_dotted(sub.value.func)):
+                out.append(F.AttributeAssignment(name, names.resolve(_dotted(sub.value.func)), sub.lineno))  # type: ignore[arg-type]
+                break
+    return tuple(out)
+
+
+def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements of a body in source order, into compound statements but not nested defs."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            out += _statements(getattr(stmt, field, []) or [])
+        for handler in getattr(stmt, "handlers", []) or []:
+            out += _statements(handler.body)
+    return out
+
+
+def _super_args(init, names: _Names) -> tuple[F.AttributeAssignment, ...]:
+    """Classes handed to the base's ``__init__`` through ``super().__init__(...)``."""
+    if init is None:
+        return ()
+    params = init.args.args + init.args.kwonlyargs
+    defaults_list = [None] * (len(init.args.args) - len(init.args.defaults)) + list(init.args.defaults) + list(init.args.kw_defaults)
+    defaults = {p.arg: _dotted(d) for p, d in zip(params, defaults_list) if d is not None}
+    out = []
+    for sub in _statements(init.body):
+        call = sub.value if isinstance(sub, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"):
+            continue
+        if not (isinstance(call.func.value, ast.Call) and _dotted(call.func.value.func) == "super"):
+            continue
+        given = [(f"#{n}", a) for n, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
+        for key, value in given:
+            ref = _dotted(value) or ""
+            ref = defaults.get(ref) or ref
+            if _is_class_name(ref):
+                out.append(F.AttributeAssignment(key, names.resolve(ref), value.lineno))
+    return tuple(out)
 
 
 def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]:
@@ -186,7 +249,7 @@ def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.
             continue
         mod, cls = entry.elts[0], entry.elts[1]
         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant) and isinstance(mod.value, str) and isinstance(cls.value, str):
-            out.append(F.RegistryFact(key.value, f"{prefix}{mod.value}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
     return out
 
 
@@ -242,3 +305,12 @@ def _setterless_registrations(tree: ast.Module, path: str, modname: str, conv: C
     if conv.registry_decorators:
         out += registry_decorators(tree, path, modname, conv)
     return tuple(out)
+
+
+def registry_module(prefix: str, module: str) -> str:
+    """The module a registry entry names: relative to the profile's prefix, unless it already
+    starts at the prefix's top package (an absolute ``pkg.models.x`` is not prefixed twice)."""
+    top = prefix.split(".", 1)[0]
+    if top and module.startswith(top + "."):
+        return module
+    return f"{prefix}{module}"

@@ -155,7 +155,7 @@ class _Gated:
             return
         if any(kw.arg in self.conv.method_variables and isinstance(kw.value, ast.Constant) and kw.value.value is None for kw in node.keywords):
             return
-        value = node.func.value
+        value = node.func.value  # type: ignore[attr-defined]  # callers pass attribute calls (self.x.build(...))
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
             self.calls.append("super()")  # the base class's build: resolved by the caller
             return

@@ -18,6 +18,8 @@ from flowtrace.model import facts as F
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
+from flowtrace.index.class_table import registry_module
+from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.engines.profiles import Conventions
 
@@ -204,8 +206,10 @@ class FileAnalyzer:
         fcs: list[F.FcFact] = []
         uses: list[F.AttributeUseFact] = []
         callbacks: list[F.CallbackUse] = []
+        streams: list[F.StreamFact] = []
         helper_defs: list[F.HelperDefFact] = []
         for info in self.collector.classes:
+            loops_before = len(loops)
             classes.append(self.class_fact(info))
             fcs.extend(self.fc_facts(info))
             for name, fn in info.methods.items():
@@ -216,10 +220,13 @@ class FileAnalyzer:
                     getters.append(self.getter_fact(info, fn))
                 # Cheap substring gates on the method's own source lines keep the
                 # per-method passes off the (many) methods that cannot matter.
+                site_facts = []
                 if "for " in text and any(a in text for a in self.conv.layers_attributes):
                     loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
                     loops.extend(loop_facts)
                     sites.extend(site_facts)
+                if site_facts or (name == "forward" and "residual" in text):
+                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
                     if " in self." in text:
@@ -228,6 +235,11 @@ class FileAnalyzer:
                             helper_defs.append(helper)
                 if name == "forward" or name.startswith("forward"):
                     callbacks.extend(self.callback_uses(info, fn))
+            if len(loops) > loops_before:  # a class with a layer loop: which paths reach it
+                for name, fn in info.methods.items():
+                    call = self_calls(self.path, info.qualname, f"{info.name}.{name}", self.text_of(fn), self.line(fn))
+                    if call is not None:
+                        streams.append(call)
         return F.FileFacts(
             path=self.path,
             module=self.modname,
@@ -247,6 +259,7 @@ class FileAnalyzer:
             config_reads=tuple(self.config_read_facts()),
             attribute_uses=tuple(uses),
             callback_uses=tuple(callbacks),
+            stream_facts=tuple(streams),
         )
 
     # -- classes ---------------------------------------------------------------
@@ -270,7 +283,60 @@ class FileAnalyzer:
             methods=tuple(sorted(info.methods)),
             assignments=tuple(assignments),
             raise_checks=self.raise_checks(info),
+            factories=self.factories(info),
+            super_args=self.super_args(info, init),
+            extends=tuple(sorted(n for n, fn in info.methods.items() if f"super().{n}(" in "".join(self.text_of(fn).split()))),
         )
+
+    def assignment_via(self, info: _Class, value: cst.BaseExpression) -> str | None:
+        """How a subclass could change the class built here (see AttributeAssignment.via)."""
+        if not isinstance(value, cst.Call):
+            return None
+        name = dotted(value.func) or ""
+        if name.startswith("self.") and name.count(".") == 1 and name[5:] in info.methods:
+            return f"method:{name[5:]}"
+        init = info.methods.get("__init__")
+        if init is not None and "." not in name:
+            params = [p.name.value for p in init.params.params if p.name.value != "self"]
+            if name in params:
+                return f"param:{name}#{params.index(name)}"
+        return None
+
+    def factories(self, info: _Class) -> tuple[F.AttributeAssignment, ...]:
+        """Methods that return a newly built class (``def _init_model(...): return Cls(...)``)."""
+        out: list[F.AttributeAssignment] = []
+        for name, fn in info.methods.items():
+            if name.startswith("__"):
+                continue
+            for stmt in walk_statements(fn.body):
+                if isinstance(stmt, cst.Return) and isinstance(stmt.value, cst.Call):
+                    callee = dotted(stmt.value.func)
+                    if callee and callee.split(".")[-1][:1].isupper():
+                        out.append(F.AttributeAssignment(name, self.resolve(callee), self.line(stmt)))
+                        break
+        return tuple(out)
+
+    def super_args(self, info: _Class, init: cst.FunctionDef | None) -> tuple[F.AttributeAssignment, ...]:
+        """Classes a subclass hands to its base's ``__init__`` (``super().__init__(c, q, p, Cls)``),
+        a parameter of its own resolved to its default."""
+        if init is None:
+            return ()
+        defaults = {p.name.value: dotted(p.default) for p in init.params.params + init.params.kwonly_params if p.default is not None}
+        out: list[F.AttributeAssignment] = []
+        for stmt in walk_statements(init.body):
+            call = stmt.value if isinstance(stmt, cst.Expr) else None
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__" and isinstance(call.func.value, cst.Call)):
+                continue
+            if last_name(call.func.value.func) != "super":
+                continue
+            positional = [a for a in call.args if a.keyword is None]
+            for arg in call.args:
+                ref = dotted(arg.value) or ""
+                ref = defaults.get(ref) or ref
+                if ref and ref.split(".")[-1][:1].isupper():
+                    key = arg.keyword.value if arg.keyword is not None else f"#{positional.index(arg)}"
+                    out.append(F.AttributeAssignment(key, self.resolve(ref), self.line(arg)))
+        return tuple(out)
 
     def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
         """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
@@ -295,9 +361,9 @@ class FileAnalyzer:
                 for target in node.targets:
                     name = dotted(target.target)
                     if name and name.startswith("self.") and name.count(".") == 1:
-                        callee = analyzer.constructed_class(info, node.value)
+                        callee = analyzer.constructed_class(info, node.value) or analyzer.dynamic_build(node.value)
                         if callee:
-                            out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node)))
+                            out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, node.value)))
 
             def visit_Call(self, node: cst.Call) -> None:
                 name = dotted(node.func)
@@ -324,6 +390,22 @@ class FileAnalyzer:
             if default and default.split(".")[-1][:1].isupper():
                 mention(default, param)
         return out
+
+    def dynamic_build(self, value: cst.BaseExpression) -> str | None:
+        """``init_model(..., hf_config=config.text_config)``: an object built at run time
+        from a sub-config of the target's config; which class it is depends on that
+        config's ``architectures``. Recorded as ``dynamic:<sub-config>``."""
+        if not isinstance(value, cst.Call):
+            return None
+        name = last_name(value.func) or ""
+        if name[:1].isupper():
+            return None
+        for arg in value.args:
+            ref = dotted(arg.value) or ""
+            parts = ref.split(".")
+            if len(parts) >= 2 and parts[-1].endswith("_config") and any(p == "config" or p.endswith("_config") or p == "hf_config" for p in parts[:-1]):
+                return f"dynamic:{parts[-1]}"
+        return None
 
     def constructed_class(self, info: _Class, value: cst.BaseExpression) -> str | None:
         if isinstance(value, cst.IfExp):
@@ -492,7 +574,7 @@ class FileAnalyzer:
                         if isinstance(value, cst.Tuple) and len(value.elements) >= 2:
                             mod, cls = value.elements[0].value, value.elements[1].value
                             if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
-                                target_name = f"{prefix}{mod.evaluated_value}.{cls.evaluated_value}"
+                                target_name = f"{registry_module(prefix, str(mod.evaluated_value))}.{cls.evaluated_value}"
                                 out.append(
                                     F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict", name)
                                 )

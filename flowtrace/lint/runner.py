@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.model.facts import Location
@@ -188,12 +189,15 @@ def run_check(
     config: str | Path | None = None,
     isolated: bool = False,
     progress: bool | None = False,
+    require_engine_code: bool = True,
 ) -> CheckOutcome:
     """Scan ``path`` and apply the CI contract; see the module docstring for the order.
 
     Selectors are code prefixes (``FT0``, ``FT003``) or ``ALL``; each string may hold several,
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
     file to read instead of ``PATH/pyproject.toml``; ``isolated`` reads none.
+    ``require_engine_code`` makes a path without engine code a :class:`UsageError` (the CI
+    contract); ``scan`` turns it off and reports an empty matrix instead.
     """
     from flowtrace.analysis.scan import resolve_root, scan
     from flowtrace.checks.run import run_rules
@@ -231,6 +235,8 @@ def run_check(
         progress=progress,
     )
     result = scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
+    if require_engine_code:
+        _require_engine_code(result, source)
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))
@@ -298,6 +304,24 @@ def run_check(
         suppressed_baseline=suppressed_baseline,
         ignored_per_file=ignored_per_file,
         baseline_written=written,
+    )
+
+
+def _require_engine_code(result: ScanResult, source: str) -> None:
+    """A check of a path without engine code is a usage error, not a green "0 findings".
+
+    Engine code is anything the profiles recognise: a registry entry, a capture setter, a
+    capture site or a decoder-layer loop. A file, an empty folder or the wrong folder has none.
+    """
+    if any(ff.registry or ff.setters or ff.capture_sites or ff.layer_loops for ff in result.files):
+        return
+    total = result.index.stats.files_total
+    what = "no Python files, so no" if total == 0 else f"{total} Python file{'s' if total != 1 else ''}, none with a"
+    engines = " or ".join(p.name for p in result.profiles) or "any known engine"
+    looked = " or ".join(p.detect_paths[0] for p in result.profiles if p.detect_paths)
+    raise UsageError(
+        f"{source}: no engine code to check ({what} model registry, capture setter or decoder-layer loop of {engines}); "
+        f"point check at an engine checkout, e.g. the folder holding {looked}"
     )
 
 

@@ -135,6 +135,30 @@ class ProblemKind(Word):
     PACKER_COUNT_CHECK = "packer_count_check"
     RETURN_DROPPED = "return_dropped"
     DEPENDS_ON_CONFIG = "depends_on_config"
+    # What a finding of the checks says is wrong (flowtrace.checks; stable values: baselines and
+    # SARIF properties.problem carry them). Chain problems above are reused where they fit.
+    WRAPPER_WITHOUT_SETTER = "wrapper_without_setter"
+    TARGET_METHODS_MISSING = "target_methods_missing"
+    CAPTURE_WITHOUT_SETTER = "capture_without_setter"
+    CAPTURE_FED_BY_OTHER_FAMILY = "capture_fed_by_other_family"
+    INTERFACE_HOLDER_CANNOT_CAPTURE = "interface_holder_cannot_capture"
+    FLAG_WITHOUT_CAPTURE = "flag_without_capture"
+    FORWARD_DROPS_CAPTURE = "forward_drops_capture"
+    CAPTURE_SKIPPED_ON_PATH = "capture_skipped_on_path"
+    RESIDUAL_MISSING = "residual_missing"
+    MUTATED_AFTER_CAPTURE = "mutated_after_capture"
+    FLAG_NEVER_SET = "flag_never_set"
+    TRANSFORM_INCONSISTENT = "transform_inconsistent"
+    DEFAULT_BOUNDARIES_SHIFTED = "default_boundaries_shifted"
+    EMBEDDING_ID_DROPPED = "embedding_id_dropped"
+    EMBEDDING_UNREACHABLE = "embedding_unreachable"
+    EMBEDDING_RAISES = "embedding_raises"
+    LAST_LAYER_UNREACHABLE = "last_layer_unreachable"
+    UNGUARDED_LAYER_INDEX = "unguarded_layer_index"
+    CONFIG_READERS_DISAGREE = "config_readers_disagree"
+    UNREADABLE_FILE = "unreadable_file"
+    REGISTRY_TARGET_MISSING = "registry_target_missing"
+    UNUSED_SUPPRESSION = "unused_suppression"
 
 
 # Module-level aliases: older code and profiles name the words as constants.
@@ -174,6 +198,10 @@ class AttributeAssignment:
     attribute: str
     callee: str
     line: int
+    # How the class is chosen, when a subclass may change it: "method:<m>" (built by
+    # ``self.<m>()``, which a subclass may override) or "param:<name>#<position>" (an
+    # ``__init__`` parameter default a subclass may pass through ``super().__init__``).
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +213,9 @@ class ClassFact:
     methods: tuple[str, ...]
     assignments: tuple[AttributeAssignment, ...] = ()
     raise_checks: tuple[RaiseCheck, ...] = ()  # `if <condition>: raise` in a method
+    factories: tuple[AttributeAssignment, ...] = ()  # method -> the class it returns (`return Cls(...)`)
+    super_args: tuple[AttributeAssignment, ...] = ()  # `super().__init__(..., k=Cls)`: "k" or "#<pos>" -> Cls
+    extends: tuple[str, ...] = ()  # methods that call the base's own version (`super().forward(...)`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +413,8 @@ class FileFacts:
     # Layer-forward summaries used to follow a callback into a decoder layer:
     # (class qualname, parameter name) -> point ("input"/"output"/"unknown") with a note.
     callback_uses: tuple[CallbackUse, ...] = ()
+    # Stream / return-path facts for the rules (flowtrace.index.stream_facts; precision helper).
+    stream_facts: tuple[StreamFact, ...] = ()
     # Facts for engines without a setter (flowtrace.index.config_sources); None when none.
     sources: SourceFacts | None = None
 
@@ -401,6 +434,22 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFact:
+    """One stream-semantics or return-path observation about a method (see index/stream_facts.py).
+
+    ``kind`` is "folds_residual" (a layer forward returns the stream with the residual added)
+    or "early_return" (a return at ``location`` drops the aux container; ``detail`` is the test
+    guarding it).
+    """
+
+    class_qualname: str
+    function: str
+    location: Location
+    kind: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)

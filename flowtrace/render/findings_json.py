@@ -2,7 +2,8 @@
 
 Each finding carries the stable fields ``rule``, ``name``, ``severity``, ``file`` (POSIX,
 relative to the scanned root), ``line`` (1-based), ``message``, ``symbol`` and ``fingerprint``,
-plus ``hint`` and ``flow`` (the capture path, a list of ``{"file", "line"}``). Fields are only
+plus ``hint``, ``flow`` (the capture chain, a list of ``{"file", "line", "label"}``) and ``kind`` (the
+typed problem, :class:`flowtrace.model.facts.ProblemKind`). Fields are only
 ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
 """
 
@@ -31,7 +32,11 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "symbol": f.symbol,
         "fingerprint": f.fingerprint,
         "hint": f.hint,
-        "flow": [{"file": step.file, "line": step.line} for step in f.flow],
+        "flow": [
+            {"file": step.file, "line": step.line, **({"label": f.flow_labels[i]} if i < len(f.flow_labels) else {})}
+            for i, step in enumerate(f.flow)
+        ],
+        "kind": f.kind.value if f.kind is not None else None,  # the typed problem (flowtrace.model.facts.ProblemKind)
     }
 
 

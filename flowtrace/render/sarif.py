@@ -7,7 +7,8 @@
   location with a relative POSIX ``uri`` against ``uriBaseId: %SRCROOT%`` and a 1-based
   ``startLine`` (line 0, a whole-file finding, becomes 1), ``partialFingerprints``
   ``{"flowtrace/v1": fingerprint}`` (line-independent, so alerts follow code that moves), and
-  ``codeFlows`` when the finding has a capture path.
+  ``codeFlows`` when the finding has a capture chain (its links as threadFlow locations, in
+  chain order), and ``properties.problem``: the typed problem kind.
 - ``%SRCROOT%`` is the working folder when the scanned tree is inside it (the repository root
   in CI, so GitHub resolves the paths), else the scanned root.
 """
@@ -50,6 +51,22 @@ def _physical(uri: str, line: int) -> dict[str, Any]:
     return {"physicalLocation": {"artifactLocation": {"uri": uri, "uriBaseId": SRCROOT}, "region": {"startLine": max(int(line), 1)}}}
 
 
+def _code_flow(f: Finding, uri) -> dict[str, Any]:
+    """The finding's capture chain as one threadFlow: each link a location named by its label
+    (setter, holder, capture site, ...), in chain order, the one that decides the finding
+    marked ``essential``."""
+    steps = []
+    for i, step in enumerate(f.flow, 1):
+        location = _physical(uri(step.file), step.line)
+        label = f.flow_labels[i - 1] if i <= len(f.flow_labels) else f"step {i} of {len(f.flow)}"
+        location["message"] = {"text": label + (" (reported here)" if (step.file, step.line) == (f.file, f.line) else "")}
+        entry: dict[str, Any] = {"location": location, "executionOrder": i}
+        if (step.file, step.line) == (f.file, f.line):
+            entry["importance"] = "essential"
+        steps.append(entry)
+    return {"message": {"text": f.message}, "threadFlows": [{"locations": steps}]}
+
+
 def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None) -> dict[str, Any]:
     from urllib.parse import quote
 
@@ -78,8 +95,10 @@ def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None 
         }
         if f.symbol:
             result["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.symbol}]
+        if f.kind is not None:
+            result["properties"] = {"problem": f.kind.value}
         if f.flow:
-            result["codeFlows"] = [{"threadFlows": [{"locations": [{"location": _physical(uri(step.file), step.line)} for step in f.flow]}]}]
+            result["codeFlows"] = [_code_flow(f, uri)]
         results.append(result)
 
     base = display_base(root, cwd)

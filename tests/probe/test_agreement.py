@@ -90,6 +90,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         )
         for ids in ("specforge", "out_of_range", "unsorted")
     },
+    ("vllm_like", "LlavaLikeForConditionalGeneration", "*"): (
+        "trace without --target-config answers 'unknown' (the language model's class is the "
+        "target config's text_config.architectures); the run builds whatever it names"
+    ),
     ("shapes", "HookForCausalLM", "*"): (
         "trace says captures_nothing: it does not see the metadata hook the layer calls "
         "after its MLP (metadata_hook.py:29)"

@@ -1,0 +1,140 @@
+"""A declared capture interface whose holder cannot capture (FT021): link 3 of the capture chain."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions, is_target, short
+from flowtrace.model import facts as F
+from flowtrace.model.facts import ProblemKind
+
+
+def _assignment(project, qualname: str, attribute: str):
+    """(class that assigns it, assignment) nearest in the MRO, or None."""
+    for q in project.mro(qualname):
+        cls = project.classes.get(q)
+        for a in cls.assignments if cls else ():
+            if a.attribute == attribute:
+                return q, a
+    return None
+
+
+def _overridden(project, qualname: str, attribute: str) -> str | None:
+    """The base class whose own assignment of ``attribute`` the class's assignment replaces."""
+    for q in project.mro(qualname)[1:]:
+        cls = project.classes.get(q)
+        if cls and any(a.attribute == attribute for a in cls.assignments):
+            return q
+    return None
+
+
+def walk_holder(project, qualname: str, path: tuple[str, ...]):
+    """Follow the interface's holder path; None when a step is built dynamically (unresolvable)."""
+    steps = []
+    current = qualname
+    for attribute in path:
+        found = _assignment(project, current, attribute)
+        if found is None:
+            continue  # an optional step the object does not have
+        owner, assignment = found
+        target = project.find_class(assignment.callee)
+        if target is None:
+            return None  # built from the config at run time: conditional, not decidable here
+        steps.append((owner, assignment, target))
+        current = target
+    return current, steps
+
+
+class InterfaceHolderCannotCapture(Rule):
+    code = "FT021"
+    name = "interface-holder-cannot-capture"
+    severity = "error"
+    kind = ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE
+    summary = "A class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."
+    rationale = (
+        "The interface's setter walks from the model to a holder (the language model, then its inner "
+        "model) and requires the holder to be the engine's capture mixin. A holder built without it, often "
+        "because a wrapper builds its own language model and overrides the one its base builds, makes "
+        "the setter fail at start-up: the declared support is false."
+    )
+    fix = "Make the holder inherit the engine's capture mixin and record states in its layer loop, or drop the interface from the class."
+    valid = (
+        Example(
+            """\
+class ExTextModel(Module, EagleModelMixin):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = []
+
+    def forward(self, positions, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        self._maybe_add_hidden_state(aux_hidden_states, self.start_layer, hidden_states, residual)
+        for idx in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[idx](positions, hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module, SupportsEagle3):
+    def __init__(self, config):
+        self.model = ExTextModel(config)
+""", profile='vllm'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExTextModel(Module):  # no EagleModelMixin
+    def __init__(self, config):
+        self.layers = []
+
+    def forward(self, positions, hidden_states):
+        return hidden_states
+
+
+class ExForCausalLM(Module, SupportsEagle3):
+    def __init__(self, config):
+        self.model = ExTextModel(config)
+""", profile='vllm'
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        project = result.project
+        cc = conventions(result)
+        interfaces, holders = project.conv.interfaces, project.conv.holders
+        if not interfaces or not holders or not cc.interface_holder_path:
+            return
+        for row in result.rows:
+            c = row.capture
+            if c is None or not is_target(row, project, cc) or project.classes.get(c.setter.class_qualname, None) is None:
+                continue
+            if project.classes[c.setter.class_qualname].name not in interfaces:
+                continue  # the class overrides the interface's setter: its own path is judged elsewhere
+            walked = walk_holder(project, row.qualname, cc.interface_holder_path)
+            if walked is None:
+                continue
+            holder, steps = walked
+            if not steps:
+                continue  # no holder built in __init__: the language model comes from a getter or the config
+            if any(project.classes[q].name in holders for q in project.mro(holder) if q in project.classes):
+                continue
+            yield self._finding(project, row, holder, steps, sorted(holders), c)
+
+    def _finding(self, project, row, holder, steps, holders, capture) -> Finding:
+        path = "".join(f".{a.attribute}" for _, a, _ in steps) or " itself"
+        where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _ in steps]
+        note = ""
+        if steps:
+            owner, assignment, _ = steps[-1]
+            base = _overridden(project, owner, assignment.attribute)
+            if base is not None and owner != row.qualname:
+                note = f" ({short(owner)} builds its own {assignment.attribute}, overriding {short(base)}'s)"
+        message = (
+            f"{row.name} declares {', '.join(sorted(project.conv.interfaces))}, but its setter ({capture.setter.location}) reaches "
+            f"self{path} = {short(holder)}{note}, which is not a {' or '.join(holders)}: setting the layers fails at start-up"
+        )
+        flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), ("holder without the mixin", project.classes[holder].location))
+        return self.finding(row.location, message, row.qualname, f"{path}:{holder}", steps=flow)

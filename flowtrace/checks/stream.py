@@ -1,0 +1,104 @@
+"""What the capture records at the first index (FT022): link 5 of the capture chain."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions, short
+from flowtrace.model import facts as F
+from flowtrace.model.facts import ProblemKind
+
+
+class NoneResidualAtEmbedding(Rule):
+    code = "FT022"
+    name = "none-residual-at-embedding"
+    severity = "error"
+    kind = ProblemKind.INDEX0_RAISES
+    summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
+    rationale = (
+        "Split-residual loops start with `residual = None` and let the first layer create it. A capture "
+        "that records `hidden_states + residual` before the layer runs evaluates `tensor + None` at the "
+        "first index, so a draft that asks for the embedding (the engine's embedding id) crashes the "
+        "engine with a TypeError instead of capturing. Sites that guard the sum (`h if r is None else h + r`) "
+        "are fine."
+    )
+    fix = "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper does)."
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states, aux_hidden_states
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        return hidden_states, aux_hidden_states
+""", 'residual is None at the first layer'
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        """Reads the capture sites' first-iteration stream facts (flowtrace.index.streams):
+        an operand that is None when the loop starts, added unguarded at the index the first
+        iteration meets (``label_offset``)."""
+        embedding = conventions(result).embedding_id
+        users = _users(result)
+        for ff in result.files:
+            for site in ff.capture_sites:
+                if not site.first_none or site.label_offset is None or not _first_index_is_embedding(site):
+                    continue
+                name = site.first_none
+                none_at = site.first_none_at or site.location
+                at = site.stored_at or site.location
+                ids = f"id {embedding}" if embedding is not None else "the embedding's id"
+                who = users.get(site.class_qualname)
+                yield self.finding(
+                    site.location,
+                    f"{site.function} records `{site.captured_expression or name}` ({at}) before the first layer while {name} is None "
+                    f"({none_at}): a draft asking for the embedding ({ids}) makes {who or short(site.class_qualname)} raise a TypeError",
+                    site.class_qualname,
+                    f"{site.function}:{name}",
+                    steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
+                )
+
+
+def _first_index_is_embedding(site) -> bool:
+    """The first iteration records b = 0: the capture runs before the layer call (input point)."""
+    return site.point == F.INPUT
+
+
+def _users(result) -> dict[str, str]:
+    """Holder -> a registered model that captures through it, for the message."""
+    out: dict[str, list[str]] = {}
+    for row in result.rows:
+        if row.registered and row.capture is not None and row.capture.site is not None:
+            out.setdefault(row.capture.site.class_qualname, []).append(row.name)
+    return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}

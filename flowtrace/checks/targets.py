@@ -1,0 +1,70 @@
+"""Which classes are EAGLE-3 targets, and the engine facts the rules share.
+
+A registered generation model is an EAGLE-3 target unless the profile says it is served as a
+draft (MTP / NextN / EAGLE heads) or does not decode autoregressively (block diffusion).
+Rules that say "cannot capture" only speak about targets: a draft head without a setter is
+not a defect.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flowtrace.engines.check_conventions import CheckConventions, check_conventions
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.api import ScanResult
+
+_CACHE_ATTR = "_flowtrace_check_conventions"
+
+
+def conventions(result: ScanResult) -> CheckConventions:
+    """The ``[checks]`` conventions of the scan's profiles (memoised on the project)."""
+    project = result.project
+    cached = getattr(project, _CACHE_ATTR, None)
+    if cached is None:
+        cached = check_conventions(result.profiles)
+        setattr(project, _CACHE_ATTR, cached)
+    return cached
+
+
+def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
+    """A generation model the engine may serve an EAGLE-3 draft for."""
+    if not row.generation_target:
+        return False
+    names = [project.classes[q].name for q in project.mro(row.qualname) if q in project.classes]
+    if any(cc.is_draft_class(n) for n in names[:1]) or cc.is_draft_class(row.name):
+        return False
+    return not cc.is_non_target([row.name, *row.architectures])
+
+
+def short(qualname: str | None) -> str:
+    return (qualname or "?").rsplit(".", 1)[-1]
+
+
+def methods_on_mro(project: Project, qualname: str) -> set[str]:
+    out: set[str] = set()
+    for q in project.mro(qualname):
+        cls = project.classes.get(q)
+        if cls is not None:
+            out.update(cls.methods)
+    return out
+
+
+def capture_works(project: Project, qualname: str) -> bool:
+    """The class's own capture path resolves to a capture site without problems."""
+    capture = project.resolve_capture(qualname)
+    return capture is not None and capture.site is not None and not capture.problems
+
+
+def family_writers(result: ScanResult, cc: CheckConventions) -> dict[str, list]:
+    """Writer class -> attribute writes done by another capture family's setter."""
+    attributes = set(result.project.conv.attributes) | set(result.project.conv.flags)
+    out: dict[str, list] = {}
+    for ff in result.files:
+        for use in ff.attribute_uses:
+            method = use.function.split(".")[-1]
+            if use.kind == "write" and use.attribute in attributes and cc.family_of(method) is not None:
+                out.setdefault(use.class_qualname, []).append(use)
+    return out
