@@ -42,11 +42,12 @@ def _ids(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def trace_model(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:  # noqa: ANN001
-    """The trace of any row: the setter path (trace.trace_row) or the setter-less one."""
+def trace_model(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None) -> TraceResult:  # noqa: ANN001
+    """The trace of any row: the setter path (trace.trace_row) or the setter-less one.
+    ``target_config`` resolves holders built from the target's config (support conditional)."""
     if row.capture is None and row.source is not None:
         return trace_source(project, row, layer_ids, num_layers, hidden_size)
-    return trace_row(project, row, layer_ids, num_layers, hidden_size)
+    return trace_row(project, row, layer_ids, num_layers, hidden_size, target_config)
 
 
 def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:  # noqa: ANN001
