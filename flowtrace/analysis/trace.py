@@ -311,9 +311,7 @@ class _Tracer:
             owner = setter.class_qualname.rsplit(".", 1)[-1]
             self.branch_steps(setter, run)
             if run.raised:
-                at = F.Location(setter.location.file, setter.location.line + run.raised_line - 1) if run.raised_line else setter.location
-                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", at))
-                self.end(F.Outcome.RAISES, f"{owner}.{setter.method} raises {run.raised} for these ids", at)
+                self.setter_raised(setter, run, ids)
             writes = [w for w in run.writes if w.target.rsplit(".", 1)[-1] in self.project.conv.attributes and _as_ids(w.value) is not None]
             nxt = capture.chain[position + 1] if position + 1 < len(capture.chain) else None
             calls = [c for c in run.calls if nxt is not None and c.callee.endswith("." + nxt.method)]
@@ -328,18 +326,29 @@ class _Tracer:
                 source = call.argument_sources[0] if call.argument_sources else ""
                 self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: hands {source} = {ids} to {call.callee}()  [{setter.id_transform}]", self.line_of(setter, call.line)))
                 continue
-            self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
-            if run.returned_early and not run.writes:
-                self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
-            if ids is None and not any(s.default_layers for s in capture.chain):
-                self.end(
-                    F.Outcome.CAPTURES_NOTHING,
-                    "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail or capture nothing",
-                    setter.location,
-                )
-            self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+            self.no_indices(capture, setter, run, ids)
         if self.indices is None:
             self.end(F.Outcome.UNKNOWN, "the setter chain ended without writing capture indices")
+
+    def setter_raised(self, setter: F.SetterFact, run, ids: object) -> None:
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        at = self.line_of(setter, run.raised_line) if run.raised_line else setter.location
+        self.steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", at))
+        self.end(F.Outcome.RAISES, f"{owner}.{setter.method} raises {run.raised} for these ids", at)
+
+    def no_indices(self, capture, setter: F.SetterFact, run, ids: object) -> None:
+        """A setter that neither wrote indices nor handed them on: say why, and end."""
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
+        if run.returned_early and not run.writes:
+            self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
+        if ids is None and not any(s.default_layers for s in capture.chain):
+            self.end(
+                F.Outcome.CAPTURES_NOTHING,
+                "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail or capture nothing",
+                setter.location,
+            )
+        self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
 
     @staticmethod
     def line_of(setter: F.SetterFact, line: int) -> F.Location:

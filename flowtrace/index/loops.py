@@ -479,18 +479,7 @@ class LoopAnalyzer:
             return None
         point = point_for(1 if after else 0, label) if label is not None else F.UNKNOWN
         mechanism = F.PACKER if self.is_packer(container) else F.APPEND
-        captured, uses_residual, mutated = None, False, None
-        stream: dict[str, object] = {}
-        if call.args:
-            stored = call.args[0].value
-            uses_residual = _depends_on_residual(stored, ctx.bound)
-            if isinstance(stored, cst.Name):
-                mutated = self.mutated_after(ctx.loop, stored.value, self.file.positions[call].start)
-            if not after:
-                stream = self.first_iteration(call, stored, tests)
-            if isinstance(stored, cst.Name) and stored.value in ctx.bound:
-                stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
-            captured = self.file.code(stored)
+        captured, uses_residual, mutated, stream = self.stored_value(call, tests, after)
         return F.CaptureSiteFact(
             **ctx.base,
             location=self.file.loc(call),
@@ -508,6 +497,20 @@ class LoopAnalyzer:
             **stream,
             **self.slot_facts(container, ctx.loop),
         )
+
+    def stored_value(self, call: cst.Call, tests: tuple, after: bool) -> tuple:
+        """(recorded expression, depends on a residual, later in-place update, first-iteration
+        stream facts) of ``aux.<record>(x)``, following ``x = h + r`` loop locals."""
+        if not call.args:
+            return None, False, None, {}
+        ctx = self.context
+        stored = call.args[0].value
+        uses_residual = _depends_on_residual(stored, ctx.bound)
+        mutated = self.mutated_after(ctx.loop, stored.value, self.file.positions[call].start) if isinstance(stored, cst.Name) else None
+        stream = {} if after else self.first_iteration(call, stored, tests)
+        if isinstance(stored, cst.Name) and stored.value in ctx.bound:
+            stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
+        return self.file.code(stored), uses_residual, mutated, stream
 
     def first_iteration(self, call: cst.Call, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
         """The operand that is None when this site runs at the loop's first index, if the
