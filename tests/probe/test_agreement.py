@@ -82,14 +82,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
-    **{
-        ("sglang_like", "RhoForCausalLM", ids): (
-            "regression on main at b021641 (agreed before): trace says captures (the fixed-slot "
-            "SlotBuffer is no longer seen); the run raises RuntimeError 'filled 2 of 3 slots' in "
-            "finalize() (layers/slots.py:18, called at rho.py:32)"
-        )
-        for ids in ("specforge", "out_of_range", "unsorted")
-    },
     ("vllm_like", "LlavaLikeForConditionalGeneration", "*"): (
         "trace without --target-config answers 'unknown' (the language model's class is the "
         "target config's text_config.architectures); the run builds whatever it names"
