@@ -26,9 +26,9 @@ if settings is not None:
     settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
     if CI:
         settings.load_profile("ci")
-# The fact cache's per-user key lives under $XDG_CACHE_HOME/flowtrace: keep the tests' own key
-# (and anything else they would put there) out of the real home folder.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="flowtrace-tests-xdg-")
+# The fact cache's per-user key: the tests' own, out of the real home folder (only this file is
+# redirected: $XDG_CACHE_HOME stays, other libraries' caches live there).
+os.environ["FLOWTRACE_CACHE_KEY"] = os.path.join(tempfile.mkdtemp(prefix="flowtrace-tests-key-"), "key")
 
 
 def _scan(root: Path):

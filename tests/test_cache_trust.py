@@ -86,7 +86,7 @@ def test_the_key_is_private_and_outside_the_tree(tmp_path):
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 def test_a_key_others_can_read_turns_the_cache_off(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("FLOWTRACE_CACHE_KEY", str(tmp_path / "xdg" / "flowtrace" / "key"))
     key = cache_mod.key_path()
     key.parent.mkdir(parents=True)
     key.write_bytes(b"k" * 32)
@@ -100,7 +100,7 @@ def test_a_key_others_can_read_turns_the_cache_off(tmp_path, monkeypatch):
 
 
 def test_a_fresh_key_is_created_once_and_reused(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("FLOWTRACE_CACHE_KEY", str(tmp_path / "xdg" / "flowtrace" / "key"))
     first = cache_mod.user_key()
     assert first is not None and len(first) == 32
     cache_mod._KEYS.clear()  # as a new process would

@@ -366,8 +366,8 @@ def test_compat_suggestions_for_setterless_rows(lmd, trt, tmp_path):
     target, draft = _configs(tmp_path)
     hook = api.compat(trt, target, draft, trained_boundaries=[3, 16, 31])
     (s,) = hook.suggestions
-    assert (s.ids, s.key, s.served) == ((2, 15, 30), "eagle3_layers_to_capture", (3, 16, 31))
-    (blocked,) = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
-    assert blocked.ids is None and "b=0" in blocked.why
+    assert (s.ids, s.key, s.served, s.config) == ((2, 15, 30), "eagle3_layers_to_capture", (3, 16, 31), "serving config")
+    blocked = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
+    assert all(b.ids is None or 0 not in (b.served or ()) for b in blocked)
     (fixed,) = api.compat(lmd, target, draft, trained_boundaries=[3, 16, 31]).suggestions
-    assert fixed.ids is None and fixed.blocked_by == "transform" and fixed.location == f"{LMD}/configurations/alpha.py:19"
+    assert fixed.ids is None and fixed.blocked_by == "id source" and fixed.location == f"{LMD}/configurations/alpha.py:19"

@@ -207,29 +207,3 @@ def source_notes(row, engine_ids, trained) -> list[str]:  # noqa: ANN001
     given = f"the draft's ids {list(engine_ids)}" if engine_ids is not None else "the draft's ids"
     return [f"{given} are ignored (id transform {IGNORED}): {src.reason}{_at(src.reason_location)}; no draft config can change what it serves"]
 
-
-def source_suggestion(project, row, want: list[int], num_layers: int, hidden: int | None):  # noqa: ANN001
-    """compat's fix for a setter-less row: serving-config ids that are verified by a trace
-    (hook engines), else the code change and the link that blocks (file:line). Returned as
-    the fields of analysis.suggest.Suggestion (ids, key, served, why, blocked_by, location)."""
-
-    def Suggestion(*fields):  # noqa: N802 - plain tuple, built into a Suggestion by the caller
-        return fields
-
-    src: SourceCapture = row.source
-    if src.outcome != CAPTURES:
-        return Suggestion(None, None, None, f"{src.outcome.replace('_', ' ')}: {src.reason}; code change needed at that line", "id source", str(src.reason_location) if src.reason_location else None)
-    if src.kind == "hook":
-        site: Any = src.site  # each site fact has a location
-        site_at = str(site.location) if site is not None else None
-        if 0 in want:
-            return Suggestion(None, None, None, f"the embedding (b=0) cannot be requested: {src.key} ids mean b - 1 and {sorted(project.conv.post_norm_ids) or 'no id'} is the post-final-norm state", "capture site", site_at)
-        ids = [b - 1 for b in sorted(want)]
-        traced = trace_model(project, row, ids, num_layers, hidden)
-        if traced.boundaries is not None and sorted(traced.boundaries) == sorted(want) and not traced.dropped:
-            return Suggestion(tuple(ids), src.key, tuple(traced.boundaries), f"set the serving config's {src.key} = {{{', '.join(map(str, ids))}}} (the draft's config is not read)", None, site_at)
-        return Suggestion(None, None, None, f"no {src.key} serves {want}: {'; '.join(traced.problems) or 'see trace'}", "capture site", site_at)
-    where = str(src.write.location) if src.write is not None else None
-    owner = src.builder.class_qualname.rsplit(".", 1)[-1] if src.builder else "the engine"
-    expression = src.write.expression if src.write is not None else "its own layout"
-    return Suggestion(None, None, None, f"no ids can: {owner} writes {src.key} = {expression} itself and the draft's ids are never read (transform ignored); code change: make it read the draft's ids, or train the draft on the served layout", "transform", where)

@@ -194,10 +194,6 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
 def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, hidden: int | None, key: str | None) -> tuple[Suggestion, ...]:
     """Verified id lists (at most two) that make the engine serve ``want``; else one
     suggestion naming the code change and the link that blocks."""
-    if row.capture is None and row.source is not None:  # no setter: config builder, context or hook
-        from flowtrace.analysis.source_trace import source_suggestion
-
-        return (Suggestion(*source_suggestion(project, row, want, num_layers, hidden)),)
     search = _Search(project, row, num_layers, hidden)
     source = getattr(row, "source", None)
     if row.capture is None and (source is None or getattr(source, "kind", None) != "hook"):

@@ -137,7 +137,11 @@ def unseal(blob: bytes, key: bytes) -> bytes | None:
 
 # -- the per-user key -------------------------------------------------------------------
 def key_path() -> Path:
-    """Where this user's cache key lives: outside every scanned tree."""
+    """Where this user's cache key lives: outside every scanned tree (``FLOWTRACE_CACHE_KEY``
+    names another file, e.g. for a test session)."""
+    forced = os.environ.get("FLOWTRACE_CACHE_KEY")
+    if forced:
+        return Path(forced)
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(xdg) / "flowtrace" / "key"
 

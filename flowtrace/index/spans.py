@@ -39,6 +39,11 @@ _NOT_BODY_WORDS = {
 # What the visitors match without a profile: a concatenation or an aux packer becomes a fact
 # only when its text says "aux" (or names a profile attribute, a body word already).
 _FIXED = rb"(?i:aux)"
+# What class facts read from any method: ``if ...: raise`` checks, ``super().<name>(`` calls.
+_METHOD_WORDS = rb"\braise\b|\bsuper\b"
+# A method that returns a newly built class is a factory (``return Cls(...)``): checked on the
+# tree for the methods whose text has a return and a capitalised call.
+_MAYBE_FACTORY = re.compile(rb"\breturn\b[\s\S]*\b[A-Z][A-Za-z0-9_]*\s*\(")
 _SELF_NAME = re.compile(rb"\b(?:self|cls)\.([A-Za-z_][A-Za-z0-9_]*)")
 _STUB_MIN_LINES = 3  # shorter bodies are not worth a stub
 
@@ -74,7 +79,7 @@ def body_patterns(conv: Conventions) -> tuple[re.Pattern[bytes], re.Pattern[byte
                 _words(getattr(conv, f.name), words)
         layers: set[str] = set()
         _words(conv.layers_attributes, layers)
-        patterns = (_alternation(words, [_FIXED]), _alternation(layers, []))
+        patterns = (_alternation(words, [_FIXED, _METHOD_WORDS]), _alternation(layers, []))
         _PATTERNS[conv.digest] = patterns
     return patterns
 
@@ -164,11 +169,24 @@ def _checks_or_builds(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+def _factory(fn: _Function, lines: _Lines) -> bool:
+    """Whether a method returns a call of a capitalised name (anywhere inside it: a superset)."""
+    if not fn.in_class or not _MAYBE_FACTORY.search(lines.text(fn.first, fn.last)):
+        return False
+    for node in ast.walk(fn.node):
+        if node.__class__ is ast.Return and node.value.__class__ is ast.Call:  # type: ignore[attr-defined]
+            func = node.value.func  # type: ignore[attr-defined]
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name[:1].isupper():
+                return True
+    return False
+
+
 def _dull(functions: list[_Function], lines: _Lines, conv: Conventions) -> list[_Function]:
     """The functions of one scope (a class's methods, or the module's functions) whose bodies
     can yield no fact, after keeping what ``__init__`` calls as ``self.<name>`` (transitively:
     the class an attribute is built from may come from a helper's ``return``)."""
-    kept = [f for f in functions if _kept_by_name(f, conv) or lines.mentions(f.first, f.last)]
+    kept = [f for f in functions if _kept_by_name(f, conv) or lines.mentions(f.first, f.last) or _factory(f, lines)]
     rest = [f for f in functions if f not in kept]
     frontier = [f for f in kept if f.node.name == "__init__"]
     named: set[bytes] = set()
