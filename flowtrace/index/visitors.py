@@ -366,68 +366,6 @@ class FileAnalyzer:
         out.sort(key=lambda c: (c.location.line, c.method))
         return tuple(out)
 
-    def assignment_via(self, info: _Class, value: cst.BaseExpression) -> str | None:
-        """How a subclass could change the class built here (see AttributeAssignment.via)."""
-        if not isinstance(value, cst.Call):
-            return None
-        name = dotted(value.func) or ""
-        if name.startswith("self.") and name.count(".") == 1 and name[5:] in info.methods:
-            return f"method:{name[5:]}"
-        init = info.methods.get("__init__")
-        if init is not None and "." not in name:
-            params = [p.name.value for p in init.params.params if p.name.value != "self"]
-            if name in params:
-                return f"param:{name}#{params.index(name)}"
-        return None
-
-    def factories(self, info: _Class) -> tuple[F.AttributeAssignment, ...]:
-        """Methods that return a newly built class (``def _init_model(...): return Cls(...)``)."""
-        out: list[F.AttributeAssignment] = []
-        for name, fn in info.methods.items():
-            if name.startswith("__"):
-                continue
-            for stmt in walk_statements(fn.body):
-                if isinstance(stmt, cst.Return) and isinstance(stmt.value, cst.Call):
-                    callee = dotted(stmt.value.func)
-                    if callee and callee.split(".")[-1][:1].isupper():
-                        out.append(F.AttributeAssignment(name, self.resolve(callee), self.line(stmt)))
-                        break
-        return tuple(out)
-
-    def super_args(self, info: _Class, init: cst.FunctionDef | None) -> tuple[F.AttributeAssignment, ...]:
-        """Classes a subclass hands to its base's ``__init__`` (``super().__init__(c, q, p, Cls)``),
-        a parameter of its own resolved to its default."""
-        if init is None:
-            return ()
-        defaults = {p.name.value: dotted(p.default) for p in init.params.params + init.params.kwonly_params if p.default is not None}
-        out: list[F.AttributeAssignment] = []
-        for stmt in walk_statements(init.body):
-            call = stmt.value if isinstance(stmt, cst.Expr) else None
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__" and isinstance(call.func.value, cst.Call)):
-                continue
-            if last_name(call.func.value.func) != "super":
-                continue
-            positional = [a for a in call.args if a.keyword is None]
-            for arg in call.args:
-                ref = dotted(arg.value) or ""
-                ref = defaults.get(ref) or ref
-                if ref and ref.split(".")[-1][:1].isupper():
-                    key = arg.keyword.value if arg.keyword is not None else f"#{positional.index(arg)}"
-                    out.append(F.AttributeAssignment(key, self.resolve(ref), self.line(arg)))
-        return tuple(out)
-
-    def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
-        """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
-        (read when a trace counts fewer captures than slots)."""
-        out: list[F.RaiseCheck] = []
-        for name, fn in info.methods.items():
-            if "raise" not in self.text_of(fn):
-                continue  # cheap gate: no raise statement, no check
-            for stmt in walk_statements(fn.body):
-                if isinstance(stmt, cst.If) and any(isinstance(b, cst.Raise) for b in body_statements(stmt.body)):
-                    out.append(F.RaiseCheck(name, canonical(self.code(stmt.test)), self.loc(stmt)))
-        return tuple(out)
-
     def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
         class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
