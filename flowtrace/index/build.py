@@ -337,153 +337,184 @@ def _verdict(data: bytes, markers: tuple[bytes, ...], registration: tuple[bytes,
 
 
 def build_index(root: Path, profiles: list[Profile], options: IndexOptions | None = None) -> F.IndexResult:
-    options = options or IndexOptions()
-    started = time.perf_counter()
-    conv = Conventions.merge(profiles)
-    sources, diagnostics = discover(root, options.excludes)
-    cache = None
-    if options.use_cache:
-        cache = FactCache(options.cache_dir or default_cache_dir(root), conv.digest, root=root, variant=f"max_bytes={options.max_bytes}")
-        if not cache.usable:
-            cache = None
+    """Index a tree: discover, classify by the byte prefilter, parse until the fixpoint closes."""
+    return _IndexRun(root, profiles, options or IndexOptions()).run()
 
-    by_path: dict[str, SourceFile] = {s.path: s for s in sources}
-    states: dict[str, FileState] = {}
-    results: dict[str, F.FileFacts] = {}
-    selected: set[str] = set()
-    to_dispatch: deque[str] = deque()
-    keys: dict[str, str] = {}
-    parsed = cached = 0
-    limits = (options.max_bytes, options.timeout_s)
-    jobs = options.jobs if options.jobs is not None else available_cores()
-    parser = _Parser(conv, limits, jobs)
-    progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty())
 
-    def select(path: str) -> None:
-        if path not in selected:
-            selected.add(path)
-            to_dispatch.append(path)
+class _IndexRun:
+    """One scan's index build, in named phases: open the cache, classify what the manifest
+    vouches for, read and classify the rest a batch at a time (the pool parses meanwhile),
+    parse until the fixpoint closes, then assemble the result."""
 
-    fixpoint = _Fixpoint(select)
+    def __init__(self, root: Path, profiles: list[Profile], options: IndexOptions) -> None:
+        self.root, self.profiles, self.options = root, profiles, options
+        self.started = time.perf_counter()
+        self.conv = Conventions.merge(profiles)
+        self.sources, self.diagnostics = discover(root, options.excludes)
+        self.cache = self._open_cache()
+        self.by_path: dict[str, SourceFile] = {s.path: s for s in self.sources}
+        self.states: dict[str, FileState] = {}
+        self.results: dict[str, F.FileFacts] = {}
+        self.selected: set[str] = set()
+        self.to_dispatch: deque[str] = deque()
+        self.keys: dict[str, str] = {}
+        self.parsed = self.cached = 0
+        jobs = options.jobs if options.jobs is not None else available_cores()
+        self.parser = _Parser(self.conv, (options.max_bytes, options.timeout_s), jobs)
+        self.progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty())
+        self.fixpoint = _Fixpoint(self.select)
+        self.registration = tuple(v.encode() for v in self.conv.entry_variables)
 
-    def tier_of(path: str) -> str:
-        return FULL if states[path].verdict & FULL_MARKER else TABLE
+    def _open_cache(self) -> FactCache | None:
+        if not self.options.use_cache:
+            return None
+        cache = FactCache(self.options.cache_dir or default_cache_dir(self.root), self.conv.digest, root=self.root, variant=f"max_bytes={self.options.max_bytes}")
+        return cache if cache.usable else None
 
-    def accept(path: str, facts: F.FileFacts) -> None:
-        results[path] = facts
-        fixpoint.add(facts)
+    # ------------------------------------------------------------------ selection and parsing
 
-    def dispatch() -> None:
+    def select(self, path: str) -> None:
+        if path not in self.selected:
+            self.selected.add(path)
+            self.to_dispatch.append(path)
+
+    def tier_of(self, path: str) -> str:
+        return FULL if self.states[path].verdict & FULL_MARKER else TABLE
+
+    def accept(self, path: str, facts: F.FileFacts) -> None:
+        self.results[path] = facts
+        self.fixpoint.add(facts)
+
+    def dispatch(self) -> None:
         """Take newly selected files from the cache, or queue them for parsing."""
-        nonlocal cached
-        while to_dispatch:
-            path = to_dispatch.popleft()
-            state, src, tier = states[path], by_path[path], tier_of(path)
-            if cache is not None:
-                keys[path] = cache.key(path, state.digest + tier)
-                hit = cache.get(keys[path])
+        while self.to_dispatch:
+            path = self.to_dispatch.popleft()
+            state, src, tier = self.states[path], self.by_path[path], self.tier_of(path)
+            if self.cache is not None:
+                self.keys[path] = self.cache.key(path, state.digest + tier)
+                hit = self.cache.get(self.keys[path])
                 if hit is not None:
-                    cached += 1
-                    accept(path, hit)
+                    self.cached += 1
+                    self.accept(path, hit)
                     continue
-            parser.add((path, src.absolute, src.size, tier, state.digest))
-            progress.grow()
-        parser.pump()
+            self.parser.add((path, src.absolute, src.size, tier, state.digest))
+            self.progress.grow()
+        self.parser.pump()
 
-    def finish(outcome: _Outcome) -> None:
-        nonlocal parsed
+    def finish(self, outcome: _Outcome) -> None:
         path, digest, payload = outcome
-        progress.advance()
+        self.progress.advance()
         if digest is None:
-            diagnostics.append(F.Diagnostic(path, 0, str(payload), "unreadable"))
-            if cache is not None:
-                cache.forget(path)
+            self.diagnostics.append(F.Diagnostic(path, 0, str(payload), "unreadable"))
+            if self.cache is not None:
+                self.cache.forget(path)
             return
         facts = pickle.loads(payload)  # type: ignore[arg-type]
-        parsed += 1
-        accept(path, facts)
-        if cache is None:
-            return
-        tier = tier_of(path)
-        if digest != states[path].digest:  # changed while scanning: key by what was parsed
-            cache.forget(path)
-            keys[path] = cache.key(path, digest + tier)
+        self.parsed += 1
+        self.accept(path, facts)
+        if self.cache is not None:
+            self._store(path, digest, facts, payload)  # type: ignore[arg-type]
+
+    def _store(self, path: str, digest: str, facts: F.FileFacts, payload: bytes) -> None:
+        assert self.cache is not None
+        if digest != self.states[path].digest:  # changed while scanning: key by what was parsed
+            self.cache.forget(path)
+            self.keys[path] = self.cache.key(path, digest + self.tier_of(path))
         if not any(d.kind in {"timeout", "internal"} for d in facts.diagnostics):
-            cache.put(keys[path], facts, payload)  # type: ignore[arg-type]
+            self.cache.put(self.keys[path], facts, payload)
 
-    def drain(block: bool = False) -> None:
-        for outcome in parser.wait() if block else parser.ready():
-            finish(outcome)
+    def drain(self, block: bool = False) -> None:
+        for outcome in self.parser.wait() if block else self.parser.ready():
+            self.finish(outcome)
 
-    def classify(src: SourceFile, state: FileState) -> None:
-        states[src.path] = state
-        if cache is not None:
-            cache.remember(src.path, state)
-        if state.verdict or any(src.path.endswith(d) for d in conv.dict_files):
-            select(src.path)
+    # ------------------------------------------------------------------ classification
+
+    def _selected_up_front(self, path: str, verdict: int) -> bool:
+        return bool(verdict) or any(path.endswith(d) for d in self.conv.dict_files)
+
+    def classify(self, src: SourceFile, state: FileState) -> None:
+        self.states[src.path] = state
+        if self.cache is not None:
+            self.cache.remember(src.path, state)
+        if self._selected_up_front(src.path, state.verdict):
+            self.select(src.path)
         else:
             assert state.mentions is not None
-            fixpoint.watch(src.path, state.mentions)
+            self.fixpoint.watch(src.path, state.mentions)
 
-    # Files the manifest vouches for first (no I/O), then the rest, read and classified a
-    # batch at a time so the pool starts parsing while this process reads on.
-    unknown: list[SourceFile] = []
-    registration = tuple(v.encode() for v in conv.entry_variables)
-    completed = False
-    try:
-        for src in sources:
-            state = cache.known(src.path, src.size, src.mtime_ns, src.ctime_ns) if cache is not None else None
-            initially = state is not None and (state.verdict or any(src.path.endswith(d) for d in conv.dict_files))
-            if state is None or (state.mentions is None and not initially):
+    def classify_known(self) -> list[SourceFile]:
+        """Files the manifest vouches for (no I/O); returns the ones that must be read."""
+        unknown: list[SourceFile] = []
+        for src in self.sources:
+            state = self.cache.known(src.path, src.size, src.mtime_ns, src.ctime_ns) if self.cache is not None else None
+            if state is None or (state.mentions is None and not self._selected_up_front(src.path, state.verdict)):
                 unknown.append(src)
             else:
-                classify(src, state)
-        dispatch()
-        for start in range(0, len(unknown), 64):
-            for src in unknown[start : start + 64]:
-                try:
-                    data = _read(src.absolute, src.size, options.max_bytes)
-                except OSError as exc:
-                    diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
-                    continue
-                verdict = _verdict(data, conv.markers, registration)
-                initially = verdict or any(src.path.endswith(d) for d in conv.dict_files)
-                classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, None if initially else mentions(data)))
-            dispatch()
-            drain()
+                self.classify(src, state)
+        return unknown
 
-        # Parse until the fixpoint closes: pool results, or local work when no pool runs.
+    def classify_read(self, src: SourceFile) -> None:
+        try:
+            data = _read(src.absolute, src.size, self.options.max_bytes)
+        except OSError as exc:
+            self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
+            return
+        verdict = _verdict(data, self.conv.markers, self.registration)
+        watched = None if self._selected_up_front(src.path, verdict) else mentions(data)
+        self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, watched))
+
+    def close_fixpoint(self) -> None:
+        """Parse until the fixpoint closes: pool results, or local work when no pool runs."""
         while True:
-            dispatch()
-            if parser.busy:
-                drain(block=True)
+            self.dispatch()
+            if self.parser.busy:
+                self.drain(block=True)
                 continue
-            outcome = parser.next_local()
+            outcome = self.parser.next_local()
             if outcome is not None:
-                finish(outcome)
+                self.finish(outcome)
                 continue
-            if not to_dispatch:
+            if not self.to_dispatch:
                 break
-        completed = True
-    finally:
-        parser.close(cancel=not completed)  # an interrupted scan does not wait for its queue
-        progress.close()
-    if parser.failure:
-        diagnostics.append(F.Diagnostic(".", 0, parser.failure, "skipped"))
-    if cache is not None:
-        cache.save()
 
-    files = tuple(results[p] for p in sorted(results))
-    for ff in files:
-        diagnostics.extend(ff.diagnostics)
-    diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
-    errors = sum(1 for d in diagnostics if d.kind in {"parse-error", "timeout", "too-large", "internal"})
-    stats = F.IndexStats(
-        files_total=len(sources),
-        files_parsed=parsed,
-        files_cached=cached,
-        files_skipped=len(sources) - len(results),
-        parse_errors=errors,
-        seconds=round(time.perf_counter() - started, 3),
-    )
-    return F.IndexResult(root=str(root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in profiles))
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> F.IndexResult:
+        # Files the manifest vouches for first, then the rest, read and classified a batch
+        # at a time so the pool starts parsing while this process reads on.
+        completed = False
+        try:
+            unknown = self.classify_known()
+            self.dispatch()
+            for start in range(0, len(unknown), 64):
+                for src in unknown[start : start + 64]:
+                    self.classify_read(src)
+                self.dispatch()
+                self.drain()
+            self.close_fixpoint()
+            completed = True
+        finally:
+            self.parser.close(cancel=not completed)  # an interrupted scan does not wait for its queue
+            self.progress.close()
+        if self.parser.failure:
+            self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, "skipped"))
+        if self.cache is not None:
+            self.cache.save()
+        return self.result()
+
+    def result(self) -> F.IndexResult:
+        files = tuple(self.results[p] for p in sorted(self.results))
+        diagnostics = list(self.diagnostics)
+        for ff in files:
+            diagnostics.extend(ff.diagnostics)
+        diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
+        errors = sum(1 for d in diagnostics if d.kind in {"parse-error", "timeout", "too-large", "internal"})
+        stats = F.IndexStats(
+            files_total=len(self.sources),
+            files_parsed=self.parsed,
+            files_cached=self.cached,
+            files_skipped=len(self.sources) - len(self.results),
+            parse_errors=errors,
+            seconds=round(time.perf_counter() - self.started, 3),
+        )
+        return F.IndexResult(root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles))
