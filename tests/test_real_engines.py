@@ -32,7 +32,12 @@ def test_sglang_0_5_23_rows():
     # deepseek_v2.py: "add one only if layer_ids[0] == 1", inherited by DeepseekV3
     assert ds.capture.id_transform == "conditional" and ds.capture.inherited
     assert api.trace(scan, "DeepseekV3ForCausalLM", [1, 29, 57], 61).boundaries == (2, 30, 58)
-    assert api.trace(scan, "DeepseekV3ForCausalLM", [-1, 29, 57], 61).boundaries == (29, 57)
+    # identity branch: -1 never matches a loop index, so the AuxHiddenStatePacker sized by
+    # len(layers_to_capture) = 3 (deepseek_v2.py:3175) gets 2 states and finalize() raises
+    # (layers/aux_hidden_states.py:86-89, called at deepseek_v2.py:3245)
+    raised = api.trace(scan, "DeepseekV3ForCausalLM", [-1, 29, 57], 61)
+    assert (raised.outcome, raised.boundaries) == ("raises", None)
+    assert str(raised.raises_at) == "sglang/srt/models/deepseek_v2.py:3245"
     kimi = scan.project.row("KimiK25ForConditionalGeneration")
     assert kimi.capture.delegates_to.endswith("DeepseekV3ForCausalLM")
 
