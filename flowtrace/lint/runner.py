@@ -13,7 +13,7 @@ rules and then filters, in this order:
 5. the baseline (``--baseline FILE``; ``--write-baseline FILE`` records what is left after 1-4).
 
 It returns a frozen :class:`CheckOutcome`; nothing here prints or exits. Errors a user can fix
-(missing path, bad config, unknown code, bad baseline) raise :class:`flowtrace.api.UsageError`.
+(missing path, bad config, unknown code, bad baseline) raise :class:`flowtrace.errors.UsageError`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.model.facts import Location
-from flowtrace.lint.display_paths import display_base, display_path, read_source, root_dir  # noqa: F401  (re-exported)
+from flowtrace.lint.display_paths import read_source
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 
 if TYPE_CHECKING:
