@@ -15,7 +15,7 @@ from functools import cached_property
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -96,7 +96,7 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
-_NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+_NOT_BREAKING = NOT_BREAKING
 
 
 def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
