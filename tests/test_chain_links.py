@@ -49,6 +49,33 @@ def test_none_residual_is_fine_when_index_0_is_not_requested(sglang_scan):
     assert traced.boundaries == (2, 30, 32)  # b=32 recorded after the loop
 
 
+def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
+    """theta.py: ``aux_hidden_states.append(residual)`` (line 23) stores a reference, then
+    ``residual += delta`` (line 25) updates that one tensor in place and the loop never
+    rebinds ``residual``: every slot holds its state after the last layer, b=L."""
+    c = sglang_scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == F.StreamKind.MUTATED_REFERENCE and c.stream.final_state
+    assert c.stream.mutation == "residual += delta" and str(c.stream.mutated_at).endswith("models/theta.py:25")
+    traced = api.trace(sglang_scan, "ThetaForCausalLM", [-1, 3, 4], L)  # plus one: indices 0, 4, 5
+    assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (L, L, L)
+    assert "theta.py:25" in traced.reason
+    assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
+
+
+def test_a_rebound_name_is_not_one_tensor_across_iterations():
+    """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
+    import libcst as cst
+
+    from flowtrace.index.streams import rebinds
+
+    def loop(src: str) -> cst.For:
+        return cst.parse_module(src).body[0]
+
+    assert rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    x = f(x)\n"), "x")
+    assert not rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    y = f(x)\n"), "x")
+    assert rebinds(loop("for i in r:\n    if c:\n        h, x = f(h, x)\n"), "x")
+
+
 def test_guarded_site_captures_the_embedding(sglang_scan):
     c = sglang_scan.project.row("XiForCausalLM").capture
     assert c.embedding_capturable is True and c.stream.raising_index is None

@@ -121,7 +121,10 @@ def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
             f"index {raising}: `{site.captured_expression}` is evaluated before the first layer runs, "
             f"while {site.first_none} is None{where}: TypeError"
         )
-    return StreamLink(kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason)
+    return StreamLink(
+        kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason,
+        site.mutated_later, site.mutated_at, bool(site.mutated_later) and not site.mutated_rebound,
+    )
 
 
 class Project:

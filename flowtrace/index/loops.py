@@ -24,7 +24,7 @@ import libcst as cst
 from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
-from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
+from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebinds, rebound_unconditionally, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, body_statements, dotted, iter_nodes, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
@@ -508,9 +508,11 @@ class LoopAnalyzer:
         uses_residual = _depends_on_residual(stored, ctx.bound)
         mutated = self.mutated_after(ctx.loop, stored.value, self.file.positions[call].start) if isinstance(stored, cst.Name) else None
         stream = {} if after else self.first_iteration(call, stored, tests)
+        if mutated is not None:
+            stream = {**stream, "mutated_at": self.file.loc(mutated), "mutated_rebound": rebinds(ctx.loop, stored.value)}
         if isinstance(stored, cst.Name) and stored.value in ctx.bound:
             stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
-        return self.file.code(stored), uses_residual, mutated, stream
+        return self.file.code(stored), uses_residual, None if mutated is None else self.file.code(mutated), stream
 
     def first_iteration(self, call: cst.Call, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
         """The operand that is None when this site runs at the loop's first index, if the
@@ -526,7 +528,7 @@ class LoopAnalyzer:
         at = ctx.bound.get(stored.value) if isinstance(stored, cst.Name) and stored.value in ctx.bound else call
         return {"first_none": name, "first_none_at": self.file.loc(ctx.none_at_entry[name].node), "stored_at": self.file.loc(at)}
 
-    def mutated_after(self, loop: cst.For, name: str, after) -> str | None:
+    def mutated_after(self, loop: cst.For, name: str, after) -> cst.CSTNode | None:
         """An in-place update of ``name`` later in the loop body (``name += x``,
         ``name.add_(x)``): a stored reference would then change under the collector."""
         pos = self.file.positions
@@ -535,11 +537,11 @@ class LoopAnalyzer:
             if (start.line, start.column) <= (after.line, after.column):
                 continue
             if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
-                return self.file.code(node)
+                return node
             if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
                 func = node.value.func
                 if isinstance(func.value, cst.Name) and func.value.value == name and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
-                    return self.file.code(node)
+                    return node
         return None
 
     def condition_attribute(self, test: cst.BaseExpression) -> str | None:

@@ -297,6 +297,8 @@ class CaptureSiteFact:
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
     uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
     mutated_later: str | None = None  # an in-place update of the stored tensor after the capture
+    mutated_at: Location | None = None  # where that update is
+    mutated_rebound: bool = False  # the loop also rebinds the stored name (a fresh tensor per iteration)
     # Stream semantics at the loop's first iteration (see flowtrace.index.streams):
     label_offset: int | None = None  # k in `i + k in self.<attr>`: index k is met at the first iteration
     first_none: str | None = None  # operand that is None at the first iteration and is added unguarded
