@@ -216,3 +216,43 @@ def test_holder_through_construction_forms(sglang_scan, model, holder, delegates
     assert c.holder == f"sglang.srt.models.{holder}"
     assert c.delegates_to == (f"sglang.srt.models.{delegates_to}" if delegates_to else None)
     assert c.point == point
+
+
+# -- capture sites found by shape -----------------------------------------------------
+
+
+def _shapes_scan():
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    return api.scan(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
+    """metadata_hook.py: the model builds ``HookSpecMetadata(self.layers_to_capture)`` (line 40),
+    hands it to every layer as ``spec_metadata=`` (line 42), and the layer calls its recording
+    method after ``self.mlp`` (line 29) with ``hidden_states + residual`` summed there: the
+    layer's output, so identity ids i give b=i+1 and -1 never matches."""
+    scan = _shapes_scan()
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
+    assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29"]
+    assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
+    assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
+
+
+def test_layers_that_fold_the_residual_record_the_stream():
+    """folded_residual.py: each layer returns ``(residual + mlp(h), residual)`` (lines 19-20),
+    the loop records the first value alone after layer i (line 33): the stream, not a delta;
+    and the guarded / unguarded index-0 sums are told apart in the same tree (none_residual.py
+    raises at index 0, helper_method.py's guarded sum does not)."""
+    scan = _shapes_scan()
+    folded = scan.project.row("FoldedForCausalLM").capture
+    assert folded.stream.kind == F.StreamKind.RESIDUAL_STREAM and folded.site.split_residual
+    assert api.trace(scan, "FoldedForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)  # index 0 is never met
+    none = scan.project.row("NoneResidualForCausalLM").capture
+    assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
+    helper = scan.project.row("HelperForCausalLM").capture
+    assert helper.stream.raising_index is None and helper.embedding_capturable

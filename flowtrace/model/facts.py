@@ -51,6 +51,7 @@ class Mechanism(Word):
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
     DICT = "dict"  # by_layer[i] = h inside the loop
+    HOOK = "hook"  # an object built from the capture attribute, handed to each layer, whose method the layer calls
 
 
 class Support(Word):
@@ -282,7 +283,7 @@ class CaptureSiteFact:
     class_qualname: str
     function: str
     location: Location
-    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER
+    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER | DICT | HOOK
     point: str  # INPUT | OUTPUT | UNKNOWN
     attribute: str | None  # capture attribute read, e.g. "layers_to_capture"
     loop_range: str | None  # source of the iterated range, e.g. "range(self.start_layer, self.end_layer)"

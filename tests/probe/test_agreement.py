@@ -87,10 +87,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
-    ("shapes", "HookForCausalLM", "*"): (
-        "trace says captures_nothing: it does not see the metadata hook the layer calls "
-        "after its MLP (metadata_hook.py:29)"
-    ),
 }
 
 # What the probe-side shape fixtures do at runtime, written from reading them (L = 8). This
@@ -115,6 +111,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "fixed_slots.py:19"),
         "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "fixed_slots.py:19"),
         "unsorted": ("raises", "fixed_slots.py:19"),
+    },
+    "FoldedForCausalLM": {  # layers add the residual themselves; hidden after layer i (b=i+1); ids + 1
+        "default": ("captures", (2, 4, 5)), "specforge": ("captures", (4, 5)),
+        "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
+        "unsorted": ("captures", (3, 6)),
     },
     "NoneResidualForCausalLM": {  # hidden + residual before layer i (b=i), residual None at i=0; ids + 1
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "none_residual.py:18"),
