@@ -51,7 +51,9 @@ class Mechanism(Word):
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
     DICT = "dict"  # by_layer[i] = h inside the loop
-    HOOK = "hook"  # an object built from the capture attribute, handed to each layer, whose method the layer calls
+    DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
+    HOOK = "hook"  # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
+    UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
 
 
 class Support(Word):
