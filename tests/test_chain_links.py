@@ -174,6 +174,16 @@ def test_language_model_built_from_the_target_config_is_conditional(vllm_scan):
     assert absent.outcome == F.Outcome.CAPTURES_NOTHING
 
 
+def test_language_model_stored_by_an_annotated_assignment_is_followed(vllm_scan):
+    # annotated_vl.py: `self.language_model: LlamaForCausalLM = build_by_architecture(...,
+    # architectures=["LlamaForCausalLM"])`; the interface setter reaches language_model.model
+    row = vllm_scan.project.row("AnnotatedVLForConditionalGeneration")
+    assert row.support == "delegated" and row.capture.holder.endswith("llama.LlamaModel")
+    # llama.py: identity ids, the embedding before the loop, idx + 1 after layer idx
+    assert api.trace(vllm_scan, row.name, [0, 2, 32], L).boundaries == (0, 2, 32)
+    assert api.trace(vllm_scan, row.name, None, L).boundaries == (2, 16, 29)
+
+
 @pytest.mark.parametrize(
     "model, holder, delegates_to, point",
     [

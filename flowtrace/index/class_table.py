@@ -110,9 +110,9 @@ def _init_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) 
     """``self.x = Cls(...)`` in ``__init__``, plus every class constructed or named there (``*``)."""
     found = []
     for sub in ast.walk(init):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+        if isinstance(sub, (ast.Assign, ast.AnnAssign)) and isinstance(sub.value, ast.Call):
             callee = _dotted(sub.value.func)
-            for target in sub.targets:
+            for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
                 t = _dotted(target)
                 if _is_class_name(callee) and t and t.startswith("self.") and t.count(".") == 1:
                     found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
