@@ -86,6 +86,12 @@ def test_vllm_0_28_0_rows():
     assert api.trace(scan, "DeepseekV3ForCausalLM", [0, 2, 61], 61).outcome == "raises"
     # deepseek_v2.py:1505-1506: the last layer's output is captured after the loop
     assert api.trace(scan, "DeepseekV3ForCausalLM", [2, 30, 61], 61).boundaries == (2, 30, 61)
+    # the registry names the package vllm/models/kimi_k3, whose __init__ re-exports nvidia/ or
+    # amd/ classes; nvidia/model.py's wrapper builds KimiLinearForCausalLM (architectures=[...]),
+    # whose KimiLinearModel labels the input start_layer (1315) and idx + 1 after layer idx (1344)
+    kimi = "vllm.models.kimi_k3.nvidia.model.KimiK3ForConditionalGeneration"
+    assert scan.project.row(kimi).support == "delegated"
+    assert api.trace(scan, kimi, [0, 2, 48], 48).boundaries == (0, 2, 48)
 
 
 def test_vllm_0_20_0_rows():
