@@ -16,6 +16,7 @@ import ast
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
+from typing import NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
@@ -82,18 +83,18 @@ def _fixed_keys() -> tuple[tuple[str, str], ...]:
 
 
 @lru_cache(maxsize=4096)
-def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, object], ...]:
+def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
     """The expressions of one setter that need a binding, parsed once per source:
     (ast.unparse text, kind, payload)."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError):
         return ()
-    sites = []
+    sites: list[tuple[str, str, tuple[str, str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-            payload = None
-            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            payload: tuple[str, str] | None = None
+            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 owner = ast.unparse(node.args[0])
                 if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
                     payload = (owner, node.args[1].value)
@@ -199,7 +200,7 @@ class _Tracer:
         self.reason: str | None = None
 
     # -- outcome -----------------------------------------------------------------
-    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> None:
+    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> NoReturn:
         self.outcome, self.reason = outcome, reason
         if outcome == F.Outcome.RAISES:
             self.raises_at = at
