@@ -615,18 +615,7 @@ class Project:
             if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
-            if capture is None:
-                support = source.support if source is not None else NONE
-            elif capture.depends_on:
-                support = CONDITIONAL
-            elif capture.problems or capture.site is None:
-                support = BROKEN
-            elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:
-                support = DELEGATED
-            elif capture.inherited:
-                support = INHERITED
-            else:
-                support = SUPPORTED
+            chain = self.chain_of(qualname, capture, source)
             out.append(
                 ModelRow(
                     name=cls.name,
@@ -635,13 +624,28 @@ class Project:
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
                     generation_target=qualname in generation,
-                    support=support,
+                    support=self.support_of(qualname, chain, source),
                     capture=capture,
                     source=source,
-                    chain=self.chain_of(qualname, capture, source),
+                    chain=chain,
                 )
             )
         return tuple(out)
+
+    def support_of(self, qualname: str, chain: CaptureChain | None, source: object | None) -> str:
+        """A row's support word, read off its chain: conditional on the target config (a
+        dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
+        entry setter hands the ids on), inherited (the entry setter is a base class's)."""
+        if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
+            return getattr(source, "support", NONE) if source is not None else NONE
+        entry = chain.transforms[0]
+        if chain.holder is not None and chain.holder.depends_on:
+            return CONDITIONAL
+        if chain.kinds() - NOT_BREAKING or chain.site is None:
+            return BROKEN
+        if self.setters[entry.owner][entry.method].delegate:
+            return DELEGATED
+        return INHERITED if entry.owner != qualname else SUPPORTED
 
     def _source(self, qualname: str, registered: dict[str, list[str]]):
         """The setter-less capture path of a registered class, or of a class that opts in
