@@ -238,7 +238,9 @@ def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
     c = scan.project.row("HookForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
     assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
-    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29"]
+    # evidence: the layer's call after its MLP, then the recording method it calls (line 15)
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29", "sglang/srt/models/metadata_hook.py:15"]
+    assert "records `hidden_states + residual`" in c.point_note
     assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
     assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
 
@@ -256,3 +258,24 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
     helper = scan.project.row("HelperForCausalLM").capture
     assert helper.stream.raising_index is None and helper.embedding_capturable
+
+
+def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
+    """The same tree with the hook's recording line removed: the layers still call the
+    method after their MLP, but it records nothing, so the point is not decided."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
+    text = hook.read_text()
+    assert "self.aux_hidden_states.append(hidden_states + residual)" in text
+    hook.write_text(text.replace("self.aux_hidden_states.append(hidden_states + residual)", "return None"))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
+    assert "does not define as a recording method" in c.point_note
+    assert api.trace(scan, "HookForCausalLM", [1, 2], 8).outcome == F.Outcome.UNKNOWN
