@@ -279,3 +279,26 @@ def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
     assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
     assert "does not define as a recording method" in c.point_note
     assert api.trace(scan, "HookForCausalLM", [1, 2], 8).outcome == F.Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize("label, point, boundaries", [
+    ("self.layer_idx + 1", F.INPUT, (3, 4)),  # labelled as the next layer's input: index k -> b=k
+    ("self.layer_idx * 2", F.UNKNOWN, None),  # not the layer's own index: not decided
+])
+def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundaries):
+    """metadata_hook.py with the layer's label argument changed (line 29): the point follows
+    the label the layer hands the recorder, relative to where it calls it (after its MLP)."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
+    call = "spec_metadata.maybe_capture_hidden_states(self.layer_idx, hidden_states, residual)"
+    assert call in hook.read_text()
+    hook.write_text(hook.read_text().replace(call, call.replace("self.layer_idx", label)))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    assert scan.project.row("HookForCausalLM").capture.point == point
+    assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries

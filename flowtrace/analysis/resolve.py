@@ -10,6 +10,7 @@ how the layer's forward uses the callback (a :class:`flowtrace.model.facts.Callb
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -98,6 +99,13 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
 _NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+
+
+def _own_index_offset(label: str | None) -> int | None:
+    """k when a layer labels its record with its own index plus k (``self.layer_idx`` -> 0,
+    ``self.layer_idx + 1`` -> 1); None for anything else."""
+    m = re.fullmatch(r"self\.\w+(?:\s*\+\s*(\d+))?", label or "")
+    return None if m is None else int(m.group(1) or 0)
 
 
 def _use_point(position: str) -> tuple[str, str]:
@@ -368,8 +376,16 @@ class Project:
         recorder = self.helper_def(site.container_class, method) if site.container_class and method else None
         if recorder is None:
             return F.UNKNOWN, f"{where} calls {use.handed_to}, which {owner} does not define as a recording method", (use.location,)
+        label = use.arguments[recorder.label_arg] if recorder.label_arg < len(use.arguments) else None
+        offset = _own_index_offset(label)
+        if offset is None:
+            return F.UNKNOWN, f"{where} calls {use.handed_to} with label `{label}`, not the layer's own index", (use.location, recorder.location)
         point, what = _use_point(use.position)
-        note = f"{where} calls {use.handed_to} {what}; {owner}.{method} records `{recorder.recorded}` when its label is in self.{recorder.attribute}"
+        if point != F.UNKNOWN and offset:  # `self.idx + 1` after the layer: the next layer's input
+            shift = (1 if point == F.OUTPUT else 0) - offset
+            point = F.INPUT if shift == 0 else F.OUTPUT if shift == 1 else F.UNKNOWN
+            what = f"{what}, labelled {label}"
+        note = f"{where} calls {use.handed_to}({label}, ...) {what}; {owner}.{method} records `{recorder.recorded}` when its label is in self.{recorder.attribute}"
         return point, note, (use.location, recorder.location)
 
     def _holder_from_writes(self, qualname: str, setter: F.SetterFact, res: _Resolution) -> str | None:

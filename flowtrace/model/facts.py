@@ -440,6 +440,7 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+    arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
 
 
 @dataclass(frozen=True, slots=True)
