@@ -260,9 +260,8 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert helper.stream.raising_index is None and helper.embedding_capturable
 
 
-def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
-    """The same tree with the hook's recording line removed: the layers still call the
-    method after their MLP, but it records nothing, so the point is not decided."""
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
     import shutil
     from pathlib import Path
 
@@ -272,9 +271,15 @@ def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
     shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
     hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
     text = hook.read_text()
-    assert "self.aux_hidden_states.append(hidden_states + residual)" in text
-    hook.write_text(text.replace("self.aux_hidden_states.append(hidden_states + residual)", "return None"))
-    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    assert text.count(old) == 1
+    hook.write_text(text.replace(old, new))
+    return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
+    """The same tree with the hook's recording line removed: the layers still call the
+    method after their MLP, but it records nothing, so the point is not decided."""
+    scan = _edited_hook_scan(tmp_path, "self.aux_hidden_states.append(hidden_states + residual)", "return None")
     c = scan.project.row("HookForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
     assert "does not define as a recording method" in c.point_note
@@ -288,17 +293,7 @@ def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
 def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundaries):
     """metadata_hook.py with the layer's label argument changed (line 29): the point follows
     the label the layer hands the recorder, relative to where it calls it (after its MLP)."""
-    import shutil
-    from pathlib import Path
-
-    from flowtrace.index.build import IndexOptions
-
-    tree = tmp_path / "shapes"
-    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
-    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
     call = "spec_metadata.maybe_capture_hidden_states(self.layer_idx, hidden_states, residual)"
-    assert call in hook.read_text()
-    hook.write_text(hook.read_text().replace(call, call.replace("self.layer_idx", label)))
-    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
     assert scan.project.row("HookForCausalLM").capture.point == point
     assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries
