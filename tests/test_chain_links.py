@@ -62,6 +62,33 @@ def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
     assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
 
 
+@pytest.mark.parametrize("edit, kind, boundaries", [
+    # rebound before the in-place update: `+=` changes the new tensor, the stored one stays b=i
+    ("residual = residual * 1\n            residual += delta", F.StreamKind.RESIDUAL_STREAM, (1, 4, 5)),
+    # rebound after it: each slot holds its own iteration's `residual + delta`, not a boundary
+    ("residual += delta\n            residual = residual * 1", F.StreamKind.MUTATED_REFERENCE, None),
+])
+def test_a_rebinding_decides_what_the_stored_reference_holds(tmp_path, edit, kind, boundaries):
+    """theta.py with one line changed around its `residual += delta` (line 25)."""
+    import shutil
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "sglang_like"
+    shutil.copytree(SGLANG_LIKE, tree)
+    theta = tree / "sglang" / "srt" / "models" / "theta.py"
+    text = theta.read_text()
+    assert text.count("            residual += delta") == 1
+    theta.write_text(text.replace("residual += delta", edit))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == kind and not c.stream.final_state
+    traced = api.trace(scan, "ThetaForCausalLM", [0, 3, 4], L)  # plus one: indices 1, 4, 5 (input point)
+    assert traced.boundaries == boundaries
+    if boundaries is None:
+        assert traced.outcome == F.Outcome.UNKNOWN and "rebinds" in traced.reason
+
+
 def test_a_rebound_name_is_not_one_tensor_across_iterations():
     """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
     import libcst as cst
