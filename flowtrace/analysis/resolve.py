@@ -17,7 +17,7 @@ from functools import cached_property
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -98,7 +98,7 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
-_NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+_NOT_BREAKING = NOT_BREAKING
 
 
 def _own_index_offset(label: str | None) -> int | None:
@@ -664,18 +664,7 @@ class Project:
             if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
-            if capture is None:
-                support = source.support if source is not None else NONE
-            elif capture.depends_on:
-                support = CONDITIONAL
-            elif capture.problems or capture.site is None:
-                support = BROKEN
-            elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:
-                support = DELEGATED
-            elif capture.inherited:
-                support = INHERITED
-            else:
-                support = SUPPORTED
+            chain = self.chain_of(qualname, capture, source)
             out.append(
                 ModelRow(
                     name=cls.name,
@@ -684,13 +673,28 @@ class Project:
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
                     generation_target=qualname in generation,
-                    support=support,
+                    support=self.support_of(qualname, chain, source),
                     capture=capture,
                     source=source,
-                    chain=self.chain_of(qualname, capture, source),
+                    chain=chain,
                 )
             )
         return tuple(out)
+
+    def support_of(self, qualname: str, chain: CaptureChain | None, source: object | None) -> str:
+        """A row's support word, read off its chain: conditional on the target config (a
+        dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
+        entry setter hands the ids on), inherited (the entry setter is a base class's)."""
+        if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
+            return getattr(source, "support", NONE) if source is not None else NONE
+        entry = chain.transforms[0]
+        if chain.holder is not None and chain.holder.depends_on:
+            return CONDITIONAL
+        if chain.kinds() - NOT_BREAKING or chain.site is None:
+            return BROKEN
+        if self.setters[entry.owner][entry.method].delegate:
+            return DELEGATED
+        return INHERITED if entry.owner != qualname else SUPPORTED
 
     def _source(self, qualname: str, registered: dict[str, list[str]]):
         """The setter-less capture path of a registered class, or of a class that opts in
