@@ -348,3 +348,48 @@ def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundari
     scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
     assert scan.project.row("HookForCausalLM").capture.point == point
     assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries
+
+
+def test_buffer_slice_copy_is_a_capture_site():
+    """buffer_copy.py: after layer i (line 21) ``buf[k].copy_(hidden_states + residual)`` (line
+    23) copies the layer's output stream into a preallocated slot when ``i in wanted``, a
+    ``frozenset`` alias of ``self.layers_to_capture`` (line 17): ids unchanged, i gives b=i+1;
+    the copy runs after the layer, so the residual is never None there."""
+    scan = _shapes_scan()
+    c = scan.project.row("BufferCopyForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.BUFFER and c.site.attribute == "layers_to_capture"
+    assert c.site.location.file.endswith("models/buffer_copy.py") and c.site.location.line == 23
+    assert c.point == F.OUTPUT and c.site.container == "buf" and c.site.captured_expression == "hidden_states + residual"
+    assert c.stream.raising_index is None and c.embedding_capturable is False  # b=0 is never recorded
+    assert api.trace(scan, "BufferCopyForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
+    assert api.trace(scan, "BufferCopyForCausalLM", [5, -1, 2], 8).boundaries == (3, 6)  # loop order
+
+
+@pytest.mark.parametrize("old, new, point, first_none", [
+    # the same buffer filled by a slice assignment: still after layer i
+    ("buf[k].copy_(hidden_states + residual)", "buf[k, :] = hidden_states + residual", F.OUTPUT, None),
+    # moved before the layer call: b=i, and the unguarded residual is None at index 0
+    ("            hidden_states, residual = layer(hidden_states, residual)\n            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n",
+     "            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n            hidden_states, residual = layer(hidden_states, residual)\n",
+     F.INPUT, "residual"),
+])
+def test_buffer_site_point_and_index_0_follow_the_layer_call(tmp_path, old, new, point, first_none):
+    """buffer_copy.py edited: the point follows the side of the layer call; before it, the
+    first iteration adds the ``residual = None`` of line 16 unguarded, as an append would."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    model = tree / "sglang" / "srt" / "models" / "buffer_copy.py"
+    text = model.read_text()
+    assert text.count(old) == 1
+    model.write_text(text.replace(old, new))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("BufferCopyForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.BUFFER and c.point == point
+    assert c.site.first_none == first_none
+    if first_none:
+        assert c.site.first_none_at.line == 16 and c.stream.raising_index == 0

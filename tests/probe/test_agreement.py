@@ -117,6 +117,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
         "unsorted": ("captures", (3, 6)),
     },
+    "BufferCopyForCausalLM": {  # buf[k].copy_(h + r) after layer i (b=i+1); ids unchanged, -1 never matches
+        "default": ("captures", (3, 5, 6)), "specforge": ("captures", (4, 5)),
+        "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
+        "unsorted": ("captures", (3, 6)),
+    },
     "NoneResidualForCausalLM": {  # hidden + residual before layer i (b=i), residual None at i=0; ids + 1
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "none_residual.py:18"),
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
