@@ -189,3 +189,25 @@ def test_holder_through_construction_forms(sglang_scan, model, holder, delegates
     assert c.holder == f"sglang.srt.models.{holder}"
     assert c.delegates_to == (f"sglang.srt.models.{delegates_to}" if delegates_to else None)
     assert c.point == point
+
+
+# -- setter evaluation outcomes (issue 11 item 3) --------------------------------------------------
+
+
+def test_inner_setter_indexing_every_layer_raises_for_an_id_past_the_stack(sglang_scan):
+    """kappa_moe.py: the outer setter adds one and hands the ids on; the inner one stores them
+    and runs `setattr(self.layers[layer_id], ...)` for each (line 37), unguarded."""
+    traced = api.trace(sglang_scan, "KappaMoeForCausalLM", [1, 3, 40], L)  # 40 + 1 = 41 > 32 layers
+    assert traced.outcome == F.Outcome.RAISES and traced.boundaries is None
+    assert str(traced.raises_at).endswith("models/kappa_moe.py:37") and "IndexError" in traced.reason
+    in_range = api.trace(sglang_scan, "KappaMoeForCausalLM", [-2, 3, 30], L)  # -2 + 1 = -1: Python wraps it
+    assert in_range.outcome == F.Outcome.CAPTURES and in_range.boundaries == (5, 32)  # output point: index i -> b=i+1
+
+
+@pytest.mark.parametrize("ids", [None, [1, 2, 30]])
+def test_delegation_to_a_class_without_the_setter_raises_at_the_call(sglang_scan, ids):
+    """iota_vl.py:13 calls self.language_model.set_eagle3_layers_to_capture(layer_ids); the
+    language model is a PlainForCausalLM (plain.py), which defines no such method."""
+    traced = api.trace(sglang_scan, "IotaVLForConditionalGeneration", ids, L)
+    assert traced.outcome == F.Outcome.RAISES
+    assert str(traced.raises_at).endswith("models/iota_vl.py:13") and "AttributeError" in traced.reason

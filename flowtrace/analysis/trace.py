@@ -339,6 +339,7 @@ class _Tracer:
     def no_indices(self, capture, setter: F.SetterFact, run, ids: object) -> None:
         """A setter that neither wrote indices nor handed them on: say why, and end."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
+        self.missing_delegate(capture, setter, run)
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
         if run.returned_early and not run.writes:
             self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
@@ -349,6 +350,25 @@ class _Tracer:
                 setter.location,
             )
         self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+
+    def missing_delegate(self, capture, setter: F.SetterFact, run) -> None:
+        """The setter ran its call of ``<delegate>.<method>()`` on an object whose class (resolved)
+        defines no such method: Python raises AttributeError at that call, whatever the ids."""
+        lacking = next((p for p in capture.issues if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
+        if lacking is None or not setter.delegate or not setter.delegate_method or not capture.delegates_to:
+            return
+        defined = {m for q in self.project.mro(capture.delegates_to) for m in getattr(self.project.classes.get(q), "methods", ())}
+        if setter.delegate_method in defined or "__getattr__" in defined:
+            return  # defined under another name's rules, or looked up dynamically: no claim
+        callee = f"{setter.delegate}.{setter.delegate_method}"
+        call = next((c for c in run.calls if c.callee == callee), None)
+        if call is None:
+            return  # this path does not reach the delegation (a hasattr test turned it away)
+        at = self.line_of(setter, call.line)
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        reason = f"{owner}.{setter.method} calls {callee}() but {lacking.text}: AttributeError"
+        self.steps.append(TraceStep("setter", reason, at))
+        self.end(F.Outcome.RAISES, reason, at)
 
     @staticmethod
     def line_of(setter: F.SetterFact, line: int) -> F.Location:

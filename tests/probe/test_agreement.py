@@ -58,14 +58,6 @@ UNRUNNABLE = {
 # Disagreements the analyzer does not handle yet: (tree, model, id set or "*") -> what the
 # run shows. Each is a strict xfail: when the trace learns the shape, the entry must go.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("sglang_like", "IotaVLForConditionalGeneration", "default"): (
-        "trace says captures_nothing; the run raises AttributeError: the setter delegates to "
-        "PlainForCausalLM, which has no setter (iota_vl.py:13)"
-    ),
-    ("sglang_like", "IotaVLForConditionalGeneration", "*"): (
-        "trace gives no outcome; the run raises AttributeError: the setter delegates to "
-        "PlainForCausalLM, which has no setter (iota_vl.py:13)"
-    ),
     ("sglang_like", "LambdaForCausalLM", "*"): (
         "trace says captures_nothing; the run raises ValueError: the inherited forward unpacks "
         "the bare tensor LambdaModel returns (alpha.py:55, 'hidden_states, aux = out')"
@@ -77,10 +69,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("sglang_like", "ThetaForCausalLM", "*"): (
         "trace names the loop's boundaries; every slot the run feeds is b=L: the stored "
         "reference to the residual is updated in place later (theta.py:21-24, FT013)"
-    ),
-    ("sglang_like", "KappaMoeForCausalLM", "out_of_range"): (
-        "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
-        "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
     ),
     ("vllm_like", "LlavaLikeForConditionalGeneration", "*"): (
         "trace without --target-config answers 'unknown' (the language model's class is the "
