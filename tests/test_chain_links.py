@@ -211,3 +211,40 @@ def test_delegation_to_a_class_without_the_setter_raises_at_the_call(sglang_scan
     traced = api.trace(sglang_scan, "IotaVLForConditionalGeneration", ids, L)
     assert traced.outcome == F.Outcome.RAISES
     assert str(traced.raises_at).endswith("models/iota_vl.py:13") and "AttributeError" in traced.reason
+
+
+# -- the return path (link 6) ---------------------------------------------------------------------
+
+
+def test_flag_the_setter_never_sets_drops_the_states(sglang_scan):
+    """mu.py: __init__ sets capture_aux_hidden_states = False (line 12), the setter never turns it
+    on, and with it off forward returns `out[0] if isinstance(out, tuple) else out` (line 18)."""
+    c = sglang_scan.project.row("MuForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.FLAG_NEVER_SET and c.returns.decided and not c.returns.raises
+    assert str(c.returns.location).endswith("models/mu.py:18") and c.returns.flag == "capture_aux_hidden_states"
+    assert [str(e).rsplit("/", 1)[-1] for e in c.returns.evidence] == ["mu.py:12"]
+    assert F.ProblemKind.RETURN_DROPPED in c.kinds() and sglang_scan.project.row("MuForCausalLM").support == "broken"
+    traced = api.trace(sglang_scan, "MuForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES_NOTHING and traced.boundaries == ()
+    assert "capture_aux_hidden_states" in traced.reason and "mu.py:18" in traced.reason
+
+
+def test_the_flag_the_setter_sets_hands_the_states_on(sglang_scan):
+    """alpha.py: the setter sets the flag (line 62); forward unpacks `hidden_states, aux = out` (55)
+    from AlphaModel, whose forward returns (hidden_states, aux_hidden_states) (36)."""
+    c = sglang_scan.project.row("AlphaForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.RETURNED and str(c.returns.location).endswith("models/alpha.py:55")
+
+
+def test_inherited_unpacking_of_an_override_that_returns_one_value_raises(sglang_scan):
+    """lambda_model.py: LambdaForCausalLM inherits AlphaForCausalLM's setter (flag on) and forward,
+    which unpacks `hidden_states, aux = out` (alpha.py:55); its model is LambdaModel, whose forward
+    overrides AlphaModel's capturing one and returns `hidden_states` alone (lambda_model.py:12)."""
+    c = sglang_scan.project.row("LambdaForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.OVERRIDDEN and c.returns.raises
+    assert str(c.returns.location).endswith("models/alpha.py:55")
+    assert [str(e).rsplit("/", 1)[-1] for e in c.returns.evidence] == ["lambda_model.py:12"]
+    for ids in (None, [1, 2, 30]):
+        traced = api.trace(sglang_scan, "LambdaForCausalLM", ids, L)
+        assert traced.outcome == F.Outcome.RAISES and str(traced.raises_at).endswith("models/alpha.py:55")
+        assert "ValueError" in traced.reason

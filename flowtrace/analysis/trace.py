@@ -222,11 +222,14 @@ class _Tracer:
                 capture = self.bind_dynamic(capture)
             ids = self.initial_ids(capture)
             self.run_chain(capture, ids)
+            if capture.site is None:
+                self.return_phase(capture)  # a wrapper that unpacks what no capture returns raises anyway
             site = self.site_phase(capture)
             offset = self.point_phase(capture, site)
             self.boundary_phase(capture, site, offset)
             self.stream_phase(capture)
             self.slots_phase(capture)
+            self.return_phase(capture)
             self.concat_phase(capture)
         except _Stop:
             pass
@@ -455,6 +458,23 @@ class _Tracer:
         )
         self.steps.append(TraceStep("slots", reason, slots.finalize_at or slots.check_at))
         self.end(F.Outcome.RAISES, reason, slots.finalize_at or slots.check_at)
+
+    # -- link 6: the return path ------------------------------------------------------------
+    def return_phase(self, capture) -> None:
+        """Whether the recorded states reach the runner: a decided drop ends in
+        captures_nothing, an unpacking of one value raises; an undecided early return is noted."""
+        link = capture.returns
+        if link is None or link.kind == F.ReturnKind.RETURNED:
+            return
+        reason = link.reason or str(link.kind)
+        if not link.decided:
+            self.steps.append(TraceStep("returns", f"on some batches: {reason}", link.location))
+            return
+        self.steps.append(TraceStep("returns", reason, link.location))
+        if link.raises:
+            self.end(F.Outcome.RAISES, reason, link.location)
+        self.boundaries = ()
+        self.end(F.Outcome.CAPTURES_NOTHING, reason, link.location)
 
     # -- link 7: concat ---------------------------------------------------------------------
     def concat_phase(self, capture) -> None:

@@ -58,14 +58,6 @@ UNRUNNABLE = {
 # Disagreements the analyzer does not handle yet: (tree, model, id set or "*") -> what the
 # run shows. Each is a strict xfail: when the trace learns the shape, the entry must go.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("sglang_like", "LambdaForCausalLM", "*"): (
-        "trace says captures_nothing; the run raises ValueError: the inherited forward unpacks "
-        "the bare tensor LambdaModel returns (alpha.py:55, 'hidden_states, aux = out')"
-    ),
-    ("sglang_like", "MuForCausalLM", "*"): (
-        "trace says captures; the run feeds nothing: the setter never sets the flag the "
-        "forward tests, so the states are dropped (mu.py:17-19, FT006)"
-    ),
     ("sglang_like", "ThetaForCausalLM", "*"): (
         "trace names the loop's boundaries; every slot the run feeds is b=L: the stored "
         "reference to the residual is updated in place later (theta.py:21-24, FT013)"
