@@ -248,3 +248,56 @@ def test_inherited_unpacking_of_an_override_that_returns_one_value_raises(sglang
         traced = api.trace(sglang_scan, "LambdaForCausalLM", ids, L)
         assert traced.outcome == F.Outcome.RAISES and str(traced.raises_at).endswith("models/alpha.py:55")
         assert "ValueError" in traced.reason
+
+
+def test_wrapper_that_never_unpacks_drops_the_states(sglang_scan):
+    """digamma.py: the setter turns capture on (flag and ids, lines 19-25), but forward returns
+    `out[0] if isinstance(out, tuple) else out` of AlphaModel's (hidden, aux) (line 17)."""
+    row = sglang_scan.project.row("DigammaForCausalLM")
+    assert row.capture.returns.kind == F.ReturnKind.NOT_UNPACKED and row.capture.returns.decided
+    assert str(row.capture.returns.location).endswith("models/digamma.py:17") and row.support == "broken"
+    for ids in (None, [1, 2, 30]):
+        traced = api.trace(sglang_scan, "DigammaForCausalLM", ids, L)
+        assert traced.outcome == F.Outcome.CAPTURES_NOTHING and traced.boundaries == ()
+        assert "digamma.py:17" in traced.reason
+
+
+def test_early_return_under_a_flag_nothing_sets_drops_the_states(sglang_scan):
+    """koppa.py: KoppaModel.forward captures in its loop (line 23), then returns
+    `hidden_states` alone when `not self.return_aux_hidden_states` (25-26); the flag is False
+    from __init__ (16) and neither the setter nor another method assigns it. The wrapper hands
+    the output on as it is (35), so nothing raises."""
+    row = sglang_scan.project.row("KoppaForCausalLM")
+    link = row.capture.returns
+    assert link.kind == F.ReturnKind.EARLY_RETURN and link.decided and not link.raises
+    assert str(link.location).endswith("models/koppa.py:26")
+    assert [str(e).rsplit("/", 1)[-1] for e in link.evidence] == ["koppa.py:23", "koppa.py:16"]
+    traced = api.trace(sglang_scan, "KoppaForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES_NOTHING and "return_aux_hidden_states" in traced.reason
+
+
+def test_an_early_return_under_a_runtime_test_is_only_noted(tmp_path):
+    """The same shape under a test of the batch (not decidable without a run): the trace keeps
+    its boundaries and notes the return as a step."""
+    from flowtrace.index.build import IndexOptions
+
+    models = tmp_path / "sglang" / "srt" / "models"
+    models.mkdir(parents=True)
+    for part in ("sglang", "sglang/srt"):
+        (tmp_path / part / "__init__.py").write_text("")
+    source = (SGLANG_LIKE / "sglang/srt/models/koppa.py").read_text()
+    source = source.replace("if not self.return_aux_hidden_states:", "if not forward_batch.is_extend:")
+    source = source.replace("def forward(self, input_ids, hidden_states):\n        residual", "def forward(self, input_ids, hidden_states, forward_batch=None):\n        residual")
+    assert "forward_batch.is_extend" in source
+    (models / "koppa.py").write_text(source)
+    (models / "alpha.py").write_text((SGLANG_LIKE / "sglang/srt/models/alpha.py").read_text())
+    layers = tmp_path / "sglang" / "srt" / "layers"
+    layers.mkdir()
+    for f in ("__init__.py", "base.py", "aux_capture.py"):
+        (layers / f).write_text((SGLANG_LIKE / "sglang/srt/layers" / f).read_text())
+    scan = api.scan(tmp_path, options=IndexOptions(use_cache=False, jobs=1))
+    link = scan.project.row("KoppaForCausalLM").capture.returns
+    assert link.kind == F.ReturnKind.EARLY_RETURN and not link.decided
+    traced = api.trace(scan, "KoppaForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (2, 3, 31)
+    assert any(s.kind == "returns" and s.location.line == 26 for s in traced.steps)

@@ -84,6 +84,16 @@ def _flag_state(project, owner: str, flag: str, chain: _Chain) -> tuple[bool | N
     return default.value, True, default.location
 
 
+def _leads_to(project, inner: str | None, holder: str | None) -> bool:
+    """Whether the object built as a wrapper's attribute is the holder or builds it (two levels)."""
+    if inner is None or holder is None:
+        return False
+    if inner == holder:
+        return True
+    first = project.constructed(inner)
+    return holder in first or any(holder in project.constructed(c) for c in first)
+
+
 def _effective(uses: Sequence[F.OutputUseFact], value: bool | None) -> F.OutputUseFact | None:
     """The first use a forward reaches with the flag at ``value`` (None: unknown)."""
     for use in uses:
@@ -169,9 +179,9 @@ def return_link(project, qualname: str, setters: Sequence[F.SetterFact], targets
     early = _early_return(project, holder, site, chain)
     wrapper = _forward_owner(project, qualname)
     uses = list(project.output_uses.get(wrapper, [])) if wrapper else []
-    if not uses:
-        return early
-    attribute = uses[0].attribute
+    attribute = next((u.attribute for u in uses if _leads_to(project, project.attribute_class(qualname, u.attribute), holder)), None)
+    if attribute is None:
+        return early  # no call of the object that holds the capture (a logits processor, a pooler...)
     uses = [u for u in uses if u.attribute == attribute]
     flags = list(dict.fromkeys(u.flag for u in uses if u.flag))
     value, never, flag_at = _flag_state(project, qualname, flags[0], chain) if len(flags) == 1 else (None, False, None)

@@ -61,6 +61,20 @@ def _slots(c) -> dict[str, Any] | None:
     }
 
 
+def _returns(c) -> dict[str, Any] | None:
+    """Link 6: whether the captured states reach the runner, and the statement that decides it."""
+    r = c.returns
+    if r is None:
+        return None
+    return {
+        "kind": str(r.kind),
+        "at": str(r.location) if r.location else None,
+        "raises": r.raises,
+        "decided": r.decided,
+        "reason": r.reason,
+    }
+
+
 def model_json(row: ModelRow) -> dict[str, Any]:
     capture = None
     c = row.capture
@@ -91,6 +105,7 @@ def model_json(row: ModelRow) -> dict[str, Any]:
             "concat_order": str(c.concat_order),
             "stream": _stream(c),
             "slots": _slots(c),
+            "returns": _returns(c),
         }
     return {
         "class": row.name,
