@@ -49,6 +49,33 @@ def test_none_residual_is_fine_when_index_0_is_not_requested(sglang_scan):
     assert traced.boundaries == (2, 30, 32)  # b=32 recorded after the loop
 
 
+def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
+    """theta.py: ``aux_hidden_states.append(residual)`` (line 23) stores a reference, then
+    ``residual += delta`` (line 25) updates that one tensor in place and the loop never
+    rebinds ``residual``: every slot holds its state after the last layer, b=L."""
+    c = sglang_scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == F.StreamKind.MUTATED_REFERENCE and c.stream.final_state
+    assert c.stream.mutation == "residual += delta" and str(c.stream.mutated_at).endswith("models/theta.py:25")
+    traced = api.trace(sglang_scan, "ThetaForCausalLM", [-1, 3, 4], L)  # plus one: indices 0, 4, 5
+    assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (L, L, L)
+    assert "theta.py:25" in traced.reason
+    assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
+
+
+def test_a_rebound_name_is_not_one_tensor_across_iterations():
+    """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
+    import libcst as cst
+
+    from flowtrace.index.streams import rebinds
+
+    def loop(src: str) -> cst.For:
+        return cst.parse_module(src).body[0]
+
+    assert rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    x = f(x)\n"), "x")
+    assert not rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    y = f(x)\n"), "x")
+    assert rebinds(loop("for i in r:\n    if c:\n        h, x = f(h, x)\n"), "x")
+
+
 def test_guarded_site_captures_the_embedding(sglang_scan):
     c = sglang_scan.project.row("XiForCausalLM").capture
     assert c.embedding_capturable is True and c.stream.raising_index is None
@@ -301,3 +328,43 @@ def test_an_early_return_under_a_runtime_test_is_only_noted(tmp_path):
     traced = api.trace(scan, "KoppaForCausalLM", [1, 2, 30], L)
     assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (2, 3, 31)
     assert any(s.kind == "returns" and s.location.line == 26 for s in traced.steps)
+
+
+# -- capture sites found by shape -----------------------------------------------------
+
+
+def _shapes_scan():
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    return api.scan(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
+    """metadata_hook.py: the model builds ``HookSpecMetadata(self.layers_to_capture)`` (line 40),
+    hands it to every layer as ``spec_metadata=`` (line 42), and the layer calls its recording
+    method after ``self.mlp`` (line 29) with ``hidden_states + residual`` summed there: the
+    layer's output, so identity ids i give b=i+1 and -1 never matches."""
+    scan = _shapes_scan()
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
+    assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29"]
+    assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
+    assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
+
+
+def test_layers_that_fold_the_residual_record_the_stream():
+    """folded_residual.py: each layer returns ``(residual + mlp(h), residual)`` (lines 19-20),
+    the loop records the first value alone after layer i (line 33): the stream, not a delta;
+    and the guarded / unguarded index-0 sums are told apart in the same tree (none_residual.py
+    raises at index 0, helper_method.py's guarded sum does not)."""
+    scan = _shapes_scan()
+    folded = scan.project.row("FoldedForCausalLM").capture
+    assert folded.stream.kind == F.StreamKind.RESIDUAL_STREAM and folded.site.split_residual
+    assert api.trace(scan, "FoldedForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)  # index 0 is never met
+    none = scan.project.row("NoneResidualForCausalLM").capture
+    assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
+    helper = scan.project.row("HelperForCausalLM").capture
+    assert helper.stream.raising_index is None and helper.embedding_capturable

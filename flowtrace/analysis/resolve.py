@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
 from flowtrace.analysis.return_path import return_link
@@ -106,11 +107,13 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 _NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
 
 
-def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
-    """Stream semantics of a site: what it records and whether its first index raises."""
+def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) -> StreamLink:
+    """Stream semantics of a site: what it records and whether its first index raises.
+    ``layers_fold``: the loop's layers add the residual themselves and return the stream
+    first, so recording that first value alone is the stream, not a delta."""
     if site.mutated_later:
         kind = F.StreamKind.MUTATED_REFERENCE
-    elif site.split_residual and site.captured_expression and not site.uses_residual:
+    elif site.split_residual and site.captured_expression and not site.uses_residual and not layers_fold:
         kind = F.StreamKind.DELTA
     elif site.captured_expression:
         kind = F.StreamKind.RESIDUAL_STREAM
@@ -124,7 +127,10 @@ def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
             f"index {raising}: `{site.captured_expression}` is evaluated before the first layer runs, "
             f"while {site.first_none} is None{where}: TypeError"
         )
-    return StreamLink(kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason)
+    return StreamLink(
+        kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason,
+        site.mutated_later, site.mutated_at, bool(site.mutated_later) and not site.mutated_rebound,
+    )
 
 
 class Project:
@@ -145,6 +151,7 @@ class Project:
         self.return_shapes: dict[str, list[F.ReturnShapeFact]] = {}
         self.flag_defaults: dict[str, list[F.FlagDefaultFact]] = {}
         self.early_returns: dict[str, list[F.StreamFact]] = {}
+        self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
             for c in ff.classes:
@@ -175,6 +182,7 @@ class Project:
         for s in ff.stream_facts:
             if s.kind == EARLY_RETURN:
                 self.early_returns.setdefault(s.class_qualname, []).append(s)
+            self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
 
     # -- class lookups -----------------------------------------------------------
     def find_class(self, name: str) -> str | None:
@@ -261,6 +269,16 @@ class Project:
             if hit:
                 return hit
         return None
+
+    def layers_fold(self, holder: str | None) -> bool:
+        """The layers a holder builds add the residual themselves (a folding layer it builds,
+        else one in its module, as an engine keeps a model's layers beside it)."""
+        if holder is None:
+            return False
+        if any(c in self.folding for c in self.constructed(holder)):
+            return True
+        module = holder.rpartition(".")[0]
+        return any(c.rpartition(".")[0] == module for c in self.folding)
 
     def constructed(self, qualname: str) -> list[str]:
         out: list[str] = []
@@ -491,7 +509,7 @@ class Project:
             return None, F.UNKNOWN, "no capture site found", (), None, None
         point, note, evidence = site.point, site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
-        if site.mechanism in (F.CALLBACK, F.PACKER) and site.point == F.UNKNOWN:
+        if site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) and site.point == F.UNKNOWN:
             point, note, evidence = self.callback_point(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None
             last = point == F.OUTPUT if point != F.UNKNOWN else None
@@ -503,7 +521,7 @@ class Project:
         setter = res.setter
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
-        stream = stream_link(site, point) if site is not None else None
+        stream = stream_link(site, point, self.layers_fold(res.holder)) if site is not None else None
         if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)

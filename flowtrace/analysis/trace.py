@@ -439,10 +439,26 @@ class _Tracer:
     # -- link 5: stream semantics ---------------------------------------------------------
     def stream_phase(self, capture) -> None:
         stream = capture.stream
-        if stream is None or stream.raising_index is None or stream.raising_index not in (self.indices or ()):
+        if stream is None:
             return
-        self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
-        self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+        if stream.raising_index is not None and stream.raising_index in (self.indices or ()):
+            self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
+            self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+        if stream.kind == F.StreamKind.MUTATED_REFERENCE and self.boundaries:
+            self.reference_phase(stream)
+
+    def reference_phase(self, stream) -> None:
+        """A recorded reference the loop updates in place later: what a slot holds is the
+        tensor's state when the concat reads it, not the boundary it was recorded at. When the
+        loop never rebinds the name, every slot is that one tensor after the last layer (b=L)."""
+        what = f"`{stream.expression}` is recorded by reference and updated in place later (`{stream.mutation}`, {stream.mutated_at})"
+        if not stream.final_state:
+            reason = f"{what}, and the loop also rebinds it: a slot holds a state between two layers, not a boundary"
+            self.steps.append(TraceStep("stream", reason, stream.mutated_at))
+            self.end(F.Outcome.UNKNOWN, reason)
+        self.reason = f"{what}: every slot is that one tensor, read after the last layer (b={self.L})"
+        self.steps.append(TraceStep("stream", self.reason, stream.mutated_at))
+        self.boundaries = (self.L,) * len(self.boundaries or ())
 
     # -- link 6: fixed-slot collectors ------------------------------------------------------
     def slots_phase(self, capture) -> None:

@@ -277,6 +277,8 @@ EntryClass = ExForCausalLM
             c = row.capture
             if not row.registered or c is None or c.site is None or c.point == F.UNKNOWN or c.default_location is None:
                 continue
+            if c.stream is not None and c.stream.kind == F.StreamKind.MUTATED_REFERENCE:
+                continue  # its slots all hold one later state, whatever the default names (FT013 says so)
             boundaries = trace_row(result.project, row, None, PROBE_LAYERS).boundaries
             if boundaries:
                 by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[3].append(row)

@@ -115,6 +115,11 @@ class StreamLink:
     raising_index: int | None  # the capture index whose recording raises (None: none raises)
     raises_at: Location | None
     reason: str | None
+    # MUTATED_REFERENCE: the in-place update of the stored tensor and where it is; when the
+    # loop never rebinds the name, every recorded slot is one tensor holding the loop's final state.
+    mutation: str | None = None
+    mutated_at: Location | None = None
+    final_state: bool = False
 
 
 @dataclass(frozen=True, slots=True)
