@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from flowtrace.index.returns import DROP, SINGLE, UNPACK
+from flowtrace.index.returns import DROP, SINGLE, UNPACK, flag_test
 from flowtrace.model import facts as F
 from flowtrace.model.links import ReturnLink
 
@@ -134,7 +134,7 @@ def _early_return(project, holder: str | None, site: F.CaptureSiteFact | None, c
             test = ast.parse(fact.detail, mode="eval").body
         except SyntaxError:
             test = None
-        flag = _self_flag(test) if test is not None else None
+        flag = flag_test(test) if test is not None else None
         value, _, evidence = _flag_state(project, holder, flag[0], chain) if flag else (None, False, None)
         if value is not None and flag is not None and value != flag[1]:
             continue  # the test never holds: the return is never taken
@@ -142,15 +142,6 @@ def _early_return(project, holder: str | None, site: F.CaptureSiteFact | None, c
         why = f" (self.{flag[0]} is {value}, {evidence})" if decided and flag else ""
         reason = f"{site.function} returns without the captured states at {fact.location} when `{fact.detail}`{why}"
         return ReturnLink(R.EARLY_RETURN, fact.location, reason, decided=decided, evidence=(site.location,) + ((evidence,) if evidence else ()))
-    return None
-
-
-def _self_flag(test: ast.expr) -> tuple[str, bool] | None:
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _self_flag(test.operand)
-        return (inner[0], not inner[1]) if inner else None
-    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
-        return test.attr, True
     return None
 
 

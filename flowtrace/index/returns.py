@@ -44,10 +44,10 @@ def _self_attribute(node: ast.AST) -> str | None:
     return None
 
 
-def _flag_test(test: ast.expr) -> _Flag:
+def flag_test(test: ast.expr) -> _Flag:
     """``self.<f>`` -> (f, True); ``not self.<f>`` -> (f, False); anything else None."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _flag_test(test.operand)
+        inner = flag_test(test.operand)
         return (inner[0], not inner[1]) if inner else None
     name = _self_attribute(test)
     return (name, True) if name else None
@@ -93,7 +93,7 @@ class _Uses:
     def block(self, body: list[ast.stmt], flag: _Flag) -> None:
         for stmt in body:
             if isinstance(stmt, ast.If):
-                tested = _flag_test(stmt.test)
+                tested = flag_test(stmt.test)
                 self.block(stmt.body, tested or flag)
                 other = (tested[0], not tested[1]) if tested else flag
                 self.block(stmt.orelse, other)
