@@ -201,6 +201,30 @@ def test_language_model_built_from_the_target_config_is_conditional(vllm_scan):
     assert absent.outcome == F.Outcome.CAPTURES_NOTHING
 
 
+def test_language_model_stored_by_an_annotated_assignment_is_followed(vllm_scan):
+    # annotated_vl.py: `self.language_model: LlamaForCausalLM = build_by_architecture(...,
+    # architectures=["LlamaForCausalLM"])`; the interface setter reaches language_model.model
+    row = vllm_scan.project.row("AnnotatedVLForConditionalGeneration")
+    assert row.support == "delegated" and row.capture.holder.endswith("llama.LlamaModel")
+    # llama.py: identity ids, the embedding before the loop, idx + 1 after layer idx
+    assert api.trace(vllm_scan, row.name, [0, 2, 32], L).boundaries == (0, 2, 32)
+    assert api.trace(vllm_scan, row.name, None, L).boundaries == (2, 16, 29)
+
+
+@pytest.mark.parametrize("variant", ["main", "alt"])
+def test_registry_package_re_exporting_platform_variants(vllm_scan, variant):
+    # dual/__init__.py re-exports main.py's or alt.py's classes (wrapper and language model from
+    # the same branch); the registry names the package. Each variant's wrapper builds its own
+    # variant's DualForCausalLM, whose model is Llama's loop (identity, idx + 1, embedding 0).
+    wrapper = f"vllm.model_executor.models.dual.{variant}.DualVLForConditionalGeneration"
+    row = vllm_scan.project.row(wrapper)
+    assert row.registered and "DualVLForConditionalGeneration" in row.architectures
+    assert row.support == "delegated"
+    assert row.capture.holder == f"vllm.model_executor.models.dual.{variant}.DualModel"
+    assert api.trace(vllm_scan, wrapper, [0, 2, 32], L).boundaries == (0, 2, 32)
+    assert api.trace(vllm_scan, wrapper, None, L).boundaries == (2, 16, 29)
+
+
 @pytest.mark.parametrize(
     "model, holder, delegates_to, point",
     [

@@ -18,7 +18,7 @@ from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
 from flowtrace.analysis.return_path import return_link
 from flowtrace.index.stream_facts import EARLY_RETURN
-from flowtrace.model.links import CaptureChain, Problem, ReturnLink, SlotsLink, StreamLink, compose_transforms
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, ReturnLink, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -104,7 +104,7 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
-_NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+_NOT_BREAKING = NOT_BREAKING
 
 
 def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) -> StreamLink:
@@ -131,6 +131,22 @@ def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) 
         kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason,
         site.mutated_later, site.mutated_at, bool(site.mutated_later) and not site.mutated_rebound,
     )
+
+
+def _nearest(candidates: list[str], near: str) -> str | None:
+    """The one candidate sharing the longest dotted prefix with ``near`` (None on a tie)."""
+    def shared(c: str) -> int:
+        n = 0
+        for a, b in zip(c.split("."), near.split(".")):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    ranked = sorted(((shared(c), c) for c in candidates), reverse=True)
+    if not ranked or (len(ranked) > 1 and ranked[0][0] == ranked[1][0]):
+        return None
+    return ranked[0][1]
 
 
 class Project:
@@ -185,13 +201,17 @@ class Project:
             self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
 
     # -- class lookups -----------------------------------------------------------
-    def find_class(self, name: str) -> str | None:
+    def find_class(self, name: str, near: str | None = None) -> str | None:
+        """The class ``name`` means. ``near`` is the class whose code names it: when the name
+        points at a package that re-exports one of several same-named variants (one per
+        platform, picked by its ``__init__``), the variant beside ``near`` is the one built
+        with it (each variant's wrapper and language model come from the same branch)."""
         if name in self.classes:
             return name
         if name.startswith("arch:"):  # a factory given an architecture name: ask the registry
             for target, entries in self.registry.items():
                 if any(e.architecture == name[5:] for e in entries):
-                    return self.find_class(target) if not target.startswith("arch:") else None
+                    return self.find_class(target, near) if not target.startswith("arch:") else None
             return None
         simple = name.rsplit(".", 1)[-1]
         candidates = self.by_name.get(simple, [])
@@ -200,7 +220,20 @@ class Project:
         # Prefer a candidate in the module the name points at (re-exports, relative imports).
         module = name.rpartition(".")[0]
         close = [c for c in candidates if module and c.startswith(module.rpartition(".")[0])]
-        return close[0] if len(close) == 1 else None
+        if len(close) == 1:
+            return close[0]
+        inside = [c for c in close if c.startswith(module + ".")]
+        return _nearest(inside, near) if near else None
+
+    def registered_classes(self, target: str) -> list[str]:
+        """The classes a registry entry names: the one it resolves to, or, when it names a
+        package that re-exports one of several same-named variants (picked per platform by
+        its ``__init__``), every variant inside that package."""
+        found = self.find_class(target)
+        if found:
+            return [found]
+        module, _, simple = target.rpartition(".")
+        return sorted(c for c in self.by_name.get(simple, []) if module and c.startswith(module + "."))
 
     def mro(self, qualname: str) -> list[str]:
         """Depth-first base order (memoised: the facts never change after indexing)."""
@@ -247,7 +280,7 @@ class Project:
                 continue
             for a in cls.assignments:
                 if a.attribute == attribute:
-                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee)
+                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee, near=q)
                     if found:
                         return found
         return None
@@ -286,7 +319,7 @@ class Project:
             cls = self.classes.get(q)
             if cls:
                 for a in cls.assignments:
-                    found = self.find_class(a.callee)
+                    found = self.find_class(a.callee, near=q)
                     if found and found not in out:
                         out.append(found)
         return out
@@ -308,7 +341,7 @@ class Project:
                     for a in cls.assignments if cls else ():
                         if a.attribute == "*":
                             continue
-                        found = self.find_class(a.callee)
+                        found = self.find_class(a.callee, near=cls_q)
                         if found and defines(found):
                             return found
                         if found:
@@ -596,8 +629,7 @@ class Project:
         generation: set[str] = set()
         groups = self.conv.generation_dicts
         for target, entries in self.registry.items():
-            found = self.find_class(target)
-            if found:
+            for found in self.registered_classes(target):
                 registered.setdefault(found, []).extend(e.architecture for e in entries)
                 if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
                     generation.add(found)

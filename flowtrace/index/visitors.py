@@ -391,14 +391,22 @@ class FileAnalyzer:
         out: list[F.AttributeAssignment] = []
         analyzer = self
 
+        def assigned(node: cst.Assign | cst.AnnAssign, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            name = dotted(target)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                callee = analyzer.constructed_class(info, value) or analyzer.dynamic_build(value)
+                if callee:
+                    out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, value)))
+
         class _V(FastVisitor):
             def visit_Assign(self, node: cst.Assign) -> None:
                 for target in node.targets:
-                    name = dotted(target.target)
-                    if name and name.startswith("self.") and name.count(".") == 1:
-                        callee = analyzer.constructed_class(info, node.value) or analyzer.dynamic_build(node.value)
-                        if callee:
-                            out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, node.value)))
+                    assigned(node, target.target, node.value)
+
+            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+                # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
+                if node.value is not None:
+                    assigned(node, node.target, node.value)
 
             def visit_Call(self, node: cst.Call) -> None:
                 name = dotted(node.func)

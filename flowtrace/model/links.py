@@ -46,6 +46,11 @@ def compose_transforms(outer: str, inner: str) -> str:
     return Transform.OTHER
 
 
+# Problems that describe how a chain behaves on some ids rather than a chain that cannot work
+# (a row with only these is not "broken"; trace decides them on the concrete ids).
+NOT_BREAKING = frozenset({ProblemKind.INDEX0_RAISES, ProblemKind.PACKER_COUNT_CHECK, ProblemKind.DEPENDS_ON_CONFIG})
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A typed problem on a chain: rules select on ``kind``; ``text`` is for people."""
@@ -191,6 +196,7 @@ class CaptureChain:
 
 
 __all__ = [
+    "NOT_BREAKING",
     "CaptureChain",
     "compose_transforms",
     "ConcatLink",
