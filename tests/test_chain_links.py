@@ -62,6 +62,33 @@ def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
     assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
 
 
+@pytest.mark.parametrize("edit, kind, boundaries", [
+    # rebound before the in-place update: `+=` changes the new tensor, the stored one stays b=i
+    ("residual = residual * 1\n            residual += delta", F.StreamKind.RESIDUAL_STREAM, (1, 4, 5)),
+    # rebound after it: each slot holds its own iteration's `residual + delta`, not a boundary
+    ("residual += delta\n            residual = residual * 1", F.StreamKind.MUTATED_REFERENCE, None),
+])
+def test_a_rebinding_decides_what_the_stored_reference_holds(tmp_path, edit, kind, boundaries):
+    """theta.py with one line changed around its `residual += delta` (line 25)."""
+    import shutil
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "sglang_like"
+    shutil.copytree(SGLANG_LIKE, tree)
+    theta = tree / "sglang" / "srt" / "models" / "theta.py"
+    text = theta.read_text()
+    assert text.count("            residual += delta") == 1
+    theta.write_text(text.replace("residual += delta", edit))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == kind and not c.stream.final_state
+    traced = api.trace(scan, "ThetaForCausalLM", [0, 3, 4], L)  # plus one: indices 1, 4, 5 (input point)
+    assert traced.boundaries == boundaries
+    if boundaries is None:
+        assert traced.outcome == F.Outcome.UNKNOWN and "rebinds" in traced.reason
+
+
 def test_a_rebound_name_is_not_one_tensor_across_iterations():
     """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
     import libcst as cst
@@ -374,7 +401,9 @@ def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
     c = scan.project.row("HookForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
     assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
-    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29"]
+    # evidence: the layer's call after its MLP, then the recording method it calls (line 15)
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29", "sglang/srt/models/metadata_hook.py:15"]
+    assert "records `hidden_states + residual`" in c.point_note
     assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
     assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
 
@@ -392,3 +421,42 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
     helper = scan.project.row("HelperForCausalLM").capture
     assert helper.stream.raising_index is None and helper.embedding_capturable
+
+
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
+    text = hook.read_text()
+    assert text.count(old) == 1
+    hook.write_text(text.replace(old, new))
+    return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
+    """The same tree with the hook's recording line removed: the layers still call the
+    method after their MLP, but it records nothing, so the point is not decided."""
+    scan = _edited_hook_scan(tmp_path, "self.aux_hidden_states.append(hidden_states + residual)", "return None")
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
+    assert "does not define as a recording method" in c.point_note
+    assert api.trace(scan, "HookForCausalLM", [1, 2], 8).outcome == F.Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize("label, point, boundaries", [
+    ("self.layer_idx + 1", F.INPUT, (3, 4)),  # labelled as the next layer's input: index k -> b=k
+    ("self.layer_idx * 2", F.UNKNOWN, None),  # not the layer's own index: not decided
+])
+def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundaries):
+    """metadata_hook.py with the layer's label argument changed (line 29): the point follows
+    the label the layer hands the recorder, relative to where it calls it (after its MLP)."""
+    call = "spec_metadata.maybe_capture_hidden_states(self.layer_idx, hidden_states, residual)"
+    scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
+    assert scan.project.row("HookForCausalLM").capture.point == point
+    assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries

@@ -555,7 +555,7 @@ class FileAnalyzer:
         params = [p for p in fn.params.params + fn.params.kwonly_params if p.default is not None]
         if not params:
             return []
-        events: list[tuple[int, int, str, str | None]] = []  # (line, col, kind, detail)
+        events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []  # (line, col, kind, detail, call arguments)
         names = {p.name.value for p in params}
         analyzer = self
 
@@ -563,16 +563,17 @@ class FileAnalyzer:
             def visit_Call(self, node: cst.Call) -> None:
                 func = dotted(node.func)
                 pos = analyzer.positions[node].start
+                args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
                 if func and func.startswith("self.") and func.count(".") == 1:
-                    events.append((pos.line, pos.column, "compute", func))
+                    events.append((pos.line, pos.column, "compute", func, ()))
                 if isinstance(node.func, cst.Name) and node.func.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value, "called"))
+                    events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
                 elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}"))
+                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
                 for arg in node.args:
                     if isinstance(arg.value, cst.Name) and arg.value.value in names:
                         p = analyzer.positions[arg].start
-                        events.append((p.line, p.column, "use:" + arg.value.value, func))
+                        events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
 
         _V().walk(fn.body)
         events.sort()
@@ -587,7 +588,7 @@ class FileAnalyzer:
             position = "before" if not compute_before else "after" if not compute_after else "middle"
             ev = events[first]
             out.append(
-                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3])
+                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
             )
         return out
 

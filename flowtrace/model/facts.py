@@ -328,10 +328,11 @@ class HelperDefFact:
     class_qualname: str
     method: str
     label_arg: int  # position of the label among the call's arguments (self excluded)
-    container_arg: int
+    container_arg: int  # -1: records into an attribute of its own object (a metadata hook)
     attribute: str
     location: Location
     guarded: bool  # the recorded value tests its None-able operand first
+    recorded: str | None = None  # the recorded value, e.g. "hidden_states + residual" (loop locals followed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +446,7 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+    arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
 
 
 @dataclass(frozen=True, slots=True)
