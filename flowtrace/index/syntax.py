@@ -287,6 +287,17 @@ def _state_class() -> type:
     return _LoggingState
 
 
+# Nodes that are only whitespace or comments: no fact asks where they are, and they are a
+# third of what the code generation logs, so it generates them without logging them
+# (``Positions[node]`` raises KeyError for them; their text still moves the lines on).
+UNPOSITIONED: tuple[type, ...] = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment)
+
+
+def _unlogged_codegen(self, state, **kwargs) -> None:  # noqa: ANN001, ANN003
+    """``CSTNode._codegen`` without ``before_codegen`` / ``after_codegen``."""
+    self._codegen_impl(state, **kwargs)
+
+
 class Positions:
     """Syntactic line/column ranges of every node, like libcst's PositionProvider, at a
     fraction of its cost: one code generation that tracks lines with plain tuples."""
@@ -299,11 +310,16 @@ class Positions:
         log: list = []
         original = _BaseParenthesizedNode.__dict__.get("_parenthesize")
         patch = original is not None and threading.current_thread() is threading.main_thread()
+        quiet = [k for k in UNPOSITIONED if "_codegen" not in k.__dict__] if patch else []
         if patch:
             _BaseParenthesizedNode._parenthesize = _fast_parenthesize  # type: ignore[method-assign]
+        for kind in quiet:
+            kind._codegen = _unlogged_codegen  # type: ignore[method-assign]
         try:
             module._codegen(_state_class()(module, log))
         finally:
+            for kind in quiet:
+                del kind._codegen  # back to CSTNode's
             if patch:
                 _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign, assignment]
 
