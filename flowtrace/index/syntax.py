@@ -290,7 +290,7 @@ def _state_class() -> type:
 # Nodes that are only whitespace or comments: no fact asks where they are, and they are a
 # third of what the code generation logs, so it generates them without logging them
 # (``Positions[node]`` raises KeyError for them; their text still moves the lines on).
-UNPOSITIONED: tuple[type, ...] = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment)
+UNPOSITIONED: tuple[type[cst.CSTNode], ...] = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment)
 
 
 def _unlogged_codegen(self, state, **kwargs) -> None:  # noqa: ANN001, ANN003
@@ -314,7 +314,7 @@ class Positions:
         if patch:
             _BaseParenthesizedNode._parenthesize = _fast_parenthesize  # type: ignore[method-assign]
         for kind in quiet:
-            kind._codegen = _unlogged_codegen  # type: ignore[method-assign]
+            kind._codegen = _unlogged_codegen  # type: ignore[method-assign, assignment]
         try:
             module._codegen(_state_class()(module, log))
         finally:
