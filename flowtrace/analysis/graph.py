@@ -1,11 +1,15 @@
-"""One networkx graph per scanned repo: how layer ids flow from a draft config to the fc.
+"""One networkx graph per scanned repo: the capture chains of shared/DESIGN.md §3, as typed nodes and edges.
 
-Typed nodes (config key, model class, setter, capture attribute, capture loop, aux
-container, model return, concatenation, draft fc) and labelled edges (id transform,
-delegation, inheritance, capture point, mechanism). Inheritance and delegation are already
-resolved by :mod:`flowtrace.analysis.resolve`, so a path from a config key reaches the capture loop
-for any model class. Rules and the HTML report read this graph; exports are node-link JSON,
-GraphML and DOT.
+Every model row's :class:`flowtrace.model.links.CaptureChain` is stored link by link: the id
+source (``config`` nodes), each transform (``setter``), the holder and its capture attribute
+(``attribute``), the capture site (``loop``), what it records (``container``, with the stream
+semantics), a fixed-slot collector (``slots``), the return path (``return``) and the
+concatenations the states reach (``concat`` -> draft ``fc``). Each node has ``kind`` (its
+shape), ``link`` (the chain link it stands for), ``file``/``line`` evidence and link-specific
+attributes; each chain edge has ``link`` (what connects the two), ``label`` and ``model``.
+Links shared by several models (a base class's setter, one capture loop) are one node.
+Nothing here re-derives a chain from row fields: the graph is a view of the links, and
+rules, trace and the report read the same links. Exports: node-link JSON, GraphML, DOT.
 """
 
 from __future__ import annotations
@@ -16,22 +20,60 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from flowtrace.model import facts as F
+from flowtrace.model.links import CaptureChain
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import Project
+    from flowtrace.analysis.resolve import ModelRow, Project
 
-KINDS = ("config", "model", "setter", "attribute", "loop", "container", "return", "concat", "fc")
+KINDS = ("config", "model", "setter", "attribute", "loop", "container", "slots", "return", "concat", "fc")
+# The chain link each node kind stands for (DESIGN.md §3 numbering in the comments).
+LINKS = {
+    "config": "id_source",  # 1
+    "setter": "transform",  # 2
+    "attribute": "holder",  # 3
+    "loop": "site",  # 4
+    "container": "stream",  # 5
+    "slots": "slots",  # 6 (fixed-slot collectors)
+    "return": "return",  # 6
+    "concat": "concat",  # 7
+    "fc": "fc",
+    "model": "model",
+}
 
 
-def _node(g: nx.MultiDiGraph, node_id: str, kind: str, label: str, location: F.Location | None = None, model: str | None = None) -> str:
+def _node(g: nx.MultiDiGraph, node_id: str, kind: str, label: str, location: F.Location | None = None, model: str | None = None, **attrs: str | int) -> str:
+    """Add a node once (shared links stay one node); GraphML needs plain values, so a
+    missing place is ``file=""``, ``line=0``."""
     if node_id not in g:
-        g.add_node(node_id, kind=kind, label=label, file=location.file if location else "", line=location.line if location else 0, model=model or "")
+        g.add_node(
+            node_id, kind=kind, link=LINKS[kind], label=label, file=location.file if location else "", line=location.line if location else 0, model=model or "", **attrs
+        )
     return node_id
 
 
+def _edge(g: nx.MultiDiGraph, u: str, v: str, link: str, label: str, model: str) -> None:
+    g.add_edge(u, v, link=link, label=label, model=model)
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
 def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.MultiDiGraph:
+    """The repo graph: the draft side (fc, config reads, concatenations), then each row's chain."""
     g = nx.MultiDiGraph()
     config_nodes = [_node(g, f"config:{k}", "config", k) for k in engine_keys or project.conv.layer_id_keys]
+    _draft_side(g, project)
+    for row in project.rows:
+        _node(g, f"model:{row.qualname}", "model", row.name, row.location, row.qualname)
+        if row.chain is not None:
+            _add_chain(g, row, row.chain, config_nodes)
+    return g
+
+
+def _draft_side(g: nx.MultiDiGraph, project: Project) -> None:
+    """Facts that are not one model's link: the draft's fc, where it reads ids, and the
+    concatenations (wired to the fc of their draft module)."""
     draft_modules: set[str] = set()
     for ff in project.files:
         for fc in ff.fc_definitions:
@@ -39,45 +81,96 @@ def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.Multi
             draft_modules.add(ff.module)
         for read in ff.config_reads:
             node = _node(g, f"read:{read.location}", "config", f"read {read.key} ({read.function})", read.location)
-            g.add_edge(f"config:{read.key}" if f"config:{read.key}" in g else node, node, label="read")
+            g.add_edge(f"config:{read.key}" if f"config:{read.key}" in g else node, node, link="read", label="read")
         for concat in ff.concat_sites:
             node = _node(g, f"concat:{concat.location}", "concat", concat.expression[:80], concat.location)
             if ff.module in draft_modules:
                 for fc in ff.fc_definitions:
-                    g.add_edge(node, f"fc:{fc.class_qualname}", label="fc input")
-    for row in project.rows:
-        model = _node(g, f"model:{row.qualname}", "model", row.name, row.location, row.qualname)
-        c = row.capture
-        if c is None:
-            continue
-        previous = None
-        for n, setter in enumerate(c.chain):
-            sid = _node(g, f"setter:{setter.class_qualname}.{setter.method}", "setter", f"{setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method}", setter.location)
-            if n == 0:
-                for cfg in config_nodes:
-                    g.add_edge(cfg, sid, label="ids", model=row.qualname)
-                g.add_edge(model, sid, label="inherits" if c.inherited else "defines", model=row.qualname)
-            else:
-                g.add_edge(previous, sid, label=f"delegates ({c.chain[n - 1].id_transform})", model=row.qualname)
-            previous = sid
-        if c.holder is None or c.site is None:
-            continue
-        site = c.site
-        attribute = site.attribute or next((w.rsplit(".", 1)[-1] for s in c.chain for w in s.writes), "capture attribute")
-        aid = _node(g, f"attribute:{c.holder}.{attribute}", "attribute", f"{c.holder.rsplit('.', 1)[-1]}.{attribute}", site.location)
-        g.add_edge(previous, aid, label=str(c.effective_transform), model=row.qualname)
-        lid = _node(g, f"loop:{site.location}", "loop", f"{site.function} ({site.mechanism})", site.location)
-        g.add_edge(aid, lid, label=f"point: {c.point}", model=row.qualname)
-        cid = _node(g, f"container:{site.location}:{site.container}", "container", site.container or "aux", site.location)
-        g.add_edge(lid, cid, label=str(site.mechanism), model=row.qualname)
-        rid = _node(g, f"return:{site.class_qualname.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", site.location)
-        g.add_edge(cid, rid, label="returned", model=row.qualname)
-        module = site.class_qualname.rpartition(".")[0]
-        for ff in project.files:
-            if ff.module == module or ff.module in draft_modules:
-                for concat in ff.concat_sites:
-                    g.add_edge(rid, f"concat:{concat.location}", label="concatenated", model=row.qualname)
-    return g
+                    g.add_edge(node, f"fc:{fc.class_qualname}", link="fc_input", label="fc input")
+
+
+def _add_chain(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, config_nodes: list[str]) -> None:
+    """One row's links, outermost first; a chain stops where its next link is missing."""
+    last = _source_and_transforms(g, row, chain, config_nodes)
+    holder = _holder(g, row, chain, last)
+    if holder is None or chain.site is None:
+        return
+    container = _site_and_stream(g, row, chain, holder)
+    _return_and_concat(g, row, chain, container)
+
+
+def _source_and_transforms(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, config_nodes: list[str]) -> str | None:
+    """Links 1-2: the id source and each setter (delegation edges say what the previous one did)."""
+    model, q = f"model:{row.qualname}", row.qualname
+    if chain.source.kind == F.SourceKind.SETTER:
+        entries = config_nodes
+    else:
+        src = chain.source
+        entry = _node(g, f"source:{src.kind}:{src.key}:{_text(src.location)}", "config", f"{src.kind} {src.key}", src.location, source_kind=str(src.kind), key=_text(src.key))
+        _edge(g, model, entry, "reads", "reads", q)
+        entries = [entry]
+    previous: str | None = entries[0] if entries and chain.source.kind != F.SourceKind.SETTER else None
+    for n, t in enumerate(chain.transforms):
+        sid = _node(g, f"setter:{t.owner}.{t.method}", "setter", f"{t.owner.rsplit('.', 1)[-1]}.{t.method}", t.location, transform=str(t.transform), default=_text(t.default))
+        if n == 0:
+            for entry in entries:
+                _edge(g, entry, sid, "ids", "ids", q)
+            if chain.source.kind == F.SourceKind.SETTER:
+                _edge(g, model, sid, "defines", "inherits" if t.owner != q else "defines", q)
+        else:
+            _edge(g, previous or sid, sid, "delegates", f"delegates ({chain.transforms[n - 1].transform})", q)
+        previous = sid
+    return previous
+
+
+def _holder(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, previous: str | None) -> str | None:
+    """Link 3: the holder's capture attribute (a dynamic holder: the config key it depends on)."""
+    h = chain.holder
+    if h is None or previous is None or (chain.site is None and h.kind != F.HolderKind.DYNAMIC):
+        return None
+    attribute = h.attribute or "capture attribute"
+    if h.holder is None:
+        aid = _node(g, f"attribute:dynamic:{h.depends_on}:{attribute}", "attribute", f"{attribute} (class from {h.depends_on})", h.location, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+    else:
+        aid = _node(g, f"attribute:{h.holder}.{attribute}", "attribute", f"{h.holder.rsplit('.', 1)[-1]}.{attribute}", h.location, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+    _edge(g, previous, aid, "writes", str(chain.effective_transform), row.qualname)
+    return aid
+
+
+def _site_and_stream(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, holder: str) -> str:
+    """Links 4-5 (and a fixed-slot collector): the site and what it records."""
+    site, stream, q = chain.site, chain.stream, row.qualname
+    assert site is not None
+    lid = _node(g, f"loop:{site.location}", "loop", f"{site.function} ({site.mechanism})", site.location, mechanism=str(site.mechanism), point=str(site.point))
+    _edge(g, holder, lid, "site", f"point: {site.point}", q)
+    cid = _node(
+        g, f"container:{site.location}:{site.container}", "container", site.container or "aux", site.location,
+        stream_kind=_text(stream.kind if stream else None), expression=_text(stream.expression if stream else None),
+        raising_index=stream.raising_index if stream and stream.raising_index is not None else -1,
+        raises_at=_text(stream.raises_at if stream else None),
+    )
+    _edge(g, lid, cid, "records", str(site.mechanism), q)
+    if chain.slots is not None:
+        s = chain.slots
+        slot = _node(g, f"slots:{s.collector}", "slots", f"{s.collector.rsplit('.', 1)[-1]} (sized by {s.sized_by})", s.check_at, check=_text(s.check), finalize_at=_text(s.finalize_at))
+        _edge(g, cid, slot, "slots", f"sized by {s.sized_by}", q)
+    return cid
+
+
+def _return_and_concat(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, container: str) -> None:
+    """Links 6-7: the states returned by the site's function, then every concatenation they
+    may reach; a dropped return ends the path there."""
+    site, returns, q = chain.site, chain.returns, row.qualname
+    assert site is not None
+    owner = site.owner or ""
+    kind = returns.kind if returns is not None else None
+    where = returns.location if returns is not None and returns.location is not None else site.location
+    rid = _node(g, f"return:{owner.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", where, return_kind=_text(kind))
+    _edge(g, container, rid, "returns", "returned" if kind in (None, F.ReturnKind.RETURNED) else str(kind), q)
+    if kind not in (None, F.ReturnKind.RETURNED) or chain.concat is None:
+        return
+    for location in chain.concat.candidates:
+        _edge(g, rid, f"concat:{location}", "concat", "concatenated", q)
 
 
 def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:
@@ -116,7 +209,7 @@ def _dot_quote(text: str) -> str:
 
 
 def to_dot(g: nx.MultiDiGraph) -> str:
-    shapes = {"config": "note", "model": "box3d", "setter": "box", "attribute": "cylinder", "loop": "component", "container": "folder", "return": "cds", "concat": "trapezium", "fc": "doubleoctagon"}
+    shapes = {"config": "note", "model": "box3d", "setter": "box", "attribute": "cylinder", "loop": "component", "container": "folder", "slots": "tab", "return": "cds", "concat": "trapezium", "fc": "doubleoctagon"}
     lines = ["digraph flowtrace {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
     for node, data in sorted(g.nodes(data=True)):
         label = data.get("label", node)

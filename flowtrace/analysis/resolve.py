@@ -15,7 +15,8 @@ from functools import cached_property
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import Problem, SlotsLink, StreamLink
+from flowtrace.model.links import CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
     F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
@@ -66,6 +67,9 @@ class ModelRow:
     # A capture path without a setter (config attribute, build context, metadata hook):
     # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
     source: object | None = None
+    # The typed links of either path (flowtrace.analysis.chain): what the graph stores and
+    # trace, the checks and the renderers read; None when the class has no capture path.
+    chain: CaptureChain | None = None
 
 
 @dataclass
@@ -88,15 +92,7 @@ class _Resolution:
         self.issues.append(Problem(kind, text, location))
 
 
-def compose(outer: str, inner: str) -> str:
-    """The transform of ``inner(outer(ids))``: identity and pure delegation are neutral."""
-    if outer in (F.IDENTITY, F.DELEGATES):
-        return inner
-    if inner in (F.IDENTITY, F.DELEGATES):
-        return outer
-    if F.CONDITIONAL in (outer, inner):
-        return F.CONDITIONAL
-    return F.OTHER
+compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined with the links)
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
@@ -538,6 +534,17 @@ class Project:
         )
 
     @cached_property
+    def concats(self) -> ConcatIndex:
+        """Where the scan concatenates captured states (the concat links read it)."""
+        return ConcatIndex.of(self.files)
+
+    def chain_of(self, qualname: str, capture: Capture | None, source: object | None) -> CaptureChain | None:
+        """The typed links of a row's capture path (setter-driven or setter-less)."""
+        if capture is not None:
+            return setter_chain(self, qualname, capture)
+        return source_chain(self, source) if source is not None else None
+
+    @cached_property
     def rows(self) -> tuple[ModelRow, ...]:
         registered: dict[str, list[str]] = {}
         generation: set[str] = set()
@@ -581,6 +588,7 @@ class Project:
                     support=support,
                     capture=capture,
                     source=source,
+                    chain=self.chain_of(qualname, capture, source),
                 )
             )
         return tuple(out)

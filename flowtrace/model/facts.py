@@ -51,6 +51,9 @@ class Mechanism(Word):
     PACKER = "packer"  # a packer object handed to layer i or appended to
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
     DICT = "dict"  # by_layer[i] = h inside the loop
+    DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
+    HOOK = "hook"  # setter-less: a metadata hook the decoder layer calls itself
+    UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
 
 
 class Support(Word):

@@ -35,6 +35,17 @@ from flowtrace.model.facts import (
 )
 
 
+def compose_transforms(outer: str, inner: str) -> str:
+    """The transform of ``inner(outer(ids))``: identity and pure delegation are neutral."""
+    if outer in (Transform.IDENTITY, Transform.DELEGATES):
+        return inner
+    if inner in (Transform.IDENTITY, Transform.DELEGATES):
+        return outer
+    if Transform.CONDITIONAL in (outer, inner):
+        return Transform.CONDITIONAL
+    return Transform.OTHER
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A typed problem on a chain: rules select on ``kind``; ``text`` is for people."""
@@ -86,6 +97,13 @@ class SiteLink:
     location: Location
     note: str
     evidence: tuple[Location, ...] = ()  # steps followed (layer forward, helper, hook)
+    attribute: str | None = None  # the capture attribute the membership test reads
+    loop_variable: str | None = None
+    loop_range: str | None = None  # source of the iterated range
+    container: str | None = None  # the aux container variable
+    embedding_capturable: bool | None = None  # b=0 is recorded (decided with the point)
+    last_layer_capturable: bool | None = None  # b=L is recorded (output point or post-loop)
+    owner: str | None = None  # qualified class whose method holds the site
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +140,8 @@ class ReturnLink:
 class ConcatLink:
     order: ConcatOrder
     last_layer_at: Location | None  # a post-loop capture of b=L, if any
-    location: Location | None  # the concatenation
+    location: Location | None  # the concatenation the states reach (what trace cites)
+    candidates: tuple[Location, ...] = ()  # every concatenation they may reach (site module, draft modules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +158,27 @@ class CaptureChain:
     concat: ConcatLink | None
     problems: tuple[Problem, ...] = ()
 
+    @property
+    def effective_transform(self) -> str:
+        """What the whole transform chain does to the ids (link 2 composed, outermost first)."""
+        if not self.transforms:
+            return Transform.IDENTITY
+        out: str = self.transforms[0].transform
+        for link in self.transforms[1:]:
+            out = compose_transforms(out, link.transform)
+        return out
+
+    def kinds(self) -> set[ProblemKind]:
+        """The typed problems on the chain: what rules select on (never the texts)."""
+        return {p.kind for p in self.problems}
+
+    def has(self, kind: ProblemKind) -> bool:
+        return any(p.kind is kind for p in self.problems)
+
 
 __all__ = [
     "CaptureChain",
+    "compose_transforms",
     "ConcatLink",
     "HolderLink",
     "IdSourceLink",
