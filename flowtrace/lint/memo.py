@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from flowtrace.index.cache import seal, unseal, user_key
+from flowtrace.index.cache import atomic_write, seal, unseal, user_key
 
 _ALLOWED_MODULES = {"flowtrace.model.facts", "flowtrace.checks.base", "flowtrace.lint.runner"}
 _CODE_DIGEST: list[str] = []
@@ -108,20 +106,5 @@ class ResultMemo:
             payload = pickle.dumps({"key": self.base_key, "parts": self.fresh}, protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
             return
-        tmp = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-memo-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(seal(payload, self.secret))
-            os.replace(tmp, self.path)
-            tmp = None
-        except OSError:
-            pass
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        atomic_write(self.path, seal(payload, self.secret))
         self.stored = dict(self.fresh)
