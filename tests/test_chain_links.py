@@ -49,6 +49,60 @@ def test_none_residual_is_fine_when_index_0_is_not_requested(sglang_scan):
     assert traced.boundaries == (2, 30, 32)  # b=32 recorded after the loop
 
 
+def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
+    """theta.py: ``aux_hidden_states.append(residual)`` (line 23) stores a reference, then
+    ``residual += delta`` (line 25) updates that one tensor in place and the loop never
+    rebinds ``residual``: every slot holds its state after the last layer, b=L."""
+    c = sglang_scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == F.StreamKind.MUTATED_REFERENCE and c.stream.final_state
+    assert c.stream.mutation == "residual += delta" and str(c.stream.mutated_at).endswith("models/theta.py:25")
+    traced = api.trace(sglang_scan, "ThetaForCausalLM", [-1, 3, 4], L)  # plus one: indices 0, 4, 5
+    assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (L, L, L)
+    assert "theta.py:25" in traced.reason
+    assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
+
+
+@pytest.mark.parametrize("edit, kind, boundaries", [
+    # rebound before the in-place update: `+=` changes the new tensor, the stored one stays b=i
+    ("residual = residual * 1\n            residual += delta", F.StreamKind.RESIDUAL_STREAM, (1, 4, 5)),
+    # rebound after it: each slot holds its own iteration's `residual + delta`, not a boundary
+    ("residual += delta\n            residual = residual * 1", F.StreamKind.MUTATED_REFERENCE, None),
+])
+def test_a_rebinding_decides_what_the_stored_reference_holds(tmp_path, edit, kind, boundaries):
+    """theta.py with one line changed around its `residual += delta` (line 25)."""
+    import shutil
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "sglang_like"
+    shutil.copytree(SGLANG_LIKE, tree)
+    theta = tree / "sglang" / "srt" / "models" / "theta.py"
+    text = theta.read_text()
+    assert text.count("            residual += delta") == 1
+    theta.write_text(text.replace("residual += delta", edit))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == kind and not c.stream.final_state
+    traced = api.trace(scan, "ThetaForCausalLM", [0, 3, 4], L)  # plus one: indices 1, 4, 5 (input point)
+    assert traced.boundaries == boundaries
+    if boundaries is None:
+        assert traced.outcome == F.Outcome.UNKNOWN and "rebinds" in traced.reason
+
+
+def test_a_rebound_name_is_not_one_tensor_across_iterations():
+    """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
+    import libcst as cst
+
+    from flowtrace.index.streams import rebinds
+
+    def loop(src: str) -> cst.For:
+        return cst.parse_module(src).body[0]
+
+    assert rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    x = f(x)\n"), "x")
+    assert not rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    y = f(x)\n"), "x")
+    assert rebinds(loop("for i in r:\n    if c:\n        h, x = f(h, x)\n"), "x")
+
+
 def test_guarded_site_captures_the_embedding(sglang_scan):
     c = sglang_scan.project.row("XiForCausalLM").capture
     assert c.embedding_capturable is True and c.stream.raising_index is None
@@ -174,6 +228,30 @@ def test_language_model_built_from_the_target_config_is_conditional(vllm_scan):
     assert absent.outcome == F.Outcome.CAPTURES_NOTHING
 
 
+def test_language_model_stored_by_an_annotated_assignment_is_followed(vllm_scan):
+    # annotated_vl.py: `self.language_model: LlamaForCausalLM = build_by_architecture(...,
+    # architectures=["LlamaForCausalLM"])`; the interface setter reaches language_model.model
+    row = vllm_scan.project.row("AnnotatedVLForConditionalGeneration")
+    assert row.support == "delegated" and row.capture.holder.endswith("llama.LlamaModel")
+    # llama.py: identity ids, the embedding before the loop, idx + 1 after layer idx
+    assert api.trace(vllm_scan, row.name, [0, 2, 32], L).boundaries == (0, 2, 32)
+    assert api.trace(vllm_scan, row.name, None, L).boundaries == (2, 16, 29)
+
+
+@pytest.mark.parametrize("variant", ["main", "alt"])
+def test_registry_package_re_exporting_platform_variants(vllm_scan, variant):
+    # dual/__init__.py re-exports main.py's or alt.py's classes (wrapper and language model from
+    # the same branch); the registry names the package. Each variant's wrapper builds its own
+    # variant's DualForCausalLM, whose model is Llama's loop (identity, idx + 1, embedding 0).
+    wrapper = f"vllm.model_executor.models.dual.{variant}.DualVLForConditionalGeneration"
+    row = vllm_scan.project.row(wrapper)
+    assert row.registered and "DualVLForConditionalGeneration" in row.architectures
+    assert row.support == "delegated"
+    assert row.capture.holder == f"vllm.model_executor.models.dual.{variant}.DualModel"
+    assert api.trace(vllm_scan, wrapper, [0, 2, 32], L).boundaries == (0, 2, 32)
+    assert api.trace(vllm_scan, wrapper, None, L).boundaries == (2, 16, 29)
+
+
 @pytest.mark.parametrize(
     "model, holder, delegates_to, point",
     [
@@ -189,3 +267,84 @@ def test_holder_through_construction_forms(sglang_scan, model, holder, delegates
     assert c.holder == f"sglang.srt.models.{holder}"
     assert c.delegates_to == (f"sglang.srt.models.{delegates_to}" if delegates_to else None)
     assert c.point == point
+
+
+# -- capture sites found by shape -----------------------------------------------------
+
+
+def _shapes_scan():
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    return api.scan(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
+    """metadata_hook.py: the model builds ``HookSpecMetadata(self.layers_to_capture)`` (line 40),
+    hands it to every layer as ``spec_metadata=`` (line 42), and the layer calls its recording
+    method after ``self.mlp`` (line 29) with ``hidden_states + residual`` summed there: the
+    layer's output, so identity ids i give b=i+1 and -1 never matches."""
+    scan = _shapes_scan()
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
+    assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
+    # evidence: the layer's call after its MLP, then the recording method it calls (line 15)
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29", "sglang/srt/models/metadata_hook.py:15"]
+    assert "records `hidden_states + residual`" in c.point_note
+    assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
+    assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
+
+
+def test_layers_that_fold_the_residual_record_the_stream():
+    """folded_residual.py: each layer returns ``(residual + mlp(h), residual)`` (lines 19-20),
+    the loop records the first value alone after layer i (line 33): the stream, not a delta;
+    and the guarded / unguarded index-0 sums are told apart in the same tree (none_residual.py
+    raises at index 0, helper_method.py's guarded sum does not)."""
+    scan = _shapes_scan()
+    folded = scan.project.row("FoldedForCausalLM").capture
+    assert folded.stream.kind == F.StreamKind.RESIDUAL_STREAM and folded.site.split_residual
+    assert api.trace(scan, "FoldedForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)  # index 0 is never met
+    none = scan.project.row("NoneResidualForCausalLM").capture
+    assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
+    helper = scan.project.row("HelperForCausalLM").capture
+    assert helper.stream.raising_index is None and helper.embedding_capturable
+
+
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
+    text = hook.read_text()
+    assert text.count(old) == 1
+    hook.write_text(text.replace(old, new))
+    return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
+    """The same tree with the hook's recording line removed: the layers still call the
+    method after their MLP, but it records nothing, so the point is not decided."""
+    scan = _edited_hook_scan(tmp_path, "self.aux_hidden_states.append(hidden_states + residual)", "return None")
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
+    assert "does not define as a recording method" in c.point_note
+    assert api.trace(scan, "HookForCausalLM", [1, 2], 8).outcome == F.Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize("label, point, boundaries", [
+    ("self.layer_idx + 1", F.INPUT, (3, 4)),  # labelled as the next layer's input: index k -> b=k
+    ("self.layer_idx * 2", F.UNKNOWN, None),  # not the layer's own index: not decided
+])
+def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundaries):
+    """metadata_hook.py with the layer's label argument changed (line 29): the point follows
+    the label the layer hands the recorder, relative to where it calls it (after its MLP)."""
+    call = "spec_metadata.maybe_capture_hidden_states(self.layer_idx, hidden_states, residual)"
+    scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
+    assert scan.project.row("HookForCausalLM").capture.point == point
+    assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries

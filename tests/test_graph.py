@@ -147,3 +147,16 @@ def test_setterless_chain_in_the_graph():
     assert sub.nodes[source]["key"] == "aux_hidden_state_layers" and sub.nodes[source]["source_kind"] == "config_attribute"
     builder = nx.shortest_path(sub, source, site)[1]
     assert sub.nodes[builder]["transform"] == "ignored"
+
+
+def test_dynamic_holder_is_a_conditional_node(vllm_scan):
+    """llava_like.py:25 builds self.language_model from config.text_config at run time: the
+    holder link is dynamic, conditional on text_config.architectures, and is a graph node
+    (evidence: that construction), written by the interface setter's chain."""
+    row = vllm_scan.project.row("LlavaLikeForConditionalGeneration")
+    assert row.chain.holder.kind == "dynamic" and row.chain.holder.depends_on == "text_config.architectures"
+    sub = graphs.model_subgraph(vllm_scan.graph, row.qualname)
+    (holder,) = [sub.nodes[n] for n in sub if sub.nodes[n]["link"] == "holder"]
+    assert (holder["holder_kind"], holder["depends_on"], holder["holder"]) == ("dynamic", "text_config.architectures", "")
+    assert (holder["file"], holder["line"]) == ("vllm/model_executor/models/llava_like.py", 25)
+    assert not [n for n in sub if sub.nodes[n]["link"] == "site"]  # the site is the target config's class's

@@ -50,3 +50,52 @@ def test_vllm_0_33_0_rows():
     assert llama.capture.effective_transform == "identity" and llama.capture.point == "input"
     assert api.trace(scan, "LlamaForCausalLM", None, 32).boundaries == (2, 16, 29)
     assert api.trace(scan, "DeepseekV3ForCausalLM", [1, 29, 57], 61).boundaries == (1, 29, 57)
+
+
+def test_sglang_0_5_15_rows():
+    scan = engine("sglang-0.5.15")
+    # llama.py:406-408: `aux_hidden_states.append(hidden_states + residual)` before layer i, with
+    # residual = None (llama.py:397) at i = 0: the embedding id -1 (-> 0) raises a TypeError
+    raised = api.trace(scan, "LlamaForCausalLM", [-1, 2, 30], 32)
+    assert (raised.outcome, str(raised.raises_at)) == ("raises", "sglang/srt/models/llama.py:408")
+    assert api.trace(scan, "LlamaForCausalLM", [0, 2, 30], 32).boundaries == (1, 3, 31)
+    # qwen2.py:373-375 guards the residual, so the embedding is captured
+    assert api.trace(scan, "Qwen3ForCausalLM", [-1, 2, 30], 36).boundaries == (0, 3, 31)
+    # gemma3_mm.py:498-500 hands the ids to Gemma3ForCausalLM; gemma3_causal.py:658-659 captures
+    # the last layer's output after the loop when num_layers is asked for (id L-1 + 1)
+    assert api.trace(scan, "Gemma3ForConditionalGeneration", [0, 2, 61], 62).boundaries == (1, 3, 62)
+
+
+def test_sglang_0_5_5_rows():
+    scan = engine("sglang-0.5.5")
+    # deepseek_v2.py:3822-3834: plain `val + 1` (the "+1 only if ids[0] == 1" rule came later)
+    ds = scan.project.row("DeepseekV3ForCausalLM")
+    assert ds.capture.id_transform == "plus_one"
+    assert api.trace(scan, "DeepseekV3ForCausalLM", [1, 29, 57], 61).boundaries == (2, 30, 58)
+
+
+def test_vllm_0_28_0_rows():
+    scan = engine("vllm-0.28.0")
+    # gemma4_mm.py:1106-1112 `self.language_model: Gemma4ForCausalLM = init_vllm_registered_model(
+    # ..., architectures=["Gemma4ForCausalLM"])`; the interface setter reaches its .model, whose
+    # helper labels the embedding 0 and the stream after layer idx as idx + 1 (gemma4.py:1311-1331)
+    gemma = scan.project.row("Gemma4ForConditionalGeneration")
+    assert gemma.support == "delegated"
+    assert api.trace(scan, "Gemma4ForConditionalGeneration", [0, 2, 30], 30).boundaries == (0, 2, 30)
+    # deepseek_v2.py:1480-1481 `hidden_states + residual` before layer idx, residual None at idx 0
+    assert api.trace(scan, "DeepseekV3ForCausalLM", [0, 2, 61], 61).outcome == "raises"
+    # deepseek_v2.py:1505-1506: the last layer's output is captured after the loop
+    assert api.trace(scan, "DeepseekV3ForCausalLM", [2, 30, 61], 61).boundaries == (2, 30, 61)
+    # the registry names the package vllm/models/kimi_k3, whose __init__ re-exports nvidia/ or
+    # amd/ classes; nvidia/model.py's wrapper builds KimiLinearForCausalLM (architectures=[...]),
+    # whose KimiLinearModel labels the input start_layer (1315) and idx + 1 after layer idx (1344)
+    kimi = "vllm.models.kimi_k3.nvidia.model.KimiK3ForConditionalGeneration"
+    assert scan.project.row(kimi).support == "delegated"
+    assert api.trace(scan, kimi, [0, 2, 48], 48).boundaries == (0, 2, 48)
+
+
+def test_vllm_0_20_0_rows():
+    scan = engine("vllm-0.20.0")
+    # deepseek_v2.py:1271-1280: captures only before layer idx, nothing after the loop
+    assert api.trace(scan, "DeepseekV3ForCausalLM", [2, 30, 61], 61).boundaries == (2, 30)
+    assert api.trace(scan, "Gemma4ForConditionalGeneration", None, 30).boundaries == (2, 15, 27)

@@ -237,8 +237,9 @@ def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int
     return None, None
 
 
-def _dropped_steps(trace: TraceResult) -> list[tuple[str, str]]:
-    return [(str(step.location), step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
+def _dropped_steps(trace: TraceResult) -> list[tuple[int | None, str, str]]:
+    """(capture index, file:line, text) of each id the capture site never records."""
+    return [(step.index, str(step.location), step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
 
 
 def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
@@ -267,12 +268,12 @@ def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str
     """Slot by slot along each draft id's path: a shifted id cites the setter branch that
     mapped it, a dropped id the capture site that never records it."""
     setter_at, setter_why = _setter_branch(trace)
-    drops = {text.split(":", 1)[0]: (at, text) for at, text in _dropped_steps(trace)}
+    drops = {index: (at, text) for index, at, text in _dropped_steps(trace)}
     out = []
     for k, p in enumerate(paths):
         if p.served == p.trained:
             continue
-        at, why = drops.get(f"dropped id {p.engine_index}", (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
+        at, why = drops.get(p.engine_index, (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
         served = _b(p.served, L) if p.served is not None else "nothing"
         out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, {verb} {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
     return out
@@ -289,7 +290,7 @@ def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L:
     text = lambda a, b: f"trained on {_b(a, L) if a is not None else 'nothing'}, served {_b(b, L) if b is not None else 'nothing'}"  # noqa: E731
     if len(want) == len(served):
         return [SlotDifference(k, a, b, setter_at, f"{text(a, b)} — {setter_why}") for k, (a, b) in enumerate(zip(want, served)) if a != b]
-    drops = iter(_dropped_steps(trace))
+    drops = iter([(at, text) for _, at, text in _dropped_steps(trace)])
     out = []
     for k, a in enumerate(want):
         if a not in served:
@@ -319,11 +320,13 @@ def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: 
     indices = trace.capture_indices
     if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or not decided(trace):
         return []
-    if row.capture is None or row.capture.point not in (F.INPUT, F.OUTPUT):
+    chain = row.chain  # the site link's capture point decides index -> boundary
+    site = chain.site if chain is not None and chain.source.kind == F.SourceKind.SETTER else None
+    if site is None or site.point not in (F.INPUT, F.OUTPUT):
         return []
     if sorted(indices) == list(indices) and sorted(draft_ids) != list(draft_ids):
         return []  # the setter sorted them: positions no longer pair
-    offset = 0 if row.capture.point == F.INPUT else 1
+    offset = 0 if site.point == F.INPUT else 1
     dropped = {i for i, _ in trace.dropped}
     return [IdPath(i, b, idx, None if idx in dropped else idx + offset) for i, b, idx in zip(draft_ids, trained, indices)]
 
@@ -347,6 +350,12 @@ def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, tr
     if served is not None and slots != len(served):
         out.append(f"checkpoint: {name} takes {slots} x {hidden} = {width}, the engine captures {len(served)} x {hidden} = {len(served) * hidden}")
     return out, [f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings: {', '.join(ckpt.namings)})"]
+
+
+def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None) -> bool:
+    """The checkpoint's fc width is no multiple of the target's hidden size: no choice of ids
+    can fix that, so compat suggests none (decided on the numbers, not on a message)."""
+    return ckpt is not None and ckpt.fc_in_features is not None and bool(hidden) and ckpt.slots(hidden) is None
 
 
 def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
@@ -430,7 +439,7 @@ def compat(
     differences += more
     notes += ckpt_notes
     suggestions: tuple[Suggestion, ...] = ()
-    if differences and not any(d.startswith(("width:", "checkpoint:")) and "multiple" in d for d in differences):
+    if differences and not _trained_for_another_target(checkpoint, info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None)):
         suggestions = suggest(project, row, want, L, info.hidden_size, engine_key or (engine_keys[0] if engine_keys else None))
     return CompatResult(
         verdict="MATCH" if not differences else "MISMATCH",

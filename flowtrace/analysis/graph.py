@@ -110,8 +110,9 @@ def _source_and_transforms(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChai
         _edge(g, model, entry, "reads", "reads", q)
         entries = [entry]
     previous: str | None = entries[0] if entries and chain.source.kind != F.SourceKind.SETTER else None
+    prefix = "setter" if chain.source.kind == F.SourceKind.SETTER else "builder"  # a config builder writes the layout
     for n, t in enumerate(chain.transforms):
-        sid = _node(g, f"setter:{t.owner}.{t.method}", "setter", f"{t.owner.rsplit('.', 1)[-1]}.{t.method}", t.location, transform=str(t.transform), default=_text(t.default))
+        sid = _node(g, f"{prefix}:{t.owner}.{t.method}", "setter", f"{t.owner.rsplit('.', 1)[-1]}.{t.method}", t.location, transform=str(t.transform), default=_text(t.default))
         if n == 0:
             for entry in entries:
                 _edge(g, entry, sid, "ids", "ids", q)
@@ -126,13 +127,13 @@ def _source_and_transforms(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChai
 def _holder(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, previous: str | None) -> str | None:
     """Link 3: the holder's capture attribute (a dynamic holder: the config key it depends on)."""
     h = chain.holder
-    if h is None or previous is None or (chain.site is None and h.kind != F.HolderKind.DYNAMIC):
+    if h is None or previous is None:
         return None
     attribute = h.attribute or "capture attribute"
     if h.holder is None:
-        aid = _node(g, f"attribute:dynamic:{h.depends_on}:{attribute}", "attribute", f"{attribute} (class from {h.depends_on})", h.location, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+        aid = _node(g, f"attribute:dynamic:{h.depends_on}:{attribute}", "attribute", f"{attribute} (class from {h.depends_on})", h.location, holder="", holder_kind=str(h.kind), depends_on=_text(h.depends_on))
     else:
-        aid = _node(g, f"attribute:{h.holder}.{attribute}", "attribute", f"{h.holder.rsplit('.', 1)[-1]}.{attribute}", h.location, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+        aid = _node(g, f"attribute:{h.holder}.{attribute}", "attribute", f"{h.holder.rsplit('.', 1)[-1]}.{attribute}", h.location, holder=h.holder, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
     _edge(g, previous, aid, "writes", str(chain.effective_transform), row.qualname)
     return aid
 
@@ -171,6 +172,29 @@ def _return_and_concat(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, c
         return
     for location in chain.concat.candidates:
         _edge(g, rid, f"concat:{location}", "concat", "concatenated", q)
+
+
+def setter_written_holders(g: nx.MultiDiGraph) -> dict[str, set[str]]:
+    """Holder class -> the models whose setter chain writes its capture attribute (link 3
+    reached through link 2; config builders and dynamic holders are left out)."""
+    out: dict[str, set[str]] = {}
+    for u, v, data in g.edges(data=True):
+        if data.get("link") == "writes" and u.startswith("setter:") and g.nodes[v].get("holder"):
+            out.setdefault(g.nodes[v]["holder"], set()).add(data["model"])
+    return out
+
+
+def models_without_site(g: nx.MultiDiGraph) -> set[str]:
+    """Models whose setter chain writes a holder's attribute but reaches no capture site:
+    link 4 missing after link 3."""
+    out = set()
+    for u, v, data in g.edges(data=True):
+        if data.get("link") != "writes" or not u.startswith("setter:") or not g.nodes[v].get("holder"):
+            continue
+        model = data["model"]
+        if not any(e.get("link") == "site" and e.get("model") == model for _, _, e in g.out_edges(v, data=True)):
+            out.add(model)
+    return out
 
 
 def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:

@@ -10,12 +10,14 @@ how the layer's forward uses the callback (a :class:`flowtrace.model.facts.Callb
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -96,14 +98,32 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
-_NOT_BREAKING = frozenset({F.ProblemKind.INDEX0_RAISES, F.ProblemKind.PACKER_COUNT_CHECK, F.ProblemKind.DEPENDS_ON_CONFIG})
+_NOT_BREAKING = NOT_BREAKING
 
 
-def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
-    """Stream semantics of a site: what it records and whether its first index raises."""
+def _own_index_offset(label: str | None) -> int | None:
+    """k when a layer labels its record with its own index plus k (``self.layer_idx`` -> 0,
+    ``self.layer_idx + 1`` -> 1); None for anything else."""
+    m = re.fullmatch(r"self\.\w+(?:\s*\+\s*(\d+))?", label or "")
+    return None if m is None else int(m.group(1) or 0)
+
+
+def _use_point(position: str) -> tuple[str, str]:
+    """(point, why) from where a layer forward uses what it is handed, relative to its compute."""
+    if position == "before":
+        return F.INPUT, "before its first sub-module call: records the layer's input"
+    if position == "after":
+        return F.OUTPUT, "after its last sub-module call: records the layer's output"
+    return F.UNKNOWN, "between sub-module calls; neither input nor output"
+
+
+def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) -> StreamLink:
+    """Stream semantics of a site: what it records and whether its first index raises.
+    ``layers_fold``: the loop's layers add the residual themselves and return the stream
+    first, so recording that first value alone is the stream, not a delta."""
     if site.mutated_later:
         kind = F.StreamKind.MUTATED_REFERENCE
-    elif site.split_residual and site.captured_expression and not site.uses_residual:
+    elif site.split_residual and site.captured_expression and not site.uses_residual and not layers_fold:
         kind = F.StreamKind.DELTA
     elif site.captured_expression:
         kind = F.StreamKind.RESIDUAL_STREAM
@@ -117,7 +137,26 @@ def stream_link(site: F.CaptureSiteFact, point: str) -> StreamLink:
             f"index {raising}: `{site.captured_expression}` is evaluated before the first layer runs, "
             f"while {site.first_none} is None{where}: TypeError"
         )
-    return StreamLink(kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason)
+    return StreamLink(
+        kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason,
+        site.mutated_later, site.mutated_at, bool(site.mutated_later) and not site.mutated_rebound,
+    )
+
+
+def _nearest(candidates: list[str], near: str) -> str | None:
+    """The one candidate sharing the longest dotted prefix with ``near`` (None on a tie)."""
+    def shared(c: str) -> int:
+        n = 0
+        for a, b in zip(c.split("."), near.split(".")):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    ranked = sorted(((shared(c), c) for c in candidates), reverse=True)
+    if not ranked or (len(ranked) > 1 and ranked[0][0] == ranked[1][0]):
+        return None
+    return ranked[0][1]
 
 
 class Project:
@@ -134,6 +173,7 @@ class Project:
         self.callbacks: dict[str, list[F.CallbackUse]] = {}
         self.registry: dict[str, list[F.RegistryFact]] = {}
         self.helpers: dict[str, dict[str, F.HelperDefFact]] = {}
+        self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
             for c in ff.classes:
@@ -151,15 +191,20 @@ class Project:
                 self.registry.setdefault(r.target, []).append(r)
             for h in ff.helper_defs:
                 self.helpers.setdefault(h.class_qualname, {})[h.method] = h
+            self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
 
     # -- class lookups -----------------------------------------------------------
-    def find_class(self, name: str) -> str | None:
+    def find_class(self, name: str, near: str | None = None) -> str | None:
+        """The class ``name`` means. ``near`` is the class whose code names it: when the name
+        points at a package that re-exports one of several same-named variants (one per
+        platform, picked by its ``__init__``), the variant beside ``near`` is the one built
+        with it (each variant's wrapper and language model come from the same branch)."""
         if name in self.classes:
             return name
         if name.startswith("arch:"):  # a factory given an architecture name: ask the registry
             for target, entries in self.registry.items():
                 if any(e.architecture == name[5:] for e in entries):
-                    return self.find_class(target) if not target.startswith("arch:") else None
+                    return self.find_class(target, near) if not target.startswith("arch:") else None
             return None
         simple = name.rsplit(".", 1)[-1]
         candidates = self.by_name.get(simple, [])
@@ -168,7 +213,20 @@ class Project:
         # Prefer a candidate in the module the name points at (re-exports, relative imports).
         module = name.rpartition(".")[0]
         close = [c for c in candidates if module and c.startswith(module.rpartition(".")[0])]
-        return close[0] if len(close) == 1 else None
+        if len(close) == 1:
+            return close[0]
+        inside = [c for c in close if c.startswith(module + ".")]
+        return _nearest(inside, near) if near else None
+
+    def registered_classes(self, target: str) -> list[str]:
+        """The classes a registry entry names: the one it resolves to, or, when it names a
+        package that re-exports one of several same-named variants (picked per platform by
+        its ``__init__``), every variant inside that package."""
+        found = self.find_class(target)
+        if found:
+            return [found]
+        module, _, simple = target.rpartition(".")
+        return sorted(c for c in self.by_name.get(simple, []) if module and c.startswith(module + "."))
 
     def mro(self, qualname: str) -> list[str]:
         """Depth-first base order (memoised: the facts never change after indexing)."""
@@ -215,7 +273,7 @@ class Project:
                 continue
             for a in cls.assignments:
                 if a.attribute == attribute:
-                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee)
+                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee, near=q)
                     if found:
                         return found
         return None
@@ -238,13 +296,23 @@ class Project:
                 return hit
         return None
 
+    def layers_fold(self, holder: str | None) -> bool:
+        """The layers a holder builds add the residual themselves (a folding layer it builds,
+        else one in its module, as an engine keeps a model's layers beside it)."""
+        if holder is None:
+            return False
+        if any(c in self.folding for c in self.constructed(holder)):
+            return True
+        module = holder.rpartition(".")[0]
+        return any(c.rpartition(".")[0] == module for c in self.folding)
+
     def constructed(self, qualname: str) -> list[str]:
         out: list[str] = []
         for q in self.mro(qualname):
             cls = self.classes.get(q)
             if cls:
                 for a in cls.assignments:
-                    found = self.find_class(a.callee)
+                    found = self.find_class(a.callee, near=q)
                     if found and found not in out:
                         out.append(found)
         return out
@@ -266,7 +334,7 @@ class Project:
                     for a in cls.assignments if cls else ():
                         if a.attribute == "*":
                             continue
-                        found = self.find_class(a.callee)
+                        found = self.find_class(a.callee, near=cls_q)
                         if found and defines(found):
                             return found
                         if found:
@@ -296,31 +364,62 @@ class Project:
         defines a method of helper shape under that name."""
         return site.helper_method is None or self.helper_def(holder, site.helper_method) is not None
 
-    def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
-        """Decide input/output for a callback site by how the layer's forward uses the callback."""
-        param = site.callback_parameter
+    def layer_use(self, holder: str, param: str | None) -> tuple[F.CallbackUse | None, str]:
+        """How the layer forward the holder runs uses a parameter it is handed: (the use, where
+        it is, for the note) or (None, why it cannot be told)."""
         if not param:
-            return F.UNKNOWN, site.note, ()
+            return None, "handed to the layer positionally; cannot follow it"
         uses = [u for u in self.callbacks.get(param, []) if u.function == "forward"]
         if not uses:
-            return F.UNKNOWN, f"no layer forward takes a '{param}' parameter; cannot follow the callback", ()
+            return None, f"no layer forward takes a '{param}' parameter; cannot follow the callback"
         built = set(self.constructed(holder))
         preferred = [u for u in uses if u.class_qualname in built]
         module = holder.rpartition(".")[0]
         same_module = [u for u in uses if u.class_qualname.rpartition(".")[0] == module]
         chosen = preferred or same_module or (uses if len({u.position for u in uses}) == 1 else [])
         if not chosen:
-            return F.UNKNOWN, f"several layer classes take '{param}' and use it differently; cannot tell which runs here", ()
+            return None, f"several layer classes take '{param}' and use it differently; cannot tell which runs here"
         use = chosen[0]
         where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward"
         if not (preferred or same_module):
             where = f"every layer forward taking '{param}' ({len(uses)} classes, e.g. {where})"
+        return use, where
+
+    def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
+        """Decide input/output for a callback site by how the layer's forward uses the callback."""
+        param = site.callback_parameter
+        if not param:
+            return F.UNKNOWN, site.note, ()
+        use, where = self.layer_use(holder, param)
+        if use is None:
+            return F.UNKNOWN, where, ()
         via = f" via {use.handed_to}" if use.handed_to and use.handed_to != "called" else ""
-        if use.position == "before":
-            return F.INPUT, f"{where} uses {param}{via} before its first sub-module call: records the layer's input", (use.location,)
-        if use.position == "after":
-            return F.OUTPUT, f"{where} uses {param}{via} after its last sub-module call: records the layer's output", (use.location,)
-        return F.UNKNOWN, f"{where} uses {param}{via} between sub-module calls; neither input nor output", (use.location,)
+        point, what = _use_point(use.position)
+        return point, f"{where} uses {param}{via} {what}", (use.location,)
+
+    def hook_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
+        """A hook object handed to the layers: the point is where the layer's forward calls it,
+        and the method it calls must record (``if <label> in self.<attr>: ...append(x)`` on the
+        object's class), else the object is not a capture path and the point stays unknown."""
+        use, where = self.layer_use(holder, site.callback_parameter)
+        if use is None:
+            return F.UNKNOWN, where, ()
+        method = (use.handed_to or "").rpartition(".")[2]
+        owner = (site.container_class or "?").rsplit(".", 1)[-1]
+        recorder = self.helper_def(site.container_class, method) if site.container_class and method else None
+        if recorder is None:
+            return F.UNKNOWN, f"{where} calls {use.handed_to}, which {owner} does not define as a recording method", (use.location,)
+        label = use.arguments[recorder.label_arg] if recorder.label_arg < len(use.arguments) else None
+        offset = _own_index_offset(label)
+        if offset is None:
+            return F.UNKNOWN, f"{where} calls {use.handed_to} with label `{label}`, not the layer's own index", (use.location, recorder.location)
+        point, what = _use_point(use.position)
+        if point != F.UNKNOWN and offset:  # `self.idx + 1` after the layer: the next layer's input
+            shift = (1 if point == F.OUTPUT else 0) - offset
+            point = F.INPUT if shift == 0 else F.OUTPUT if shift == 1 else F.UNKNOWN
+            what = f"{what}, labelled {label}"
+        note = f"{where} calls {use.handed_to}({label}, ...) {what}; {owner}.{method} records `{recorder.recorded}` when its label is in self.{recorder.attribute}"
+        return point, note, (use.location, recorder.location)
 
     def _holder_from_writes(self, qualname: str, setter: F.SetterFact, res: _Resolution) -> str | None:
         """The class whose attribute the setter writes: ``self.attr`` -> this class,
@@ -467,8 +566,9 @@ class Project:
             return None, F.UNKNOWN, "no capture site found", (), None, None
         point, note, evidence = site.point, site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
-        if site.mechanism in (F.CALLBACK, F.PACKER) and site.point == F.UNKNOWN:
-            point, note, evidence = self.callback_point(res.holder, site)
+        if site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) and site.point == F.UNKNOWN:
+            decide = self.hook_point if site.mechanism == F.Mechanism.HOOK else self.callback_point
+            point, note, evidence = decide(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None
             last = point == F.OUTPUT if point != F.UNKNOWN else None
         if site.post_loop_at is not None:
@@ -479,7 +579,7 @@ class Project:
         setter = res.setter
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
-        stream = stream_link(site, point) if site is not None else None
+        stream = stream_link(site, point, self.layers_fold(res.holder)) if site is not None else None
         if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
@@ -550,8 +650,7 @@ class Project:
         generation: set[str] = set()
         groups = self.conv.generation_dicts
         for target, entries in self.registry.items():
-            found = self.find_class(target)
-            if found:
+            for found in self.registered_classes(target):
                 registered.setdefault(found, []).extend(e.architecture for e in entries)
                 if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
                     generation.add(found)
@@ -565,18 +664,7 @@ class Project:
             if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
-            if capture is None:
-                support = source.support if source is not None else NONE
-            elif capture.depends_on:
-                support = CONDITIONAL
-            elif capture.problems or capture.site is None:
-                support = BROKEN
-            elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:
-                support = DELEGATED
-            elif capture.inherited:
-                support = INHERITED
-            else:
-                support = SUPPORTED
+            chain = self.chain_of(qualname, capture, source)
             out.append(
                 ModelRow(
                     name=cls.name,
@@ -585,13 +673,28 @@ class Project:
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
                     generation_target=qualname in generation,
-                    support=support,
+                    support=self.support_of(qualname, chain, source),
                     capture=capture,
                     source=source,
-                    chain=self.chain_of(qualname, capture, source),
+                    chain=chain,
                 )
             )
         return tuple(out)
+
+    def support_of(self, qualname: str, chain: CaptureChain | None, source: object | None) -> str:
+        """A row's support word, read off its chain: conditional on the target config (a
+        dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
+        entry setter hands the ids on), inherited (the entry setter is a base class's)."""
+        if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
+            return getattr(source, "support", NONE) if source is not None else NONE
+        entry = chain.transforms[0]
+        if chain.holder is not None and chain.holder.depends_on:
+            return CONDITIONAL
+        if chain.kinds() - NOT_BREAKING or chain.site is None:
+            return BROKEN
+        if self.setters[entry.owner][entry.method].delegate:
+            return DELEGATED
+        return INHERITED if entry.owner != qualname else SUPPORTED
 
     def _source(self, qualname: str, registered: dict[str, list[str]]):
         """The setter-less capture path of a registered class, or of a class that opts in

@@ -177,7 +177,7 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     if src.concat_order != "config":
         out.sort()
     for i, why in dropped:
-        steps.append(TraceStep("dropped", f"dropped id {i}: {why}", (src.post_norm_site if i in post else None) or site.location))
+        steps.append(TraceStep("dropped", f"dropped id {i}: {why}", (src.post_norm_site if i in post else None) or site.location, i))
     order = {"config": "in config order (duplicates repeat)", "sorted": "in ascending id order (buffer slots)", "loop": "in loop order"}[src.concat_order]
     steps.append(TraceStep("boundaries", f"captured, {order}: " + ", ".join(describe_boundary(b, num_layers) for b in out) if out else "nothing is captured"))
     slots = len(out) + len(post)

@@ -145,9 +145,10 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, str | None, str]:
             return f"asking for {describe_boundary(b, L)} makes the engine raise: {reason(t) or 'see trace'}", raises_at(t), "stream semantics"
     for ids in ([b], [b - 1]):
         t = search.trace(ids)
+        why = dict(t.dropped)  # capture index -> why the site never records it
         for step in t.steps:
-            if step.kind == "dropped" and step.location is not None:
-                return f"{describe_boundary(b, L)} is never captured: {step.text.split(': ', 1)[-1]}", str(step.location), "capture site"
+            if step.kind == "dropped" and step.location is not None and step.index in why:
+                return f"{describe_boundary(b, L)} is never captured: {why[step.index]}", str(step.location), "capture site"
     return f"no id makes the engine capture {describe_boundary(b, L)}", None, "capture site"
 
 

@@ -16,10 +16,12 @@ import ast
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
+from typing import NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, SiteLink, TransformLink
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class TraceStep:
     kind: str  # config | setter | branch | attribute | loop | point | dropped | boundaries | stream | slots | concat
     text: str
     location: F.Location | None = None
+    index: int | None = None  # the capture index a ``dropped`` step is about (readers select on it, not the text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,18 +83,18 @@ def _fixed_keys() -> tuple[tuple[str, str], ...]:
 
 
 @lru_cache(maxsize=4096)
-def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, object], ...]:
+def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
     """The expressions of one setter that need a binding, parsed once per source:
     (ast.unparse text, kind, payload)."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError):
         return ()
-    sites = []
+    sites: list[tuple[str, str, tuple[str, str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-            payload = None
-            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            payload: tuple[str, str] | None = None
+            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 owner = ast.unparse(node.args[0])
                 if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
                     payload = (owner, node.args[1].value)
@@ -197,7 +200,7 @@ class _Tracer:
         self.reason: str | None = None
 
     # -- outcome -----------------------------------------------------------------
-    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> None:
+    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> NoReturn:
         self.outcome, self.reason = outcome, reason
         if outcome == F.Outcome.RAISES:
             self.raises_at = at
@@ -213,33 +216,36 @@ class _Tracer:
         )
 
     def run(self) -> TraceResult:
-        capture = self.row.capture
+        """The phases in chain order; each reads its link of ``row.chain`` (DESIGN.md §3)."""
+        chain = self.row.chain
         try:
-            if capture is None:
+            if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
                 self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
             self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
-            if capture.depends_on:
-                capture = self.bind_dynamic(capture)
-            ids = self.initial_ids(capture)
-            self.run_chain(capture, ids)
-            site = self.site_phase(capture)
-            offset = self.point_phase(capture, site)
-            self.boundary_phase(capture, site, offset)
-            self.stream_phase(capture)
-            self.slots_phase(capture)
-            self.concat_phase(capture)
+            if chain.holder is not None and chain.holder.depends_on:
+                chain = self.bind_dynamic(chain)
+            ids = self.initial_ids(chain)
+            self.run_chain(chain, ids)
+            site = self.site_phase(chain)
+            offset = self.point_phase(site)
+            self.boundary_phase(chain, site, offset)
+            self.stream_phase(chain)
+            self.slots_phase(chain)
+            self.concat_phase(chain)
         except _Stop:
             pass
         return self.result()
 
     # -- link 3 first when the holder is built from the target config ----------------
-    def bind_dynamic(self, capture):
-        """The wrapper's language model is whatever class the target config names under
-        ``capture.depends_on`` (``text_config.architectures``): look it up in the registry
+    def bind_dynamic(self, chain: CaptureChain) -> CaptureChain:
+        """The wrapper's language model is whatever class the target config names under the
+        holder link's ``depends_on`` (``text_config.architectures``): look it up in the registry
         and trace that class's chain. Without a target config the answer is conditional."""
-        key = capture.depends_on
-        issue = next((p for p in capture.issues if p.kind == F.ProblemKind.DEPENDS_ON_CONFIG), None)
-        where = issue.location if issue else capture.setter.location
+        assert chain.holder is not None and chain.holder.depends_on
+        key = chain.holder.depends_on
+        entry = chain.transforms[0]
+        issue = next((p for p in chain.problems if p.kind == F.ProblemKind.DEPENDS_ON_CONFIG), None)
+        where = issue.location if issue else entry.location
         path = key.split(".")
         value: object = self.target_config
         for part in path:
@@ -249,22 +255,22 @@ class _Tracer:
             self.steps.append(TraceStep("holder", f"{issue.text if issue else key}; give --target-config to resolve it", where))
             self.end(F.Outcome.UNKNOWN, f"the capturing class depends on the target config's {key}: pass --target-config")
         inner = self.project.row(arch)
-        if inner is None or inner.capture is None:
+        if inner is None or inner.capture is None or inner.chain is None:
             self.steps.append(TraceStep("holder", f"{key} = {arch}: no class of that architecture can capture in this tree", where))
             self.end(F.Outcome.CAPTURES_NOTHING, f"{key} = {arch}, which has no layer-capture setter here", where)
-        if capture.id_transform not in (F.DELEGATES, F.IDENTITY):
-            self.end(F.Outcome.UNKNOWN, f"{capture.setter.method} changes the ids ({capture.id_transform}) before a config-dependent holder")
-        self.steps.append(TraceStep("holder", f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged ({capture.setter.class_qualname.rsplit('.', 1)[-1]}.{capture.setter.method})", where))
-        return inner.capture
+        if entry.transform not in (F.DELEGATES, F.IDENTITY):
+            self.end(F.Outcome.UNKNOWN, f"{entry.method} changes the ids ({entry.transform}) before a config-dependent holder")
+        self.steps.append(TraceStep("holder", f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged ({entry.owner.rsplit('.', 1)[-1]}.{entry.method})", where))
+        return inner.chain
 
     # -- link 1: ids ---------------------------------------------------------------
-    def initial_ids(self, capture) -> object:
+    def initial_ids(self, chain: CaptureChain) -> object:
         """The ids the first setter receives. Without config ids an engine either asks a
         default getter first (vLLM style) or hands None down the chain, whose setters may
         supply the default themselves (possibly after delegation)."""
         if self.layer_ids is not None:
             return list(self.layer_ids)
-        if any(s.default_layers is not None for s in capture.chain):
+        if any(t.default is not None for t in chain.transforms):
             return None
         found = default_from_getter(self.project, self.row.qualname, self.L)
         if found is None:
@@ -301,19 +307,24 @@ class _Tracer:
 
         return check
 
-    def run_chain(self, capture, ids: object) -> None:
+    def setter_fact(self, link: TransformLink) -> F.SetterFact:
+        """The setter a transform link names (its source is what the evaluator runs)."""
+        return self.project.setters[link.owner][link.method]
+
+    def run_chain(self, chain: CaptureChain, ids: object) -> None:
+        """Link 2: each transform link's setter run on the ids it receives."""
         guards = self.project.conv.pp_guards
-        targets = capture.chain_targets or (self.row.qualname,) * len(capture.chain)
-        for position, setter in enumerate(capture.chain):
+        links = chain.transforms
+        for position, link in enumerate(links):
+            setter = self.setter_fact(link)
             param = setter.parameter or "layer_ids"
-            target = targets[position] if position < len(targets) else self.row.qualname
-            run = run_function(setter.source, {param: ids}, _bindings(self.L, setter.source, guards, self.has_attribute_for(target)))
+            run = run_function(setter.source, {param: ids}, _bindings(self.L, setter.source, guards, self.has_attribute_for(link.acts_on)))
             owner = setter.class_qualname.rsplit(".", 1)[-1]
             self.branch_steps(setter, run)
             if run.raised:
                 self.setter_raised(setter, run, ids)
             writes = [w for w in run.writes if w.target.rsplit(".", 1)[-1] in self.project.conv.attributes and _as_ids(w.value) is not None]
-            nxt = capture.chain[position + 1] if position + 1 < len(capture.chain) else None
+            nxt = links[position + 1] if position + 1 < len(links) else None
             calls = [c for c in run.calls if nxt is not None and c.callee.endswith("." + nxt.method)]
             if writes:
                 self.indices = _as_ids(writes[-1].value)
@@ -326,7 +337,7 @@ class _Tracer:
                 source = call.argument_sources[0] if call.argument_sources else ""
                 self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: hands {source} = {ids} to {call.callee}()  [{setter.id_transform}]", self.line_of(setter, call.line)))
                 continue
-            self.no_indices(capture, setter, run, ids)
+            self.no_indices(chain, setter, run, ids)
         if self.indices is None:
             self.end(F.Outcome.UNKNOWN, "the setter chain ended without writing capture indices")
 
@@ -336,13 +347,13 @@ class _Tracer:
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", at))
         self.end(F.Outcome.RAISES, f"{owner}.{setter.method} raises {run.raised} for these ids", at)
 
-    def no_indices(self, capture, setter: F.SetterFact, run, ids: object) -> None:
+    def no_indices(self, chain: CaptureChain, setter: F.SetterFact, run, ids: object) -> None:
         """A setter that neither wrote indices nor handed them on: say why, and end."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
         if run.returned_early and not run.writes:
             self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
-        if ids is None and not any(s.default_layers for s in capture.chain):
+        if ids is None and not any(t.default for t in chain.transforms):
             self.end(
                 F.Outcome.CAPTURES_NOTHING,
                 "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail or capture nothing",
@@ -363,33 +374,34 @@ class _Tracer:
             self.steps.append(TraceStep("branch", f"{owner}.{setter.method}: `{step.condition}` -> {verdict}: {step.reason}", self.line_of(setter, step.line)))
 
     # -- links 3-4: holder and site ------------------------------------------------------
-    def site_phase(self, capture) -> F.CaptureSiteFact:
-        site = capture.site
+    def site_phase(self, chain: CaptureChain) -> SiteLink:
+        site = chain.site
         if site is None:
-            self.end(F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(capture.problems) or 'none found'})")
-        holder = (capture.holder or "?").rsplit(".", 1)[-1]
+            breaking = [p.text for p in chain.problems if p.kind not in NOT_BREAKING]
+            self.end(F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(breaking) or 'none found'})")
+        holder = ((chain.holder.holder if chain.holder else None) or "?").rsplit(".", 1)[-1]
         indices = self.indices or ()
-        attribute = site.attribute or next((s.writes[-1].rsplit(".", 1)[-1] for s in capture.chain if s.writes), "capture attribute")
+        attribute = site.attribute or (chain.holder.attribute if chain.holder else None) or "capture attribute"
         shown = sorted(set(indices)) if len(set(indices)) != len(indices) or list(indices) != sorted(indices) else list(indices)
         self.steps.append(TraceStep("attribute", f"{holder}.{attribute} = {shown}", site.location))
         loop_range = " ".join((site.loop_range or "").split())
         self.steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1}); {site.mechanism}", site.location))
         return site
 
-    def point_phase(self, capture, site: F.CaptureSiteFact) -> int:
-        if capture.point == F.UNKNOWN:
-            self.steps.append(TraceStep("point", f"capture point unknown: {capture.point_note}", site.location))
-            self.end(F.Outcome.UNKNOWN, f"capture point unknown: {capture.point_note}")
-        offset = 0 if capture.point == F.INPUT else 1
-        self.steps.append(TraceStep("point", f"capture point {capture.point}: index i yields boundary i{' + 1' if offset else ''} ({capture.point_note})", (capture.point_evidence or (site.location,))[0]))
+    def point_phase(self, site: SiteLink) -> int:
+        if site.point == F.UNKNOWN:
+            self.steps.append(TraceStep("point", f"capture point unknown: {site.note}", site.location))
+            self.end(F.Outcome.UNKNOWN, f"capture point unknown: {site.note}")
+        offset = 0 if site.point == F.INPUT else 1
+        self.steps.append(TraceStep("point", f"capture point {site.point}: index i yields boundary i{' + 1' if offset else ''} ({site.note})", (site.evidence or (site.location,))[0]))
         return offset
 
-    def boundary_phase(self, capture, site: F.CaptureSiteFact, offset: int) -> None:
-        L = self.L
+    def boundary_phase(self, chain: CaptureChain, site: SiteLink, offset: int) -> None:
+        L, stream = self.L, chain.stream
         reachable = set(range(1, L))
-        if capture.embedding_capturable or (capture.stream and capture.stream.raising_index is not None and capture.stream.raising_index + offset == 0):
+        if site.embedding_capturable or (stream and stream.raising_index is not None and stream.raising_index + offset == 0):
             reachable.add(0)  # a raising index-0 record is reached (and raises, see the stream phase)
-        if capture.last_layer_capturable:
+        if site.last_layer_capturable:
             reachable.add(L)
         boundaries: set[int] = set()
         for i in self.indices or ():
@@ -405,25 +417,42 @@ class _Tracer:
             else:
                 self.dropped.append((i, f"index {i} is outside range(0, {L})"))
         for i, why in self.dropped:
-            self.steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location))
-        if capture.concat_order == F.ConcatOrder.CONFIG:  # read back in the order the ids were given
+            self.steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location, i))
+        concat = chain.concat
+        if concat is not None and concat.order == F.ConcatOrder.CONFIG:  # read back in the order the ids were given
             self.boundaries = tuple(i + offset for i in self.indices or () if i + offset in boundaries)
         else:
             self.boundaries = tuple(sorted(boundaries))
-        if site.post_loop_at is not None and L in boundaries:
-            self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", site.post_loop_at))
+        if concat is not None and concat.last_layer_at is not None and L in boundaries:
+            self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", concat.last_layer_at))
 
     # -- link 5: stream semantics ---------------------------------------------------------
-    def stream_phase(self, capture) -> None:
-        stream = capture.stream
-        if stream is None or stream.raising_index is None or stream.raising_index not in (self.indices or ()):
+    def stream_phase(self, chain: CaptureChain) -> None:
+        stream = chain.stream
+        if stream is None:
             return
-        self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
-        self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+        if stream.raising_index is not None and stream.raising_index in (self.indices or ()):
+            self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
+            self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+        if stream.kind == F.StreamKind.MUTATED_REFERENCE and self.boundaries:
+            self.reference_phase(stream)
+
+    def reference_phase(self, stream) -> None:
+        """A recorded reference the loop updates in place later: what a slot holds is the
+        tensor's state when the concat reads it, not the boundary it was recorded at. When the
+        loop never rebinds the name, every slot is that one tensor after the last layer (b=L)."""
+        what = f"`{stream.expression}` is recorded by reference and updated in place later (`{stream.mutation}`, {stream.mutated_at})"
+        if not stream.final_state:
+            reason = f"{what}, and the loop also rebinds it: a slot holds a state between two layers, not a boundary"
+            self.steps.append(TraceStep("stream", reason, stream.mutated_at))
+            self.end(F.Outcome.UNKNOWN, reason)
+        self.reason = f"{what}: every slot is that one tensor, read after the last layer (b={self.L})"
+        self.steps.append(TraceStep("stream", self.reason, stream.mutated_at))
+        self.boundaries = (self.L,) * len(self.boundaries or ())
 
     # -- link 6: fixed-slot collectors ------------------------------------------------------
-    def slots_phase(self, capture) -> None:
-        slots = capture.slots
+    def slots_phase(self, chain: CaptureChain) -> None:
+        slots = chain.slots
         captured = len(self.boundaries or ())
         wanted = len(self.indices or ())
         if slots is None or slots.check is None or captured == wanted or (captured == 0 and slots.empty_return_at is not None):
@@ -437,16 +466,16 @@ class _Tracer:
         self.end(F.Outcome.RAISES, reason, slots.finalize_at or slots.check_at)
 
     # -- link 7: concat ---------------------------------------------------------------------
-    def concat_phase(self, capture) -> None:
+    def concat_phase(self, chain: CaptureChain) -> None:
         L, ordered = self.L, self.boundaries or ()
         if not ordered:
             self.steps.append(TraceStep("boundaries", "nothing is captured"))
             self.outcome, self.reason = F.Outcome.CAPTURES_NOTHING, "none of the capture indices is recorded by the loop"
             self.problems.append(self.reason)
             return
-        order = "config" if capture.concat_order == F.ConcatOrder.CONFIG else "loop"
+        order = "config" if chain.concat is not None and chain.concat.order == F.ConcatOrder.CONFIG else "loop"
         self.steps.append(TraceStep("boundaries", f"captured, in {order} order: " + ", ".join(describe_boundary(b, L) for b in ordered)))
-        concat = _concat_site(self.project, capture)
+        concat = chain.concat.location if chain.concat is not None else None
         h = self.hidden_size
         width = f"{len(ordered)} x {h} = {len(ordered) * h}" if h else f"{len(ordered)} x hidden_size"
         self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat))
@@ -477,18 +506,6 @@ def trace_row(
 # The last project's traces: [project, {(id(row), ids, L, hidden): (row, result)}] (the row is
 # kept so that its id stays its own).
 _TRACES: list[object] = [None, {}]
-
-
-def _concat_site(project: Project, capture) -> F.Location | None:
-    """Where the captured states are concatenated: the holder's module, else the module
-    that defines the draft's fc; None rather than a guess."""
-    module = (capture.holder or "").rpartition(".")[0]
-    draft_modules = {ff.module for ff in project.files if ff.fc_definitions}
-    for wanted in (lambda ff: ff.module == module, lambda ff: ff.module in draft_modules):
-        for ff in project.files:
-            if wanted(ff) and ff.concat_sites:
-                return ff.concat_sites[0].location
-    return None
 
 
 def parse_ids(text: str) -> list[int] | None:

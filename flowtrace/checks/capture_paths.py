@@ -7,6 +7,7 @@ from typing import Iterator
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.model.facts import ProblemKind
+from flowtrace.model.links import NOT_BREAKING
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL, SELF_CALLS
 
 
@@ -128,8 +129,8 @@ EntryClass = ExForCausalLM
         seen = set()
         for row in result.rows:
             c = row.capture
-            if c is None or not row.registered or c.problems:
-                continue
+            if c is None or not row.registered or row.chain is None or row.chain.kinds() - NOT_BREAKING:
+                continue  # a chain broken earlier is another rule's finding (selected on kinds)
             mro = set(project.mro(row.qualname))
             read = [u for u in uses if u.kind == "read" and u.class_qualname in mro and not u.function.split(".")[-1].startswith("set_")]
             if not read:

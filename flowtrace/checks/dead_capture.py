@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.analysis.graph import models_without_site, setter_written_holders
 from flowtrace.model.facts import ProblemKind
 
 
@@ -110,23 +111,29 @@ EntryClass = ExForCausalLM
     )
 
     def check(self, result) -> Iterator[Finding]:
+        """A query over the graph: chains whose setter writes a holder (link 3) and reach no
+        capture site (link 4); the message reads the row's links."""
+        missing = models_without_site(result.graph)
         seen = set()
         for row in result.rows:
-            c = row.capture
-            if c is None or c.site is not None or c.holder is None or c.inherited:
-                continue  # an inherited setter works for the class that defines it
-            key = (c.chain[-1].class_qualname, c.chain[-1].method)
-            if key in seen:
+            chain = row.chain
+            if row.qualname not in missing or chain is None or chain.holder is None or chain.holder.holder is None:
                 continue
-            seen.add(key)
-            last = c.chain[-1]
+            if chain.transforms[0].owner != row.qualname:
+                continue  # an inherited setter works for the class that defines it
+            link = chain.transforms[-1]
+            if (link.owner, link.method) in seen:
+                continue
+            seen.add((link.owner, link.method))
+            last = result.project.setters[link.owner][link.method]
+            holder = chain.holder
             yield self.finding(
-                last.location,
-                f"{last.class_qualname.rsplit('.', 1)[-1]}.{last.method} writes {', '.join(last.writes) or 'the capture attribute'}, "
-                f"but {c.holder.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
+                link.location,
+                f"{link.owner.rsplit('.', 1)[-1]}.{link.method} writes {', '.join(last.writes) or 'the capture attribute'}, "
+                f"but {holder.holder.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
                 row.qualname,
                 ",".join(last.writes),
-                steps=(*(("setter", s.location) for s in c.chain), ("holder without a capture loop", result.project.classes[c.holder].location if c.holder in result.project.classes else None)),
+                steps=(*(("setter", t.location) for t in chain.transforms), ("holder without a capture loop", holder.location)),
             )
 
 
@@ -187,7 +194,7 @@ EntryClass = ExForCausalLM
     def check(self, result) -> Iterator[Finding]:
         project = result.project
         # Holders some setter feeds: a class nothing can turn capture on for does not *drop* a capture.
-        fed = {row.capture.holder for row in result.rows if row.capture is not None and row.capture.holder}
+        fed = setter_written_holders(result.graph)
         for qualname, cls in sorted(project.classes.items()):
             if "forward" not in cls.methods or project.sites.get(qualname) or qualname not in fed:
                 continue

@@ -179,22 +179,26 @@ EntryClass = ExForCausalLM
                 yield self.finding(e.location, message, target, target, kind=ProblemKind.REGISTRY_TARGET_MISSING)
         seen = set()
         for row in result.rows:
-            c = row.capture
-            if c is not None and not c.inherited:
-                issue = next((p for p in c.issues if p.kind in _UNRESOLVED), None)
-                if issue is not None:
-                    where = issue.location or c.setter.location
-                    yield self.finding(c.setter.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
-            if c is None or c.site is None or c.point != F.UNKNOWN or c.site.location in seen:
+            chain = row.chain
+            if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
                 continue
-            seen.add(c.site.location)
+            entry = chain.transforms[0]
+            if entry.owner == row.qualname:  # an inherited setter is reported on the class that defines it
+                issue = next((p for p in chain.problems if p.kind in _UNRESOLVED), None)
+                if issue is not None:
+                    where = issue.location or entry.location
+                    yield self.finding(entry.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
+            site = chain.site
+            if site is None or site.point != F.UNKNOWN or site.location in seen:
+                continue
+            seen.add(site.location)
             yield self.finding(
-                c.site.location,
-                f"{row.name}: capture point unknown at {c.site.location}: {c.point_note}",
+                site.location,
+                f"{row.name}: capture point unknown at {site.location}: {site.note}",
                 row.qualname,
-                c.site.function,
+                site.function,
                 kind=ProblemKind.POINT_UNKNOWN,
-                steps=(("setter", c.setter.location), ("capture site", c.site.location)),
+                steps=(("setter", entry.location), ("capture site", site.location)),
             )
 
 

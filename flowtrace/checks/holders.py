@@ -108,10 +108,10 @@ class ExForCausalLM(Module, SupportsEagle3):
         if not interfaces or not holders or not cc.interface_holder_path:
             return
         for row in result.rows:
-            c = row.capture
-            if c is None or not is_target(row, project, cc) or project.classes.get(c.setter.class_qualname, None) is None:
+            c, chain = row.capture, row.chain
+            if c is None or chain is None or not is_target(row, project, cc) or project.classes.get(chain.transforms[0].owner, None) is None:
                 continue
-            if project.classes[c.setter.class_qualname].name not in interfaces:
+            if project.classes[chain.transforms[0].owner].name not in interfaces:
                 continue  # the class overrides the interface's setter: its own path is judged elsewhere
             walked = walk_holder(project, row.qualname, cc.interface_holder_path)
             if walked is None:

@@ -17,8 +17,9 @@ def _own_setters(result):
     """Setters that assign capture indices themselves (not pure delegation, not the engine's interface)."""
     providers = result.project.conv.interfaces | result.project.conv.holders
     # A setter reached only through another setter receives already-mapped indices.
-    inner = {(s.class_qualname, s.method) for row in result.rows if row.capture for s in row.capture.chain[1:]}
-    inner -= {(row.capture.chain[0].class_qualname, row.capture.chain[0].method) for row in result.rows if row.capture and row.registered}
+    chains = [(row, row.chain) for row in result.rows if row.capture is not None and row.chain is not None]
+    inner = {(t.owner, t.method) for _, chain in chains for t in chain.transforms[1:]}
+    inner -= {(chain.transforms[0].owner, chain.transforms[0].method) for row, chain in chains if row.registered}
     out = []
     for ff in result.files:
         for s in ff.setters:
@@ -274,9 +275,12 @@ EntryClass = ExForCausalLM
     def check(self, result) -> Iterator[Finding]:
         by_setter: dict[str, tuple] = {}
         for row in result.rows:
-            c = row.capture
-            if not row.registered or c is None or c.site is None or c.point == F.UNKNOWN or c.default_location is None:
+            c, chain = row.capture, row.chain
+            site = chain.site if chain is not None else None
+            if not row.registered or c is None or site is None or site.point == F.UNKNOWN or c.default_location is None:
                 continue
+            if c.stream is not None and c.stream.kind == F.StreamKind.MUTATED_REFERENCE:
+                continue  # its slots all hold one later state, whatever the default names (FT013 says so)
             boundaries = trace_row(result.project, row, None, PROBE_LAYERS).boundaries
             if boundaries:
                 by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[3].append(row)
@@ -297,6 +301,6 @@ EntryClass = ExForCausalLM
                 f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}{how}, "
                 f"while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
                 row.qualname,
-                f"{row.capture.setter.class_qualname}.{row.capture.setter.method}:{boundaries}",
-                steps=(("default ids", where), ("capture site", row.capture.site.location)),
+                f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}",
+                steps=(("default ids", where), ("capture site", row.chain.site.location)),
             )

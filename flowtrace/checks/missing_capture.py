@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.analysis.graph import setter_written_holders
 from flowtrace.checks.targets import capture_works, conventions, family_writers, is_target, methods_on_mro, short
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model import facts as F
@@ -132,7 +133,7 @@ def _unset_capture_sites(result, other_family: bool):
     """(row, holder, site, family writes) for target rows without a setter whose holder captures."""
     project = result.project
     cc = conventions(result)
-    fed = {row.capture.holder for row in result.rows if row.capture is not None and row.capture.holder}
+    fed = setter_written_holders(result.graph)  # holders some setter chain writes (graph query)
     reported = set()
     for row in result.rows:
         if row.capture is not None or row.source is not None or not is_target(row, project, cc):
@@ -380,12 +381,9 @@ EntryClass = ExVLForConditionalGeneration
     def check(self, result) -> Iterator[Finding]:
         project = result.project
         for row in result.rows:
-            c = row.capture
-            if c is None or c.inherited:
-                continue
-            issue = next((p for p in c.issues if p.kind is ProblemKind.DELEGATE_LACKS_SETTER), None)
-            if issue is None:
-                continue
+            c, chain = row.capture, row.chain
+            if c is None or chain is None or c.inherited or not chain.has(ProblemKind.DELEGATE_LACKS_SETTER):
+                continue  # selected on the chain's typed problem, never its text
             method = c.setter.delegate_method
             target = c.delegates_to
             yield self.finding(

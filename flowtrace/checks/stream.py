@@ -99,6 +99,7 @@ def _users(result) -> dict[str, str]:
     """Holder -> a registered model that captures through it, for the message."""
     out: dict[str, list[str]] = {}
     for row in result.rows:
-        if row.registered and row.capture is not None and row.capture.site is not None:
-            out.setdefault(row.capture.site.class_qualname, []).append(row.name)
+        site = row.chain.site if row.chain is not None and row.capture is not None else None
+        if row.registered and site is not None and site.owner:
+            out.setdefault(site.owner, []).append(row.name)
     return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flowtrace.engines.check_conventions import CheckConventions, check_conventions
+from flowtrace.model.links import NOT_BREAKING
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
@@ -53,9 +54,11 @@ def methods_on_mro(project: Project, qualname: str) -> set[str]:
 
 
 def capture_works(project: Project, qualname: str) -> bool:
-    """The class's own capture path resolves to a capture site without problems."""
+    """The class's own capture path resolves to a capture site with no problem that breaks
+    the chain (selected on the problems' kinds)."""
     capture = project.resolve_capture(qualname)
-    return capture is not None and capture.site is not None and not capture.problems
+    chain = project.chain_of(qualname, capture, None) if capture is not None else None
+    return chain is not None and chain.site is not None and not chain.kinds() - NOT_BREAKING
 
 
 def family_writers(result: ScanResult, cc: CheckConventions) -> dict[str, list]:

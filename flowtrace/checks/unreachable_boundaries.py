@@ -20,11 +20,17 @@ def _groups(result):
     shared by many registered subclasses is reported once."""
     groups: dict[tuple, list] = {}
     for row in result.rows:
-        c = row.capture
-        if not row.registered or c is None or c.site is None or c.point == F.UNKNOWN:
+        chain = _setter_chain(row)
+        if not row.registered or chain is None or chain.site is None or chain.site.point == F.UNKNOWN:
             continue
-        groups.setdefault((c.chain[0].location, c.site.location), []).append(row)
+        groups.setdefault((chain.transforms[0].location, chain.site.location), []).append(row)
     return groups
+
+
+def _setter_chain(row):
+    """The row's chain when its ids reach a setter (the rules below trace setter chains)."""
+    chain = row.chain
+    return chain if chain is not None and chain.source.kind == F.SourceKind.SETTER and chain.transforms else None
 
 
 def _reaches(result, row, ids, boundary) -> bool:
@@ -51,7 +57,8 @@ def _location(text) -> F.Location | None:
 
 
 def _majority_transform(result) -> str | None:
-    counts = Counter(r.capture.effective_transform for r in result.rows if r.registered and r.capture is not None and r.capture.site is not None)
+    chains = (_setter_chain(r) for r in result.rows if r.registered)
+    counts = Counter(c.effective_transform for c in chains if c is not None and c.site is not None)
     return counts.most_common(1)[0][0] if counts else None
 
 
@@ -175,7 +182,7 @@ EntryClass = ExForCausalLM
         merged: dict[tuple, list] = {}
         for (setter_loc, _), rows in _groups(result).items():
             row = rows[0]
-            if ProblemKind.INDEX0_RAISES in row.capture.kinds():
+            if row.chain.has(ProblemKind.INDEX0_RAISES):
                 continue  # recording index 0 raises: FT022 reports that, with the line
             traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
             if traced.outcome == F.Outcome.RAISES:  # e.g. a fixed-slot packer fed one state fewer
@@ -186,14 +193,14 @@ EntryClass = ExForCausalLM
             if reached is None or 0 in reached:
                 continue
             other = next((i for i in (-1, 0) if i != embedding and 0 in (_boundaries(result, row, [i]) or ())), None)
-            if other is None and row.capture.embedding_capturable is not False:
+            if other is None and row.chain.site.embedding_capturable is not False:
                 continue  # the site records before layer 0; the setter's mapping is FT007's question
             kind = ProblemKind.EMBEDDING_ID_DROPPED if other is not None else ProblemKind.EMBEDDING_UNREACHABLE
             entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, [], other])
             entry[2].extend(rows)
         majority = _majority_transform(result)
         for (_, kind), (setter_loc, row, rows, other) in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
-            c = row.capture
+            c = row.chain
             site = c.site.location if c.site else None
             if kind is ProblemKind.EMBEDDING_RAISES:
                 message = f"{_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
@@ -204,11 +211,11 @@ EntryClass = ExForCausalLM
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
                 message = (
                     f"{_names(rows)}: id {embedding} (the embedding in this engine's draft configs) reaches no boundary through "
-                    f"{c.setter.method}'s {c.effective_transform} transform ({setter_loc}); only id {other} reaches b=0"
+                    f"{c.transforms[0].method}'s {c.effective_transform} transform ({setter_loc}); only id {other} reaches b=0"
                 )
                 fix = f"Map id {embedding} to the index recorded before layer 0 ({site}), as the engine's {majority} setters do."
             else:
-                message = f"{_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.point} and nothing is recorded before layer 0"
+                message = f"{_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point} and nothing is recorded before layer 0"
                 fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
             flow = (("setter", setter_loc), ("capture site", site))
             yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)
@@ -334,9 +341,9 @@ EntryClass = ExForCausalLM
                 continue
             yield self.finding(
                 site_loc,
-                f"{_names(rows)}: the last layer's output (b=L) is never captured ({row.capture.point_note})",
+                f"{_names(rows)}: the last layer's output (b=L) is never captured ({row.chain.site.note})",
                 row.qualname,
-                f"last:{row.capture.point}",
+                f"last:{row.chain.site.point}",
                 steps=(("setter", setter_loc), ("capture site", site_loc)),
             )
 

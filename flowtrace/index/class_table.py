@@ -128,10 +128,25 @@ def _from_base(node: ast.ImportFrom, package: str) -> str:
     return ".".join(x for x in (anchor, base) if x)
 
 
-def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
-    """Module-level imports: local name -> what it refers to (as the libcst tier records them)."""
-    imports: dict[str, str] = {}
+def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements in source order, into ``if``/``try``/``with`` blocks (a package
+    ``__init__`` that picks its re-exports per platform) but not into defs or classes."""
+    out: list[ast.stmt] = []
     for node in body:
+        out.append(node)
+        if isinstance(node, (ast.If, ast.With)):
+            out += _module_statements(node.body + getattr(node, "orelse", []))
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for h in node.handlers for stmt in h.body]
+            out += _module_statements(node.body + handlers + node.orelse + node.finalbody)
+    return out
+
+
+def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
+    """Module-level imports: local name -> what it refers to (as the libcst tier records them:
+    in source order, a later binding of a name replacing an earlier one)."""
+    imports: dict[str, str] = {}
+    for node in _module_statements(body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -164,9 +179,9 @@ def _init_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) 
     """``self.x = Cls(...)`` in ``__init__``, plus every class constructed or named there (``*``)."""
     found = []
     for sub in _walk(init):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+        if isinstance(sub, (ast.Assign, ast.AnnAssign)) and isinstance(sub.value, ast.Call):
             callee = _dotted(sub.value.func)
-            for target in sub.targets:
+            for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
                 t = _dotted(target)
                 if _is_class_name(callee) and t and t.startswith("self.") and t.count(".") == 1:
                     found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]

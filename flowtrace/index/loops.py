@@ -24,7 +24,7 @@ import libcst as cst
 from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
-from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebound_unconditionally, tested_names, unguarded_operand
+from flowtrace.index.streams import NoneAtEntry, binds, none_at_entry, rebinds, rebound_unconditionally, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, body_statements, dotted, iter_nodes, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ class LoopAnalyzer:
             return [], []
         containers = self.containers(statements)
         self.aliases = self.attribute_aliases(statements)
+        self.hook_objects = self.objects_built_from_attribute(statements)
         loop_facts: list[F.LayerLoopFact] = []
         sites: list[F.CaptureSiteFact] = []
         for loop in loops:
@@ -158,6 +159,25 @@ class LoopAnalyzer:
                     value = value.args[0].value
                 if isinstance(value, cst.Attribute) and value.attr.value in self.attrs:
                     out[stmt.targets[0].target.value] = value.attr.value
+        return out
+
+    def objects_built_from_attribute(self, statements: list) -> dict[str, tuple[cst.Call, str]]:
+        """Locals built as ``Cls(..., self.<attr>, ...)`` (a metadata object carrying the
+        capture indices): handed to each layer, the layer itself may record through it."""
+        out: dict[str, tuple[cst.Call, str]] = {}
+        for stmt in statements:
+            if not (isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name)):
+                continue
+            call = stmt.value
+            if not (isinstance(call, cst.Call) and (last_name(call.func) or "")[:1].isupper()):
+                continue
+            for arg in call.args:
+                value = arg.value
+                attribute = value.attr.value if isinstance(value, cst.Attribute) and value.attr.value in self.attrs else None
+                attribute = attribute or (self.aliases.get(value.value) if isinstance(value, cst.Name) else None)
+                if attribute:
+                    out.setdefault(stmt.targets[0].target.value, (call, attribute))
+                    break
         return out
 
     def container_kind(self, value: cst.BaseExpression) -> str | None:
@@ -286,7 +306,7 @@ class LoopAnalyzer:
                 post_loop_at=self.post_at,
             ),
         )
-        found = self.callback_sites() + self.dict_sites()
+        found = self.callback_sites() + self.dict_sites() + self.hook_sites()
         nodes = _Nodes()
         nodes.walk(loop.body)
         pos = self.file.positions
@@ -357,6 +377,37 @@ class LoopAnalyzer:
                     captured_expression=None,
                     label_offset=self.condition_label(value.test, ctx.index),
                     **self.slot_facts(container, ctx.loop),
+                )
+            )
+        return found
+
+    def hook_sites(self) -> list[F.CaptureSiteFact]:
+        """``layer(..., kw=meta)`` where ``meta = Cls(self.<attr>)``: the layer records
+        through a method of the object it is handed (a metadata hook). No membership test is
+        in the loop; the object carries the indices. The point is decided by where the
+        layer's forward calls it (:meth:`flowtrace.analysis.resolve.Project.callback_point`)."""
+        ctx = self.context
+        found: list[F.CaptureSiteFact] = []
+        for arg in ctx.layer_call.args:
+            value = arg.value
+            if arg.keyword is None or not isinstance(value, cst.Name) or value.value in ctx.bound or value.value not in self.hook_objects:
+                continue
+            call, attribute = self.hook_objects[value.value]
+            cls = dotted(call.func)
+            found.append(
+                F.CaptureSiteFact(
+                    **ctx.base,
+                    location=self.file.loc(arg),
+                    mechanism=F.Mechanism.HOOK,
+                    point=F.UNKNOWN,
+                    attribute=attribute,
+                    container=value.value,
+                    note=f"{value.value} = {self.file.code(call.func)}(...self.{attribute}...) handed to layer {ctx.index} as {arg.keyword.value}=; point decided where the layer's forward calls it",
+                    embedding_capturable=None,
+                    last_layer_capturable=None,
+                    callback_parameter=arg.keyword.value,
+                    container_class=self.file.resolve(cls) if cls else None,
+                    label_offset=0,  # the layer passes its own index
                 )
             )
         return found
@@ -508,9 +559,11 @@ class LoopAnalyzer:
         uses_residual = _depends_on_residual(stored, ctx.bound)
         mutated = self.mutated_after(ctx.loop, stored.value, self.file.positions[call].start) if isinstance(stored, cst.Name) else None
         stream = {} if after else self.first_iteration(call, stored, tests)
+        if mutated is not None:
+            stream = {**stream, "mutated_at": self.file.loc(mutated), "mutated_rebound": rebinds(ctx.loop, stored.value)}
         if isinstance(stored, cst.Name) and stored.value in ctx.bound:
             stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
-        return self.file.code(stored), uses_residual, mutated, stream
+        return self.file.code(stored), uses_residual, None if mutated is None else self.file.code(mutated), stream
 
     def first_iteration(self, call: cst.Call, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
         """The operand that is None when this site runs at the loop's first index, if the
@@ -526,20 +579,25 @@ class LoopAnalyzer:
         at = ctx.bound.get(stored.value) if isinstance(stored, cst.Name) and stored.value in ctx.bound else call
         return {"first_none": name, "first_none_at": self.file.loc(ctx.none_at_entry[name].node), "stored_at": self.file.loc(at)}
 
-    def mutated_after(self, loop: cst.For, name: str, after) -> str | None:
+    def mutated_after(self, loop: cst.For, name: str, after) -> cst.CSTNode | None:
         """An in-place update of ``name`` later in the loop body (``name += x``,
-        ``name.add_(x)``): a stored reference would then change under the collector."""
+        ``name.add_(x)``): a stored reference would then change under the collector. One
+        that follows an unconditional rebinding (``h, name = layer(h, name)``) updates the new
+        object, never the stored one."""
         pos = self.file.positions
+        top = {id(s) for s in body_statements(loop.body)}
         for node in walk_statements(loop.body):
             start = pos[node].start
             if (start.line, start.column) <= (after.line, after.column):
                 continue
+            if id(node) in top and binds(node, name):
+                return None
             if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
-                return self.file.code(node)
+                return node
             if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
                 func = node.value.func
                 if isinstance(func.value, cst.Name) and func.value.value == name and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
-                    return self.file.code(node)
+                    return node
         return None
 
     def condition_attribute(self, test: cst.BaseExpression) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from flowtrace.index.syntax import body_statements, child_nodes, names_in
+from flowtrace.index.syntax import body_statements, child_nodes, names_in, walk_statements
 
 _OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply)
 
@@ -79,6 +79,18 @@ def _bound_names(stmt: cst.CSTNode) -> set[str]:
         elif isinstance(t, (cst.Tuple, cst.List)):
             out |= {e.value.value for e in t.elements if isinstance(e.value, cst.Name)}
     return out
+
+
+def binds(stmt: cst.CSTNode, name: str) -> bool:
+    """``stmt`` binds ``name`` to a fresh object (``=``, a tuple target; not ``+=``)."""
+    return isinstance(stmt, (cst.Assign, cst.AnnAssign)) and name in _bound_names(stmt)
+
+
+def rebinds(loop: cst.For, name: str) -> bool:
+    """The loop body binds ``name`` to a fresh object somewhere: a reference recorded in one
+    iteration then stops following the name, so an in-place update later does not reach every
+    recorded state alike."""
+    return any(binds(s, name) for s in walk_statements(loop.body))
 
 
 def rebound_unconditionally(loop: cst.For, before, positions) -> set[str]:

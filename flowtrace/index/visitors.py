@@ -372,13 +372,21 @@ class FileAnalyzer:
         out: list[F.AttributeAssignment] = []
         analyzer = self
 
+        def assigned(node: cst.Assign | cst.AnnAssign, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            name = dotted(target)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                callee = analyzer.constructed_class(info, value) or analyzer.dynamic_build(value)
+                if callee:
+                    out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, value)))
+
         def visit_assign(node: cst.Assign) -> None:
             for target in node.targets:
-                name = dotted(target.target)
-                if name and name.startswith("self.") and name.count(".") == 1:
-                    callee = analyzer.constructed_class(info, node.value) or analyzer.dynamic_build(node.value)
-                    if callee:
-                        out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, node.value)))
+                assigned(node, target.target, node.value)
+
+        def visit_ann_assign(node: cst.AnnAssign) -> None:
+            # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
+            if node.value is not None:
+                assigned(node, node.target, node.value)
 
         def visit_call(node: cst.Call) -> None:
             name = dotted(node.func)
@@ -398,7 +406,7 @@ class FileAnalyzer:
                 seen.add(resolved)
                 out.append(F.AttributeAssignment("*", resolved, analyzer.line(node)))
 
-        visit_each(init.body, {cst.Assign: visit_assign, cst.Call: visit_call, cst.Name: visit_name})
+        visit_each(init.body, {cst.Assign: visit_assign, cst.AnnAssign: visit_ann_assign, cst.Call: visit_call, cst.Name: visit_name})
         # classes handed in as parameter defaults: def __init__(..., layer_type=FooLayer)
         for param in init.params.params + init.params.kwonly_params:
             default = dotted(param.default) if param.default is not None else None
@@ -526,23 +534,24 @@ class FileAnalyzer:
         params = [p for p in fn.params.params + fn.params.kwonly_params if p.default is not None]
         if not params:
             return []
-        events: list[tuple[int, int, str, str | None]] = []  # (line, col, kind, detail)
+        events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []  # (line, col, kind, detail, call arguments)
         names = {p.name.value for p in params}
         analyzer = self
 
         def visit_call(node: cst.Call) -> None:
             func = dotted(node.func)
             pos = analyzer.positions[node].start
+            args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
             if func and func.startswith("self.") and func.count(".") == 1:
-                events.append((pos.line, pos.column, "compute", func))
+                events.append((pos.line, pos.column, "compute", func, ()))
             if isinstance(node.func, cst.Name) and node.func.value in names:
-                events.append((pos.line, pos.column, "use:" + node.func.value, "called"))
+                events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
             elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
-                events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}"))
+                events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
             for arg in node.args:
                 if isinstance(arg.value, cst.Name) and arg.value.value in names:
                     p = analyzer.positions[arg].start
-                    events.append((p.line, p.column, "use:" + arg.value.value, func))
+                    events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
 
         visit_each(fn.body, {cst.Call: visit_call})
         events.sort()
@@ -557,7 +566,7 @@ class FileAnalyzer:
             position = "before" if not compute_before else "after" if not compute_after else "middle"
             ev = events[first]
             out.append(
-                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3])
+                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
             )
         return out
 

@@ -52,7 +52,7 @@ class Mechanism(Word):
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
     DICT = "dict"  # by_layer[i] = h inside the loop
     DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
-    HOOK = "hook"  # setter-less: a metadata hook the decoder layer calls itself
+    HOOK = "hook"  # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
     UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
 
 
@@ -285,7 +285,7 @@ class CaptureSiteFact:
     class_qualname: str
     function: str
     location: Location
-    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER
+    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER | DICT | HOOK
     point: str  # INPUT | OUTPUT | UNKNOWN
     attribute: str | None  # capture attribute read, e.g. "layers_to_capture"
     loop_range: str | None  # source of the iterated range, e.g. "range(self.start_layer, self.end_layer)"
@@ -300,6 +300,8 @@ class CaptureSiteFact:
     split_residual: bool = False  # the layer call returns (hidden_states, residual)
     uses_residual: bool = False  # the stored value depends on a residual (through local assignments)
     mutated_later: str | None = None  # an in-place update of the stored tensor after the capture
+    mutated_at: Location | None = None  # where that update is
+    mutated_rebound: bool = False  # the loop also rebinds the stored name (a fresh tensor per iteration)
     # Stream semantics at the loop's first iteration (see flowtrace.index.streams):
     label_offset: int | None = None  # k in `i + k in self.<attr>`: index k is met at the first iteration
     first_none: str | None = None  # operand that is None at the first iteration and is added unguarded
@@ -325,10 +327,11 @@ class HelperDefFact:
     class_qualname: str
     method: str
     label_arg: int  # position of the label among the call's arguments (self excluded)
-    container_arg: int
+    container_arg: int  # -1: records into an attribute of its own object (a metadata hook)
     attribute: str
     location: Location
     guarded: bool  # the recorded value tests its None-able operand first
+    recorded: str | None = None  # the recorded value, e.g. "hidden_states + residual" (loop locals followed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +440,7 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+    arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,11 @@ def compose_transforms(outer: str, inner: str) -> str:
     return Transform.OTHER
 
 
+# Problems that describe how a chain behaves on some ids rather than a chain that cannot work
+# (a row with only these is not "broken"; trace decides them on the concrete ids).
+NOT_BREAKING = frozenset({ProblemKind.INDEX0_RAISES, ProblemKind.PACKER_COUNT_CHECK, ProblemKind.DEPENDS_ON_CONFIG})
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A typed problem on a chain: rules select on ``kind``; ``text`` is for people."""
@@ -115,6 +120,11 @@ class StreamLink:
     raising_index: int | None  # the capture index whose recording raises (None: none raises)
     raises_at: Location | None
     reason: str | None
+    # MUTATED_REFERENCE: the in-place update of the stored tensor and where it is; when the
+    # loop never rebinds the name, every recorded slot is one tensor holding the loop's final state.
+    mutation: str | None = None
+    mutated_at: Location | None = None
+    final_state: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +187,7 @@ class CaptureChain:
 
 
 __all__ = [
+    "NOT_BREAKING",
     "CaptureChain",
     "compose_transforms",
     "ConcatLink",

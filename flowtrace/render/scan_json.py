@@ -13,6 +13,7 @@ from flowtrace import __version__
 from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
+    from flowtrace.model.links import CaptureChain
     from flowtrace.analysis.scan import ScanResult
     from flowtrace.checks.base import Finding
     from flowtrace.analysis.resolve import ModelRow
@@ -20,23 +21,26 @@ if TYPE_CHECKING:
 SCHEMA = "flowtrace.scan/1"
 
 
-def _site(site: F.CaptureSiteFact | None, point: str, note: str) -> dict[str, Any] | None:
+def _site(chain: CaptureChain) -> dict[str, Any] | None:
+    """Link 4 (with the recorded expression of link 5)."""
+    site = chain.site
     if site is None:
         return None
+    owner = site.owner or ""
     return {
-        "qualname": site.function if "." not in site.class_qualname else f"{site.class_qualname.rsplit('.', 1)[0]}.{site.function}",
+        "qualname": site.function if "." not in owner else f"{owner.rsplit('.', 1)[0]}.{site.function}",
         "file": site.location.file,
         "line": site.location.line,
         "mechanism": site.mechanism,
-        "point": point,
-        "note": note,
+        "point": site.point,
+        "note": site.note,
         "loop_range": " ".join((site.loop_range or "").split()) or None,
         "attribute": site.attribute,
-        "captured_expression": site.captured_expression,
+        "captured_expression": chain.stream.expression if chain.stream is not None else None,
     }
 
 
-def _stream(c) -> dict[str, Any] | None:
+def _stream(c: CaptureChain) -> dict[str, Any] | None:
     s = c.stream
     if s is None:
         return None
@@ -48,7 +52,7 @@ def _stream(c) -> dict[str, Any] | None:
     }
 
 
-def _slots(c) -> dict[str, Any] | None:
+def _slots(c: CaptureChain) -> dict[str, Any] | None:
     s = c.slots
     if s is None:
         return None
@@ -61,37 +65,44 @@ def _slots(c) -> dict[str, Any] | None:
     }
 
 
+def _capture(row: ModelRow) -> dict[str, Any] | None:
+    """A setter row's ``capture`` object: a view of its chain's links (the entry transform,
+    holder, site, stream, slots, concat); the row adds what no link holds (defaults found
+    through a getter, the delegate, the problems' texts, the pipeline guard)."""
+    c, chain = row.capture, row.chain
+    if c is None or chain is None or not chain.transforms:
+        return None
+    entry, holder, site = chain.transforms[0], chain.holder, chain.site
+    return {
+        "setter": {
+            "qualname": f"{entry.owner}.{entry.method}",
+            "file": entry.location.file,
+            "line": entry.location.line,
+            "inherited": entry.owner != row.qualname,
+        },
+        "id_transform": entry.transform,
+        "transform_note": entry.note,
+        "delegates_to": c.delegates_to,
+        "default_layers": c.default_layers,
+        "capture_site": _site(chain),
+        "embedding_capturable": site.embedding_capturable if site is not None else None,
+        "last_layer_capturable": site.last_layer_capturable if site is not None else None,
+        "effective_transform": chain.effective_transform,
+        "holder": holder.holder if holder is not None else None,
+        "pp_guard": c.setter.pp_guard,
+        "problems": list(c.problems),
+        # additive (issue 11): typed links of the chain
+        "problem_kinds": sorted({str(p.kind) for p in chain.problems}),
+        "holder_kind": str(holder.kind if holder is not None else c.holder_kind),
+        "depends_on": holder.depends_on if holder is not None else None,
+        "concat_order": str(chain.concat.order if chain.concat is not None else F.ConcatOrder.LOOP),
+        "stream": _stream(chain),
+        "slots": _slots(chain),
+    }
+
+
 def model_json(row: ModelRow) -> dict[str, Any]:
-    capture = None
-    c = row.capture
-    if c is not None:
-        setter = c.setter
-        capture = {
-            "setter": {
-                "qualname": f"{setter.class_qualname}.{setter.method}",
-                "file": setter.location.file,
-                "line": setter.location.line,
-                "inherited": c.inherited,
-            },
-            "id_transform": c.id_transform,
-            "transform_note": c.transform_note,
-            "delegates_to": c.delegates_to,
-            "default_layers": c.default_layers,
-            "capture_site": _site(c.site, c.point, c.point_note),
-            "embedding_capturable": c.embedding_capturable,
-            "last_layer_capturable": c.last_layer_capturable,
-            "effective_transform": c.effective_transform,
-            "holder": c.holder,
-            "pp_guard": setter.pp_guard,
-            "problems": list(c.problems),
-            # additive (issue 11): typed links of the chain
-            "problem_kinds": sorted({str(p.kind) for p in c.issues}),
-            "holder_kind": str(c.holder_kind),
-            "depends_on": c.depends_on,
-            "concat_order": str(c.concat_order),
-            "stream": _stream(c),
-            "slots": _slots(c),
-        }
+    capture = _capture(row)
     return {
         "class": row.name,
         "qualname": row.qualname,

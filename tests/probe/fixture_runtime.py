@@ -214,30 +214,41 @@ class FixtureRunner(nn.Module):
         return out if aux is None else (hidden_out, aux)
 
 
-def _config(num_layers: int, cls_name: str = "") -> SimpleNamespace:
-    """A target config: sizes, the class as its architecture and, as Hugging Face names them,
-    the lowercased prefix as model_type (AlphaForCausalLM -> "alpha")."""
+def target_config(num_layers: int, cls_name: str = "", text_architecture: str | None = None) -> dict:
+    """A tiny target's config.json: sizes, the class as its architecture and, as Hugging Face
+    names them, the lowercased prefix as model_type (AlphaForCausalLM -> "alpha"). A wrapper
+    whose language model the config names gets a ``text_config`` naming ``text_architecture``;
+    the same document is what the static trace is given as its target config."""
     model_type = cls_name.split("For")[0].lower() if "For" in cls_name else cls_name.lower()
-    cfg = SimpleNamespace(num_hidden_layers=num_layers, hidden_size=HIDDEN, vocab_size=VOCAB,
-                          architectures=[cls_name], model_type=model_type)
-    cfg.text_config = cfg
+    doc: dict = {"num_hidden_layers": num_layers, "hidden_size": HIDDEN, "vocab_size": VOCAB,
+                 "architectures": [cls_name], "model_type": model_type}
+    if text_architecture is not None:
+        doc["text_config"] = target_config(num_layers, text_architecture)
+    return doc
+
+
+def _config(doc: dict) -> SimpleNamespace:
+    """The config object the engine code reads (attributes); without its own ``text_config``
+    a config is its own text config, as a text-only Hugging Face config reads."""
+    cfg = SimpleNamespace(**{k: _config(v) if isinstance(v, dict) else v for k, v in doc.items()})
+    if not hasattr(cfg, "text_config"):
+        cfg.text_config = cfg
     return cfg
 
 
 def _construct(cls: type, cfg: SimpleNamespace) -> Any:
     """``cls(config)``; a pipeline group parameter gets a last-rank group (the rank that
-    owns the draft, the path the static trace takes)."""
+    owns the draft, the path the static trace takes), a further ``*config`` parameter the
+    config too (a wrapper built as ``(vllm_config, config)``)."""
     try:
         names = list(inspect.signature(cls).parameters)
     except (TypeError, ValueError):
         names = []
     if not names:
         return cls()
-    kwargs = {
-        name: SimpleNamespace(is_last_rank=True, is_first_rank=True, world_size=1)
-        for name in names[1:]
-        if "group" in name
-    }
+    group = SimpleNamespace(is_last_rank=True, is_first_rank=True, world_size=1)
+    kwargs: dict[str, Any] = {name: group for name in names[1:] if "group" in name}
+    kwargs.update({name: cfg for name in names[1:] if name.endswith("config")})  # (vllm_config, config)
     return cls(cfg, **kwargs)
 
 
@@ -301,17 +312,18 @@ def build(root: str, qualname: str, num_layers: int, layer_ids: list[int] | None
           setter: str | None = None, getters: list[str] | tuple[str, ...] = (),
           layers_attribute: str = "layers", builder: list[str] | tuple[str, ...] = (),
           spec_method: list[str] | tuple[str, ...] = (), seed: int = 0,
-          device: Any = None, dtype: Any = None):
+          device: Any = None, dtype: Any = None, config: dict | None = None):
     """Probe factory: (runner, example inputs) for one fixture model class and id set.
 
     ``builder`` = (selector, method) names an engine's config-builder classmethods and
     ``spec_method`` = (keyword, value) the speculative method it is built for: the builder
-    selected for the target config runs before the model is built, as the engine does."""
+    selected for the target config runs before the model is built, as the engine does.
+    ``config`` is the target's config.json (:func:`target_config` when not given)."""
     torch.manual_seed(seed)
     module, _, name = qualname.rpartition(".")
     with engine_imports(root, module.split(".")[0]) as load:
         cls = getattr(load(module), name)
-        cfg = _config(num_layers, name)
+        cfg = _config(config or target_config(num_layers, name))
         error = None
         if builder:
             found = _builder_classes(root, load, builder[0], builder[1])

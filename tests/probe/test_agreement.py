@@ -32,6 +32,8 @@ from flowtrace.analysis.trace import trace_json  # noqa: E402
 from flowtrace.index.build import IndexOptions  # noqa: E402
 from flowtrace.probe import probe_capture  # noqa: E402
 
+from fixture_runtime import target_config  # noqa: E402  (tests/probe is on sys.path, as pytest imports)
+
 HERE = Path(__file__).parent
 FIXTURES = HERE.parent / "fixtures" / "engines"
 PROBE_ENGINES = HERE / "agreement_engines"
@@ -43,6 +45,13 @@ ID_SETS: dict[str, list[int] | None] = {
     "identity": [0, 3, 6],  # ids that start at 0, as identity-transform engines read them
     "out_of_range": [1, 3, 99],  # one id past the last layer
     "unsorted": [5, -1, 2],  # loop order and config order differ
+}
+
+# Wrappers whose language model the target config names (``text_config.architectures``), with
+# the text architecture the tiny target's config gives them, from reading each fixture:
+# (tree, model) -> architecture. The run builds that class; the trace is handed the same config.
+TEXT_ARCHITECTURE = {
+    ("vllm_like", "LlavaLikeForConditionalGeneration"): "LlamaForCausalLM",  # llava_like.py:4-6
 }
 
 # Models whose stand-in code cannot run as torch code, with why: (tree, model) -> reason
@@ -74,21 +83,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "trace says captures; the run feeds nothing: the setter never sets the flag the "
         "forward tests, so the states are dropped (mu.py:17-19, FT006)"
     ),
-    ("sglang_like", "ThetaForCausalLM", "*"): (
-        "trace names the loop's boundaries; every slot the run feeds is b=L: the stored "
-        "reference to the residual is updated in place later (theta.py:21-24, FT013)"
-    ),
     ("sglang_like", "KappaMoeForCausalLM", "out_of_range"): (
         "trace drops id 99 as out of range; the run raises IndexError: the inner setter "
         "indexes self.layers with every id, unguarded (kappa_moe.py:37)"
-    ),
-    ("vllm_like", "LlavaLikeForConditionalGeneration", "*"): (
-        "trace without --target-config answers 'unknown' (the language model's class is the "
-        "target config's text_config.architectures); the run builds whatever it names"
-    ),
-    ("shapes", "HookForCausalLM", "*"): (
-        "trace says captures_nothing: it does not see the metadata hook the layer calls "
-        "after its MLP (metadata_hook.py:29)"
     ),
 }
 
@@ -114,6 +111,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "fixed_slots.py:19"),
         "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "fixed_slots.py:19"),
         "unsorted": ("raises", "fixed_slots.py:19"),
+    },
+    "FoldedForCausalLM": {  # layers add the residual themselves; hidden after layer i (b=i+1); ids + 1
+        "default": ("captures", (2, 4, 5)), "specforge": ("captures", (4, 5)),
+        "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
+        "unsorted": ("captures", (3, 6)),
     },
     "NoneResidualForCausalLM": {  # hidden + residual before layer i (b=i), residual None at i=0; ids + 1
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "none_residual.py:18"),
@@ -193,11 +195,17 @@ def static_outcome(result, row) -> str | None:
     return None
 
 
+def config_of(root: Path, row) -> dict:
+    """The tiny target's config.json, the one document both the run and the trace read."""
+    return target_config(L, row.name, TEXT_ARCHITECTURE.get((root.name, row.name)))
+
+
 def run_probe(root: Path, row, scan, layer_ids, claim_file: Path | None):
     getters = sorted({g for p in scan.profiles for g in p.default_getters})
     args = {
         "root": str(root), "qualname": row.qualname, "num_layers": L, "layer_ids": layer_ids,
         "setter": row.capture.setter.method if row.capture else None, "getters": getters,
+        "config": config_of(root, row),
     }
     # an engine whose config builders write the capture attribute (profile data, no names here)
     built = next((p for p in scan.profiles if p.builder_selector and p.builder_method), None)
@@ -215,7 +223,7 @@ def test_probe_agrees_with_trace(root, model, id_set, tmp_path):
     scan = scan_of(root)
     row = scan.model(model)
     ids = ID_SETS[id_set]
-    traced = api.trace(scan, model, ids, L, 16)
+    traced = api.trace(scan, model, ids, L, 16, config_of(root, row))
     outcome = static_outcome(traced, row)
     assert outcome is not None, f"trace gives no outcome: {traced.problems}"
     claim = trace_json(traced)
@@ -291,16 +299,16 @@ def test_merged_results_mark_each_model_in_the_json_and_the_html_report(tmp_path
         files.append(str(out))
     merged_file = tmp_path / "merged.json"
     r = CliRunner().invoke(main, ["probe", "merge", *files, "-o", str(merged_file)])
-    assert r.exit_code == 1, r.output  # Theta is refuted (FT013: the reference is mutated)
+    assert r.exit_code == 0, r.output  # Theta's slots are all b=L, as the trace now says (FT013 still flags it)
     merged = json.loads(merged_file.read_text())
     verdicts = {m["model"]: (m["verdict"], m["runs"]) for m in merged["models"]}
     pkg = "sglang.srt.models"  # the trace names a model by its qualified name
     assert verdicts == {f"{pkg}.alpha.AlphaForCausalLM": ("confirmed", 2),
                         f"{pkg}.gamma.GammaForCausalLM": ("confirmed", 1),
-                        f"{pkg}.theta.ThetaForCausalLM": ("refuted", 1)}
-    assert merged["summary"] == {"confirmed": 2, "refuted": 1, "inconclusive": 0}
+                        f"{pkg}.theta.ThetaForCausalLM": ("confirmed", 1)}
+    assert merged["summary"] == {"confirmed": 3, "refuted": 0, "inconclusive": 0}
     html = render_html(report_document(scan, []), probe=merged)
-    for model, mark in [("AlphaForCausalLM", "confirmed"), ("ThetaForCausalLM", "refuted"),
+    for model, mark in [("AlphaForCausalLM", "confirmed"), ("ThetaForCausalLM", "confirmed"),
                         ("GammaForCausalLM", "confirmed")]:
         row = re.search(rf'<tr data-model="[^"]*"[^>]*>\s*<td data-sort="{model.lower()}">.*?</tr>', html, re.S)
         assert row is not None, model
