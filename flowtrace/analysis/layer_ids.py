@@ -1058,10 +1058,7 @@ class _Interpreter:
             self._call(stmt.value)  # recorded even when it then turns out to mutate a local
             self._check_mutation(stmt)
             return
-        if isinstance(stmt, ast.If):
-            self._check_mutation(stmt.test, stmt.lineno)
-        elif isinstance(stmt, _SCANNED):
-            self._check_mutation(stmt)
+        self._check_before(stmt)
         if isinstance(stmt, ast.Expr):
             self._expression_statement(stmt.value)
         elif isinstance(stmt, ast.Assign):
@@ -1072,9 +1069,7 @@ class _Interpreter:
         elif isinstance(stmt, ast.AugAssign):
             self._augmented(stmt)
         elif isinstance(stmt, ast.If):
-            taken = self._decide(stmt.test, stmt.lineno)
-            for inner in stmt.body if taken else stmt.orelse:
-                self._exec(inner)
+            self._if(stmt)
         elif isinstance(stmt, ast.Return):
             self._return(stmt)
         elif isinstance(stmt, ast.Raise):
@@ -1089,6 +1084,20 @@ class _Interpreter:
             self._delete(stmt)
         else:
             self._skip(stmt)
+
+    def _check_before(self, stmt: ast.stmt) -> None:
+        """Mutation checks before a statement runs: an ``if``'s test, or the whole statement
+        for the kinds whose every expression is evaluated."""
+        if isinstance(stmt, ast.If):
+            self._check_mutation(stmt.test, stmt.lineno)
+        elif isinstance(stmt, _SCANNED):
+            self._check_mutation(stmt)
+
+    def _if(self, stmt: ast.If) -> None:
+        """Decide the test (recorded as a branch step) and run the branch taken."""
+        taken = self._decide(stmt.test, stmt.lineno)
+        for inner in stmt.body if taken else stmt.orelse:
+            self._exec(inner)
 
     def _skip(self, stmt: ast.stmt) -> None:
         kind = _SKIPPED_KINDS.get(type(stmt), type(stmt).__name__.lower())

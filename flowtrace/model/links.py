@@ -6,9 +6,10 @@ carrying the file:line it rests on:
     id source -> transform (one per setter in the chain) -> holder -> capture site
               -> stream semantics -> return path -> concat
 
-:mod:`flowtrace.analysis.resolve` builds one :class:`CaptureChain` per model row from the
-per-file facts; :mod:`flowtrace.analysis.graph` stores every link as a typed node or edge;
-trace, compat and the checks read the links (the row's flat fields are a view of them).
+:mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row (``ModelRow.chain``)
+from what :mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
+:mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; trace, compat, the
+checks and the scan JSON read the links (the row's flat fields are a view of them).
 Links are frozen and hold strings, ints, enums and locations only, like the facts.
 
 An id source may be a setter (the runner hands draft-config ids to an entry setter), a
