@@ -17,7 +17,9 @@ from functools import cached_property
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.analysis.return_path import return_link
+from flowtrace.index.stream_facts import EARLY_RETURN
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, ReturnLink, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -51,9 +53,14 @@ class Capture:
     stream: StreamLink | None = None
     slots: SlotsLink | None = None
     concat_order: F.ConcatOrder = F.ConcatOrder.LOOP
+    returns: ReturnLink | None = None  # link 6: whether the states reach the runner
 
     def kinds(self) -> set[F.ProblemKind]:
         return {p.kind for p in self.issues}
+
+    def breaking(self) -> set[F.ProblemKind]:
+        """Kinds of the problems that make the row ``broken`` (those behind ``problems``)."""
+        return {p.kind for p in self.issues if p.kind not in _NOT_BREAKING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +180,10 @@ class Project:
         self.callbacks: dict[str, list[F.CallbackUse]] = {}
         self.registry: dict[str, list[F.RegistryFact]] = {}
         self.helpers: dict[str, dict[str, F.HelperDefFact]] = {}
+        self.output_uses: dict[str, list[F.OutputUseFact]] = {}
+        self.return_shapes: dict[str, list[F.ReturnShapeFact]] = {}
+        self.flag_defaults: dict[str, list[F.FlagDefaultFact]] = {}
+        self.early_returns: dict[str, list[F.StreamFact]] = {}
         self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
@@ -191,6 +202,19 @@ class Project:
                 self.registry.setdefault(r.target, []).append(r)
             for h in ff.helper_defs:
                 self.helpers.setdefault(h.class_qualname, {})[h.method] = h
+            self._index_returns(ff)
+
+    def _index_returns(self, ff: F.FileFacts) -> None:
+        """Return-path facts by class (link 6, analysis/return_path.py)."""
+        for u in ff.output_uses:
+            self.output_uses.setdefault(u.class_qualname, []).append(u)
+        for r in ff.return_shapes:
+            self.return_shapes.setdefault(r.class_qualname, []).append(r)
+        for d in ff.flag_defaults:
+            self.flag_defaults.setdefault(d.class_qualname, []).append(d)
+        for s in ff.stream_facts:
+            if s.kind == EARLY_RETURN:
+                self.early_returns.setdefault(s.class_qualname, []).append(s)
             self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
 
     # -- class lookups -----------------------------------------------------------
@@ -584,6 +608,9 @@ class Project:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
         slots = self.slots_link(site) if site is not None else None
+        returns = return_link(self, res.qualname, res.chain, res.targets, res.holder, site)
+        if returns is not None and returns.kind != F.ReturnKind.RETURNED and returns.decided:
+            res.problem(F.ProblemKind.RETURN_DROPPED, returns.reason or str(returns.kind), returns.location)
         return Capture(
             setter=setter,
             inherited=setter.class_qualname != res.qualname,
@@ -609,6 +636,7 @@ class Project:
             stream=stream,
             slots=slots,
             concat_order=F.ConcatOrder(site.concat_order) if site is not None else F.ConcatOrder.LOOP,
+            returns=returns,
         )
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:

@@ -226,11 +226,14 @@ class _Tracer:
                 chain = self.bind_dynamic(chain)
             ids = self.initial_ids(chain)
             self.run_chain(chain, ids)
+            if chain.site is None:
+                self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
             site = self.site_phase(chain)
             offset = self.point_phase(site)
             self.boundary_phase(chain, site, offset)
             self.stream_phase(chain)
             self.slots_phase(chain)
+            self.return_phase(chain)
             self.concat_phase(chain)
         except _Stop:
             pass
@@ -350,6 +353,7 @@ class _Tracer:
     def no_indices(self, chain: CaptureChain, setter: F.SetterFact, run, ids: object) -> None:
         """A setter that neither wrote indices nor handed them on: say why, and end."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
+        self.missing_delegate(chain, setter, run)
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
         if run.returned_early and not run.writes:
             self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
@@ -360,6 +364,26 @@ class _Tracer:
                 setter.location,
             )
         self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+
+    def missing_delegate(self, chain: CaptureChain, setter: F.SetterFact, run) -> None:
+        """The setter ran its call of ``<delegate>.<method>()`` on an object whose class (resolved)
+        defines no such method: Python raises AttributeError at that call, whatever the ids."""
+        lacking = next((p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
+        target = self.row.capture.delegates_to if self.row.capture is not None else None
+        if lacking is None or not setter.delegate or not setter.delegate_method or not target:
+            return
+        defined = {m for q in self.project.mro(target) for m in getattr(self.project.classes.get(q), "methods", ())}
+        if setter.delegate_method in defined or "__getattr__" in defined:
+            return  # defined under another name's rules, or looked up dynamically: no claim
+        callee = f"{setter.delegate}.{setter.delegate_method}"
+        call = next((c for c in run.calls if c.callee == callee), None)
+        if call is None:
+            return  # this path does not reach the delegation (a hasattr test turned it away)
+        at = self.line_of(setter, call.line)
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        reason = f"{owner}.{setter.method} calls {callee}() but {lacking.text}: AttributeError"
+        self.steps.append(TraceStep("setter", reason, at))
+        self.end(F.Outcome.RAISES, reason, at)
 
     @staticmethod
     def line_of(setter: F.SetterFact, line: int) -> F.Location:
@@ -465,6 +489,23 @@ class _Tracer:
         self.steps.append(TraceStep("slots", reason, slots.finalize_at or slots.check_at))
         self.end(F.Outcome.RAISES, reason, slots.finalize_at or slots.check_at)
 
+    # -- link 6: the return path ------------------------------------------------------------
+    def return_phase(self, chain: CaptureChain) -> None:
+        """Whether the recorded states reach the runner: a decided drop ends in
+        captures_nothing, an unpacking of one value raises; an undecided early return is noted."""
+        link = chain.returns
+        if link is None or link.kind == F.ReturnKind.RETURNED:
+            return
+        reason = link.reason or str(link.kind)
+        if not link.decided:
+            self.steps.append(TraceStep("returns", f"on some batches: {reason}", link.location))
+            return
+        self.steps.append(TraceStep("returns", reason, link.location))
+        if link.raises:
+            self.end(F.Outcome.RAISES, reason, link.location)
+        self.boundaries = ()
+        self.end(F.Outcome.CAPTURES_NOTHING, reason, link.location)
+
     # -- link 7: concat ---------------------------------------------------------------------
     def concat_phase(self, chain: CaptureChain) -> None:
         L, ordered = self.L, self.boundaries or ()
@@ -486,8 +527,26 @@ def trace_row(
     project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None
 ) -> TraceResult:
     """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome.
-    ``target_config`` (the target's config.json) resolves holders built from it."""
-    return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+    ``target_config`` (the target's config.json) resolves holders built from it.
+
+    Traced once per project, row and arguments: the rules and the report ask for the same
+    rows at the same L (the result is frozen and depends on nothing else)."""
+    if target_config is not None:
+        return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+    if _TRACES[0] is not project:
+        _TRACES[:] = [project, {}]
+    memo: dict = _TRACES[1]  # type: ignore[assignment]
+    key = (id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
+    found = memo.get(key)
+    if found is None or found[0] is not row:
+        found = (row, _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run())
+        memo[key] = found
+    return found[1]
+
+
+# The last project's traces: [project, {(id(row), ids, L, hidden): (row, result)}] (the row is
+# kept so that its id stays its own).
+_TRACES: list[object] = [None, {}]
 
 
 def parse_ids(text: str) -> list[int] | None:

@@ -142,9 +142,18 @@ class SlotsLink:
 
 @dataclass(frozen=True, slots=True)
 class ReturnLink:
+    """Whether the captured states reach the runner. ``location`` is the statement that decides
+    it (the dropping return, the raising unpacking, the use that hands them on); ``raises``:
+    Python raises there; ``decided``: False when it depends on something only a run shows
+    (an early return under a batch test), so the trace only notes it."""
+
     kind: ReturnKind
     location: Location | None
     reason: str | None = None
+    raises: bool = False
+    decided: bool = True
+    evidence: tuple[Location, ...] = ()  # the flag's value, the inner forward's return, ...
+    flag: str | None = None  # the ``self.<flag>`` the decision turns on, if any
 
 
 @dataclass(frozen=True, slots=True)
