@@ -423,8 +423,8 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert helper.stream.raising_index is None and helper.embedding_capturable
 
 
-def _edited_hook_scan(tmp_path, old: str, new: str):
-    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+def _edited_shapes_scan(tmp_path, model: str, old: str, new: str):
+    """The shapes tree copied, with one passage of ``models/<model>`` changed, scanned."""
     import shutil
     from pathlib import Path
 
@@ -432,11 +432,16 @@ def _edited_hook_scan(tmp_path, old: str, new: str):
 
     tree = tmp_path / "shapes"
     shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
-    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
-    text = hook.read_text()
+    path = tree / "sglang" / "srt" / "models" / model
+    text = path.read_text()
     assert text.count(old) == 1
-    hook.write_text(text.replace(old, new))
+    path.write_text(text.replace(old, new))
     return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+    return _edited_shapes_scan(tmp_path, "metadata_hook.py", old, new)
 
 
 def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
@@ -488,18 +493,7 @@ def test_buffer_slice_copy_is_a_capture_site():
 def test_buffer_site_point_and_index_0_follow_the_layer_call(tmp_path, old, new, point, first_none):
     """buffer_copy.py edited: the point follows the side of the layer call; before it, the
     first iteration adds the ``residual = None`` of line 16 unguarded, as an append would."""
-    import shutil
-    from pathlib import Path
-
-    from flowtrace.index.build import IndexOptions
-
-    tree = tmp_path / "shapes"
-    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
-    model = tree / "sglang" / "srt" / "models" / "buffer_copy.py"
-    text = model.read_text()
-    assert text.count(old) == 1
-    model.write_text(text.replace(old, new))
-    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    scan = _edited_shapes_scan(tmp_path, "buffer_copy.py", old, new)
     c = scan.project.row("BufferCopyForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.BUFFER and c.point == point
     assert c.site.first_none == first_none

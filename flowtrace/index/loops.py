@@ -444,8 +444,7 @@ class LoopAnalyzer:
                     attribute=attribute,
                     container=container,
                     note=f"{container}[{self.file.code(target.slice[0].slice.value)}] = ... {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
-                    embedding_capturable=bool(ctx.pre) or not after,
-                    last_layer_capturable=bool(ctx.post) or after,
+                    **self.reach(after),
                     captured_expression=self.file.code(stmt.value),
                     uses_residual=_depends_on_residual(stmt.value, ctx.bound),
                     label_offset=label,
@@ -502,8 +501,7 @@ class LoopAnalyzer:
                     attribute=attribute,
                     container=container,
                     note=f"{self.file.code(target)} <- {captured} {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(test)}",
-                    embedding_capturable=bool(ctx.pre) or not after,
-                    last_layer_capturable=bool(ctx.post) or after,
+                    **self.reach(after),
                     captured_expression=captured,
                     uses_residual=_depends_on_residual(value, ctx.bound),
                     label_offset=label,
@@ -511,6 +509,12 @@ class LoopAnalyzer:
                 )
             )
         return found
+
+    def reach(self, after: bool) -> dict[str, bool]:
+        """The end boundaries a loop site can record: b=0 only before layer i runs (or with a
+        capture before the loop), b=L only after it (or with a capture after the loop)."""
+        ctx = self.context
+        return {"embedding_capturable": bool(ctx.pre) or not after, "last_layer_capturable": bool(ctx.post) or after}
 
     def read_order(self, container: str) -> str:
         """``[d[i] for i in self.<attr> ...]`` reads a dict in config order; anything else
@@ -547,8 +551,7 @@ class LoopAnalyzer:
             container=self.file.code(call.args[0].value) if call.args else None,
             note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[label_arg].value)}",
             # recorded before layer idx: boundaries from 0; after it: up to L
-            embedding_capturable=bool(ctx.pre) or not after,
-            last_layer_capturable=bool(ctx.post) or after,
+            **self.reach(after),
             captured_expression=" + ".join(self.file.code(a) for a in stored_args),
             uses_residual=any(_depends_on_residual(a, ctx.bound) for a in stored_args),
             label_offset=label,
@@ -599,8 +602,7 @@ class LoopAnalyzer:
             attribute=attribute,
             container=container,
             note=f"{container}.{method}(...) {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
-            embedding_capturable=bool(ctx.pre) or not after,
-            last_layer_capturable=bool(ctx.post) or after,
+            **self.reach(after),
             captured_expression=captured,
             uses_residual=uses_residual,
             mutated_later=mutated,
