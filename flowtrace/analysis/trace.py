@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from flowtrace.model import facts as F
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.model.links import NOT_BREAKING, CaptureChain, SiteLink, TransformLink
 
 
@@ -219,7 +220,7 @@ class _Tracer:
         chain = self.row.chain
         try:
             if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
-                self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
+                self.setterless_phase()
             self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
             if chain.holder is not None and chain.holder.depends_on:
                 chain = self.bind_dynamic(chain)
@@ -234,6 +235,18 @@ class _Tracer:
         except _Stop:
             pass
         return self.result()
+
+    # -- no setter: what the runner does with the class ---------------------------------
+    def setterless_phase(self) -> None:
+        """A class without the setter captures nothing only if the runner lets it: an unguarded
+        call of the entry setter, or a check that raises, ends the run there (per call site)."""
+        verdicts = runner_verdicts(self.project, self.row.qualname)
+        for v in verdicts:
+            self.steps.append(TraceStep("runner", v.text, v.call.raises_at if v.raises else v.call.location))
+        raising = next((v for v in verdicts if v.raises), None)
+        if raising is not None:
+            self.end(F.Outcome.RAISES, raising.text, raising.call.raises_at)
+        self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
 
     # -- link 3 first when the holder is built from the target config ----------------
     def bind_dynamic(self, chain: CaptureChain) -> CaptureChain:
