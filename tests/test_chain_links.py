@@ -62,6 +62,33 @@ def test_mutated_reference_fills_every_slot_with_the_final_state(sglang_scan):
     assert api.trace(sglang_scan, "ThetaForCausalLM", [1, 99], L).boundaries == (L,)  # 100 is never met
 
 
+@pytest.mark.parametrize("edit, kind, boundaries", [
+    # rebound before the in-place update: `+=` changes the new tensor, the stored one stays b=i
+    ("residual = residual * 1\n            residual += delta", F.StreamKind.RESIDUAL_STREAM, (1, 4, 5)),
+    # rebound after it: each slot holds its own iteration's `residual + delta`, not a boundary
+    ("residual += delta\n            residual = residual * 1", F.StreamKind.MUTATED_REFERENCE, None),
+])
+def test_a_rebinding_decides_what_the_stored_reference_holds(tmp_path, edit, kind, boundaries):
+    """theta.py with one line changed around its `residual += delta` (line 25)."""
+    import shutil
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "sglang_like"
+    shutil.copytree(SGLANG_LIKE, tree)
+    theta = tree / "sglang" / "srt" / "models" / "theta.py"
+    text = theta.read_text()
+    assert text.count("            residual += delta") == 1
+    theta.write_text(text.replace("residual += delta", edit))
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    c = scan.project.row("ThetaForCausalLM").capture
+    assert c.stream.kind == kind and not c.stream.final_state
+    traced = api.trace(scan, "ThetaForCausalLM", [0, 3, 4], L)  # plus one: indices 1, 4, 5 (input point)
+    assert traced.boundaries == boundaries
+    if boundaries is None:
+        assert traced.outcome == F.Outcome.UNKNOWN and "rebinds" in traced.reason
+
+
 def test_a_rebound_name_is_not_one_tensor_across_iterations():
     """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
     import libcst as cst
@@ -242,6 +269,118 @@ def test_holder_through_construction_forms(sglang_scan, model, holder, delegates
     assert c.point == point
 
 
+# -- setter evaluation outcomes (issue 11 item 3) --------------------------------------------------
+
+
+def test_inner_setter_indexing_every_layer_raises_for_an_id_past_the_stack(sglang_scan):
+    """kappa_moe.py: the outer setter adds one and hands the ids on; the inner one stores them
+    and runs `setattr(self.layers[layer_id], ...)` for each (line 37), unguarded."""
+    traced = api.trace(sglang_scan, "KappaMoeForCausalLM", [1, 3, 40], L)  # 40 + 1 = 41 > 32 layers
+    assert traced.outcome == F.Outcome.RAISES and traced.boundaries is None
+    assert str(traced.raises_at).endswith("models/kappa_moe.py:37") and "IndexError" in traced.reason
+    in_range = api.trace(sglang_scan, "KappaMoeForCausalLM", [-2, 3, 30], L)  # -2 + 1 = -1: Python wraps it
+    assert in_range.outcome == F.Outcome.CAPTURES and in_range.boundaries == (5, 32)  # output point: index i -> b=i+1
+
+
+@pytest.mark.parametrize("ids", [None, [1, 2, 30]])
+def test_delegation_to_a_class_without_the_setter_raises_at_the_call(sglang_scan, ids):
+    """iota_vl.py:13 calls self.language_model.set_eagle3_layers_to_capture(layer_ids); the
+    language model is a PlainForCausalLM (plain.py), which defines no such method."""
+    traced = api.trace(sglang_scan, "IotaVLForConditionalGeneration", ids, L)
+    assert traced.outcome == F.Outcome.RAISES
+    assert str(traced.raises_at).endswith("models/iota_vl.py:13") and "AttributeError" in traced.reason
+
+
+# -- the return path (link 6) ---------------------------------------------------------------------
+
+
+def test_flag_the_setter_never_sets_drops_the_states(sglang_scan):
+    """mu.py: __init__ sets capture_aux_hidden_states = False (line 12), the setter never turns it
+    on, and with it off forward returns `out[0] if isinstance(out, tuple) else out` (line 18)."""
+    c = sglang_scan.project.row("MuForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.FLAG_NEVER_SET and c.returns.decided and not c.returns.raises
+    assert str(c.returns.location).endswith("models/mu.py:18") and c.returns.flag == "capture_aux_hidden_states"
+    assert [str(e).rsplit("/", 1)[-1] for e in c.returns.evidence] == ["mu.py:12"]
+    assert F.ProblemKind.RETURN_DROPPED in c.kinds() and sglang_scan.project.row("MuForCausalLM").support == "broken"
+    traced = api.trace(sglang_scan, "MuForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES_NOTHING and traced.boundaries == ()
+    assert "capture_aux_hidden_states" in traced.reason and "mu.py:18" in traced.reason
+
+
+def test_the_flag_the_setter_sets_hands_the_states_on(sglang_scan):
+    """alpha.py: the setter sets the flag (line 62); forward unpacks `hidden_states, aux = out` (55)
+    from AlphaModel, whose forward returns (hidden_states, aux_hidden_states) (36)."""
+    c = sglang_scan.project.row("AlphaForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.RETURNED and str(c.returns.location).endswith("models/alpha.py:55")
+
+
+def test_inherited_unpacking_of_an_override_that_returns_one_value_raises(sglang_scan):
+    """lambda_model.py: LambdaForCausalLM inherits AlphaForCausalLM's setter (flag on) and forward,
+    which unpacks `hidden_states, aux = out` (alpha.py:55); its model is LambdaModel, whose forward
+    overrides AlphaModel's capturing one and returns `hidden_states` alone (lambda_model.py:12)."""
+    c = sglang_scan.project.row("LambdaForCausalLM").capture
+    assert c.returns.kind == F.ReturnKind.OVERRIDDEN and c.returns.raises
+    assert str(c.returns.location).endswith("models/alpha.py:55")
+    assert [str(e).rsplit("/", 1)[-1] for e in c.returns.evidence] == ["lambda_model.py:12"]
+    for ids in (None, [1, 2, 30]):
+        traced = api.trace(sglang_scan, "LambdaForCausalLM", ids, L)
+        assert traced.outcome == F.Outcome.RAISES and str(traced.raises_at).endswith("models/alpha.py:55")
+        assert "ValueError" in traced.reason
+
+
+def test_wrapper_that_never_unpacks_drops_the_states(sglang_scan):
+    """digamma.py: the setter turns capture on (flag and ids, lines 19-25), but forward returns
+    `out[0] if isinstance(out, tuple) else out` of AlphaModel's (hidden, aux) (line 17)."""
+    row = sglang_scan.project.row("DigammaForCausalLM")
+    assert row.capture.returns.kind == F.ReturnKind.NOT_UNPACKED and row.capture.returns.decided
+    assert str(row.capture.returns.location).endswith("models/digamma.py:17") and row.support == "broken"
+    for ids in (None, [1, 2, 30]):
+        traced = api.trace(sglang_scan, "DigammaForCausalLM", ids, L)
+        assert traced.outcome == F.Outcome.CAPTURES_NOTHING and traced.boundaries == ()
+        assert "digamma.py:17" in traced.reason
+
+
+def test_early_return_under_a_flag_nothing_sets_drops_the_states(sglang_scan):
+    """koppa.py: KoppaModel.forward captures in its loop (line 23), then returns
+    `hidden_states` alone when `not self.return_aux_hidden_states` (25-26); the flag is False
+    from __init__ (16) and neither the setter nor another method assigns it. The wrapper hands
+    the output on as it is (35), so nothing raises."""
+    row = sglang_scan.project.row("KoppaForCausalLM")
+    link = row.capture.returns
+    assert link.kind == F.ReturnKind.EARLY_RETURN and link.decided and not link.raises
+    assert str(link.location).endswith("models/koppa.py:26")
+    assert [str(e).rsplit("/", 1)[-1] for e in link.evidence] == ["koppa.py:23", "koppa.py:16"]
+    traced = api.trace(sglang_scan, "KoppaForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES_NOTHING and "return_aux_hidden_states" in traced.reason
+
+
+def test_an_early_return_under_a_runtime_test_is_only_noted(tmp_path):
+    """The same shape under a test of the batch (not decidable without a run): the trace keeps
+    its boundaries and notes the return as a step."""
+    from flowtrace.index.build import IndexOptions
+
+    models = tmp_path / "sglang" / "srt" / "models"
+    models.mkdir(parents=True)
+    for part in ("sglang", "sglang/srt"):
+        (tmp_path / part / "__init__.py").write_text("")
+    source = (SGLANG_LIKE / "sglang/srt/models/koppa.py").read_text()
+    source = source.replace("if not self.return_aux_hidden_states:", "if not forward_batch.is_extend:")
+    source = source.replace("def forward(self, input_ids, hidden_states):\n        residual", "def forward(self, input_ids, hidden_states, forward_batch=None):\n        residual")
+    assert "forward_batch.is_extend" in source
+    (models / "koppa.py").write_text(source)
+    (models / "alpha.py").write_text((SGLANG_LIKE / "sglang/srt/models/alpha.py").read_text())
+    layers = tmp_path / "sglang" / "srt" / "layers"
+    layers.mkdir()
+    for f in ("__init__.py", "base.py", "aux_capture.py"):
+        (layers / f).write_text((SGLANG_LIKE / "sglang/srt/layers" / f).read_text())
+    scan = api.scan(tmp_path, options=IndexOptions(use_cache=False, jobs=1))
+    link = scan.project.row("KoppaForCausalLM").capture.returns
+    assert link.kind == F.ReturnKind.EARLY_RETURN and not link.decided
+    traced = api.trace(scan, "KoppaForCausalLM", [1, 2, 30], L)
+    assert traced.outcome == F.Outcome.CAPTURES and traced.boundaries == (2, 3, 31)
+    assert any(s.kind == "returns" and s.location.line == 26 for s in traced.steps)
+
+
 # -- capture sites found by shape -----------------------------------------------------
 
 
@@ -262,7 +401,9 @@ def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
     c = scan.project.row("HookForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
     assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
-    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29"]
+    # evidence: the layer's call after its MLP, then the recording method it calls (line 15)
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29", "sglang/srt/models/metadata_hook.py:15"]
+    assert "records `hidden_states + residual`" in c.point_note
     assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
     assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
 
@@ -280,3 +421,42 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert none.stream.raising_index == 0 and str(none.stream.raises_at).endswith("none_residual.py:18")
     helper = scan.project.row("HelperForCausalLM").capture
     assert helper.stream.raising_index is None and helper.embedding_capturable
+
+
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+    import shutil
+    from pathlib import Path
+
+    from flowtrace.index.build import IndexOptions
+
+    tree = tmp_path / "shapes"
+    shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
+    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
+    text = hook.read_text()
+    assert text.count(old) == 1
+    hook.write_text(text.replace(old, new))
+    return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
+    """The same tree with the hook's recording line removed: the layers still call the
+    method after their MLP, but it records nothing, so the point is not decided."""
+    scan = _edited_hook_scan(tmp_path, "self.aux_hidden_states.append(hidden_states + residual)", "return None")
+    c = scan.project.row("HookForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.HOOK and c.point == F.UNKNOWN
+    assert "does not define as a recording method" in c.point_note
+    assert api.trace(scan, "HookForCausalLM", [1, 2], 8).outcome == F.Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize("label, point, boundaries", [
+    ("self.layer_idx + 1", F.INPUT, (3, 4)),  # labelled as the next layer's input: index k -> b=k
+    ("self.layer_idx * 2", F.UNKNOWN, None),  # not the layer's own index: not decided
+])
+def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundaries):
+    """metadata_hook.py with the layer's label argument changed (line 29): the point follows
+    the label the layer hands the recorder, relative to where it calls it (after its MLP)."""
+    call = "spec_metadata.maybe_capture_hidden_states(self.layer_idx, hidden_states, residual)"
+    scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
+    assert scan.project.row("HookForCausalLM").capture.point == point
+    assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries

@@ -580,7 +580,7 @@ def test_docstring_pass_global_are_ignored() -> None:
 @pytest.mark.parametrize(
     ("statement", "kind"),
     [
-        ("for v in ids:\n    self.x = v", "for"),
+        ("for v in self.unknown:\n    self.x = v", "for"),
         ("while False:\n    pass", "while"),
         ("with ctx:\n    self.x = 1", "with"),
         ("try:\n    self.x = 1\nexcept Exception:\n    pass", "try"),
@@ -598,13 +598,13 @@ def test_unsupported_statements_are_skipped(statement: str, kind: str) -> None:
 
 
 def test_skipped_statement_unbinds_what_it_assigns() -> None:
-    result = run("v = 1\nfor v in ids:\n    pass\nself.x = v", {"ids": [7]})
+    result = run("v = 1\nfor v in self.unknown:\n    pass\nself.x = v", {"ids": [7]})
     assert result.writes == (Write("self.x", None, "v", 5),)
     assert result.unevaluated[-1] == "cannot evaluate: v (unbound local)"
 
 
 def test_skipped_statement_that_may_return_stops() -> None:
-    result = run("for v in ids:\n    return v\nself.x = 1", {"ids": [7]})
+    result = run("for v in self.unknown:\n    return v\nself.x = 1", {"ids": [7]})
     assert result.writes == () and result.stopped_at == 2
 
 
@@ -614,7 +614,7 @@ def test_in_place_changes_of_local_lists_stop() -> None:
                  "w = [1]\nw[0] = 2\nself.x = w",
                  "w = [[1]]\nw[0].append(2)\nself.x = w",
                  "w = [1]\nv = w.pop()\nself.x = w",
-                 "w = [1]\nfor v in ids:\n    w.append(v)\nself.x = w",
+                 "w = [1]\nfor v in self.unknown:\n    w.append(v)\nself.x = w",
                  "w = {1}\ndel w[0]\nself.x = w"):
         result = run(body)
         assert result.writes == () and result.stopped_at is not None, body
@@ -1001,3 +1001,34 @@ def test_run_function_survives_generated_python(body: list[str]) -> None:
     if result.stopped_at is not None:
         assert result.unevaluated
     assert not (result.raised is not None and result.returned_early)
+
+
+def test_for_over_concrete_ids_runs_its_body_once_per_item() -> None:
+    result = run("self.seen = []\nfor v in ids:\n    self.last = v + 1", {"ids": [2, 5]})
+    assert [(w.target, w.value) for w in result.writes] == [("self.seen", []), ("self.last", 3), ("self.last", 6)]
+    assert result.stopped_at is None and result.raised is None
+
+
+def test_for_with_break_or_else_is_still_skipped() -> None:
+    result = run("for v in ids:\n    break\nself.x = 1", {"ids": [2]})
+    assert result.unevaluated == ("cannot evaluate: for statement",)
+    assert [w.target for w in result.writes] == ["self.x"]
+
+
+def test_a_written_attribute_is_read_back() -> None:
+    """``self.layers_to_capture = ids`` then ``for i in self.layers_to_capture``: the loop sees the ids."""
+    result = run("self.chosen = ids\nfor i in self.chosen:\n    self.last = i", {"ids": [4, 1]})
+    assert [w.value for w in result.writes] == [[4, 1], 4, 1]
+    unknown = run("self.chosen = self.other\nself.copy = self.chosen", {}, {"self.chosen": [9]})
+    assert unknown.writes[-1].value is None  # the stale outer binding is not used after the write
+
+
+def test_indexing_the_layer_stack_out_of_range_raises_index_error() -> None:
+    """``setattr(self.layers[i], ...)`` for each id: Python raises for ids past the stack
+    (negatives wrap like a ModuleList); an index inside it is just not a value we model."""
+    body = "for i in ids:\n    setattr(self.layers[i], 'flagged', True)"
+    names = {"self.layers": LayerStack(4)}
+    assert run(body, {"ids": [0, -4, 3]}, names).raised is None
+    bad = run(body, {"ids": [1, 4]}, names)
+    assert bad.raised == "IndexError: index 4 is out of range for 4 layers (self.layers[i])" and bad.raised_line == 3
+    assert run(body, {"ids": [-5]}, names).raised.startswith("IndexError: index -5")

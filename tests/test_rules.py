@@ -70,6 +70,11 @@ EXPECTED_SGLANG = {
     ("FT009", M + "psi_factory.py", "PsiExtForCausalLM", 58),
     ("FT009", M + "psi_factory.py", "PsiVLForConditionalGeneration", 79),
     ("FT010", M + "phi_dict.py", "PsiVLForConditionalGeneration", 31),
+    # digamma.py / koppa.py (return path): the states are captured and dropped before the runner
+    ("FT020", M + "digamma.py", "DigammaForCausalLM", 17),  # forward keeps out[0] of AlphaModel's output
+    ("FT020", M + "koppa.py", "KoppaModel", 26),  # returns without them when `not self.return_aux_hidden_states`
+    ("FT010", M + "alpha.py", "DigammaForCausalLM", 32),  # input point (AlphaModel): b=L unreachable
+    ("FT010", M + "koppa.py", "KoppaForCausalLM", 23),  # input point: b=L unreachable (the append)
 }
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by

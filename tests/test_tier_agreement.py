@@ -32,6 +32,7 @@ def shared(ff: F.FileFacts) -> dict[str, object]:
         "imports": sorted((i.local, i.qualified) for i in ff.imports),
         "classes": sorted((c.name, c.qualname, c.location.line, c.bases, tuple(sorted(c.methods))) for c in ff.classes),
         "registry": sorted((r.architecture, r.target, r.location.line, r.kind, r.group) for r in ff.registry),
+        "returns": sorted(map(repr, (*ff.output_uses, *ff.return_shapes, *ff.flag_defaults))),
     }
 
 

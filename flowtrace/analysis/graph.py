@@ -165,8 +165,11 @@ def _return_and_concat(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, c
     assert site is not None
     owner = site.owner or ""
     kind = returns.kind if returns is not None else None
-    where = returns.location if returns is not None and returns.location is not None else site.location
-    rid = _node(g, f"return:{owner.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", where, return_kind=_text(kind))
+    if kind in (None, F.ReturnKind.RETURNED):  # one node per capturing function, shared by the models it serves
+        rid = _node(g, f"return:{owner.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", site.location, return_kind=_text(kind))
+    else:  # where this model's path drops (or mis-unpacks) the states: its own node
+        where = returns.location if returns is not None and returns.location is not None else site.location
+        rid = _node(g, f"return:{where}:{kind}", "return", f"{kind}: {_text(returns.reason if returns else None)[:80]}", where, return_kind=str(kind))
     _edge(g, container, rid, "returns", "returned" if kind in (None, F.ReturnKind.RETURNED) else str(kind), q)
     if kind not in (None, F.ReturnKind.RETURNED) or chain.concat is None:
         return

@@ -46,6 +46,7 @@ MAX_INT: Final = 10**12  # largest int magnitude: layer ids are small, huge ints
 MAX_DEPTH: Final = 100  # deepest AST we walk, so recursion stays far below the interpreter limit
 MAX_STEPS: Final = 1_000_000  # node evaluations per call: bounds nested comprehensions
 MAX_SOURCE: Final = 1_000_000  # characters of source we agree to parse
+MAX_LOOP_ITEMS: Final = 1_000  # items a ``for`` statement may run its body for
 _MAX_VALUE_DEPTH: Final = 32  # nesting of caller-supplied values
 _MAX_REPR: Final = 80
 
@@ -330,6 +331,7 @@ class _Evaluator:
         self._texts: dict[ast.AST, str] = {}
         self._loads: dict[ast.AST, frozenset[str]] = {}
         self._bound: dict[str, object] = {}
+        self._forgotten: set[str] = set()  # written by the run in a way we could not follow
 
     # -- entry points (the only places that may see non-CannotEvaluate errors) --
 
@@ -388,7 +390,7 @@ class _Evaluator:
         cached = self._bound.get(key, _MISSING)
         if cached is not _MISSING:
             return cached
-        found = self.names.get(key, _MISSING)
+        found = self.names.get(key, _MISSING) if key not in self._forgotten else _MISSING
         if found is _MISSING:
             return _MISSING
         _check_value(found, key)
@@ -434,7 +436,7 @@ class _Evaluator:
             return found
         # A caller's binding describes the caller's world; it cannot be about an
         # expression that reads one of our locals (e.g. ``x + 1`` inside a comprehension).
-        if self.names and self._may_look_up(node, scope):
+        if (self.names or self._bound) and self._may_look_up(node, scope):
             found = self.lookup(self.text(node))
             if found is not _MISSING:
                 return found
@@ -552,6 +554,8 @@ class _Evaluator:
 
     def _subscript(self, node: ast.Subscript, scope: dict[str, object]) -> object:
         container = self.calc(node.value, scope)
+        if type(container) is LayerStack:
+            return self._layer(node, container, scope)  # type: ignore[arg-type]
         if type(container) not in _SEQUENCES:
             raise CannotEvaluate(f"{self.text(node)} (subscript of {_type_name(container)})")
         sequence: list[object] = container  # type: ignore[assignment]
@@ -571,6 +575,32 @@ class _Evaluator:
             return sequence[position]  # type: ignore[index, call-overload]
         except IndexError:
             raise CannotEvaluate(f"{self.text(node)} (index out of range)") from None
+
+    def _layer(self, node: ast.Subscript, stack: LayerStack, scope: dict[str, object]) -> object:
+        """``self.layers[i]``: a layer is no value we model, but an int index outside the
+        stack raises IndexError in Python whatever the layers are (negatives wrap, as a
+        ``ModuleList`` does)."""
+        if isinstance(node.slice, ast.Slice):
+            raise CannotEvaluate(f"{self.text(node)} (subscript of LayerStack: a slice)")
+        position = self.calc(node.slice, scope)
+        if _is_int(position) and not -stack.count <= position < stack.count:  # type: ignore[operator]
+            raise WouldRaise(self.text(node), f"IndexError: index {position} is out of range for {stack.count} layers")
+        raise CannotEvaluate(f"{self.text(node)} (subscript of LayerStack: a layer, not a value)")
+
+    def remember(self, key: str, value: tuple[object] | None) -> None:
+        """A run's own attribute write (``self.x = ids``): later reads of ``self.x`` see
+        ``value[0]``; None (a write we could not follow) makes them fail instead."""
+        if value is not None:
+            try:
+                _check_value(value[0], key)
+            except CannotEvaluate:
+                value = None
+        if value is None:
+            self._bound.pop(key, None)
+            self._forgotten.add(key)
+        else:
+            self._forgotten.discard(key)
+            self._bound[key] = value[0]
 
     def _display(self, node: ast.List | ast.Tuple | ast.Set, scope: dict[str, object]) -> object:
         items = [self.calc(element, scope) for element in node.elts]
@@ -1044,10 +1074,7 @@ class _Interpreter:
             self._call(stmt.value)  # recorded even when it then turns out to mutate a local
             self._check_mutation(stmt)
             return
-        if isinstance(stmt, ast.If):
-            self._check_mutation(stmt.test, stmt.lineno)
-        elif isinstance(stmt, _SCANNED):
-            self._check_mutation(stmt)
+        self._check_before(stmt)
         if isinstance(stmt, ast.Expr):
             self._expression_statement(stmt.value)
         elif isinstance(stmt, ast.Assign):
@@ -1058,9 +1085,7 @@ class _Interpreter:
         elif isinstance(stmt, ast.AugAssign):
             self._augmented(stmt)
         elif isinstance(stmt, ast.If):
-            taken = self._decide(stmt.test, stmt.lineno)
-            for inner in stmt.body if taken else stmt.orelse:
-                self._exec(inner)
+            self._if(stmt)
         elif isinstance(stmt, ast.Return):
             self._return(stmt)
         elif isinstance(stmt, ast.Raise):
@@ -1073,8 +1098,24 @@ class _Interpreter:
             pass
         elif isinstance(stmt, ast.Delete):
             self._delete(stmt)
+        elif isinstance(stmt, ast.For):
+            self._for(stmt)
         else:
             self._skip(stmt)
+
+    def _check_before(self, stmt: ast.stmt) -> None:
+        """Mutation checks before a statement runs: an ``if``'s test, or the whole statement
+        for the kinds whose every expression is evaluated."""
+        if isinstance(stmt, ast.If):
+            self._check_mutation(stmt.test, stmt.lineno)
+        elif isinstance(stmt, _SCANNED):
+            self._check_mutation(stmt)
+
+    def _if(self, stmt: ast.If) -> None:
+        """Decide the test (recorded as a branch step) and run the branch taken."""
+        taken = self._decide(stmt.test, stmt.lineno)
+        for inner in stmt.body if taken else stmt.orelse:
+            self._exec(inner)
 
     def _skip(self, stmt: ast.stmt) -> None:
         kind = _SKIPPED_KINDS.get(type(stmt), type(stmt).__name__.lower())
@@ -1216,6 +1257,8 @@ class _Interpreter:
                 else:
                     recorded = value
             self.writes.append(Write(self.ev.text(target), recorded, expression, line))
+            if isinstance(target, ast.Attribute):
+                self._remember(target, value, failed)
         elif isinstance(target, (ast.Tuple, ast.List)):
             parts: list[object] = [value] * len(target.elts)
             if not failed:
@@ -1234,6 +1277,37 @@ class _Interpreter:
             for name in _names_bound_by(ast.Expr(target)):
                 self._unbind(name)
             self._note(CannotEvaluate(self.ev.text(target)))
+
+    def _remember(self, target: ast.Attribute, value: object, failed: bool) -> None:
+        """Later reads of a written ``self.<a>.<b>`` see the value written (nothing, after a
+        write we could not evaluate); other targets are left alone."""
+        node: ast.expr = target
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        if isinstance(node, ast.Name) and node.id == "self":
+            self.ev.remember(self.ev.text(target), None if failed or _contains_iterator(value) else (value,))
+
+    def _for(self, stmt: ast.For) -> None:
+        """A ``for`` over a concrete sequence runs its body once per item (setters that flag
+        each chosen layer: ``for i in ids: setattr(self.layers[i], ...)``). Anything else —
+        an unknown iterable, ``break``/``continue``/``else``, too many items — is skipped."""
+        plain = not stmt.orelse and not any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt))
+        items: list[object] | None = None
+        if plain:
+            try:
+                value = self.ev.value(stmt.iter, self.scope)
+                items = list(self.ev._iterable(value, stmt.iter))
+            except WouldRaise as exc:
+                self._note(exc)
+            except CannotEvaluate:
+                items = None
+        if items is None or len(items) > MAX_LOOP_ITEMS:
+            self._skip(stmt)
+            return
+        for item in items:
+            self._assign(stmt.target, item, self.ev.text(stmt.iter), stmt.lineno)
+            for inner in stmt.body:
+                self._exec(inner)
 
     def _augmented(self, stmt: ast.AugAssign) -> None:
         target = stmt.target

@@ -10,13 +10,16 @@ how the layer's forward uses the callback (a :class:`flowtrace.model.facts.Callb
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.analysis.return_path import return_link
+from flowtrace.index.stream_facts import EARLY_RETURN
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, ReturnLink, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
@@ -50,9 +53,14 @@ class Capture:
     stream: StreamLink | None = None
     slots: SlotsLink | None = None
     concat_order: F.ConcatOrder = F.ConcatOrder.LOOP
+    returns: ReturnLink | None = None  # link 6: whether the states reach the runner
 
     def kinds(self) -> set[F.ProblemKind]:
         return {p.kind for p in self.issues}
+
+    def breaking(self) -> set[F.ProblemKind]:
+        """Kinds of the problems that make the row ``broken`` (those behind ``problems``)."""
+        return {p.kind for p in self.issues if p.kind not in _NOT_BREAKING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +106,22 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
 _NOT_BREAKING = NOT_BREAKING
+
+
+def _own_index_offset(label: str | None) -> int | None:
+    """k when a layer labels its record with its own index plus k (``self.layer_idx`` -> 0,
+    ``self.layer_idx + 1`` -> 1); None for anything else."""
+    m = re.fullmatch(r"self\.\w+(?:\s*\+\s*(\d+))?", label or "")
+    return None if m is None else int(m.group(1) or 0)
+
+
+def _use_point(position: str) -> tuple[str, str]:
+    """(point, why) from where a layer forward uses what it is handed, relative to its compute."""
+    if position == "before":
+        return F.INPUT, "before its first sub-module call: records the layer's input"
+    if position == "after":
+        return F.OUTPUT, "after its last sub-module call: records the layer's output"
+    return F.UNKNOWN, "between sub-module calls; neither input nor output"
 
 
 def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) -> StreamLink:
@@ -156,6 +180,10 @@ class Project:
         self.callbacks: dict[str, list[F.CallbackUse]] = {}
         self.registry: dict[str, list[F.RegistryFact]] = {}
         self.helpers: dict[str, dict[str, F.HelperDefFact]] = {}
+        self.output_uses: dict[str, list[F.OutputUseFact]] = {}
+        self.return_shapes: dict[str, list[F.ReturnShapeFact]] = {}
+        self.flag_defaults: dict[str, list[F.FlagDefaultFact]] = {}
+        self.early_returns: dict[str, list[F.StreamFact]] = {}
         self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
@@ -174,6 +202,19 @@ class Project:
                 self.registry.setdefault(r.target, []).append(r)
             for h in ff.helper_defs:
                 self.helpers.setdefault(h.class_qualname, {})[h.method] = h
+            self._index_returns(ff)
+
+    def _index_returns(self, ff: F.FileFacts) -> None:
+        """Return-path facts by class (link 6, analysis/return_path.py)."""
+        for u in ff.output_uses:
+            self.output_uses.setdefault(u.class_qualname, []).append(u)
+        for r in ff.return_shapes:
+            self.return_shapes.setdefault(r.class_qualname, []).append(r)
+        for d in ff.flag_defaults:
+            self.flag_defaults.setdefault(d.class_qualname, []).append(d)
+        for s in ff.stream_facts:
+            if s.kind == EARLY_RETURN:
+                self.early_returns.setdefault(s.class_qualname, []).append(s)
             self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
 
     # -- class lookups -----------------------------------------------------------
@@ -347,31 +388,62 @@ class Project:
         defines a method of helper shape under that name."""
         return site.helper_method is None or self.helper_def(holder, site.helper_method) is not None
 
-    def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
-        """Decide input/output for a callback site by how the layer's forward uses the callback."""
-        param = site.callback_parameter
+    def layer_use(self, holder: str, param: str | None) -> tuple[F.CallbackUse | None, str]:
+        """How the layer forward the holder runs uses a parameter it is handed: (the use, where
+        it is, for the note) or (None, why it cannot be told)."""
         if not param:
-            return F.UNKNOWN, site.note, ()
+            return None, "handed to the layer positionally; cannot follow it"
         uses = [u for u in self.callbacks.get(param, []) if u.function == "forward"]
         if not uses:
-            return F.UNKNOWN, f"no layer forward takes a '{param}' parameter; cannot follow the callback", ()
+            return None, f"no layer forward takes a '{param}' parameter; cannot follow the callback"
         built = set(self.constructed(holder))
         preferred = [u for u in uses if u.class_qualname in built]
         module = holder.rpartition(".")[0]
         same_module = [u for u in uses if u.class_qualname.rpartition(".")[0] == module]
         chosen = preferred or same_module or (uses if len({u.position for u in uses}) == 1 else [])
         if not chosen:
-            return F.UNKNOWN, f"several layer classes take '{param}' and use it differently; cannot tell which runs here", ()
+            return None, f"several layer classes take '{param}' and use it differently; cannot tell which runs here"
         use = chosen[0]
         where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward"
         if not (preferred or same_module):
             where = f"every layer forward taking '{param}' ({len(uses)} classes, e.g. {where})"
+        return use, where
+
+    def callback_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
+        """Decide input/output for a callback site by how the layer's forward uses the callback."""
+        param = site.callback_parameter
+        if not param:
+            return F.UNKNOWN, site.note, ()
+        use, where = self.layer_use(holder, param)
+        if use is None:
+            return F.UNKNOWN, where, ()
         via = f" via {use.handed_to}" if use.handed_to and use.handed_to != "called" else ""
-        if use.position == "before":
-            return F.INPUT, f"{where} uses {param}{via} before its first sub-module call: records the layer's input", (use.location,)
-        if use.position == "after":
-            return F.OUTPUT, f"{where} uses {param}{via} after its last sub-module call: records the layer's output", (use.location,)
-        return F.UNKNOWN, f"{where} uses {param}{via} between sub-module calls; neither input nor output", (use.location,)
+        point, what = _use_point(use.position)
+        return point, f"{where} uses {param}{via} {what}", (use.location,)
+
+    def hook_point(self, holder: str, site: F.CaptureSiteFact) -> tuple[str, str, tuple[F.Location, ...]]:
+        """A hook object handed to the layers: the point is where the layer's forward calls it,
+        and the method it calls must record (``if <label> in self.<attr>: ...append(x)`` on the
+        object's class), else the object is not a capture path and the point stays unknown."""
+        use, where = self.layer_use(holder, site.callback_parameter)
+        if use is None:
+            return F.UNKNOWN, where, ()
+        method = (use.handed_to or "").rpartition(".")[2]
+        owner = (site.container_class or "?").rsplit(".", 1)[-1]
+        recorder = self.helper_def(site.container_class, method) if site.container_class and method else None
+        if recorder is None:
+            return F.UNKNOWN, f"{where} calls {use.handed_to}, which {owner} does not define as a recording method", (use.location,)
+        label = use.arguments[recorder.label_arg] if recorder.label_arg < len(use.arguments) else None
+        offset = _own_index_offset(label)
+        if offset is None:
+            return F.UNKNOWN, f"{where} calls {use.handed_to} with label `{label}`, not the layer's own index", (use.location, recorder.location)
+        point, what = _use_point(use.position)
+        if point != F.UNKNOWN and offset:  # `self.idx + 1` after the layer: the next layer's input
+            shift = (1 if point == F.OUTPUT else 0) - offset
+            point = F.INPUT if shift == 0 else F.OUTPUT if shift == 1 else F.UNKNOWN
+            what = f"{what}, labelled {label}"
+        note = f"{where} calls {use.handed_to}({label}, ...) {what}; {owner}.{method} records `{recorder.recorded}` when its label is in self.{recorder.attribute}"
+        return point, note, (use.location, recorder.location)
 
     def _holder_from_writes(self, qualname: str, setter: F.SetterFact, res: _Resolution) -> str | None:
         """The class whose attribute the setter writes: ``self.attr`` -> this class,
@@ -519,7 +591,8 @@ class Project:
         point, note, evidence = site.point, site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
         if site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) and site.point == F.UNKNOWN:
-            point, note, evidence = self.callback_point(res.holder, site)
+            decide = self.hook_point if site.mechanism == F.Mechanism.HOOK else self.callback_point
+            point, note, evidence = decide(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None
             last = point == F.OUTPUT if point != F.UNKNOWN else None
         if site.post_loop_at is not None:
@@ -535,6 +608,9 @@ class Project:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
         slots = self.slots_link(site) if site is not None else None
+        returns = return_link(self, res.qualname, res.chain, res.targets, res.holder, site)
+        if returns is not None and returns.kind != F.ReturnKind.RETURNED and returns.decided:
+            res.problem(F.ProblemKind.RETURN_DROPPED, returns.reason or str(returns.kind), returns.location)
         return Capture(
             setter=setter,
             inherited=setter.class_qualname != res.qualname,
@@ -560,6 +636,7 @@ class Project:
             stream=stream,
             slots=slots,
             concat_order=F.ConcatOrder(site.concat_order) if site is not None else F.ConcatOrder.LOOP,
+            returns=returns,
         )
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:
@@ -615,18 +692,7 @@ class Project:
             if capture is None and source is None and qualname not in registered:
                 continue
             cls = self.classes[qualname]
-            if capture is None:
-                support = source.support if source is not None else NONE
-            elif capture.depends_on:
-                support = CONDITIONAL
-            elif capture.problems or capture.site is None:
-                support = BROKEN
-            elif capture.delegates_to and capture.delegates_to != capture.holder or capture.setter.delegate:
-                support = DELEGATED
-            elif capture.inherited:
-                support = INHERITED
-            else:
-                support = SUPPORTED
+            chain = self.chain_of(qualname, capture, source)
             out.append(
                 ModelRow(
                     name=cls.name,
@@ -635,13 +701,28 @@ class Project:
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
                     generation_target=qualname in generation,
-                    support=support,
+                    support=self.support_of(qualname, chain, source),
                     capture=capture,
                     source=source,
-                    chain=self.chain_of(qualname, capture, source),
+                    chain=chain,
                 )
             )
         return tuple(out)
+
+    def support_of(self, qualname: str, chain: CaptureChain | None, source: object | None) -> str:
+        """A row's support word, read off its chain: conditional on the target config (a
+        dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
+        entry setter hands the ids on), inherited (the entry setter is a base class's)."""
+        if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
+            return getattr(source, "support", NONE) if source is not None else NONE
+        entry = chain.transforms[0]
+        if chain.holder is not None and chain.holder.depends_on:
+            return CONDITIONAL
+        if chain.kinds() - NOT_BREAKING or chain.site is None:
+            return BROKEN
+        if self.setters[entry.owner][entry.method].delegate:
+            return DELEGATED
+        return INHERITED if entry.owner != qualname else SUPPORTED
 
     def _source(self, qualname: str, registered: dict[str, list[str]]):
         """The setter-less capture path of a registered class, or of a class that opts in

@@ -16,6 +16,7 @@ import ast
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
+from typing import NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
@@ -83,18 +84,18 @@ def _fixed_keys() -> tuple[tuple[str, str], ...]:
 
 
 @lru_cache(maxsize=4096)
-def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, object], ...]:
+def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
     """The expressions of one setter that need a binding, parsed once per source:
     (ast.unparse text, kind, payload)."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError):
         return ()
-    sites = []
+    sites: list[tuple[str, str, tuple[str, str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-            payload = None
-            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            payload: tuple[str, str] | None = None
+            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 owner = ast.unparse(node.args[0])
                 if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
                     payload = (owner, node.args[1].value)
@@ -200,7 +201,7 @@ class _Tracer:
         self.reason: str | None = None
 
     # -- outcome -----------------------------------------------------------------
-    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> None:
+    def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> NoReturn:
         self.outcome, self.reason = outcome, reason
         if outcome == F.Outcome.RAISES:
             self.raises_at = at
@@ -226,11 +227,14 @@ class _Tracer:
                 chain = self.bind_dynamic(chain)
             ids = self.initial_ids(chain)
             self.run_chain(chain, ids)
+            if chain.site is None:
+                self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
             site = self.site_phase(chain)
             offset = self.point_phase(site)
             self.boundary_phase(chain, site, offset)
             self.stream_phase(chain)
             self.slots_phase(chain)
+            self.return_phase(chain)
             self.concat_phase(chain)
         except _Stop:
             pass
@@ -362,6 +366,7 @@ class _Tracer:
     def no_indices(self, chain: CaptureChain, setter: F.SetterFact, run, ids: object) -> None:
         """A setter that neither wrote indices nor handed them on: say why, and end."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
+        self.missing_delegate(chain, setter, run)
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
         if run.returned_early and not run.writes:
             self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
@@ -372,6 +377,26 @@ class _Tracer:
                 setter.location,
             )
         self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+
+    def missing_delegate(self, chain: CaptureChain, setter: F.SetterFact, run) -> None:
+        """The setter ran its call of ``<delegate>.<method>()`` on an object whose class (resolved)
+        defines no such method: Python raises AttributeError at that call, whatever the ids."""
+        lacking = next((p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
+        target = self.row.capture.delegates_to if self.row.capture is not None else None
+        if lacking is None or not setter.delegate or not setter.delegate_method or not target:
+            return
+        defined = {m for q in self.project.mro(target) for m in getattr(self.project.classes.get(q), "methods", ())}
+        if setter.delegate_method in defined or "__getattr__" in defined:
+            return  # defined under another name's rules, or looked up dynamically: no claim
+        callee = f"{setter.delegate}.{setter.delegate_method}"
+        call = next((c for c in run.calls if c.callee == callee), None)
+        if call is None:
+            return  # this path does not reach the delegation (a hasattr test turned it away)
+        at = self.line_of(setter, call.line)
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        reason = f"{owner}.{setter.method} calls {callee}() but {lacking.text}: AttributeError"
+        self.steps.append(TraceStep("setter", reason, at))
+        self.end(F.Outcome.RAISES, reason, at)
 
     @staticmethod
     def line_of(setter: F.SetterFact, line: int) -> F.Location:
@@ -476,6 +501,23 @@ class _Tracer:
         )
         self.steps.append(TraceStep("slots", reason, slots.finalize_at or slots.check_at))
         self.end(F.Outcome.RAISES, reason, slots.finalize_at or slots.check_at)
+
+    # -- link 6: the return path ------------------------------------------------------------
+    def return_phase(self, chain: CaptureChain) -> None:
+        """Whether the recorded states reach the runner: a decided drop ends in
+        captures_nothing, an unpacking of one value raises; an undecided early return is noted."""
+        link = chain.returns
+        if link is None or link.kind == F.ReturnKind.RETURNED:
+            return
+        reason = link.reason or str(link.kind)
+        if not link.decided:
+            self.steps.append(TraceStep("returns", f"on some batches: {reason}", link.location))
+            return
+        self.steps.append(TraceStep("returns", reason, link.location))
+        if link.raises:
+            self.end(F.Outcome.RAISES, reason, link.location)
+        self.boundaries = ()
+        self.end(F.Outcome.CAPTURES_NOTHING, reason, link.location)
 
     # -- link 7: concat ---------------------------------------------------------------------
     def concat_phase(self, chain: CaptureChain) -> None:

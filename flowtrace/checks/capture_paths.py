@@ -6,7 +6,7 @@ from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
-from flowtrace.model.facts import ProblemKind
+from flowtrace.model.facts import ProblemKind, ReturnKind
 from flowtrace.model.links import NOT_BREAKING
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL, SELF_CALLS
 
@@ -122,14 +122,23 @@ EntryClass = ExForCausalLM
 
     def check(self, result) -> Iterator[Finding]:
         project = result.project
-        flags = project.conv.flags
-        if not flags:
-            return
+        flags = project.conv.flags  # profile flags: the fallback below; link 6 needs none
         uses = [u for ff in result.files for u in ff.attribute_uses if u.attribute in flags]
         seen = set()
         for row in result.rows:
             c = row.capture
-            if c is None or not row.registered or row.chain is None or row.chain.kinds() - NOT_BREAKING:
+            if c is None or not row.registered or row.chain is None:
+                continue
+            link = row.chain.returns
+            if link is not None and link.kind == ReturnKind.FLAG_NEVER_SET:  # link 6 decided it: the states are dropped
+                if c.setter.location not in seen:
+                    seen.add(c.setter.location)
+                    yield self.finding(
+                        c.setter.location, f"{row.name}: {link.reason}", row.qualname, link.flag or "",
+                        steps=(("setter", c.setter.location), *(("flag's value", e) for e in link.evidence), ("return without the states", link.location)),
+                    )
+                continue
+            if row.chain.kinds() - NOT_BREAKING - {ProblemKind.RETURN_DROPPED}:
                 continue  # a chain broken earlier is another rule's finding (selected on kinds)
             mro = set(project.mro(row.qualname))
             read = [u for u in uses if u.kind == "read" and u.class_qualname in mro and not u.function.split(".")[-1].startswith("set_")]

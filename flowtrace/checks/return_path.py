@@ -8,7 +8,7 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, family_writers, short
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
-from flowtrace.model.facts import ProblemKind
+from flowtrace.model.facts import ProblemKind, ReturnKind
 
 
 class FlagWithoutCapture(Rule):
@@ -141,12 +141,16 @@ class AuxDroppedOnReturn(Rule):
     name = "aux-dropped-on-return"
     severity = "error"
     kind = ProblemKind.RETURN_DROPPED
-    summary = "A forward captures aux states and then returns early, without them, on a path that serves drafts."
+    summary = (
+        "A forward captures aux states and then returns early, without them, on a path that serves drafts; "
+        "or the wrapper the runner calls keeps only the first element of its model's output."
+    )
     rationale = (
         "The capture loop fills the aux container, but a return placed before the one that hands the "
         "container back (under a test that is neither a pipeline-rank guard nor an emptiness test of the "
         "container) ends the forward without it: on that path the draft receives nothing although the "
-        "layers were captured."
+        "layers were captured. A wrapper whose forward returns `out[0]` of its model's (hidden, aux) "
+        "output drops them the same way, on every path (return path: not_unpacked)."
     )
     fix = "Return the aux states on that path too (or move the early return after the capture's return)."
     valid = (
@@ -198,9 +202,43 @@ class ExModel(Module):
         return hidden_states, aux_hidden_states
 """
         ),
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = self.layers[i](hidden_states)
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+
+    def forward(self, input_ids, hidden_states, positions=None):
+        out = self.model(input_ids, hidden_states)
+        return out[0]  # the aux states never reach the runner
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = ExForCausalLM
+""", "the wrapper keeps only the first element of the model's output"
+        ),
     )
 
     def check(self, result) -> Iterator[Finding]:
+        yield from self._not_unpacked(result)
         sites = result.project.sites
         for ff in result.files:
             for fact in ff.stream_facts:
@@ -215,3 +253,17 @@ class ExModel(Module):
                     f"{fact.function}:{fact.detail}",
                     steps=(("capture site", site.location if site else None), ("return without the aux states", fact.location)),
                 )
+
+    def _not_unpacked(self, result) -> Iterator[Finding]:
+        """Rows whose return path (link 6) keeps only the first element of the inner output."""
+        seen: set[F.Location] = set()
+        for row in result.rows:
+            link = row.capture.returns if row.capture is not None and row.registered else None
+            if link is None or link.kind != ReturnKind.NOT_UNPACKED or link.location is None or link.location in seen:
+                continue
+            seen.add(link.location)
+            site = row.capture.site
+            yield self.finding(
+                link.location, f"{row.name}: {link.reason}", row.qualname, f"not_unpacked:{link.location.line}",
+                steps=(("capture site", site.location if site else None), ("return without the aux states", link.location)),
+            )

@@ -54,12 +54,28 @@ def helper_definition(file: FileAnalyzer, info: _Class, fn: cst.FunctionDef) -> 
             continue
         container, value, locals_ = recorded
         guarded = bool(tested_names((value,)) & set(params)) or any(isinstance(n, cst.IfExp) for n in _walk(value, locals_))
-        return F.HelperDefFact(info.qualname, fn.name.value, params.index(label), params.index(container), attribute, file.loc(fn), guarded)
+        shown = locals_.get(value.value, value) if isinstance(value, cst.Name) else value
+        slot = params.index(container) if container in params else SELF_CONTAINER
+        return F.HelperDefFact(info.qualname, fn.name.value, params.index(label), slot, attribute, file.loc(fn), guarded, file.code(shown))
+    return None
+
+
+SELF_CONTAINER = -1  # HelperDefFact.container_arg of a recorder that appends to an attribute of its own object
+
+
+def _container(func: cst.Attribute, params: list[str]) -> str | None:
+    """The collector of ``<c>.append(x)``: a parameter, or ``self.<attr>`` (a metadata object
+    that keeps the states it records)."""
+    owner = func.value
+    if isinstance(owner, cst.Name) and owner.value in params:
+        return owner.value
+    if isinstance(owner, cst.Attribute) and isinstance(owner.value, cst.Name) and owner.value.value == "self":
+        return f"self.{owner.attr.value}"
     return None
 
 
 def _recording(statements: list, params: list[str], methods: set[str]):
-    """(container parameter, recorded value, locals) of ``<param>.append(x)`` in a block."""
+    """(container, recorded value, locals) of ``<param>.append(x)`` / ``self.<attr>.append(x)`` in a block."""
     locals_: dict[str, cst.BaseExpression] = {}
     for stmt in statements:
         if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
@@ -67,8 +83,9 @@ def _recording(statements: list, params: list[str], methods: set[str]):
         if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
             call = stmt.value
             func = call.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in params and last_name(func) in methods and call.args:
-                return func.value.value, call.args[0].value, locals_
+            container = _container(func, params) if isinstance(func, cst.Attribute) else None
+            if container is not None and last_name(func) in methods and call.args:
+                return container, call.args[0].value, locals_
     return None
 
 

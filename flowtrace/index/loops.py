@@ -24,7 +24,7 @@ import libcst as cst
 from flowtrace.model import facts as F
 from dataclasses import dataclass, field
 
-from flowtrace.index.streams import NoneAtEntry, none_at_entry, rebinds, rebound_unconditionally, tested_names, unguarded_operand
+from flowtrace.index.streams import NoneAtEntry, binds, none_at_entry, rebinds, rebound_unconditionally, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, body_statements, dotted, iter_nodes, last_name, names_in, walk_statements
 
 if TYPE_CHECKING:
@@ -581,12 +581,17 @@ class LoopAnalyzer:
 
     def mutated_after(self, loop: cst.For, name: str, after) -> cst.CSTNode | None:
         """An in-place update of ``name`` later in the loop body (``name += x``,
-        ``name.add_(x)``): a stored reference would then change under the collector."""
+        ``name.add_(x)``): a stored reference would then change under the collector. One
+        that follows an unconditional rebinding (``h, name = layer(h, name)``) updates the new
+        object, never the stored one."""
         pos = self.file.positions
+        top = {id(s) for s in body_statements(loop.body)}
         for node in walk_statements(loop.body):
             start = pos[node].start
             if (start.line, start.column) <= (after.line, after.column):
                 continue
+            if id(node) in top and binds(node, name):
+                return None
             if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
                 return node
             if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):

@@ -81,11 +81,16 @@ def _bound_names(stmt: cst.CSTNode) -> set[str]:
     return out
 
 
+def binds(stmt: cst.CSTNode, name: str) -> bool:
+    """``stmt`` binds ``name`` to a fresh object (``=``, a tuple target; not ``+=``)."""
+    return isinstance(stmt, (cst.Assign, cst.AnnAssign)) and name in _bound_names(stmt)
+
+
 def rebinds(loop: cst.For, name: str) -> bool:
-    """The loop body binds ``name`` to a fresh object somewhere (``=``, not ``+=``): a reference
-    recorded in one iteration then stops following the name, so an in-place update later does
-    not reach every recorded state alike."""
-    return any(isinstance(s, (cst.Assign, cst.AnnAssign)) and name in _bound_names(s) for s in walk_statements(loop.body))
+    """The loop body binds ``name`` to a fresh object somewhere: a reference recorded in one
+    iteration then stops following the name, so an in-place update later does not reach every
+    recorded state alike."""
+    return any(binds(s, name) for s in walk_statements(loop.body))
 
 
 def rebound_unconditionally(loop: cst.For, before, positions) -> set[str]:

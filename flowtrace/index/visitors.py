@@ -19,6 +19,7 @@ from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
+from flowtrace.index.returns import class_facts, parse_method
 from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
 from flowtrace.engines.profiles import Conventions
@@ -208,9 +209,12 @@ class FileAnalyzer:
         callbacks: list[F.CallbackUse] = []
         streams: list[F.StreamFact] = []
         helper_defs: list[F.HelperDefFact] = []
+        returns: tuple[list, list, list] = ([], [], [])
         for info in self.collector.classes:
             loops_before = len(loops)
             classes.append(self.class_fact(info))
+            for into, items in zip(returns, self.return_facts(info)):
+                into.extend(items)
             fcs.extend(self.fc_facts(info))
             for name, fn in info.methods.items():
                 text = self.text_of(fn)
@@ -260,7 +264,22 @@ class FileAnalyzer:
             attribute_uses=tuple(uses),
             callback_uses=tuple(callbacks),
             stream_facts=tuple(streams),
+            output_uses=tuple(returns[0]),
+            return_shapes=tuple(returns[1]),
+            flag_defaults=tuple(returns[2]),
         )
+
+    def return_facts(self, info: _Class):
+        """Return-path facts of one class (index/returns.py), from each method's own lines."""
+        cache: dict[str, object] = {}
+
+        def load(name: str):
+            if name not in cache:
+                fn = info.methods[name]
+                cache[name] = parse_method(self.text_of(fn), self.line(fn))
+            return cache[name]
+
+        return class_facts(self.path, info.qualname, info.methods, load, lambda m, word: word in self.text_of(info.methods[m]))
 
     # -- classes ---------------------------------------------------------------
     def class_fact(self, info: _Class) -> F.ClassFact:
@@ -536,7 +555,7 @@ class FileAnalyzer:
         params = [p for p in fn.params.params + fn.params.kwonly_params if p.default is not None]
         if not params:
             return []
-        events: list[tuple[int, int, str, str | None]] = []  # (line, col, kind, detail)
+        events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []  # (line, col, kind, detail, call arguments)
         names = {p.name.value for p in params}
         analyzer = self
 
@@ -544,16 +563,17 @@ class FileAnalyzer:
             def visit_Call(self, node: cst.Call) -> None:
                 func = dotted(node.func)
                 pos = analyzer.positions[node].start
+                args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
                 if func and func.startswith("self.") and func.count(".") == 1:
-                    events.append((pos.line, pos.column, "compute", func))
+                    events.append((pos.line, pos.column, "compute", func, ()))
                 if isinstance(node.func, cst.Name) and node.func.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value, "called"))
+                    events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
                 elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}"))
+                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
                 for arg in node.args:
                     if isinstance(arg.value, cst.Name) and arg.value.value in names:
                         p = analyzer.positions[arg].start
-                        events.append((p.line, p.column, "use:" + arg.value.value, func))
+                        events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
 
         _V().walk(fn.body)
         events.sort()
@@ -568,7 +588,7 @@ class FileAnalyzer:
             position = "before" if not compute_before else "after" if not compute_after else "middle"
             ev = events[first]
             out.append(
-                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3])
+                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
             )
         return out
 

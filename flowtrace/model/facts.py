@@ -111,10 +111,11 @@ class ReturnKind(Word):
     """Whether the captured states reach the runner (link 6)."""
 
     RETURNED = "returned"
-    EARLY_RETURN = "early_return"
-    OVERRIDDEN = "overridden"
-    FLAG_NEVER_SET = "flag_never_set"
-    NOT_UNPACKED = "not_unpacked"
+    EARLY_RETURN = "early_return"  # the inner forward returns without them first
+    OVERRIDDEN = "overridden"  # the inner model's forward overrides the capturing one and returns one value
+    FLAG_NEVER_SET = "flag_never_set"  # the wrapper hands them on only under a flag the setter never sets
+    NOT_UNPACKED = "not_unpacked"  # the wrapper keeps only the first element of the inner output
+    BARE_OUTPUT = "bare_output"  # the wrapper unpacks (hidden, aux) from an inner forward that returns one value
 
 
 class ConcatOrder(Word):
@@ -364,10 +365,11 @@ class HelperDefFact:
     class_qualname: str
     method: str
     label_arg: int  # position of the label among the call's arguments (self excluded)
-    container_arg: int
+    container_arg: int  # -1: records into an attribute of its own object (a metadata hook)
     attribute: str
     location: Location
     guarded: bool  # the recorded value tests its None-able operand first
+    recorded: str | None = None  # the recorded value, e.g. "hidden_states + residual" (loop locals followed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +459,11 @@ class FileFacts:
     callback_uses: tuple[CallbackUse, ...] = ()
     # Stream / return-path facts for the rules (flowtrace.index.stream_facts; precision helper).
     stream_facts: tuple[StreamFact, ...] = ()
+    # Return-path facts (flowtrace.index.returns): forwards' handling of their inner model's
+    # output, the shapes forwards return, boolean flags set in __init__.
+    output_uses: tuple[OutputUseFact, ...] = ()
+    return_shapes: tuple[ReturnShapeFact, ...] = ()
+    flag_defaults: tuple[FlagDefaultFact, ...] = ()
     # Facts for engines without a setter (flowtrace.index.config_sources); None when none.
     sources: SourceFacts | None = None
     # Runner calls of the entry setter and interface predicates (flowtrace.index.entry_calls).
@@ -479,6 +486,7 @@ class CallbackUse:
     position: str
     location: Location
     handed_to: str | None = None
+    arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +503,50 @@ class StreamFact:
     location: Location
     kind: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutputUseFact:
+    """How a ``forward`` handles what ``self.<attribute>(...)`` returned (link 6; see
+    index/returns.py): ``kind`` "unpack" (``h, aux = out``, ``arity`` targets), "pass"
+    (returned as it is) or "drop" (``return out[0]``); ``flag``/``flag_on`` name the
+    ``self.<flag>`` test it sits under (on: its body; off: its else, or after an
+    ``if self.<flag>: ... return``)."""
+
+    class_qualname: str
+    function: str
+    attribute: str
+    kind: str
+    arity: int
+    flag: str | None
+    flag_on: bool | None
+    location: Location
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnShapeFact:
+    """One ``return`` of a ``forward``: ``shape`` "tuple" (``arity`` elements), "single" (a
+    name only bound as a parameter or one element of an unpacking) or "other"."""
+
+    class_qualname: str
+    function: str
+    location: Location
+    shape: str
+    arity: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlagDefaultFact:
+    """``self.<attribute> = True|False`` in ``__init__``, and the class's other methods that
+    assign it (a flag nothing else assigns keeps this value)."""
+
+    class_qualname: str
+    attribute: str
+    value: bool
+    location: Location
+    written_in: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,10 @@ carrying the file:line it rests on:
     id source -> transform (one per setter in the chain) -> holder -> capture site
               -> stream semantics -> return path -> concat
 
-:mod:`flowtrace.analysis.resolve` builds one :class:`CaptureChain` per model row from the
-per-file facts; :mod:`flowtrace.analysis.graph` stores every link as a typed node or edge;
-trace, compat and the checks read the links (the row's flat fields are a view of them).
+:mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row (``ModelRow.chain``)
+from what :mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
+:mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; trace, compat, the
+checks and the scan JSON read the links (the row's flat fields are a view of them).
 Links are frozen and hold strings, ints, enums and locations only, like the facts.
 
 An id source may be a setter (the runner hands draft-config ids to an entry setter), a
@@ -141,9 +142,18 @@ class SlotsLink:
 
 @dataclass(frozen=True, slots=True)
 class ReturnLink:
+    """Whether the captured states reach the runner. ``location`` is the statement that decides
+    it (the dropping return, the raising unpacking, the use that hands them on); ``raises``:
+    Python raises there; ``decided``: False when it depends on something only a run shows
+    (an early return under a batch test), so the trace only notes it."""
+
     kind: ReturnKind
     location: Location | None
     reason: str | None = None
+    raises: bool = False
+    decided: bool = True
+    evidence: tuple[Location, ...] = ()  # the flag's value, the inner forward's return, ...
+    flag: str | None = None  # the ``self.<flag>`` the decision turns on, if any
 
 
 @dataclass(frozen=True, slots=True)

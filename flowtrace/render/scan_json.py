@@ -65,6 +65,20 @@ def _slots(c: CaptureChain) -> dict[str, Any] | None:
     }
 
 
+def _returns(c: CaptureChain) -> dict[str, Any] | None:
+    """Link 6: whether the captured states reach the runner, and the statement that decides it."""
+    r = c.returns
+    if r is None:
+        return None
+    return {
+        "kind": str(r.kind),
+        "at": str(r.location) if r.location else None,
+        "raises": r.raises,
+        "decided": r.decided,
+        "reason": r.reason,
+    }
+
+
 def _capture(row: ModelRow) -> dict[str, Any] | None:
     """A setter row's ``capture`` object: a view of its chain's links (the entry transform,
     holder, site, stream, slots, concat); the row adds what no link holds (defaults found
@@ -98,6 +112,7 @@ def _capture(row: ModelRow) -> dict[str, Any] | None:
         "concat_order": str(chain.concat.order if chain.concat is not None else F.ConcatOrder.LOOP),
         "stream": _stream(chain),
         "slots": _slots(chain),
+        "returns": _returns(chain),
     }
 
 

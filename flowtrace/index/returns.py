@@ -1,0 +1,254 @@
+"""Return-path facts (link 6 of the capture chain), read from one method's own syntax.
+
+Whether captured states reach the runner is decided by three small shapes, each found by
+structure only (stdlib ``ast`` on the method's source lines, like :mod:`stream_facts`):
+
+* how a ``forward`` handles what ``self.<attr>(...)`` returned (:class:`OutputUseFact`): it
+  unpacks it (``h, aux = out``), passes it on (``return out``), or drops all but its first
+  element (``return out[0]``), and under which ``self.<flag>`` test;
+* what a ``forward`` itself returns (:class:`ReturnShapeFact`): a tuple display, a single
+  value (a name only ever bound as a parameter or one element of an unpacking), or other;
+* boolean attributes ``__init__`` sets (:class:`FlagDefaultFact`) and the other methods of
+  the class that assign them: a flag only ``__init__`` sets keeps its value.
+
+The analysis (:mod:`flowtrace.analysis.resolve`) combines them with the setter chain.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Callable, Iterable
+
+from flowtrace.model import facts as F
+
+UNPACK, PASS, DROP = "unpack", "pass", "drop"
+TUPLE, SINGLE, OTHER = "tuple", "single", "other"
+
+_Flag = tuple[str, bool] | None
+
+
+def _parse(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    fn = tree.body[0] if tree.body else None
+    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    """``self.<name>`` -> name."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def flag_test(test: ast.expr) -> _Flag:
+    """``self.<f>`` -> (f, True); ``not self.<f>`` -> (f, False); anything else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = flag_test(test.operand)
+        return (inner[0], not inner[1]) if inner else None
+    name = _self_attribute(test)
+    return (name, True) if name else None
+
+
+def _inner_call(node: ast.AST) -> str | None:
+    """``self.<attr>(...)`` -> attr (the inner model a wrapper calls)."""
+    if isinstance(node, ast.Call):
+        return _self_attribute(node.func)
+    return None
+
+
+def _ends_in_return(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _drops(value: ast.expr, name: str) -> bool:
+    """Whether ``value`` keeps only an element of ``name``: ``name[0]``, or
+    ``name[0] if isinstance(name, tuple) else name``."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name:
+        return isinstance(value.slice, ast.Constant)
+    if isinstance(value, ast.IfExp) and isinstance(value.test, ast.Call) and isinstance(value.test.func, ast.Name):
+        tested = value.test.func.id == "isinstance" and any(isinstance(a, ast.Name) and a.id == name for a in value.test.args)
+        plain = isinstance(value.orelse, ast.Name) and value.orelse.id == name
+        return tested and plain and _drops(value.body, name)
+    return False
+
+
+class _Uses:
+    """Walks a forward's statements in order, following the names bound to inner calls."""
+
+    def __init__(self, qualname: str, function: str, path: str, offset: int) -> None:
+        self.qualname, self.function, self.path, self.offset = qualname, function, path, offset
+        self.bound: dict[str, str] = {}  # local name -> the self.<attr> whose output it holds
+        self.out: list[F.OutputUseFact] = []
+
+    def add(self, attribute: str, kind: str, arity: int, flag: _Flag, node: ast.stmt) -> None:
+        where = F.Location(self.path, node.lineno + self.offset)
+        text = " ".join(ast.unparse(node).split())[:160]
+        self.out.append(F.OutputUseFact(self.qualname, self.function, attribute, kind, arity,
+                                        flag[0] if flag else None, flag[1] if flag else None, where, text))
+
+    def block(self, body: list[ast.stmt], flag: _Flag) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                tested = flag_test(stmt.test)
+                self.block(stmt.body, tested or flag)
+                other = (tested[0], not tested[1]) if tested else flag
+                self.block(stmt.orelse, other)
+                if tested and _ends_in_return(stmt.body) and not stmt.orelse:
+                    flag = other  # `if self.f: ... return` -> the rest runs with the flag off
+            elif isinstance(stmt, ast.Assign):
+                self.assign(stmt, flag)
+            elif isinstance(stmt, ast.Return) and stmt.value is not None:
+                self.returned(stmt, stmt.value, flag)
+
+    def assign(self, stmt: ast.Assign, flag: _Flag) -> None:
+        target = stmt.targets[0] if len(stmt.targets) == 1 else None
+        called = _inner_call(stmt.value)
+        source = stmt.value.id if isinstance(stmt.value, ast.Name) else None
+        attribute = called or (self.bound.get(source) if source else None)
+        if isinstance(target, ast.Tuple) and attribute:
+            self.add(attribute, UNPACK, len(target.elts), flag, stmt)
+        for name in (n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+            self.bound.pop(name, None)  # rebound: no longer the inner model's output
+        if isinstance(target, ast.Name) and called:
+            self.bound[target.id] = called
+
+    def returned(self, stmt: ast.Return, value: ast.expr, flag: _Flag) -> None:
+        called = _inner_call(value)
+        if called:
+            self.add(called, PASS, 0, flag, stmt)
+            return
+        if isinstance(value, ast.Subscript) and _inner_call(value.value) and isinstance(value.slice, ast.Constant):
+            self.add(_inner_call(value.value) or "", DROP, 0, flag, stmt)
+            return
+        for name, attribute in self.bound.items():
+            if isinstance(value, ast.Name) and value.id == name:
+                self.add(attribute, PASS, 0, flag, stmt)
+            elif _drops(value, name):
+                self.add(attribute, DROP, 0, flag, stmt)
+
+
+_Fn = ast.FunctionDef | ast.AsyncFunctionDef
+Loader = Callable[[str], "tuple[_Fn, int] | None"]  # method name -> (its def, line offset)
+
+
+def parse_method(text: str, start_line: int) -> tuple[_Fn, int] | None:
+    """A method's source lines (as the libcst tier slices them) as an ``ast`` def and the
+    offset that turns its line numbers into the file's."""
+    fn = _parse(text)
+    return (fn, start_line - 1) if fn is not None else None
+
+
+def _output_uses(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.OutputUseFact]:
+    """How one forward handles its inner model's output, in statement order."""
+    walker = _Uses(qualname, function, path, offset)
+    walker.block(fn.body, None)
+    return walker.out
+
+
+def _bindings(fn: _Fn) -> dict[str, set[str]]:
+    """Name -> how it is bound: "element" (one target of an unpacking, a parameter, an
+    augmented assignment), "tuple:<n>" (a tuple display), "other"."""
+    out: dict[str, set[str]] = {}
+    for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs):
+        out.setdefault(a.arg, set()).add("element")
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    kind = f"tuple:{len(node.value.elts)}" if isinstance(node.value, ast.Tuple) else "other"
+                    out.setdefault(target.id, set()).add(kind)
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    for element in target.elts:
+                        if isinstance(element, ast.Name):
+                            out.setdefault(element.id, set()).add("element")
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            out.setdefault(node.target.id, set()).add("element")
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr, ast.withitem)):
+            bound: ast.expr | None = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)) if bound is not None else ():
+                out.setdefault(name, set()).add("other")
+    return out
+
+
+def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[str, int]:
+    if isinstance(value, ast.Tuple):
+        return TUPLE, len(value.elts)
+    if isinstance(value, ast.Name):
+        kinds = bindings.get(value.id, {"other"})
+        if kinds == {"element"}:
+            return SINGLE, 0
+        only = next(iter(kinds)) if len(kinds) == 1 else ""
+        if only.startswith("tuple:"):
+            return TUPLE, int(only.split(":")[1])
+    return OTHER, 0
+
+
+def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.ReturnShapeFact]:
+    """The shape of every value a forward returns (nested functions excluded)."""
+    bindings = _bindings(fn)
+    out = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Return) and node.value is not None:
+            shape, arity = _shape(node.value, bindings)
+            text = " ".join(ast.unparse(node).split())[:160]
+            out.append(F.ReturnShapeFact(qualname, function, F.Location(path, node.lineno + offset), shape, arity, text))
+    return sorted(out, key=lambda r: r.location.line)
+
+
+def _bool_flags(fn: _Fn, offset: int) -> dict[str, tuple[bool, int]]:
+    found: dict[str, tuple[bool, int]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, bool):
+            for target in node.targets:
+                name = _self_attribute(target)
+                if name:
+                    found.setdefault(name, (node.value.value, node.lineno + offset))
+    return found
+
+
+def _assigns(fn: _Fn, names: set[str]) -> set[str]:
+    """Which of ``names`` the method assigns as ``self.<name>``."""
+    out = set()
+    for node in ast.walk(fn):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            name = _self_attribute(target)
+            if name in names:
+                out.add(name)
+    return out
+
+
+def class_facts(path: str, qualname: str, methods: Iterable[str], load: Loader, mentions: Callable[[str, str], bool]):
+    """(output uses, return shapes, flag defaults) of one class. ``load`` parses a method on
+    demand; ``mentions(method, word)`` is a cheap gate before parsing one for flag writes."""
+    name = qualname.rsplit(".", 1)[-1]
+    uses: list[F.OutputUseFact] = []
+    shapes: list[F.ReturnShapeFact] = []
+    flags: list[F.FlagDefaultFact] = []
+    methods = tuple(methods)
+    forward = load("forward") if "forward" in methods else None
+    if forward is not None:
+        uses = _output_uses(path, qualname, f"{name}.forward", *forward)
+        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward)
+    init = load("__init__") if "__init__" in methods else None
+    found = _bool_flags(*init) if init is not None else {}
+    if found:
+        writers: dict[str, list[str]] = {flag: [] for flag in found}
+        for method in methods:
+            if method == "__init__" or not any(mentions(method, f"self.{flag}") for flag in found):
+                continue
+            loaded = load(method)
+            for flag in _assigns(loaded[0], set(found)) if loaded else ():
+                writers[flag].append(method)
+        flags = [F.FlagDefaultFact(qualname, flag, value, F.Location(path, line), tuple(sorted(writers[flag])))
+                 for flag, (value, line) in sorted(found.items())]
+    return uses, shapes, flags
