@@ -241,7 +241,7 @@ class _Tracer:
         return self.result()
 
     # -- no setter: what the runner does with the class ---------------------------------
-    def setterless_phase(self) -> None:
+    def setterless_phase(self) -> NoReturn:
         """A class without the setter captures nothing only if the runner lets it: an unguarded
         call of the entry setter, or a check that raises, ends the run there (per call site)."""
         verdicts = runner_verdicts(self.project, self.row.qualname)
