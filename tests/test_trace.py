@@ -165,3 +165,16 @@ def test_guarded_runner_call_is_decided_per_call_site(tmp_path, variant):
     assert (str(traced.raises_at) if traced.raises_at else None) == (f"{RUNNER}:{line}" if line else None)
     if outcome == "captures_nothing":  # the guarded site is still shown, without a raise
         assert [s.kind for s in traced.steps] == ["runner"] and "skips" in traced.steps[0].text
+
+
+def test_layer_flag_setter_wraps_negative_ids_and_raises_past_the_stack():
+    # layer_flag.py: setattr(self.layers[i], flag, True) (l.18), read back before layer i (l.25,
+    # b=i), ids unchanged: -1 marks layer L-1 (Python list indexing), 32 is past the stack
+    from flowtrace.index.build import IndexOptions
+    from fixture_paths import FIXTURES
+
+    shapes = FIXTURES.parent.parent / "probe" / "agreement_engines" / "shapes"
+    scan = api.scan(shapes, options=IndexOptions(use_cache=False, jobs=1))
+    assert api.trace(scan, "FlagForCausalLM", [-1, 2, 30], L).boundaries == (2, 30, 31)
+    past = api.trace(scan, "FlagForCausalLM", [0, 2, 32], L)
+    assert past.outcome == "raises" and str(past.raises_at).endswith("models/layer_flag.py:18")

@@ -441,6 +441,7 @@ class _Tracer:
         if site.last_layer_capturable:
             reachable.add(L)
         boundaries: set[int] = set()
+        self.wrap_flagged(site)
         for i in self.indices or ():
             b = i + offset
             if b in reachable:
@@ -462,6 +463,20 @@ class _Tracer:
             self.boundaries = tuple(sorted(boundaries))
         if concat is not None and concat.last_layer_at is not None and L in boundaries:
             self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", concat.last_layer_at))
+
+    def wrap_flagged(self, site: SiteLink) -> None:
+        """A site that reads a per-layer flag (``getattr(layer, "<flag>", False)``) instead of
+        the capture attribute: the setter marked ``self.layers[i]``, and Python indexes a list
+        from the end for ``-L <= i < 0``, so such an id marks layer ``L + i`` (ids >= L raised
+        in the setter already)."""
+        if not site.attribute or site.attribute in self.project.conv.attributes or not self.indices:
+            return
+        L = self.L
+        wrapped = tuple(i + L if -L <= i < 0 else i for i in self.indices)
+        if wrapped != self.indices:
+            moved = ", ".join(f"{i} -> {i + L}" for i in self.indices if -L <= i < 0)
+            self.steps.append(TraceStep("attribute", f"the loop reads the layer flag {site.attribute!r}: negative ids mark the layer counted from the end ({moved})", site.location))
+            self.indices = wrapped
 
     # -- link 5: stream semantics ---------------------------------------------------------
     def stream_phase(self, chain: CaptureChain) -> None:

@@ -104,6 +104,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
         "unsorted": ("captures", (3, 6)),
     },
+    "FlagForCausalLM": {  # layers[i] flagged, read back before layer i (b=i); ids unchanged; -k marks layer L-k
+        "default": ("captures", (2, 4, 5)), "specforge": ("captures", (3, 4, 7)),
+        "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "layer_flag.py:18"),
+        "unsorted": ("captures", (2, 5, 7)),
+    },
     "NoneResidualForCausalLM": {  # hidden + residual before layer i (b=i), residual None at i=0; ids + 1
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "none_residual.py:18"),
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
