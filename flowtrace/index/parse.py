@@ -6,6 +6,7 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import signal
@@ -283,6 +284,7 @@ def analyze_bytes(
     :mod:`flowtrace.index.spans`); the analysers read the file's own text either way."""
     import libcst as cst
 
+    from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
 
@@ -296,6 +298,7 @@ def analyze_bytes(
         if problem is not None:
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
         cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
+        runner = runner_facts(path, data, tree, conv)  # type: ignore[arg-type]  # an ast.Module: no problem above
         kept = tree if _sources_wanted(path, conv) else None
         del tree, imports
     old_limit = sys.getrecursionlimit()
@@ -310,6 +313,8 @@ def analyze_bytes(
             source = decode(data)
             facts = FileAnalyzer(path, source, module, conv).facts()
             del module
+            if runner[0] or runner[1]:
+                facts = dataclasses.replace(facts, entry_calls=runner[0], interface_predicates=runner[1])
             return _with_sources(facts, source, conv, kept)
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))
