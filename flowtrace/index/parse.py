@@ -6,6 +6,7 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import signal
@@ -273,6 +274,7 @@ def analyze_bytes(
     :mod:`flowtrace.index.spans`); the analysers read the file's own text either way."""
     import libcst as cst
 
+    from flowtrace.index.returns import module_facts
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
 
@@ -286,6 +288,7 @@ def analyze_bytes(
         if problem is not None:
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
         cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
+        returns = module_facts(path, modname, tree)  # type: ignore[arg-type]  # on the screened tree: no second parse
         del tree, imports
     old_limit = sys.getrecursionlimit()
     try:
@@ -298,6 +301,7 @@ def analyze_bytes(
                 return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, exc.raw_line or 0, f"syntax error: {message}", "parse-error"),))
             source = decode(data)
             facts = FileAnalyzer(path, source, module, conv).facts()
+            facts = dataclasses.replace(facts, output_uses=returns[0], return_shapes=returns[1], flag_defaults=returns[2])
             del module
             return _with_sources(facts, source, conv)
     except _Timeout:
