@@ -118,6 +118,7 @@ TRICKY = [
     b"class Unclosed(X\n",
     b"",
     b"z = aFoo(1) + _Bar(2) + Baz (3) + Qux(4)\n",
+    b"Start(0) 1Foo(x) a.Bar(y) (Baz(z)) \xc3\xa9Qux(1) _Q(2) Q(3) A1_b(4) 9(5) Z(",
 ]
 
 

@@ -17,7 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from fixture_paths import FIXTURES
 from flowtrace.index.parse import _unvalidated_nodes
-from flowtrace.index.syntax import Positions, iter_nodes
+from flowtrace.index.syntax import UNPOSITIONED, Positions, iter_nodes
 
 SAMPLES = sorted(FIXTURES.rglob("*.py"))
 EXTRA = {
@@ -47,7 +47,9 @@ def test_positions_equal_libcsts_position_provider(name, data):
     for node in iter_nodes(module):
         # the Module itself is the one known difference: Positions skips libcst's
         # pop_trailing_newline, so a module ends a line later; no fact reads its range
-        if node not in public or isinstance(node, cst.Module):
+        # whitespace and comment nodes are generated unlogged (syntax.UNPOSITIONED): no fact
+        # reads where they are
+        if node not in public or isinstance(node, (cst.Module, *UNPOSITIONED)):
             continue
         want, got = public[node], ours[node]
         assert (got.start.line, got.start.column, got.end.line, got.end.column) == (
@@ -71,3 +73,14 @@ def test_validation_is_back_after_the_block():
         pass
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+def test_whitespace_is_logged_again_after_positions():
+    """Positions generates whitespace unlogged only while it runs: libcst's own provider,
+    run afterwards, still positions every whitespace node."""
+    module = cst.parse_module(b"x = (1 ,  2)  # c\n\ny = 3\n")
+    Positions(module)
+    assert all("_codegen" not in kind.__dict__ for kind in UNPOSITIONED)
+    public = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    kinds = {type(node) for node in public}
+    assert {cst.SimpleWhitespace, cst.TrailingWhitespace, cst.Newline, cst.Comment, cst.EmptyLine} <= kinds

@@ -922,7 +922,21 @@ def _names_bound_by(stmt: ast.stmt) -> set[str]:
 
 
 def _function_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """Names the body binds, by Python's scoping rules (comprehension targets stay inside)."""
+    """Names the body binds, by Python's scoping rules (comprehension targets stay inside);
+    once per parsed function (see :func:`_parse_function`)."""
+    found = _LOCALS.get(id(function))
+    if found is None or found[0] is not function:
+        found = (function, _function_locals_uncached(function))
+        if len(_LOCALS) >= _PARSED_MAX:
+            _LOCALS.clear()
+        _LOCALS[id(function)] = found
+    return found[1]
+
+
+_LOCALS: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+
+
+def _function_locals_uncached(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     bound: set[str] = set()
     declared: set[str] = set()
     stack: list[ast.AST] = list(function.body)
@@ -1381,6 +1395,25 @@ class _Interpreter:
 
 
 def _parse_function(source: object) -> _Function:
+    """The function ``source`` defines, parsed once per text: every row whose chain runs the
+    same setter (a base class's, inherited by dozens of models) interprets the same source,
+    and the interpreter only reads the tree."""
+    if isinstance(source, str):
+        found = _PARSED.get(source)
+        if found is None:
+            found = _parse_function_uncached(source)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[source] = found
+        return found
+    return _parse_function_uncached(source)
+
+
+_PARSED: dict[str, _Function] = {}
+_PARSED_MAX = 1024
+
+
+def _parse_function_uncached(source: object) -> _Function:
     if isinstance(source, str):
         source = textwrap.dedent(source)
     tree = _parse(source, "exec")

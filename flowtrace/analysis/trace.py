@@ -527,8 +527,26 @@ def trace_row(
     project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None
 ) -> TraceResult:
     """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome.
-    ``target_config`` (the target's config.json) resolves holders built from it."""
-    return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+    ``target_config`` (the target's config.json) resolves holders built from it.
+
+    Traced once per project, row and arguments: the rules and the report ask for the same
+    rows at the same L (the result is frozen and depends on nothing else)."""
+    if target_config is not None:
+        return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+    if _TRACES[0] is not project:
+        _TRACES[:] = [project, {}]
+    memo: dict = _TRACES[1]  # type: ignore[assignment]
+    key = (id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
+    found = memo.get(key)
+    if found is None or found[0] is not row:
+        found = (row, _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run())
+        memo[key] = found
+    return found[1]
+
+
+# The last project's traces: [project, {(id(row), ids, L, hidden): (row, result)}] (the row is
+# kept so that its id stays its own).
+_TRACES: list[object] = [None, {}]
 
 
 def parse_ids(text: str) -> list[int] | None:

@@ -114,7 +114,9 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
         from flowtrace.render.scan_json import dumps, scan_document
 
         doc = scan_document(result, findings)
-        doc["report"] = report_extras(result, findings)  # what `flowtrace report --scan` renders
+        # what `flowtrace report --scan` renders; from the memo when nothing changed
+        shown = [(f.file, f.line, f.rule, f.fingerprint, f.message) for f in findings]
+        doc["report"] = outcome.memo.get("report", shown, lambda: report_extras(result, findings)) if outcome.memo else report_extras(result, findings)
         emit(dumps(doc), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)

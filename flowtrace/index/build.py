@@ -26,6 +26,7 @@ How the work flows (every step is there for speed; none changes a fact):
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import os
 import pickle
@@ -124,7 +125,10 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
 # exactly what ``^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)`` (re.M) finds.
 _CLASS_HEAD = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-_CONSTRUCTOR = re.compile(rb"\b([A-Z][A-Za-z0-9_]*)\(")
+# ``\b([A-Z][A-Za-z0-9_]*)\(`` spelled to start with its character class, which the regex
+# engine scans for in C (a leading ``\b`` makes it try every byte): the same matches, the
+# look-behind standing for the word boundary, in two thirds of the time over a whole tree.
+_CONSTRUCTOR = re.compile(rb"([A-Z](?<![A-Za-z0-9_][A-Z])[A-Za-z0-9_]*)\(")
 
 
 def mentions(data: bytes) -> frozenset[str]:
@@ -358,6 +362,7 @@ class _IndexRun:
         self.selected: set[str] = set()
         self.to_dispatch: deque[str] = deque()
         self.keys: dict[str, str] = {}
+        self.parsed_digests: dict[str, str] = {}  # content hash of what each parse read
         self.parsed = self.cached = 0
         jobs = options.jobs if options.jobs is not None else available_cores()
         self.parser = _Parser(self.conv, (options.max_bytes, options.timeout_s), jobs)
@@ -411,6 +416,7 @@ class _IndexRun:
             return
         facts = pickle.loads(payload)  # type: ignore[arg-type]
         self.parsed += 1
+        self.parsed_digests[path] = digest
         self.accept(path, facts)
         if self.cache is not None:
             self._store(path, digest, facts, payload)  # type: ignore[arg-type]
@@ -517,4 +523,18 @@ class _IndexRun:
             parse_errors=errors,
             seconds=round(time.perf_counter() - self.started, 3),
         )
-        return F.IndexResult(root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles))
+        return F.IndexResult(
+            root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles),
+            fingerprint=self.fingerprint(diagnostics),
+        )
+
+    def fingerprint(self, diagnostics: list[F.Diagnostic]) -> str:
+        """The index's inputs (see :attr:`IndexResult.fingerprint`); empty without a cache,
+        or when a file was parsed from other bytes than it was classified by."""
+        if self.cache is None or any(self.states[p].digest != d for p, d in self.parsed_digests.items()):
+            return ""
+        h = hashlib.sha256(f"{self.cache.salt}\0{self.root.resolve()}\0{sorted(self.results)}\0{diagnostics}\n".encode())
+        for path in sorted(self.states):
+            state = self.states[path]
+            h.update(f"{path}\0{state.digest}\0{state.verdict}\n".encode())
+        return h.hexdigest()

@@ -195,11 +195,34 @@ def _create_key(path: Path) -> None:
     except OSError:
         pass
     finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _discard(tmp)
+
+
+def _discard(tmp: str | None) -> None:
+    """Remove a temp file a write left behind (if any)."""
+    if tmp is not None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def atomic_write(target: Path, data: bytes) -> bool:
+    """Write ``data`` to a temp file beside ``target`` and rename it into place, so that a
+    concurrent reader sees the old file or the new one, never half; False when it failed."""
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        _discard(tmp)
 
 
 class _FactUnpickler(pickle.Unpickler):
@@ -365,19 +388,5 @@ class FactCache:
             pass
 
     def _atomic_write(self, target: Path, data: bytes) -> None:
-        tmp = None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, target)
-            tmp = None
-        except OSError:
+        if not atomic_write(target, data):
             self.usable = False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass

@@ -688,14 +688,7 @@ def _assignments(statements: list, tests: tuple) -> list[tuple[cst.Assign, tuple
 
 
 def _attributes(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class _V(FastVisitor):
-        def visit_Attribute(self, n: cst.Attribute) -> None:
-            found.append(n.attr.value)
-
-    _V().walk(node)
-    return found
+    return [n.attr.value for n in iter_nodes(node) if type(n) is cst.Attribute]
 
 
 def _depends_on_residual(expr: cst.BaseExpression, bound: dict[str, cst.BaseExpression], depth: int = 0) -> bool:

@@ -222,10 +222,18 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileFacts:
+def _sources_wanted(path: str, conv: Conventions) -> bool:
+    """Whether :func:`_with_sources` reads this file's stdlib tree."""
+    from flowtrace.index import config_sources
+
+    return config_sources.wanted(conv) or any(path.endswith(d) for d in conv.dict_files)
+
+
+def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: object = None) -> F.FileFacts:
     """Add the setter-less facts (config attributes, builders, hooks) when a profile asks, and
     the registrations the class table also reads (``NAME.update({...})``, ``@register("X")``),
-    so both tiers agree on a file's registry."""
+    so both tiers agree on a file's registry. ``tree``: the pre-screen's stdlib tree of the
+    same bytes (read-only), so the file is not parsed a third time."""
     import ast
     import dataclasses
 
@@ -234,10 +242,12 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions) -> F.FileF
     dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
     if not (config_sources.wanted(conv) or dict_file):
         return facts
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return facts
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return facts
+    assert isinstance(tree, ast.Module)
     registered: list[F.RegistryFact] = []
     if dict_file:
         import re
@@ -289,6 +299,7 @@ def analyze_bytes(
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
         cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
         returns = module_facts(path, modname, tree)  # type: ignore[arg-type]  # on the screened tree: no second parse
+        kept = tree if _sources_wanted(path, conv) else None
         del tree, imports
     old_limit = sys.getrecursionlimit()
     try:
@@ -303,7 +314,7 @@ def analyze_bytes(
             facts = FileAnalyzer(path, source, module, conv).facts()
             facts = dataclasses.replace(facts, output_uses=returns[0], return_shapes=returns[1], flag_defaults=returns[2])
             del module
-            return _with_sources(facts, source, conv)
+            return _with_sources(facts, source, conv, kept)
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))
     except RecursionError:

@@ -97,19 +97,21 @@ def rebound_unconditionally(loop: cst.For, before, positions) -> set[str]:
     """Names the loop body binds on every path before position ``before`` (top-level
     statements and ``with`` / ``try`` bodies; not inside an ``if``)."""
     out: set[str] = set()
-
-    def visit(statements: list) -> None:
-        for stmt in statements:
-            start = positions[stmt].start
-            if (start.line, start.column) >= (before.line, before.column):
-                return
-            if isinstance(stmt, (cst.With, cst.Try)):
-                visit(body_statements(stmt.body))
-            else:
-                out.update(_bound_names(stmt))
-
-    visit(body_statements(loop.body))
+    _rebound_into(body_statements(loop.body), before, positions, out)
     return out
+
+
+def _rebound_into(statements: list, before, positions, out: set[str]) -> None:  # noqa: ANN001
+    """:func:`rebound_unconditionally`'s recursion (module level: a nested recursive function
+    would hold ``positions``, so the whole tree, in a reference cycle)."""
+    for stmt in statements:
+        start = positions[stmt].start
+        if (start.line, start.column) >= (before.line, before.column):
+            return
+        if isinstance(stmt, (cst.With, cst.Try)):
+            _rebound_into(body_statements(stmt.body), before, positions, out)
+        else:
+            out.update(_bound_names(stmt))
 
 
 def unguarded_operand(expr: cst.CSTNode, names: set[str], bound: dict[str, cst.BaseExpression], depth: int = 0) -> str | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import libcst as cst
 
 
@@ -55,23 +58,25 @@ def walk_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
     """Every small and compound statement under ``body`` in source order, without
     descending into nested functions or classes (their bodies are not this function's)."""
     ordered: list[cst.CSTNode] = []
-
-    def visit(node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return
-        if isinstance(node, cst.SimpleStatementLine):
-            ordered.extend(node.body)
-            return
-        if isinstance(node, cst.BaseCompoundStatement):
-            ordered.append(node)
-        for child in child_nodes(node):
-            if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally, cst.If, cst.SimpleStatementLine)):
-                visit(child)
-            elif isinstance(child, cst.BaseSmallStatement):
-                ordered.append(child)
-
-    visit(body)
+    _statements_into(body, ordered)
     return ordered
+
+
+def _statements_into(node: cst.CSTNode, ordered: list[cst.CSTNode]) -> None:
+    """:func:`walk_statements`' recursion, at module level: a nested recursive function is a
+    reference cycle that would keep the statements (and the tree) alive until the cyclic GC."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return
+    if isinstance(node, cst.SimpleStatementLine):
+        ordered.extend(node.body)
+        return
+    if isinstance(node, cst.BaseCompoundStatement):
+        ordered.append(node)
+    for child in child_nodes(node):
+        if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally, cst.If, cst.SimpleStatementLine)):
+            _statements_into(child, ordered)
+        elif isinstance(child, cst.BaseSmallStatement):
+            ordered.append(child)
 
 
 def body_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement | cst.BaseSmallStatement]:
@@ -151,6 +156,18 @@ def iter_nodes(node: cst.CSTNode, *, into_functions: bool = True):
         children = child_nodes(current)
         children.reverse()
         stack.extend(children)
+
+
+def visit_each(node: cst.CSTNode, handlers: dict[type, Callable[[Any], None]]) -> None:
+    """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order (what a
+    :class:`FastVisitor` with only ``visit_`` methods does). For one-off walks inside a
+    function: a visitor class made per call is a reference cycle with its closures, which
+    keeps the nodes they reach (often the whole tree) alive until the cyclic GC runs."""
+    get = handlers.get
+    for current in iter_nodes(node):
+        handler = get(type(current))
+        if handler is not None:
+            handler(current)
 
 
 class _Position:
@@ -235,6 +252,52 @@ def _fast_parenthesize(self, state):  # noqa: ANN001
     return _Parenthesize(self, state)
 
 
+_STATE_CLASS: list[type] = []
+
+
+def _state_class() -> type:
+    """The code generator's state that only logs (built once: a class made per file would
+    hold the file's log, so its whole tree, in a reference cycle until the cyclic GC ran)."""
+    if _STATE_CLASS:
+        return _STATE_CLASS[0]
+    from libcst._nodes.internal import CodegenState
+
+    class _LoggingState(CodegenState):  # type: ignore[misc]
+        def __init__(self, module: cst.Module, log: list) -> None:
+            super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+            push = log.append
+            # instance attributes shadow the methods: one C call per token and node
+            self.add_token = push  # type: ignore[method-assign, assignment]
+            self.before_codegen = push  # type: ignore[method-assign, assignment]
+            self.after_codegen = push  # type: ignore[method-assign, assignment]
+            self._log = log
+            self._region_context = _RegionContext(push)
+
+        def add_indent_tokens(self) -> None:
+            self._log.extend(self.indent_tokens)
+
+        def pop_trailing_newline(self) -> None:
+            pass
+
+        def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # noqa: ANN001
+            self._log.append(_Region(node, start_node, end_node))
+            return self._region_context
+
+    _STATE_CLASS.append(_LoggingState)
+    return _LoggingState
+
+
+# Nodes that are only whitespace or comments: no fact asks where they are, and they are a
+# third of what the code generation logs, so it generates them without logging them
+# (``Positions[node]`` raises KeyError for them; their text still moves the lines on).
+UNPOSITIONED: tuple[type[cst.CSTNode], ...] = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment)
+
+
+def _unlogged_codegen(self, state, **kwargs) -> None:  # noqa: ANN001, ANN003
+    """``CSTNode._codegen`` without ``before_codegen`` / ``after_codegen``."""
+    self._codegen_impl(state, **kwargs)
+
+
 class Positions:
     """Syntactic line/column ranges of every node, like libcst's PositionProvider, at a
     fraction of its cost: one code generation that tracks lines with plain tuples."""
@@ -243,37 +306,20 @@ class Positions:
         import threading
 
         from libcst._nodes.expression import _BaseParenthesizedNode
-        from libcst._nodes.internal import CodegenState
 
         log: list = []
-        push = log.append
-
-        class _State(CodegenState):  # type: ignore[misc]
-            def __init__(self) -> None:
-                super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-                # instance attributes shadow the methods: one C call per token and node
-                self.add_token = push  # type: ignore[method-assign, assignment]
-                self.before_codegen = push  # type: ignore[method-assign, assignment]
-                self.after_codegen = push  # type: ignore[method-assign, assignment]
-                self._region_context = _RegionContext(push)
-
-            def add_indent_tokens(self) -> None:
-                log.extend(self.indent_tokens)
-
-            def pop_trailing_newline(self) -> None:
-                pass
-
-            def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # noqa: ANN001
-                push(_Region(node, start_node, end_node))
-                return self._region_context
-
         original = _BaseParenthesizedNode.__dict__.get("_parenthesize")
         patch = original is not None and threading.current_thread() is threading.main_thread()
+        quiet = [k for k in UNPOSITIONED if "_codegen" not in k.__dict__] if patch else []
         if patch:
             _BaseParenthesizedNode._parenthesize = _fast_parenthesize  # type: ignore[method-assign]
+        for kind in quiet:
+            kind._codegen = _unlogged_codegen  # type: ignore[method-assign, assignment]
         try:
-            module._codegen(_State())
+            module._codegen(_state_class()(module, log))
         finally:
+            for kind in quiet:
+                del kind._codegen  # back to CSTNode's
             if patch:
                 _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign, assignment]
 

@@ -20,7 +20,7 @@ from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
 from flowtrace.index.stream_facts import function_facts, self_calls
-from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, walk_statements
+from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
@@ -378,25 +378,24 @@ class FileAnalyzer:
                 if callee:
                     out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, value)))
 
-        class _V(FastVisitor):
-            def visit_Assign(self, node: cst.Assign) -> None:
-                for target in node.targets:
-                    assigned(node, target.target, node.value)
+        def visit_assign(node: cst.Assign) -> None:
+            for target in node.targets:
+                assigned(node, target.target, node.value)
 
-            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-                # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
-                if node.value is not None:
-                    assigned(node, node.target, node.value)
+        def visit_ann_assign(node: cst.AnnAssign) -> None:
+            # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
+            if node.value is not None:
+                assigned(node, node.target, node.value)
 
-            def visit_Call(self, node: cst.Call) -> None:
-                name = dotted(node.func)
-                if name and name.split(".")[-1][:1].isupper():
-                    mention(name, node)
+        def visit_call(node: cst.Call) -> None:
+            name = dotted(node.func)
+            if name and name.split(".")[-1][:1].isupper():
+                mention(name, node)
 
-            def visit_Name(self, node: cst.Name) -> None:
-                # a class referenced without being called: `decoder_layer_type or FooLayer`
-                if node.value[:1].isupper() and node.value in analyzer.local_classes:
-                    mention(node.value, node)
+        def visit_name(node: cst.Name) -> None:
+            # a class referenced without being called: `decoder_layer_type or FooLayer`
+            if node.value[:1].isupper() and node.value in analyzer.local_classes:
+                mention(node.value, node)
 
         seen: set[str] = set()
 
@@ -406,7 +405,7 @@ class FileAnalyzer:
                 seen.add(resolved)
                 out.append(F.AttributeAssignment("*", resolved, analyzer.line(node)))
 
-        _V().walk(init.body)
+        visit_each(init.body, {cst.Assign: visit_assign, cst.AnnAssign: visit_ann_assign, cst.Call: visit_call, cst.Name: visit_name})
         # classes handed in as parameter defaults: def __init__(..., layer_type=FooLayer)
         for param in init.params.params + init.params.kwonly_params:
             default = dotted(param.default) if param.default is not None else None
@@ -517,17 +516,16 @@ class FileAnalyzer:
         function = f"{info.name}.{fn.name.value}"
         written: set[int] = set()
 
-        class _V(FastVisitor):
-            def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-                if isinstance(node.target, cst.Attribute) and node.target.attr.value in watched:
-                    written.add(id(node.target))
-                    out.append(F.AttributeUseFact(info.qualname, function, node.target.attr.value, "write", analyzer.loc(node)))
+        def visit_assign_target(node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Attribute) and node.target.attr.value in watched:
+                written.add(id(node.target))
+                out.append(F.AttributeUseFact(info.qualname, function, node.target.attr.value, "write", analyzer.loc(node)))
 
-            def visit_Attribute(self, node: cst.Attribute) -> None:
-                if node.attr.value in watched and id(node) not in written:
-                    out.append(F.AttributeUseFact(info.qualname, function, node.attr.value, "read", analyzer.loc(node)))
+        def visit_attribute(node: cst.Attribute) -> None:
+            if node.attr.value in watched and id(node) not in written:
+                out.append(F.AttributeUseFact(info.qualname, function, node.attr.value, "read", analyzer.loc(node)))
 
-        _V().walk(fn.body)
+        visit_each(fn.body, {cst.AssignTarget: visit_assign_target, cst.Attribute: visit_attribute})
         return out
 
     def callback_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.CallbackUse]:
@@ -539,23 +537,22 @@ class FileAnalyzer:
         names = {p.name.value for p in params}
         analyzer = self
 
-        class _V(FastVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                func = dotted(node.func)
-                pos = analyzer.positions[node].start
-                args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
-                if func and func.startswith("self.") and func.count(".") == 1:
-                    events.append((pos.line, pos.column, "compute", func, ()))
-                if isinstance(node.func, cst.Name) and node.func.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
-                elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
-                    events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
-                for arg in node.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value in names:
-                        p = analyzer.positions[arg].start
-                        events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
+        def visit_call(node: cst.Call) -> None:
+            func = dotted(node.func)
+            pos = analyzer.positions[node].start
+            args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
+            if func and func.startswith("self.") and func.count(".") == 1:
+                events.append((pos.line, pos.column, "compute", func, ()))
+            if isinstance(node.func, cst.Name) and node.func.value in names:
+                events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
+            elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
+                events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
+            for arg in node.args:
+                if isinstance(arg.value, cst.Name) and arg.value.value in names:
+                    p = analyzer.positions[arg].start
+                    events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
 
-        _V().walk(fn.body)
+        visit_each(fn.body, {cst.Call: visit_call})
         events.sort()
         out: list[F.CallbackUse] = []
         for name in sorted(names):

@@ -22,7 +22,7 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
@@ -32,6 +32,7 @@ from flowtrace.checks.selection import SelectionLayer, resolve_selection, specif
 from flowtrace.model.facts import Location
 from flowtrace.lint.display_paths import read_source
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
+from flowtrace.lint.memo import ResultMemo
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
@@ -128,6 +129,7 @@ class CheckOutcome:
     suppressed_baseline: int = 0
     ignored_per_file: int = 0
     baseline_written: Path | None = None
+    memo: ResultMemo | None = field(default=None, compare=False, repr=False)  # for the report, when the scan used a cache
 
     @property
     def counts(self) -> dict[str, int]:
@@ -240,7 +242,12 @@ def run_check(
     enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))
-    raw = [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
+    memo = _memo(result, options, (rule_run, tuple(sorted(enabled)), pfi_entries))
+
+    def rules() -> list[Finding]:
+        return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
+
+    raw = memo.get("rules", (), rules) if memo is not None else rules()
 
     # per-file-ignores
     kept: list[Finding] = []
@@ -252,7 +259,8 @@ def run_check(
             kept.append(f)
 
     # inline suppressions
-    comments = collect_suppressions(result, {f.file for f in kept})
+    files = {f.file for f in kept}
+    comments = memo.get("suppressions", sorted(files), lambda: collect_suppressions(result, files)) if memo is not None else collect_suppressions(result, files)
     used: dict[tuple[str, int], set[str]] = defaultdict(set)
     reported: list[Finding] = []
     suppressed_inline = 0
@@ -304,7 +312,23 @@ def run_check(
         suppressed_baseline=suppressed_baseline,
         ignored_per_file=ignored_per_file,
         baseline_written=written,
+        memo=memo,
     )
+
+
+def _memo(result: ScanResult, options, shape: object) -> ResultMemo | None:  # noqa: ANN001
+    """This root's memo of derived answers, when the scan used the fact cache and every rule
+    is flowtrace's own (a rule defined elsewhere, a plugin's or a test's, is not in the code
+    digest that keys the memo)."""
+    from flowtrace.checks.base import Rule
+
+    if not options.use_cache or not result.index.fingerprint:
+        return None
+    if any(not rule.__module__.startswith("flowtrace.") for rule in Rule.registry.values()):
+        return None
+    from flowtrace.index.cache import default_cache_dir
+
+    return ResultMemo.open(options.cache_dir or default_cache_dir(result.root), result.root, result.index.fingerprint, shape)
 
 
 def _require_engine_code(result: ScanResult, source: str) -> None:

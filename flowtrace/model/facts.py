@@ -526,6 +526,10 @@ class IndexResult:
     diagnostics: tuple[Diagnostic, ...]
     stats: IndexStats
     profiles: tuple[str, ...] = field(default=())
+    # What the index was built from, when it used the fact cache: the cache salt (format,
+    # version, analyser, profiles) and every discovered file's content hash. Two indexes with
+    # the same fingerprint hold the same facts, so later stages may reuse what they derived.
+    fingerprint: str = ""
 
 
 # -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as
