@@ -167,7 +167,7 @@ def test_fixed_slot_collector_raises_on_count_mismatch(sglang_scan):
         ("RhoForCausalLM", "-1,2,30", "raises", 1),
         ("RhoForCausalLM", "1,2,30", "captures", 0),
         ("NuForCausalLM", "0,2", "raises", 1),
-        ("PlainForCausalLM", "1", "captures_nothing", 1),
+        ("PlainForCausalLM", "1", "raises", 1),  # the runner calls the setter unguarded (model_runner.py:16)
     ],
 )
 def test_trace_json_outcome_and_exit_code(model, ids, outcome, code):

@@ -160,3 +160,18 @@ def test_dynamic_holder_is_a_conditional_node(vllm_scan):
     assert (holder["holder_kind"], holder["depends_on"], holder["holder"]) == ("dynamic", "text_config.architectures", "")
     assert (holder["file"], holder["line"]) == ("vllm/model_executor/models/llava_like.py", 25)
     assert not [n for n in sub if sub.nodes[n]["link"] == "site"]  # the site is the target config's class's
+
+
+def test_dropped_return_ends_the_path_at_its_own_node(sglang_scan):
+    """mu.py: MuForCausalLM builds AlphaModel (alpha.py's capturing loop) but its setter never
+    sets capture_aux_hidden_states (False at mu.py:12), so forward returns `out[0]` at mu.py:18:
+    the return link is flag_never_set there and the path reaches no concatenation; AlphaForCausalLM,
+    sharing the same capturing loop, still reaches the draft's concat."""
+    g = sglang_scan.graph
+    mu = graphs.model_subgraph(g, sglang_scan.project.row("MuForCausalLM").qualname)
+    (ret,) = [n for n in mu if mu.nodes[n]["link"] == "return"]
+    assert (mu.nodes[ret]["return_kind"], mu.nodes[ret]["file"], mu.nodes[ret]["line"]) == ("flag_never_set", "sglang/srt/models/mu.py", 18)
+    assert not [n for n in mu if mu.nodes[n]["link"] in ("concat", "fc")]
+    alpha = graphs.model_subgraph(g, sglang_scan.project.row("AlphaForCausalLM").qualname)
+    assert any(alpha.nodes[n]["link"] == "concat" for n in alpha)
+    assert {n for n in mu if mu.nodes[n]["link"] == "site"} == {n for n in alpha if alpha.nodes[n]["link"] == "site"}

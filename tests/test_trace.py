@@ -88,3 +88,93 @@ def test_trace_cli_json_and_exit_codes(tmp_path):
     cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 16, "hidden_size": 8}))
     via_config = runner.invoke(main, ["trace", str(VLLM_LIKE), "-m", "LlamaForCausalLM", "--target-config", str(cfg), "--format", "json", "--no-cache"])
     assert json.loads(via_config.stdout)["boundaries"] == [2, 8, 13]
+
+
+# -- a registered target without the setter: what the runner does with it -----------------------
+
+RUNNER = "sglang/srt/model_executor/model_runner.py"
+
+
+def test_unguarded_runner_call_raises_for_a_target_without_the_setter(sglang_scan):
+    # model_runner.py:16 calls self.model.set_eagle3_layers_to_capture(...) with no model test
+    # before it; plain.py's PlainForCausalLM has no such method
+    traced = api.trace(sglang_scan, "PlainForCausalLM", [1, 2], L)
+    assert traced.outcome == "raises" and str(traced.raises_at) == f"{RUNNER}:16"
+    assert "AttributeError" in traced.reason and traced.boundaries is None
+    # a target with the setter passes the same call: the runner is no step of its trace
+    alpha = api.trace(sglang_scan, "AlphaForCausalLM", [-1, 2, 30], L)
+    assert alpha.outcome == "captures" and all(s.kind != "runner" for s in alpha.steps)
+
+
+def test_interface_check_through_a_predicate_raises_at_the_check(vllm_scan):
+    # vllm_like/v1/worker/model_runner.py:18-19 `if not supports_eagle3(self.model): raise`,
+    # supports_eagle3 = isinstance(model, SupportsEagle3) (interfaces.py); plainlm.py does not
+    # declare it
+    traced = api.trace(vllm_scan, "PlainLMForCausalLM", [1, 2], L)
+    assert traced.outcome == "raises" and str(traced.raises_at) == "vllm/v1/worker/model_runner.py:19"
+    assert "SupportsEagle3" in traced.reason
+    assert api.trace(vllm_scan, "LlamaForCausalLM", [0, 2, 32], L).outcome == "captures"
+
+
+_GUARDED_RUNNERS = {
+    # hasattr test around the call, a warning otherwise: the target is skipped, nothing captured
+    "warns": (
+        "class ModelRunner:\n"
+        "    def __init__(self, model, ids=None):\n"
+        "        self.model, self.ids = model, ids\n"
+        "\n"
+        "    def init_capture(self):\n"
+        "        if hasattr(self.model, 'set_eagle3_layers_to_capture'):\n"
+        "            self.model.set_eagle3_layers_to_capture(self.ids)\n"
+        "        else:\n"
+        "            print('no aux hidden states')\n",
+        "captures_nothing", None,
+    ),
+    # negated hasattr test that returns early: skipped as well
+    "returns": (
+        "def configure(model, ids):\n"
+        "    if not hasattr(model, 'set_eagle3_layers_to_capture'):\n"
+        "        return\n"
+        "    model.set_eagle3_layers_to_capture(ids)\n",
+        "captures_nothing", None,
+    ),
+    # negated hasattr test that raises: the run ends at the raise (line 3), not at the call
+    "refuses": (
+        "def configure(model, ids):\n"
+        "    if not hasattr(model, 'set_eagle3_layers_to_capture'):\n"
+        "        raise ValueError('the model cannot capture')\n"
+        "    model.set_eagle3_layers_to_capture(ids)\n",
+        "raises", 3,
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(_GUARDED_RUNNERS))
+def test_guarded_runner_call_is_decided_per_call_site(tmp_path, variant):
+    import shutil
+
+    from flowtrace.index.build import IndexOptions
+
+    source, outcome, line = _GUARDED_RUNNERS[variant]
+    tree = tmp_path / "engine"
+    shutil.copytree(SGLANG_LIKE, tree)
+    (tree / RUNNER).write_text(source)
+    scan = api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+    traced = api.trace(scan, "PlainForCausalLM", [1, 2], L)
+    assert traced.outcome == outcome, traced.reason
+    assert (str(traced.raises_at) if traced.raises_at else None) == (f"{RUNNER}:{line}" if line else None)
+    if outcome == "captures_nothing":  # the guarded site is still shown, without a raise
+        assert [s.kind for s in traced.steps] == ["runner"] and "skips" in traced.steps[0].text
+
+
+def test_layer_flag_setter_wraps_negative_ids_and_raises_past_the_stack():
+    # layer_flag.py: setattr(self.layers[i], flag, True) (l.18), read back before layer i (l.25,
+    # b=i), ids unchanged: -1 marks layer L-1 (Python list indexing), 32 is past the stack
+    from flowtrace.index.build import IndexOptions
+    from fixture_paths import FIXTURES
+
+    shapes = FIXTURES.parent.parent / "probe" / "agreement_engines" / "shapes"
+    scan = api.scan(shapes, options=IndexOptions(use_cache=False, jobs=1))
+    assert api.trace(scan, "FlagForCausalLM", [-1, 2, 30], L).boundaries == (2, 30, 31)
+    past = api.trace(scan, "FlagForCausalLM", [0, 2, 32], L)
+    assert past.outcome == "raises" and str(past.raises_at).endswith("models/layer_flag.py:18")

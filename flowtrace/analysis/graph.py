@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from flowtrace.model import facts as F
 from flowtrace.model.links import CaptureChain
 
 if TYPE_CHECKING:
+    import networkx as nx  # imported where a graph is built or written: a warm scan whose answers
+    # come from the memo never needs it (about a tenth of a second of start-up)
+
     from flowtrace.analysis.resolve import ModelRow, Project
 
 KINDS = ("config", "model", "setter", "attribute", "loop", "container", "slots", "return", "concat", "fc")
@@ -61,6 +62,8 @@ def _text(value: object) -> str:
 
 def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.MultiDiGraph:
     """The repo graph: the draft side (fc, config reads, concatenations), then each row's chain."""
+    import networkx as nx
+
     g = nx.MultiDiGraph()
     config_nodes = [_node(g, f"config:{k}", "config", k) for k in engine_keys or project.conv.layer_id_keys]
     _draft_side(g, project)
@@ -203,6 +206,8 @@ def models_without_site(g: nx.MultiDiGraph) -> set[str]:
 def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:
     """One model's path: the edges tagged with that model, plus untagged edges (draft side)
     reachable from them. Other models' parallel edges are left out."""
+    import networkx as nx
+
     sub = nx.MultiDiGraph()
     for u, v, key, data in g.edges(keys=True, data=True):
         if data.get("model") == qualname:
@@ -221,6 +226,8 @@ def model_subgraph(g: nx.MultiDiGraph, qualname: str) -> nx.MultiDiGraph:
 
 
 def to_json(g: nx.MultiDiGraph) -> str:
+    import networkx as nx
+
     data = nx.node_link_data(g, edges="links")
     data["nodes"] = sorted(data["nodes"], key=lambda n: n["id"])
     data["links"] = sorted(data["links"], key=lambda e: (e["source"], e["target"], e.get("label", ""), e.get("key", 0)))
@@ -228,6 +235,8 @@ def to_json(g: nx.MultiDiGraph) -> str:
 
 
 def to_graphml(g: nx.MultiDiGraph) -> str:
+    import networkx as nx
+
     return "\n".join(nx.generate_graphml(g, prettyprint=True)) + "\n"
 
 

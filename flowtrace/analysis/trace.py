@@ -21,6 +21,7 @@ from typing import NoReturn
 from flowtrace.model import facts as F
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.model.links import NOT_BREAKING, CaptureChain, SiteLink, TransformLink
 
 
@@ -220,7 +221,7 @@ class _Tracer:
         chain = self.row.chain
         try:
             if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
-                self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
+                self.setterless_phase()
             self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
             if chain.holder is not None and chain.holder.depends_on:
                 chain = self.bind_dynamic(chain)
@@ -238,6 +239,18 @@ class _Tracer:
         except _Stop:
             pass
         return self.result()
+
+    # -- no setter: what the runner does with the class ---------------------------------
+    def setterless_phase(self) -> NoReturn:
+        """A class without the setter captures nothing only if the runner lets it: an unguarded
+        call of the entry setter, or a check that raises, ends the run there (per call site)."""
+        verdicts = runner_verdicts(self.project, self.row.qualname)
+        for v in verdicts:
+            self.steps.append(TraceStep("runner", v.text, v.call.raises_at if v.raises else v.call.location))
+        raising = next((v for v in verdicts if v.raises), None)
+        if raising is not None:
+            self.end(F.Outcome.RAISES, raising.text, raising.call.raises_at)
+        self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
 
     # -- link 3 first when the holder is built from the target config ----------------
     def bind_dynamic(self, chain: CaptureChain) -> CaptureChain:
@@ -428,6 +441,7 @@ class _Tracer:
         if site.last_layer_capturable:
             reachable.add(L)
         boundaries: set[int] = set()
+        self.wrap_flagged(site)
         for i in self.indices or ():
             b = i + offset
             if b in reachable:
@@ -449,6 +463,20 @@ class _Tracer:
             self.boundaries = tuple(sorted(boundaries))
         if concat is not None and concat.last_layer_at is not None and L in boundaries:
             self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", concat.last_layer_at))
+
+    def wrap_flagged(self, site: SiteLink) -> None:
+        """A site that reads a per-layer flag (``getattr(layer, "<flag>", False)``) instead of
+        the capture attribute: the setter marked ``self.layers[i]``, and Python indexes a list
+        from the end for ``-L <= i < 0``, so such an id marks layer ``L + i`` (ids >= L raised
+        in the setter already)."""
+        if not site.attribute or site.attribute in self.project.conv.attributes or not self.indices:
+            return
+        L = self.L
+        wrapped = tuple(i + L if -L <= i < 0 else i for i in self.indices)
+        if wrapped != self.indices:
+            moved = ", ".join(f"{i} -> {i + L}" for i in self.indices if -L <= i < 0)
+            self.steps.append(TraceStep("attribute", f"the loop reads the layer flag {site.attribute!r}: negative ids mark the layer counted from the end ({moved})", site.location))
+            self.indices = wrapped
 
     # -- link 5: stream semantics ---------------------------------------------------------
     def stream_phase(self, chain: CaptureChain) -> None:

@@ -285,6 +285,7 @@ def analyze_bytes(
     import libcst as cst
 
     from flowtrace.index.returns import module_facts
+    from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
 
@@ -299,6 +300,7 @@ def analyze_bytes(
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
         cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
         returns = module_facts(path, modname, tree)  # type: ignore[arg-type]  # on the screened tree: no second parse
+        runner = runner_facts(path, data, tree, conv)  # type: ignore[arg-type]  # an ast.Module: no problem above
         kept = tree if _sources_wanted(path, conv) else None
         del tree, imports
     old_limit = sys.getrecursionlimit()
@@ -314,6 +316,8 @@ def analyze_bytes(
             facts = FileAnalyzer(path, source, module, conv).facts()
             facts = dataclasses.replace(facts, output_uses=returns[0], return_shapes=returns[1], flag_defaults=returns[2])
             del module
+            if runner[0] or runner[1]:
+                facts = dataclasses.replace(facts, entry_calls=runner[0], interface_predicates=runner[1])
             return _with_sources(facts, source, conv, kept)
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))

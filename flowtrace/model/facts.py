@@ -231,6 +231,43 @@ class RaiseCheck:
     location: Location
 
 
+class EntryGuard(Word):
+    """What a runner does, at one call of the entry setter, with a model that lacks it."""
+
+    NONE = "none"  # the call is unguarded: AttributeError at the call
+    RAISES = "raises"  # a check before the call raises (``if not hasattr(m, s): raise``)
+    SKIPS = "skips"  # the call is skipped or only warned about: nothing is captured
+
+
+@dataclass(frozen=True, slots=True)
+class EntryCallFact:
+    """A call of an entry setter outside every setter: the engine's runner handing the draft's
+    ids to the model (``self.model.set_x(ids)``), with the check that guards it, if any.
+
+    ``requires`` is what the check tests, ``method:<name>`` (``hasattr``), ``interface:<name>``
+    (``isinstance``) or ``predicate:<function>`` (``supports_x(model)``, resolved against
+    :class:`InterfacePredicate`); empty when unguarded. ``raises_at`` is where a model that
+    fails it raises: the guard's raise statement, or the call itself when unguarded."""
+
+    function: str
+    method: str
+    location: Location
+    guard: EntryGuard
+    requires: str = ""
+    condition: str = ""
+    raises_at: Location | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InterfacePredicate:
+    """A module-level ``def f(model): return isinstance(model, Interface)``: a runner's
+    ``if not f(model): raise`` is an interface check."""
+
+    name: str
+    interface: str
+    location: Location
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryFact:
     """One registration: an ``EntryClass`` value or an architecture-dict entry."""
@@ -429,6 +466,9 @@ class FileFacts:
     flag_defaults: tuple[FlagDefaultFact, ...] = ()
     # Facts for engines without a setter (flowtrace.index.config_sources); None when none.
     sources: SourceFacts | None = None
+    # Runner calls of the entry setter and interface predicates (flowtrace.index.entry_calls).
+    entry_calls: tuple[EntryCallFact, ...] = ()
+    interface_predicates: tuple[InterfacePredicate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,7 +177,7 @@ class FixtureRunner(nn.Module):
 
     def __init__(self, model: Any, layers: nn.ModuleList | None, setter: str | None,
                  getters: tuple[str, ...], layer_ids: list[int] | None,
-                 build_error: BaseException | None = None) -> None:
+                 build_error: BaseException | None = None, engine_runner: Any = None) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
         if isinstance(model, nn.Module):
@@ -188,10 +188,16 @@ class FixtureRunner(nn.Module):
             self.layers = layers
         self._model, self._setter, self._getters = model, setter, getters
         self._ids, self._configured, self._build_error = layer_ids, False, build_error
+        self._engine_runner = engine_runner  # (class, method): the tree's own runner hands the ids over
 
     def _configure(self) -> None:
         if self._build_error is not None:
             raise self._build_error
+        if self._engine_runner is not None and not self._configured:
+            self._configured = True
+            cls, method = self._engine_runner
+            getattr(cls(self._model, self._ids), method)()  # a model it refuses raises in its code
+            return
         if self._configured or self._setter is None:
             return
         self._configured = True
@@ -312,13 +318,16 @@ def build(root: str, qualname: str, num_layers: int, layer_ids: list[int] | None
           setter: str | None = None, getters: list[str] | tuple[str, ...] = (),
           layers_attribute: str = "layers", builder: list[str] | tuple[str, ...] = (),
           spec_method: list[str] | tuple[str, ...] = (), seed: int = 0,
-          device: Any = None, dtype: Any = None, config: dict | None = None):
+          device: Any = None, dtype: Any = None, config: dict | None = None,
+          runner: list[str] | tuple[str, ...] = ()):
     """Probe factory: (runner, example inputs) for one fixture model class and id set.
 
     ``builder`` = (selector, method) names an engine's config-builder classmethods and
     ``spec_method`` = (keyword, value) the speculative method it is built for: the builder
     selected for the target config runs before the model is built, as the engine does.
-    ``config`` is the target's config.json (:func:`target_config` when not given)."""
+    ``config`` is the target's config.json (:func:`target_config` when not given).
+    ``runner`` = (module, class, method) names the tree's own runner: ``cls(model, ids).method()``
+    hands the ids to the model instead of a direct setter call (its checks are part of the run)."""
     torch.manual_seed(seed)
     module, _, name = qualname.rpartition(".")
     with engine_imports(root, module.split(".")[0]) as load:
@@ -329,12 +338,13 @@ def build(root: str, qualname: str, num_layers: int, layer_ids: list[int] | None
             found = _builder_classes(root, load, builder[0], builder[1])
             error = _run_builder(found, cfg, builder[0], builder[1], tuple(spec_method))
         model = _construct(cls, cfg)
+        engine_runner = (getattr(load(runner[0]), runner[1]), runner[2]) if runner else None
     layers = None
     if not isinstance(model, nn.Module):
         layers = _torch_layers(model, layers_attribute, {qualname.split(".")[0]}, qualname)
-    runner = FixtureRunner(model, layers, setter, tuple(getters), layer_ids, error)
+    fixture = FixtureRunner(model, layers, setter, tuple(getters), layer_ids, error, engine_runner)
     ids = torch.randint(0, VOCAB, (TOKENS,), generator=torch.Generator().manual_seed(seed))
-    return runner, {"input_ids": ids}
+    return fixture, {"input_ids": ids}
 
 
 def _torch_layers(model: Any, attr: str, packages: set[str], qualname: str) -> nn.ModuleList:

@@ -54,6 +54,13 @@ TEXT_ARCHITECTURE = {
     ("vllm_like", "LlavaLikeForConditionalGeneration"): "LlamaForCausalLM",  # llava_like.py:4-6
 }
 
+# Trees with their own runner module, which hands the ids to the model (module, class, method),
+# from reading each: the run goes through it, so its checks are part of the run.
+RUNNERS = {
+    "sglang_like": ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_aux_hidden_state_capture"),
+    "vllm_like": ("vllm.v1.worker.model_runner", "ModelRunner", "setup_aux_hidden_state_outputs"),
+}
+
 # Models whose stand-in code cannot run as torch code, with why: (tree, model) -> reason
 # (skipped, counted in the note).
 UNRUNNABLE = {
@@ -96,6 +103,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "default": ("captures", (2, 4, 5)), "specforge": ("captures", (4, 5)),
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
         "unsorted": ("captures", (3, 6)),
+    },
+    "FlagForCausalLM": {  # layers[i] flagged, read back before layer i (b=i); ids unchanged; -k marks layer L-k
+        "default": ("captures", (2, 4, 5)), "specforge": ("captures", (3, 4, 7)),
+        "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "layer_flag.py:18"),
+        "unsorted": ("captures", (2, 5, 7)),
     },
     "NoneResidualForCausalLM": {  # hidden + residual before layer i (b=i), residual None at i=0; ids + 1
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "none_residual.py:18"),
@@ -187,6 +199,8 @@ def run_probe(root: Path, row, scan, layer_ids, claim_file: Path | None):
         "setter": row.capture.setter.method if row.capture else None, "getters": getters,
         "config": config_of(root, row),
     }
+    if root.name in RUNNERS:
+        args["runner"] = list(RUNNERS[root.name])
     # an engine whose config builders write the capture attribute (profile data, no names here)
     built = next((p for p in scan.profiles if p.builder_selector and p.builder_method), None)
     if built is not None:
