@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from flowtrace.model import facts as F
-from flowtrace.index.returns import class_facts
+from flowtrace.index.returns import module_facts
 from flowtrace.index.syntax import module_name
 from flowtrace.engines.profiles import Conventions
 
@@ -237,16 +237,6 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
     return fact, loops
 
 
-def _return_facts(node: ast.ClassDef, path: str, qualname: str):
-    """Return-path facts (index/returns.py) from the tree already parsed: lines are the file's."""
-    methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-    def load(name: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int]:
-        return methods[name], 0
-
-    return class_facts(path, qualname, methods, load, lambda method, word: True)
-
-
 def _raise_checks(methods: dict, path: str) -> tuple[F.RaiseCheck, ...]:
     """``if <condition>: raise`` per method, as the libcst tier records them (canonical text)."""
     out = []
@@ -373,18 +363,16 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
     classes: list[F.ClassFact] = []
     loops: list[F.LayerLoopFact] = []
     source = _Source(data, conv.layers_attributes)
-    returns: tuple[list, list, list] = ([], [], [])
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             fact, class_loops = _class_facts(node, names, path, conv, source)
             classes.append(fact)
             loops.extend(class_loops)
-            for into, items in zip(returns, _return_facts(node, path, fact.qualname)):
-                into.extend(items)
+    uses, shapes, flags = module_facts(path, modname, tree)
     return F.FileFacts(
-        output_uses=tuple(returns[0]),
-        return_shapes=tuple(returns[1]),
-        flag_defaults=tuple(returns[2]),
+        output_uses=uses,
+        return_shapes=shapes,
+        flag_defaults=flags,
         layer_loops=tuple(loops),
         path=path,
         module=modname,

@@ -284,6 +284,7 @@ def analyze_bytes(
     :mod:`flowtrace.index.spans`); the analysers read the file's own text either way."""
     import libcst as cst
 
+    from flowtrace.index.returns import module_facts
     from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
@@ -298,6 +299,7 @@ def analyze_bytes(
         if problem is not None:
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
         cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
+        returns = module_facts(path, modname, tree)  # type: ignore[arg-type]  # on the screened tree: no second parse
         runner = runner_facts(path, data, tree, conv)  # type: ignore[arg-type]  # an ast.Module: no problem above
         kept = tree if _sources_wanted(path, conv) else None
         del tree, imports
@@ -312,6 +314,7 @@ def analyze_bytes(
                 return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, exc.raw_line or 0, f"syntax error: {message}", "parse-error"),))
             source = decode(data)
             facts = FileAnalyzer(path, source, module, conv).facts()
+            facts = dataclasses.replace(facts, output_uses=returns[0], return_shapes=returns[1], flag_defaults=returns[2])
             del module
             if runner[0] or runner[1]:
                 facts = dataclasses.replace(facts, entry_calls=runner[0], interface_predicates=runner[1])

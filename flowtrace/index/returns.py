@@ -135,13 +135,6 @@ _Fn = ast.FunctionDef | ast.AsyncFunctionDef
 Loader = Callable[[str], "tuple[_Fn, int] | None"]  # method name -> (its def, line offset)
 
 
-def parse_method(text: str, start_line: int) -> tuple[_Fn, int] | None:
-    """A method's source lines (as the libcst tier slices them) as an ``ast`` def and the
-    offset that turns its line numbers into the file's."""
-    fn = _parse(text)
-    return (fn, start_line - 1) if fn is not None else None
-
-
 def _output_uses(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.OutputUseFact]:
     """How one forward handles its inner model's output, in statement order."""
     walker = _Uses(qualname, function, path, offset)
@@ -252,3 +245,24 @@ def class_facts(path: str, qualname: str, methods: Iterable[str], load: Loader, 
         flags = [F.FlagDefaultFact(qualname, flag, value, F.Location(path, line), tuple(sorted(writers[flag])))
                  for flag, (value, line) in sorted(found.items())]
     return uses, shapes, flags
+
+
+def module_facts(path: str, modname: str, tree: ast.Module):
+    """Return-path facts of every top-level class of a parsed module (lines are the file's):
+    both tiers call this on the stdlib tree they already have."""
+    uses: list[F.OutputUseFact] = []
+    shapes: list[F.ReturnShapeFact] = []
+    flags: list[F.FlagDefaultFact] = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        methods: dict[str, _Fn] = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+        def load(name: str, methods: dict[str, _Fn] = methods) -> tuple[_Fn, int]:
+            return methods[name], 0
+
+        found_uses, found_shapes, found_flags = class_facts(path, f"{modname}.{node.name}", methods, load, lambda method, word: True)
+        uses.extend(found_uses)
+        shapes.extend(found_shapes)
+        flags.extend(found_flags)
+    return tuple(uses), tuple(shapes), tuple(flags)

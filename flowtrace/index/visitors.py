@@ -19,7 +19,6 @@ from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
-from flowtrace.index.returns import class_facts, parse_method
 from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
@@ -209,12 +208,9 @@ class FileAnalyzer:
         callbacks: list[F.CallbackUse] = []
         streams: list[F.StreamFact] = []
         helper_defs: list[F.HelperDefFact] = []
-        returns: tuple[list, list, list] = ([], [], [])
         for info in self.collector.classes:
             loops_before = len(loops)
             classes.append(self.class_fact(info))
-            for into, items in zip(returns, self.return_facts(info)):
-                into.extend(items)
             fcs.extend(self.fc_facts(info))
             for name, fn in info.methods.items():
                 text = self.text_of(fn)
@@ -264,24 +260,8 @@ class FileAnalyzer:
             attribute_uses=tuple(uses),
             callback_uses=tuple(callbacks),
             stream_facts=tuple(streams),
-            output_uses=tuple(returns[0]),
-            return_shapes=tuple(returns[1]),
-            flag_defaults=tuple(returns[2]),
         )
 
-    def return_facts(self, info: _Class):
-        """Return-path facts of one class (index/returns.py), from each method's own lines."""
-        cache: dict[str, object] = {}
-
-        def load(name: str):
-            if name not in cache:
-                fn = info.methods[name]
-                cache[name] = parse_method(self.text_of(fn), self.line(fn))
-            return cache[name]
-
-        return class_facts(self.path, info.qualname, info.methods, load, lambda m, word: word in self.text_of(info.methods[m]))
-
-    # -- classes ---------------------------------------------------------------
     def class_fact(self, info: _Class) -> F.ClassFact:
         bases = []
         for arg in info.node.bases:
