@@ -408,6 +408,24 @@ def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
     assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
 
 
+def test_dict_store_of_what_a_flagged_layer_returns_in_a_helper_method():
+    """flag_returned.py: ``_run_layers`` (a helper the forward calls, line 34) hands
+    ``capture_input=idx in self.layers_to_capture`` to layer idx (line 40); the layer returns
+    its input stream when flagged, through ``fold(..., keep=capture_input)`` before its MLP
+    (line 23); the helper stores it in the caller's dict by idx (line 42); the forward reads it
+    back in config order (line 35). Input point, ids + 1, nothing after the loop."""
+    scan = _shapes_scan()
+    c = scan.project.row("FlagReturnForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.DICT and c.site.callback_parameter == "capture_input"
+    assert c.site.function == "FlagReturnModel._run_layers" and c.site.location.line == 42
+    assert c.point == F.INPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/flag_returned.py:23"]
+    assert c.concat_order == F.ConcatOrder.CONFIG and c.site.post_loop_at is None
+    assert c.stream.kind == F.StreamKind.UNKNOWN  # the stored value is built inside the layer, not in the loop
+    assert c.embedding_capturable is True and not c.last_layer_capturable
+    assert api.trace(scan, "FlagReturnForCausalLM", [5, -1, 2], 8).boundaries == (6, 0, 3)  # config order
+    assert api.trace(scan, "FlagReturnForCausalLM", [1, 3, 7], 8).boundaries == (2, 4)  # b=8 is never stored
+
+
 def test_layers_that_fold_the_residual_record_the_stream():
     """folded_residual.py: each layer returns ``(residual + mlp(h), residual)`` (lines 19-20),
     the loop records the first value alone after layer i (line 33): the stream, not a delta;

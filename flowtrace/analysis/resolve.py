@@ -590,7 +590,8 @@ class Project:
             return None, F.UNKNOWN, "no capture site found", (), None, None
         point, note, evidence = site.point, site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
-        if site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) and site.point == F.UNKNOWN:
+        deferred = site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) or (site.mechanism == F.Mechanism.DICT and site.callback_parameter)
+        if deferred and site.point == F.UNKNOWN:
             decide = self.hook_point if site.mechanism == F.Mechanism.HOOK else self.callback_point
             point, note, evidence = decide(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None

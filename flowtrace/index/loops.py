@@ -112,7 +112,7 @@ class LoopAnalyzer:
         loops = [s for s in statements if isinstance(s, cst.For)]
         if not loops:
             return [], []
-        containers = self.containers(statements)
+        containers = self.containers(statements) | self.dict_parameters()
         self.aliases = self.attribute_aliases(statements)
         self.hook_objects = self.objects_built_from_attribute(statements)
         loop_facts: list[F.LayerLoopFact] = []
@@ -148,6 +148,17 @@ class LoopAnalyzer:
                         out.setdefault(target.value, kind)
                         if isinstance(value, cst.Call):
                             self.built.setdefault(target.value, value)
+        return out
+
+    def dict_parameters(self) -> dict[str, str]:
+        """Parameters annotated ``dict[...]``: a caller's dict handed to a helper method that
+        runs the layers and stores into it by layer."""
+        out: dict[str, str] = {}
+        for param in self.fn.params.params + self.fn.params.kwonly_params:
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            base = annotation.value if isinstance(annotation, cst.Subscript) else annotation
+            if (last_name(base) if base is not None else None) in {"dict", "Dict"}:
+                out[param.name.value] = "dict"
         return out
 
     def attribute_aliases(self, statements: list) -> dict[str, str]:
@@ -429,6 +440,10 @@ class LoopAnalyzer:
                 continue
             label = offset_of(target.slice[0].slice.value, ctx.index)
             attribute = next((a for a in map(self.condition_attribute, tests) if a), None)
+            flagged = self.flagged_output(tests) if attribute is None else None
+            if flagged is not None and flagged[2] == label == 0:  # the point is then relative to layer i itself
+                found.append(self.flagged_dict_site(stmt, target, flagged))
+                continue
             if label is None or attribute is None:
                 continue
             start = pos[stmt].start
@@ -453,6 +468,56 @@ class LoopAnalyzer:
                 )
             )
         return found
+
+    def flagged_output(self, tests: tuple) -> tuple[str, str, int | None] | None:
+        """(attribute, keyword, label) when a test is ``v is not None`` for a value the layer
+        call returns and the call is handed ``kw=i + k in self.<attr>``: the layer returns the
+        state only when flagged, so the None test stands for the membership test."""
+        ctx = self.context
+        returned = self.layer_outputs()
+        for test in tests:
+            if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value in returned):
+                continue
+            if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.IsNot) or not _is_none(test.comparisons[0].comparator):
+                continue
+            for arg in ctx.layer_call.args:
+                value = arg.value
+                if arg.keyword is None or not (isinstance(value, cst.Comparison) and isinstance(value.comparisons[0].operator, cst.In)):
+                    continue
+                attribute = self.condition_attribute(value)
+                if attribute is not None:
+                    return attribute, arg.keyword.value, self.condition_label(value, ctx.index)
+        return None
+
+    def layer_outputs(self) -> set[str]:
+        """Names the loop binds from the layer call's result (``h, r, extra = layer(...)``)."""
+        ctx = self.context
+        for stmt in walk_statements(ctx.loop.body):
+            if isinstance(stmt, cst.Assign) and stmt.value is ctx.layer_call:
+                return {n for t in stmt.targets for n in names_in(t.target)}
+        return set()
+
+    def flagged_dict_site(self, stmt: cst.Assign, target: cst.Subscript, flagged: tuple[str, str, int | None]) -> F.CaptureSiteFact:
+        """A dict store of what the layer returns under a flag it is handed: which boundary the
+        layer returns is decided in its forward, as for a callback handed to it."""
+        ctx = self.context
+        attribute, keyword, label = flagged
+        container = target.value.value  # type: ignore[attr-defined]  # a Name, checked by the caller
+        return F.CaptureSiteFact(
+            **ctx.base,
+            location=self.file.loc(stmt),
+            mechanism=F.Mechanism.DICT,
+            point=F.UNKNOWN,
+            attribute=attribute,
+            container=container,
+            note=f"{container}[{self.file.code(target.slice[0].slice.value)}] = what layer {ctx.index} returns when handed {keyword}=; point decided in the layer's forward",  # type: ignore[attr-defined]
+            embedding_capturable=None,
+            last_layer_capturable=None,
+            callback_parameter=keyword,
+            captured_expression=None,  # what the layer returns is built in its forward, not here
+            label_offset=label,
+            concat_order=self.read_order(container),
+        )
 
     def buffer_writes(self, calls: list) -> list[tuple[cst.CSTNode, cst.Subscript, cst.BaseExpression, tuple]]:
         """(statement or call, written slice, written value, tests around it) of the loop body's
@@ -518,14 +583,38 @@ class LoopAnalyzer:
 
     def read_order(self, container: str) -> str:
         """``[d[i] for i in self.<attr> ...]`` reads a dict in config order; anything else
-        (``list(d.values())``) in insertion order, which is the loop's."""
-        for node in iter_nodes(self.fn.body, into_functions=False):
+        (``list(d.values())``) in insertion order, which is the loop's. A dict handed in as a
+        parameter is read where the caller (a method of the class) keeps it."""
+        places = [(self.fn, container)] + self.handed_in_by(container)
+        return F.ConcatOrder.CONFIG if any(self.reads_in_config_order(fn, name) for fn, name in places) else F.ConcatOrder.LOOP
+
+    def reads_in_config_order(self, fn: cst.FunctionDef, container: str) -> bool:
+        for node in iter_nodes(fn.body, into_functions=False):
             if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and isinstance(node.for_in, cst.CompFor):
                 element = node.elt
                 reads = isinstance(element, cst.Subscript) and isinstance(element.value, cst.Name) and element.value.value == container
                 if reads and self.condition_attribute(node.for_in.iter) is not None:
-                    return F.ConcatOrder.CONFIG
-        return F.ConcatOrder.LOOP
+                    return True
+        return False
+
+    def handed_in_by(self, parameter: str) -> list[tuple[cst.FunctionDef, str]]:
+        """(method, local name) for each ``self.<this function>(...)`` call in the class that
+        hands a local name in as ``parameter``."""
+        params = [p.name.value for p in self.fn.params.params]
+        if parameter not in params + [p.name.value for p in self.fn.params.kwonly_params]:
+            return []
+        position = params.index(parameter) - 1 if parameter in params else None  # after self
+        out: list[tuple[cst.FunctionDef, str]] = []
+        for method in self.info.methods.values():
+            for node in iter_nodes(method.body, into_functions=False):
+                if not (isinstance(node, cst.Call) and dotted(node.func) == f"self.{self.fn.name.value}"):
+                    continue
+                positional = [a.value for a in node.args if a.keyword is None]
+                named = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+                value = named.get(parameter) or (positional[position] if position is not None and 0 <= position < len(positional) else None)
+                if isinstance(value, cst.Name):
+                    out.append((method, value.value))
+        return out
 
     def is_packer(self, container: str) -> bool:
         kind = self.context.containers.get(container)

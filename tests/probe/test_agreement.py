@@ -94,6 +94,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
         "unsorted": ("captures", (6, 0, 3)),
     },
+    "FlagReturnForCausalLM": {  # flagged layer returns its input (b=i), dict read in config order; ids + 1
+        "default": ("captures", (2, 4, 5)), "specforge": ("captures", (0, 4, 5)),
+        "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
+        "unsorted": ("captures", (6, 0, 3)),
+    },
     "SlotsForCausalLM": {  # fixed slots (b=i), ids unchanged; fewer states than slots raises
         "default": ("captures", (2, 4, 5)), "specforge": ("raises", "fixed_slots.py:19"),
         "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "fixed_slots.py:19"),
