@@ -79,11 +79,11 @@ EXPECTED_SGLANG = {
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by
     # design, so interfaces.py and deepseek.py are no longer FT009 findings.
-    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 16),  # registry entry without a class
+    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 17),  # registry entry without a class
     # dual/: the registry names a package whose __init__ picks main.py's or alt.py's classes
     # at import time (both variants are analysed; which one serves depends on the platform)
     ("FT017", "vllm/model_executor/models/registry.py", "DualForCausalLM", 7),
-    ("FT017", "vllm/model_executor/models/registry.py", "DualVLForConditionalGeneration", 19),
+    ("FT017", "vllm/model_executor/models/registry.py", "DualVLForConditionalGeneration", 20),
 }
 
 
