@@ -133,6 +133,19 @@ def test_setter_with_locals_and_hasattr_branch_writes_the_attribute(sglang_scan)
     assert api.trace(sglang_scan, "PiVLForConditionalGeneration", None, L).capture_indices == (2, 16, 29)
 
 
+def test_wrapper_rebinding_its_bases_language_model_is_followed(sglang_scan):
+    # heta_vl.py: the base builds NuForCausalLM (identity, before layer i); the subclass runs
+    # super().__init__ and rebinds language_model to PhiForCausalLM (plus one, after layer i,
+    # config order), so the inherited delegating setter reaches Phi's setter.
+    sub = sglang_scan.project.row("HetaVLForConditionalGeneration").capture
+    base = sglang_scan.project.row("HetaBaseVLForConditionalGeneration").capture
+    assert sub.holder == "sglang.srt.models.phi_dict.PhiModel"
+    assert base.holder == "sglang.srt.models.nu.NuModel"
+    assert api.trace(sglang_scan, "HetaVLForConditionalGeneration", [5, -1, 2], L).boundaries == (7, 1, 4)
+    # Nu: identity, -1 matches no layer, loop order
+    assert api.trace(sglang_scan, "HetaBaseVLForConditionalGeneration", [5, -1, 2], L).boundaries == (2, 5)
+
+
 def test_every_branch_is_shown_with_its_line_and_no_double_negative(sglang_scan):
     traced = api.trace(sglang_scan, "OmicronVLForConditionalGeneration", [1, 2], L)
     branches = [s for s in traced.steps if s.kind == "branch"]
@@ -423,8 +436,8 @@ def test_layers_that_fold_the_residual_record_the_stream():
     assert helper.stream.raising_index is None and helper.embedding_capturable
 
 
-def _edited_hook_scan(tmp_path, old: str, new: str):
-    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+def _edited_shapes_scan(tmp_path, model: str, old: str, new: str):
+    """The shapes tree copied, with one passage of ``models/<model>`` changed, scanned."""
     import shutil
     from pathlib import Path
 
@@ -432,11 +445,16 @@ def _edited_hook_scan(tmp_path, old: str, new: str):
 
     tree = tmp_path / "shapes"
     shutil.copytree(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", tree)
-    hook = tree / "sglang" / "srt" / "models" / "metadata_hook.py"
-    text = hook.read_text()
+    path = tree / "sglang" / "srt" / "models" / model
+    text = path.read_text()
     assert text.count(old) == 1
-    hook.write_text(text.replace(old, new))
+    path.write_text(text.replace(old, new))
     return api.scan(tree, options=IndexOptions(use_cache=False, jobs=1))
+
+
+def _edited_hook_scan(tmp_path, old: str, new: str):
+    """The shapes tree copied, with one line of metadata_hook.py changed, scanned."""
+    return _edited_shapes_scan(tmp_path, "metadata_hook.py", old, new)
 
 
 def test_an_object_that_records_nothing_is_not_a_capture_path(tmp_path):
@@ -460,3 +478,37 @@ def test_hook_label_is_read_from_the_layer_call(tmp_path, label, point, boundari
     scan = _edited_hook_scan(tmp_path, call, call.replace("self.layer_idx", label))
     assert scan.project.row("HookForCausalLM").capture.point == point
     assert api.trace(scan, "HookForCausalLM", [3, 4], 8).boundaries == boundaries
+
+
+def test_buffer_slice_copy_is_a_capture_site():
+    """buffer_copy.py: after layer i (line 21) ``buf[k].copy_(hidden_states + residual)`` (line
+    23) copies the layer's output stream into a preallocated slot when ``i in wanted``, a
+    ``frozenset`` alias of ``self.layers_to_capture`` (line 17): ids unchanged, i gives b=i+1;
+    the copy runs after the layer, so the residual is never None there."""
+    scan = _shapes_scan()
+    c = scan.project.row("BufferCopyForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.BUFFER and c.site.attribute == "layers_to_capture"
+    assert c.site.location.file.endswith("models/buffer_copy.py") and c.site.location.line == 23
+    assert c.point == F.OUTPUT and c.site.container == "buf" and c.site.captured_expression == "hidden_states + residual"
+    assert c.stream.raising_index is None and c.embedding_capturable is False  # b=0 is never recorded
+    assert api.trace(scan, "BufferCopyForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
+    assert api.trace(scan, "BufferCopyForCausalLM", [5, -1, 2], 8).boundaries == (3, 6)  # loop order
+
+
+@pytest.mark.parametrize("old, new, point, first_none", [
+    # the same buffer filled by a slice assignment: still after layer i
+    ("buf[k].copy_(hidden_states + residual)", "buf[k, :] = hidden_states + residual", F.OUTPUT, None),
+    # moved before the layer call: b=i, and the unguarded residual is None at index 0
+    ("            hidden_states, residual = layer(hidden_states, residual)\n            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n",
+     "            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n            hidden_states, residual = layer(hidden_states, residual)\n",
+     F.INPUT, "residual"),
+])
+def test_buffer_site_point_and_index_0_follow_the_layer_call(tmp_path, old, new, point, first_none):
+    """buffer_copy.py edited: the point follows the side of the layer call; before it, the
+    first iteration adds the ``residual = None`` of line 16 unguarded, as an append would."""
+    scan = _edited_shapes_scan(tmp_path, "buffer_copy.py", old, new)
+    c = scan.project.row("BufferCopyForCausalLM").capture
+    assert c.site.mechanism == F.Mechanism.BUFFER and c.point == point
+    assert c.site.first_none == first_none
+    if first_none:
+        assert c.site.first_none_at.line == 16 and c.stream.raising_index == 0

@@ -8,7 +8,9 @@ structure, never by a model name:
 * **callback / packer**: ``layer(..., kw=aux.capture if i in self.<attr> else None)``: the
   point is decided later by following ``kw`` into the layer's forward (see
   :class:`flowtrace.model.facts.CallbackUse`);
-* **helper**: ``self.<helper>(aux, label, h, r)`` with the label an offset of the loop index.
+* **helper**: ``self.<helper>(aux, label, h, r)`` with the label an offset of the loop index;
+* **buffer**: ``buf[k].copy_(h + r)`` / ``buf[:, a:b] = h`` under a membership test: a slice of
+  a preallocated tensor written in place instead of an append.
 
 The capture point follows from two numbers: the boundary the recorded stream sits at
 (loop index, plus one when recorded after the layer call) and the label checked against the
@@ -309,6 +311,7 @@ class LoopAnalyzer:
         found = self.callback_sites() + self.dict_sites() + self.hook_sites()
         nodes = _Nodes()
         nodes.walk(loop.body)
+        found += self.buffer_sites(nodes.calls)
         pos = self.file.positions
         call_start, call_end = pos[layer_call].start, pos[layer_call].end
         for call, tests in nodes.calls:
@@ -441,8 +444,7 @@ class LoopAnalyzer:
                     attribute=attribute,
                     container=container,
                     note=f"{container}[{self.file.code(target.slice[0].slice.value)}] = ... {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
-                    embedding_capturable=bool(ctx.pre) or not after,
-                    last_layer_capturable=bool(ctx.post) or after,
+                    **self.reach(after),
                     captured_expression=self.file.code(stmt.value),
                     uses_residual=_depends_on_residual(stmt.value, ctx.bound),
                     label_offset=label,
@@ -451,6 +453,68 @@ class LoopAnalyzer:
                 )
             )
         return found
+
+    def buffer_writes(self, calls: list) -> list[tuple[cst.CSTNode, cst.Subscript, cst.BaseExpression, tuple]]:
+        """(statement or call, written slice, written value, tests around it) of the loop body's
+        ``buf[...].copy_(x)`` calls and ``buf[...] = x`` assignments; a known local list or
+        dict is left to the append and dict finders."""
+        ctx = self.context
+        out: list[tuple[cst.CSTNode, cst.Subscript, cst.BaseExpression, tuple]] = []
+        for call, tests in calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "copy_" and isinstance(func.value, cst.Subscript) and call.args:
+                out.append((call, func.value, call.args[0].value, tests))
+        for stmt, tests in _assignments(body_statements(ctx.loop.body), ()):
+            target = stmt.targets[0].target if len(stmt.targets) == 1 else None
+            if isinstance(target, cst.Subscript):
+                out.append((stmt, target, stmt.value, tests))
+        return [w for w in out if dotted(w[1].value) is not None and (dotted(w[1].value) or "") not in ctx.containers]
+
+    def buffer_sites(self, calls: list) -> list[F.CaptureSiteFact]:
+        """``buf[k].copy_(x)`` / ``buf[:, k * H:(k + 1) * H] = x`` under a membership test of a
+        capture attribute: the state is copied into a preallocated buffer. The point follows
+        the test's label and the side of the layer call, as for an append; a copy is never a
+        reference, so no later in-place update reaches it."""
+        ctx = self.context
+        pos = self.file.positions
+        call_start = pos[ctx.layer_call].start
+        found: list[F.CaptureSiteFact] = []
+        for node, target, value, tests in self.buffer_writes(calls):
+            test = next((t for t in reversed(tests) if self.condition_attribute(t) is not None), None)
+            if test is None:
+                continue
+            attribute, label = self.condition_attribute(test), self.condition_label(test, ctx.index)
+            start = pos[node].start
+            after = (start.line, start.column) > (call_start.line, call_start.column)
+            container = dotted(target.value) or ""
+            stream = {} if after else self.first_iteration(node, value, tests)
+            if isinstance(value, cst.Name) and value.value in ctx.bound:
+                captured = self.file.code(ctx.bound[value.value])
+            else:
+                captured = self.file.code(value)
+            found.append(
+                F.CaptureSiteFact(
+                    **ctx.base,
+                    location=self.file.loc(node),
+                    mechanism=F.Mechanism.BUFFER,
+                    point=point_for(1 if after else 0, label) if label is not None else F.UNKNOWN,
+                    attribute=attribute,
+                    container=container,
+                    note=f"{self.file.code(target)} <- {captured} {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(test)}",
+                    **self.reach(after),
+                    captured_expression=captured,
+                    uses_residual=_depends_on_residual(value, ctx.bound),
+                    label_offset=label,
+                    **stream,
+                )
+            )
+        return found
+
+    def reach(self, after: bool) -> dict[str, bool]:
+        """The end boundaries a loop site can record: b=0 only before layer i runs (or with a
+        capture before the loop), b=L only after it (or with a capture after the loop)."""
+        ctx = self.context
+        return {"embedding_capturable": bool(ctx.pre) or not after, "last_layer_capturable": bool(ctx.post) or after}
 
     def read_order(self, container: str) -> str:
         """``[d[i] for i in self.<attr> ...]`` reads a dict in config order; anything else
@@ -487,8 +551,7 @@ class LoopAnalyzer:
             container=self.file.code(call.args[0].value) if call.args else None,
             note=f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {self.file.code(call.args[label_arg].value)}",
             # recorded before layer idx: boundaries from 0; after it: up to L
-            embedding_capturable=bool(ctx.pre) or not after,
-            last_layer_capturable=bool(ctx.post) or after,
+            **self.reach(after),
             captured_expression=" + ".join(self.file.code(a) for a in stored_args),
             uses_residual=any(_depends_on_residual(a, ctx.bound) for a in stored_args),
             label_offset=label,
@@ -539,8 +602,7 @@ class LoopAnalyzer:
             attribute=attribute,
             container=container,
             note=f"{container}.{method}(...) {'after' if after else 'before'} layer {ctx.index} runs, when {self.file.code(tests[-1])}",
-            embedding_capturable=bool(ctx.pre) or not after,
-            last_layer_capturable=bool(ctx.post) or after,
+            **self.reach(after),
             captured_expression=captured,
             uses_residual=uses_residual,
             mutated_later=mutated,
@@ -565,7 +627,7 @@ class LoopAnalyzer:
             stored = ctx.bound[stored.value]  # `x = h + r; aux.append(x)`
         return self.file.code(stored), uses_residual, None if mutated is None else self.file.code(mutated), stream
 
-    def first_iteration(self, call: cst.Call, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
+    def first_iteration(self, call: cst.CSTNode, stored: cst.BaseExpression, tests: tuple) -> dict[str, object]:
         """The operand that is None when this site runs at the loop's first index, if the
         recorded value combines it unguarded (the engine then raises a TypeError there)."""
         ctx = self.context

@@ -53,6 +53,7 @@ class Mechanism(Word):
     DICT = "dict"  # by_layer[i] = h inside the loop
     DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
     HOOK = "hook"  # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
+    BUFFER = "buffer"  # buf[k].copy_(h + r) / buf[:, a:b] = h: a slice of a preallocated buffer written in the loop
     UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
 
 
@@ -323,7 +324,7 @@ class CaptureSiteFact:
     class_qualname: str
     function: str
     location: Location
-    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER | DICT | HOOK
+    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER | DICT | HOOK | BUFFER
     point: str  # INPUT | OUTPUT | UNKNOWN
     attribute: str | None  # capture attribute read, e.g. "layers_to_capture"
     loop_range: str | None  # source of the iterated range, e.g. "range(self.start_layer, self.end_layer)"

@@ -104,6 +104,11 @@ SHAPES_RUNTIME: dict[str, dict[str, tuple]] = {
         "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
         "unsorted": ("captures", (3, 6)),
     },
+    "BufferCopyForCausalLM": {  # buf[k].copy_(h + r) after layer i (b=i+1); ids unchanged, -1 never matches
+        "default": ("captures", (3, 5, 6)), "specforge": ("captures", (4, 5)),
+        "identity": ("captures", (1, 4, 7)), "out_of_range": ("captures", (2, 4)),
+        "unsorted": ("captures", (3, 6)),
+    },
     "FlagForCausalLM": {  # layers[i] flagged, read back before layer i (b=i); ids unchanged; -k marks layer L-k
         "default": ("captures", (2, 4, 5)), "specforge": ("captures", (3, 4, 7)),
         "identity": ("captures", (0, 3, 6)), "out_of_range": ("raises", "layer_flag.py:18"),
