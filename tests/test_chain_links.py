@@ -133,6 +133,19 @@ def test_setter_with_locals_and_hasattr_branch_writes_the_attribute(sglang_scan)
     assert api.trace(sglang_scan, "PiVLForConditionalGeneration", None, L).capture_indices == (2, 16, 29)
 
 
+def test_wrapper_rebinding_its_bases_language_model_is_followed(sglang_scan):
+    # heta_vl.py: the base builds NuForCausalLM (identity, before layer i); the subclass runs
+    # super().__init__ and rebinds language_model to PhiForCausalLM (plus one, after layer i,
+    # config order), so the inherited delegating setter reaches Phi's setter.
+    sub = sglang_scan.project.row("HetaVLForConditionalGeneration").capture
+    base = sglang_scan.project.row("HetaBaseVLForConditionalGeneration").capture
+    assert sub.holder == "sglang.srt.models.phi_dict.PhiModel"
+    assert base.holder == "sglang.srt.models.nu.NuModel"
+    assert api.trace(sglang_scan, "HetaVLForConditionalGeneration", [5, -1, 2], L).boundaries == (7, 1, 4)
+    # Nu: identity, -1 matches no layer, loop order
+    assert api.trace(sglang_scan, "HetaBaseVLForConditionalGeneration", [5, -1, 2], L).boundaries == (2, 5)
+
+
 def test_every_branch_is_shown_with_its_line_and_no_double_negative(sglang_scan):
     traced = api.trace(sglang_scan, "OmicronVLForConditionalGeneration", [1, 2], L)
     branches = [s for s in traced.steps if s.kind == "branch"]

@@ -70,6 +70,11 @@ EXPECTED_SGLANG = {
     ("FT009", M + "psi_factory.py", "PsiExtForCausalLM", 58),
     ("FT009", M + "psi_factory.py", "PsiVLForConditionalGeneration", 79),
     ("FT010", M + "phi_dict.py", "PsiVLForConditionalGeneration", 31),
+    # heta_vl.py: HetaVL rebinds its base's language model to Phi (phi_dict.py: plus one, output
+    # point): no embedding (reported at the inherited setter, 23) and no b=L (Phi's store, 31).
+    # HetaBase keeps Nu (identity; index 0 raises: Nu's own FT022, no new finding).
+    ("FT009", M + "heta_vl.py", "HetaVLForConditionalGeneration", 23),
+    ("FT010", M + "phi_dict.py", "HetaVLForConditionalGeneration", 31),
     # digamma.py / koppa.py (return path): the states are captured and dropped before the runner
     ("FT020", M + "digamma.py", "DigammaForCausalLM", 17),  # forward keeps out[0] of AlphaModel's output
     ("FT020", M + "koppa.py", "KoppaModel", 26),  # returns without them when `not self.return_aux_hidden_states`
@@ -79,11 +84,11 @@ EXPECTED_SGLANG = {
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by
     # design, so interfaces.py and deepseek.py are no longer FT009 findings.
-    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 16),  # registry entry without a class
+    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 17),  # registry entry without a class
     # dual/: the registry names a package whose __init__ picks main.py's or alt.py's classes
     # at import time (both variants are analysed; which one serves depends on the platform)
     ("FT017", "vllm/model_executor/models/registry.py", "DualForCausalLM", 7),
-    ("FT017", "vllm/model_executor/models/registry.py", "DualVLForConditionalGeneration", 19),
+    ("FT017", "vllm/model_executor/models/registry.py", "DualVLForConditionalGeneration", 20),
 }
 
 

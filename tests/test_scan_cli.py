@@ -21,7 +21,7 @@ def test_text_matrix_lists_registered_classes_with_locations():
     assert out.exit_code == 0, out.output
     line = next(l for l in out.stdout.splitlines() if l.startswith("DeltaForCausalLM "))
     assert "inherited" in line and "plus_one" in line and "sglang/srt/models/alpha.py:59 (inherited)" in line
-    assert "flowtrace: 32 files" in out.stderr  # summary goes to stderr (model_executor/ holds the runner)
+    assert "flowtrace: 33 files" in out.stderr  # summary goes to stderr (model_executor/ holds the runner; heta_vl.py)
 
 
 def test_json_follows_the_public_schema():

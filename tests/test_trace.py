@@ -116,6 +116,16 @@ def test_interface_check_through_a_predicate_raises_at_the_check(vllm_scan):
     assert api.trace(vllm_scan, "LlamaForCausalLM", [0, 2, 32], L).outcome == "captures"
 
 
+
+def test_a_class_with_the_setter_still_meets_the_interface_check_first(vllm_scan):
+    # ownsetter.py:31-32 defines set_aux_hidden_state_layers on OwnSetterForCausalLM, whose bases
+    # (l.27) are only Module: supports_eagle3 (interfaces.py) is False, and the runner's check at
+    # model_runner.py:18-19 raises before its setter call at l.23, so the setter never runs
+    traced = api.trace(vllm_scan, "OwnSetterForCausalLM", [1, 2], L)
+    assert traced.outcome == "raises" and str(traced.raises_at) == "vllm/v1/worker/model_runner.py:19"
+    assert "SupportsEagle3" in traced.reason and traced.boundaries is None
+    assert [s.kind for s in traced.steps] == ["runner"]
+
 _GUARDED_RUNNERS = {
     # hasattr test around the call, a warning otherwise: the target is skipped, nothing captured
     "warns": (

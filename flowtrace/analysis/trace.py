@@ -222,6 +222,7 @@ class _Tracer:
         try:
             if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
                 self.setterless_phase()
+            self.runner_phase()
             self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
             if chain.holder is not None and chain.holder.depends_on:
                 chain = self.bind_dynamic(chain)
@@ -251,6 +252,17 @@ class _Tracer:
         if raising is not None:
             self.end(F.Outcome.RAISES, raising.text, raising.call.raises_at)
         self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
+
+    def runner_phase(self) -> None:
+        """A class with the setter still meets the runner's model check first: the runner tests
+        the model (an interface, a predicate) before it calls the setter, so a class that does
+        not declare what the check asks for raises there and its setter never runs. A check that
+        only skips the call does not end the trace here."""
+        raising = [v for v in runner_verdicts(self.project, self.row.qualname) if v.raises]
+        for v in raising:
+            self.steps.append(TraceStep("runner", v.text, v.call.raises_at))
+        if raising:
+            self.end(F.Outcome.RAISES, raising[0].text, raising[0].call.raises_at)
 
     # -- link 3 first when the holder is built from the target config ----------------
     def bind_dynamic(self, chain: CaptureChain) -> CaptureChain:

@@ -10,6 +10,7 @@ from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.model.facts import ProblemKind
+from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.analysis.trace import trace_row
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
@@ -17,11 +18,15 @@ PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depe
 
 def _groups(result):
     """Registered rows with a decidable capture path, grouped by (setter, site) so a base class
-    shared by many registered subclasses is reported once."""
+    shared by many registered subclasses is reported once. A row the runner's model check
+    refuses raises for every id before its setter runs: no boundary of it is this family's
+    question (its trace says where it raises)."""
     groups: dict[tuple, list] = {}
     for row in result.rows:
         chain = _setter_chain(row)
         if not row.registered or chain is None or chain.site is None or chain.site.point == F.UNKNOWN:
+            continue
+        if any(v.raises for v in runner_verdicts(result.project, row.qualname)):
             continue
         groups.setdefault((chain.transforms[0].location, chain.site.location), []).append(row)
     return groups
