@@ -235,13 +235,12 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: obje
     so both tiers agree on a file's registry. ``tree``: the pre-screen's stdlib tree of the
     same bytes (read-only), so the file is not parsed a third time."""
     import ast
-    import dataclasses
 
     from flowtrace.index import config_sources
 
-    dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
-    if not (config_sources.wanted(conv) or dict_file):
+    if not _sources_wanted(facts.path, conv):
         return facts
+    dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
     if tree is None:
         try:
             tree = ast.parse(source)
