@@ -7,6 +7,7 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import os
 import signal
@@ -148,10 +149,82 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
         return (0, "nesting too deep to parse (the stdlib parser gave up)"), None, []
     except ValueError as exc:
         return (0, f"cannot parse: {exc}"), None, []
-    node_type, bool_op, lst = ast.AST, ast.BoolOp, list
-    import_kinds = (ast.Import, ast.ImportFrom)
-    imports = []
-    stack = [(tree, 1)]
+    imports: list = []
+    deep = _too_deep(tree, 1, imports, _line_ends(data))
+    if deep is not None:
+        return (getattr(deep, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None, []
+    return None, tree, imports
+
+
+# A node's subtree nests at most SPAN_LEVELS weighted levels per byte of the node's own
+# span, plus SPAN_SLACK levels that take no byte of their own (see _too_deep).
+SPAN_LEVELS = 2
+SPAN_SLACK = 4
+
+
+def _line_ends(data: bytes) -> list[int] | None:
+    """``ends[k]``: the offset just past line ``k`` (``ends[0] == 0``), lines as the parser
+    counts them (``\\n``, ``\\r\\n``, ``\\r``), so lines ``a..b`` hold ``ends[b] - ends[a - 1]``
+    bytes. None unless the file is UTF-8 (the default, or a BOM or cookie saying so): another
+    codec's text need not break lines where the bytes do."""
+    import io
+    import itertools
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return None
+    if encoding not in ("utf-8", "utf-8-sig"):
+        return None
+    return [0, *itertools.accumulate(map(len, data.splitlines(keepends=True)))]
+
+
+def _short(node, depth: int, ends: list[int] | None) -> bool:  # noqa: ANN001
+    """Whether ``node``'s span is too short to hold a node past MAX_NESTING below ``depth``."""
+    last = getattr(node, "end_lineno", None)
+    if last is None:
+        return False
+    first = node.lineno
+    if last == first:
+        size = node.end_col_offset - node.col_offset
+    elif ends is not None and last < len(ends):
+        size = ends[last] - ends[first - 1]
+    else:
+        return False
+    return depth + SPAN_LEVELS * size <= MAX_NESTING - SPAN_SLACK
+
+
+@functools.cache
+def _compound_kinds() -> frozenset[type]:
+    """Statements that hold statements (``if``, ``def``, ``try``...), and ``except`` clauses."""
+    import ast
+
+    return frozenset(c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(c._fields))
+
+
+def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune: bool = True):  # noqa: ANN001, ANN202
+    """The first node, in walk order, whose weighted depth passes MAX_NESTING (None when none
+    does), appending every import statement met to ``imports``, in walk order.
+
+    ``prune`` skips the subtree of a node whose span is too short to hold MAX_NESTING levels
+    below the node's depth: a one-line span by its columns, a longer one by its lines' bytes
+    (``ends``, see :func:`_line_ends`; None: never). Each level of a chain takes at least one
+    byte of its parent's span (a unary ``-`` exactly one; a bracket, a dot, an ``or`` operand
+    more), except wrappers that take none (a statement ``Expr``, a ``MatchValue``, an operator
+    leaf, one position-less node such as a ``comprehension`` between two nodes that have
+    spans); SPAN_LEVELS and SPAN_SLACK bound those twice over. Only subtrees that cannot pass
+    the limit are skipped, the rest keeps its order, so the verdict, its line and the imports
+    are those of the whole walk. Never pruned: compound statements (imports can stand in their
+    bodies, and a def's decorators lie outside its span), and nothing inside an f-string that
+    was not pruned whole (before Python 3.12 the parts of an f-string carry the whole string's
+    span or shifted ones: only the string's own span is trustworthy).
+    """
+    import ast
+
+    node_type, bool_op, joined, lst = ast.AST, ast.BoolOp, ast.JoinedStr, list
+    import_kinds, compound = (ast.Import, ast.ImportFrom), _compound_kinds()
+    stack = [(root, depth)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
@@ -161,7 +234,15 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
         elif kind in import_kinds:
             imports.append(node)
         if depth > MAX_NESTING:
-            return (getattr(node, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None, []
+            return node
+        if prune and kind not in compound:
+            if _short(node, depth, ends):
+                continue
+            if kind is joined:
+                found = _too_deep(node, depth, imports, None, prune=False)
+                if found is not None:
+                    return found
+                continue
         depth += 1
         for field in node._fields:
             value = getattr(node, field, None)
@@ -171,7 +252,7 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
                         push((item, depth))
             elif isinstance(value, node_type) and field != "ctx":
                 push((value, depth))
-    return None, tree, imports
+    return None
 
 
 def _spans_wanted(spans: bool | None) -> bool:
