@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from flowtrace.model import facts as F
-from flowtrace.index.returns import module_facts
+from flowtrace.index.parse import quiet_allocations
+from flowtrace.index.returns import module_facts, nodes as _walk
 from flowtrace.index.syntax import module_name
 from flowtrace.engines.profiles import Conventions
 
@@ -26,22 +27,6 @@ def _dotted(node: ast.AST) -> str | None:
         head = _dotted(node.value)
         return f"{head}.{node.attr}" if head else None
     return None
-
-
-def _walk(node: ast.AST) -> list[ast.AST]:
-    """``list(ast.walk(node))``, same order (breadth first), without its two generator layers
-    per node (``iter_child_nodes`` over ``iter_fields``): a third of the class table's time."""
-    out, i, node_type = [node], 0, ast.AST
-    while i < len(out):
-        current = out[i]
-        i += 1
-        for name in current._fields:
-            value = getattr(current, name, None)
-            if isinstance(value, node_type):
-                out.append(value)
-            elif value.__class__ is list:
-                out.extend([item for item in value if isinstance(item, node_type)])
-    return out
 
 
 def _layer_loops(method: ast.AST, layers_attributes: frozenset[str], source: _Source) -> list[int]:
@@ -179,19 +164,34 @@ def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
 def _init_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
     """``self.x = Cls(...)`` in ``__init__``, plus every class constructed or named there (``*``)."""
     found = []
+    call, name, load, local = ast.Call, ast.Name, ast.Load, names.local  # parsed nodes: exact classes
     for sub in _walk(init):
-        if isinstance(sub, (ast.Assign, ast.AnnAssign)) and isinstance(sub.value, ast.Call):
-            callee = _dotted(sub.value.func)
-            for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-                t = _dotted(target)
-                if _is_class_name(callee) and t and t.startswith("self.") and t.count(".") == 1:
-                    found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
-        if isinstance(sub, ast.Call):
-            callee = _dotted(sub.func)
+        kind = sub.__class__
+        if kind is call:
+            callee = _dotted(sub.func)  # type: ignore[attr-defined]
             if _is_class_name(callee):
-                found.append(F.AttributeAssignment("*", names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
-        elif isinstance(sub, ast.Name) and sub.id in names.local and isinstance(sub.ctx, ast.Load):
-            found.append(F.AttributeAssignment("*", names.local[sub.id], sub.lineno))
+                found.append(F.AttributeAssignment("*", names.resolve(callee), sub.lineno))  # type: ignore[arg-type, attr-defined]
+        elif kind is name:
+            if sub.id in local and sub.ctx.__class__ is load:  # type: ignore[attr-defined]
+                found.append(F.AttributeAssignment("*", local[sub.id], sub.lineno))  # type: ignore[attr-defined]
+        elif kind in _ASSIGNS and sub.value.__class__ is call:  # type: ignore[attr-defined]
+            found += _self_assignments(sub, names)  # type: ignore[arg-type]
+    return found
+
+
+_ASSIGNS = frozenset({ast.Assign, ast.AnnAssign})
+
+
+def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names) -> list[F.AttributeAssignment]:
+    """``self.x = Cls(...)`` (plain or annotated): x's class."""
+    callee = _dotted(sub.value.func)  # type: ignore[union-attr]  # a Call: checked by the caller
+    if not _is_class_name(callee):
+        return []
+    found = []
+    for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
+        t = _dotted(target)
+        if t and t.startswith("self.") and t.count(".") == 1:
+            found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
     return found
 
 
@@ -269,16 +269,26 @@ def _factories(methods: dict, names: _Names) -> tuple[F.AttributeAssignment, ...
     return tuple(out)
 
 
+# Statements not entered by _statements: defs and classes, and those that hold no block.
+_LEAF_STATEMENTS = frozenset(
+    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef}
+    | {c for c in ast.stmt.__subclasses__() if not {"body", "orelse", "finalbody", "handlers"} & set(c._fields)}
+)
+
+
 def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Statements of a body in source order, into compound statements but not nested defs."""
+    """Statements of a body in source order, into compound statements but not nested defs
+    (a ``try``: its body, ``else``, ``finally``, then its handlers)."""
     out: list[ast.stmt] = []
     for stmt in body:
         out.append(stmt)
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if stmt.__class__ in _LEAF_STATEMENTS:
             continue
         for field in ("body", "orelse", "finalbody"):
-            out += _statements(getattr(stmt, field, []) or [])
-        for handler in getattr(stmt, "handlers", []) or []:
+            inner = getattr(stmt, field, None)
+            if inner:
+                out += _statements(inner)
+        for handler in getattr(stmt, "handlers", None) or ():
             out += _statements(handler.body)
     return out
 
@@ -351,7 +361,13 @@ def _registrations(body: list[ast.stmt], names: _Names, path: str, conv: Convent
 
 
 def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
-    """Classes, bases, methods, ``__init__`` assignments, layer loops, imports, registrations."""
+    """Classes, bases, methods, ``__init__`` assignments, layer loops, imports, registrations.
+    The cyclic GC is off meanwhile: an ``ast`` tree is acyclic (see :func:`quiet_allocations`)."""
+    with quiet_allocations():
+        return _table_facts(path, data, conv)
+
+
+def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
     modname = module_name(path)
     try:
         tree = ast.parse(data, filename=path)
