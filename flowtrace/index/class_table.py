@@ -161,11 +161,12 @@ def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
     return tuple(bases)
 
 
-def _init_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
-    """``self.x = Cls(...)`` in ``__init__``, plus every class constructed or named there (``*``)."""
+def _init_mentions(init_nodes: list[ast.AST], names: _Names) -> list[F.AttributeAssignment]:
+    """``self.x = Cls(...)`` in ``__init__`` (all its nodes, breadth first), plus every class
+    constructed or named there (``*``)."""
     found = []
     call, name, load, local = ast.Call, ast.Name, ast.Load, names.local  # parsed nodes: exact classes
-    for sub in _walk(init):
+    for sub in init_nodes:
         kind = sub.__class__
         if kind is call:
             callee = _dotted(sub.func)  # type: ignore[attr-defined]
@@ -206,12 +207,11 @@ def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Name
     return found
 
 
-def _assignments(methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], names: _Names) -> tuple[F.AttributeAssignment, ...]:
-    init = methods.get("__init__")
+def _assignments(init: ast.FunctionDef | ast.AsyncFunctionDef | None, init_nodes: list[ast.AST], names: _Names) -> tuple[F.AttributeAssignment, ...]:
     if init is None:
         return ()
     unique: dict[tuple[str, str], F.AttributeAssignment] = {}
-    for a in _init_mentions(init, names) + _default_mentions(init, names):
+    for a in _init_mentions(init_nodes, names) + _default_mentions(init, names):
         unique.setdefault((a.attribute, a.callee), a)
     return tuple(sorted(unique.values(), key=lambda a: (a.line, a.attribute != "*")))
 
@@ -220,6 +220,8 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
     qualname = names.local[node.name]
     methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     texts = {name: source.of(m) for name, m in methods.items()}
+    init = methods.get("__init__")
+    init_nodes = _walk(init) if init is not None else []  # read twice: the assignments and the super() check
     loops = [
         # No capture marker in this file, so any layer loop here runs without capturing.
         F.LayerLoopFact(qualname, f"{node.name}.{method_name}", F.Location(path, loop_line), False)
@@ -228,10 +230,10 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
         for loop_line in _layer_loops(method, conv.layers_attributes, source)
     ]
     fact = F.ClassFact(
-        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(methods, names),
+        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(init, init_nodes, names),
         factories=_factories({n: m for n, m in methods.items() if b"return" in texts[n]}, names),
-        super_args=_super_args(methods.get("__init__"), names),
-        extends=tuple(sorted(n for n, fn in methods.items() if b"super" in texts[n] and _calls_super(fn, n))),
+        super_args=_super_args(init, names),
+        extends=tuple(sorted(n for n, fn in methods.items() if b"super" in texts[n] and _calls_super(init_nodes if fn is init else _walk(fn), n))),
         raise_checks=_raise_checks({n: m for n, m in methods.items() if b"raise" in texts[n]}, path),
     )
     return fact, loops
@@ -247,9 +249,9 @@ def _raise_checks(methods: dict, path: str) -> tuple[F.RaiseCheck, ...]:
     return tuple(out)
 
 
-def _calls_super(fn, name: str) -> bool:
-    """``super().<name>(...)`` anywhere in the method: it runs the base's version too."""
-    for sub in _walk(fn):
+def _calls_super(fn_nodes: list[ast.AST], name: str) -> bool:
+    """``super().<name>(...)`` anywhere in the method (all its nodes): it runs the base's version too."""
+    for sub in fn_nodes:
         func = sub.func if isinstance(sub, ast.Call) else None
         if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
             return True

@@ -242,7 +242,7 @@ def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[str, int]:
 
 def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.ReturnShapeFact]:
     """The shape of every value a forward returns (nested functions excluded)."""
-    bindings = _bindings(fn)
+    bindings: dict[str, set[str]] | None = None  # read only for a returned name: built on the first
     out = []
     stack: list[ast.AST] = list(fn.body)
     while stack:
@@ -251,7 +251,9 @@ def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int
             continue
         stack.extend(_blocks(node))  # a return is a statement: no expression holds one
         if isinstance(node, ast.Return) and node.value is not None:
-            shape, arity = _shape(node.value, bindings)
+            if bindings is None and isinstance(node.value, ast.Name):
+                bindings = _bindings(fn)
+            shape, arity = _shape(node.value, bindings or {})
             text = " ".join(ast.unparse(node).split())[:160]
             out.append(F.ReturnShapeFact(qualname, function, F.Location(path, node.lineno + offset), shape, arity, text))
     return sorted(out, key=lambda r: r.location.line)
