@@ -54,15 +54,15 @@ CONTEXTS = {
 SHALLOW = "".join(f"v{i} = f(a.b[c], -d, not e, lambda: g or h)\n" for i in range(50))
 
 
-def _whole(data: bytes) -> tuple[int | None, list[int]]:
-    """(line of the first node past the limit, or None; ids of the imports) of the whole walk."""
+def _whole(data: bytes) -> tuple[int | None, list[tuple[int, int]]]:
+    """(line of the first node past the limit, or None; where the imports stand, in walk order) of the whole walk."""
     tree = ast.parse(data)
     imports: list = []
     deep = _too_deep(tree, 1, imports, None, prune=False)
     return (getattr(deep, "lineno", 0) if deep is not None else None), [(i.lineno, i.col_offset) for i in imports]
 
 
-def _pruned(data: bytes) -> tuple[int | None, list[int]]:
+def _pruned(data: bytes) -> tuple[int | None, list[tuple[int, int]]]:
     tree = ast.parse(data)
     imports: list = []
     deep = _too_deep(tree, 1, imports, _line_ends(data))

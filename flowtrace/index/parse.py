@@ -49,11 +49,10 @@ def _time_limit(seconds: float):
 
 
 @contextmanager
-def quiet_allocations():
-    """Parsing and visiting allocate millions of short-lived, acyclic objects (CST and ``ast``
-    nodes, the code generator's context managers); the cyclic GC would traverse the growing
-    tree over and over, and every fact the process already holds (a fifth to a quarter of the
-    cost). Refcounting frees the tree; collection resumes after."""
+def _quiet_allocations():
+    """Parsing and visiting allocate millions of short-lived, acyclic objects (CST nodes, the
+    code generator's context managers); the cyclic GC would traverse the growing tree over and
+    over (about a fifth of the cost). Refcounting frees the tree; collection resumes after."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -375,7 +374,7 @@ def analyze_bytes(
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {max_bytes}-byte limit; not parsed", "too-large"),))
     if b"\x00" in data:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "contains NUL bytes (binary?); not parsed", "parse-error"),))
-    with quiet_allocations():
+    with _quiet_allocations():
         problem, tree, imports = _screen(data)
         if problem is not None:
             return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
@@ -387,7 +386,7 @@ def analyze_bytes(
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
-        with _time_limit(timeout_s), quiet_allocations():
+        with _time_limit(timeout_s), _quiet_allocations():
             try:
                 module = _parse(cst, data, cut)
             except cst.ParserSyntaxError as exc:
