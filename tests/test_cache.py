@@ -130,7 +130,7 @@ def test_sealed_but_wrong_content_is_ignored(tmp_path):
     cold = _index(root, use_cache=False)
     _index(root)
     for path in (root / ".flowtrace_cache").rglob("*.pickle"):
-        wrong = ("salt", {"x.py": "not a state"}, {}) if path.name.startswith("snapshot-") else ["not", "facts"]
+        wrong = ("salt", {"x.py": "not a state"}, {}, ()) if path.name.startswith("snapshot-") else ["not", "facts"]
         path.write_bytes(cache_mod.seal(pickle.dumps(wrong), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
@@ -148,8 +148,8 @@ def test_stale_manifest_entries_do_not_leak(tmp_path):
     payload = cache_mod.unseal(snapshot.read_bytes(), cache_mod.user_key())
     import pickle
 
-    salt, manifest, _pack = pickle.loads(payload)
-    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {})), cache_mod.user_key()))
+    salt, manifest, _pack, selection = pickle.loads(payload)
+    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {}, selection)), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
     assert again.stats.files_parsed == cold.stats.files_parsed
