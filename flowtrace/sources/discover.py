@@ -89,7 +89,8 @@ def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.
     except OSError as error:
         on_error(error)
         return None
-    folders, others = [], []
+    folders: list[os.DirEntry] = []
+    others: list[os.DirEntry] = []
     for entry in entries:
         try:
             is_dir = entry.is_dir()
