@@ -407,7 +407,7 @@ class _IndexRun:
             state, src, tier = self.states[path], self.by_path[path], self.tier_of(path)
             if self.cache is not None:
                 self.keys[path] = self.cache.key(path, state.digest + tier)
-                hit, payload = self.cache.get_with_payload(self.keys[path])
+                hit, payload = self.cache.get(self.keys[path])
                 if hit is not None:
                     self.cached += 1
                     self.fact_digests[path] = content_hash(payload)
@@ -450,7 +450,9 @@ class _IndexRun:
     def _selected_up_front(self, path: str, verdict: int) -> bool:
         return bool(verdict) or any(path.endswith(d) for d in self.conv.dict_files)
 
-    def classify(self, src: SourceFile, state: FileState) -> None:
+    def classify(self, src: SourceFile, state: FileState, names: frozenset[str] | None = None) -> None:
+        """Record ``state`` and select the file or watch it; ``names``: its mentions as a set,
+        when the caller has them already."""
         self.states[src.path] = state
         if self.cache is not None:
             self.cache.remember(src.path, state)
@@ -458,7 +460,7 @@ class _IndexRun:
             self.select(src.path)
         else:
             assert state.mentions is not None
-            self.fixpoint.watch(src.path, state.mentioned())
+            self.fixpoint.watch(src.path, names if names is not None else state.mentioned())
 
     def partition(self) -> tuple[list[tuple[SourceFile, FileState]], list[SourceFile]]:
         """``(known, unknown)``: files the manifest vouches for (no I/O) with their states, and
@@ -500,8 +502,9 @@ class _IndexRun:
             self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
             return
         verdict = _verdict(data, self.conv.markers, self.registration)
-        watched = None if self._selected_up_front(src.path, verdict) else FileState.joined(mentions(data))
-        self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, watched))
+        names = None if self._selected_up_front(src.path, verdict) else mentions(data)
+        watched = None if names is None else FileState.joined(names)
+        self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, watched), names)
 
     def close_fixpoint(self) -> None:
         """Parse until the fixpoint closes: pool results, or local work when no pool runs."""

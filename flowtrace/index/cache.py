@@ -371,11 +371,7 @@ class FactCache:
     def _entry_path(self, key: str) -> Path:
         return self.directory / "facts" / key[:2] / f"{key}.pickle"
 
-    def get(self, key: str) -> FileFacts | None:
-        value, _ = self.get_with_payload(key)
-        return value
-
-    def get_with_payload(self, key: str) -> tuple[FileFacts | None, bytes]:
+    def get(self, key: str) -> tuple[FileFacts | None, bytes]:
         """The entry's facts and their pickle (whose digest stands for the facts), or
         ``(None, b"")`` on a miss."""
         if not self.usable:
