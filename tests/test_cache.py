@@ -90,6 +90,41 @@ def test_a_new_subclass_in_an_unselected_file_joins_the_fixpoint_when_warm(tmp_p
     assert "sglang/srt/models/zeta.py" in {f.path for f in warm.files}
 
 
+def _count_watches(monkeypatch):
+    calls = []
+    real = build._Fixpoint.watch
+    monkeypatch.setattr(build._Fixpoint, "watch", lambda self, path, names: calls.append(path) or real(self, path, names))
+    return calls
+
+
+def test_an_unchanged_tree_takes_the_last_selection_as_it_stands(tmp_path, monkeypatch):
+    root = _copy(tmp_path)
+    cold = _index(root, use_cache=False)
+    watches = _count_watches(monkeypatch)
+    _index(root)
+    assert watches, "the fixture has files the fixpoint watches"
+    watches.clear()
+    warm = _index(root)
+    assert watches == []  # no file was watched: the selection came from the snapshot
+    _same(warm, cold)
+
+
+def test_a_removed_file_closes_the_fixpoint_again(tmp_path, monkeypatch):
+    """A file that joined the selection through the fixpoint (a subclass of a relevant class)
+    and then goes away: the stored selection no longer describes the tree and is not used."""
+    root = _copy(tmp_path)
+    zeta = root / "sglang/srt/models/zeta.py"
+    zeta.write_text("from sglang.srt.models.alpha import AlphaForCausalLM\n\n\nclass ZetaForCausalLM(AlphaForCausalLM):\n    pass\n")
+    first = _index(root)
+    assert "sglang/srt/models/zeta.py" in {f.path for f in first.files}
+    zeta.unlink()
+    watches = _count_watches(monkeypatch)
+    warm = _index(root)
+    assert watches  # the fixpoint ran
+    assert "sglang/srt/models/zeta.py" not in {f.path for f in warm.files}
+    _same(warm, _index(root, use_cache=False))
+
+
 def test_content_keyed_entries_survive_new_mtimes_and_other_roots(tmp_path):
     root = _copy(tmp_path)
     shared = tmp_path / "shared-cache"
@@ -130,7 +165,7 @@ def test_sealed_but_wrong_content_is_ignored(tmp_path):
     cold = _index(root, use_cache=False)
     _index(root)
     for path in (root / ".flowtrace_cache").rglob("*.pickle"):
-        wrong = ("salt", {"x.py": "not a state"}, {}) if path.name.startswith("snapshot-") else ["not", "facts"]
+        wrong = ("salt", {"x.py": "not a state"}, {}, ()) if path.name.startswith("snapshot-") else ["not", "facts"]
         path.write_bytes(cache_mod.seal(pickle.dumps(wrong), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
@@ -148,8 +183,8 @@ def test_stale_manifest_entries_do_not_leak(tmp_path):
     payload = cache_mod.unseal(snapshot.read_bytes(), cache_mod.user_key())
     import pickle
 
-    salt, manifest, _pack = pickle.loads(payload)
-    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {})), cache_mod.user_key()))
+    salt, manifest, _pack, selection = pickle.loads(payload)
+    snapshot.write_bytes(cache_mod.seal(pickle.dumps((salt, manifest, {}, selection)), cache_mod.user_key()))
     again = _index(root)
     _same(again, cold)
     assert again.stats.files_parsed == cold.stats.files_parsed

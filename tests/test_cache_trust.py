@@ -42,9 +42,9 @@ def _plant(root, key: bytes) -> int:
     cache_dir = root / ".flowtrace_cache"
     entries = sorted(cache_dir.glob("facts/*/*.pickle"))
     (snapshot,) = cache_dir.glob("snapshot-*.pickle")
-    salt, manifest, pack = cache_mod._loads(cache_mod.unseal(snapshot.read_bytes(), cache_mod.user_key()))
-    lying_pack = {k: _lie(v.path) for k, v in pack.items()}
-    snapshot.write_bytes(cache_mod.seal(cache_mod.dumps((salt, manifest, lying_pack)), key))
+    salt, manifest, pack, selection = cache_mod._loads(cache_mod.unseal(snapshot.read_bytes(), cache_mod.user_key()))
+    lying_pack = {k: cache_mod.dumps(_lie(cache_mod._loads(v).path)) for k, v in pack.items()}
+    snapshot.write_bytes(cache_mod.seal(cache_mod.dumps((salt, manifest, lying_pack, selection)), key))
     for entry in entries:
         good = cache_mod._loads(cache_mod.unseal(entry.read_bytes(), cache_mod.user_key()))
         entry.write_bytes(cache_mod.seal(cache_mod.dumps(_lie(good.path)), key))

@@ -55,19 +55,82 @@ def test_a_warm_scan_reuses_the_findings_and_says_the_same(tmp_path, monkeypatch
     assert runs == []  # the rules did not run again
 
 
-def test_a_changed_file_or_selection_recomputes(tmp_path, monkeypatch):
+def test_an_edit_that_changes_facts_or_the_selection_recomputes(tmp_path, monkeypatch):
     root = _copy(tmp_path)
     first = _check(root)
     runs = _count_rule_runs(monkeypatch)
-    target = sorted(root.rglob("*.py"))[0]
-    target.write_text(target.read_text() + "\n# changed\n")
+    target = root / first.findings[0].file
+    target.write_text("import os  # a new first line: every fact below it moves\n" + target.read_text())
     touched = _check(root)
     assert touched.result.index.fingerprint != first.result.index.fingerprint
     assert len(runs) == 1
+    assert _answer(touched) == _answer(_check(root, use_cache=False))
+    runs.clear()
+    assert [f.line for f in touched.findings if f.file == first.findings[0].file] == [f.line + 1 for f in first.findings if f.file == first.findings[0].file]
     codes = sorted({f.rule for f in first.findings})
     narrowed = _check(root, select=[codes[0]])
-    assert len(runs) == 2
+    assert len(runs) == 1
     assert {f.rule for f in narrowed.findings} == {codes[0]}
+
+
+def test_an_edit_that_leaves_the_facts_keeps_the_findings(tmp_path, monkeypatch):
+    """Early cutoff: a comment appended to a file changes its content hash (it is parsed
+    again) but not its facts, so the index fingerprint and the findings derived from it stand."""
+    root = _copy(tmp_path)
+    first = _check(root)
+    runs = _count_rule_runs(monkeypatch)
+    target = root / first.findings[0].file
+    target.write_text(target.read_text() + "\n# changed\n")
+    touched = _check(root)
+    assert touched.result.index.stats.files_parsed == 1
+    assert touched.result.index.fingerprint == first.result.index.fingerprint
+    assert runs == []
+    assert _answer(touched) == _answer(first) == _answer(_check(root, use_cache=False))
+
+
+def test_a_suppression_comment_added_since_the_last_scan_applies(tmp_path):
+    """Suppressions are text, not facts: a comment that leaves every fact as it was still
+    changes the answer, on a warm scan as on one without a cache."""
+    root = _copy(tmp_path)
+    first = _check(root)
+    finding = first.findings[0]
+    path = root / finding.file
+    lines = path.read_text().splitlines(keepends=True)
+    lines[finding.line - 1] = lines[finding.line - 1].rstrip("\n") + f"  # flowtrace: ignore[{finding.rule}]\n"
+    path.write_text("".join(lines))
+    warm = _check(root)
+    assert warm.result.index.fingerprint == first.result.index.fingerprint  # the facts are the same
+    assert (finding.rule, finding.file, finding.line, finding.message) not in _answer(warm)
+    same_place = [f for f in first.findings if (f.file, f.line, f.rule) == (finding.file, finding.line, finding.rule)]
+    assert warm.suppressed_inline == first.suppressed_inline + len(same_place)
+    assert _answer(warm) == _answer(_check(root, use_cache=False))
+
+
+def test_the_report_snippets_follow_the_text(tmp_path):
+    """The JSON's report part quotes source lines around each finding: a comment edited on
+    such a line shows on the next warm scan although no fact changed."""
+    import json
+
+    from click.testing import CliRunner
+
+    from flowtrace.cli.main import main
+
+    root = _copy(tmp_path)
+
+    def report():
+        done = CliRunner().invoke(main, ["scan", str(root), "--format", "json", "-j", "1"])
+        assert done.exit_code == 0, done.output
+        return json.loads(done.stdout)["report"]["sources"]
+
+    before = report()
+    finding = _check(root).findings[0]
+    path = root / finding.file
+    lines = path.read_text().splitlines(keepends=True)
+    lines[finding.line - 1] = lines[finding.line - 1].rstrip("\n") + "  # a note for the reviewer\n"
+    path.write_text("".join(lines))
+    after = report()
+    assert after[finding.file][str(finding.line)].endswith("# a note for the reviewer")
+    assert before[finding.file][str(finding.line)] != after[finding.file][str(finding.line)]
 
 
 def test_no_cache_means_no_memo(tmp_path):

@@ -110,13 +110,14 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
-        from flowtrace.render.report_data import report_extras
+        from flowtrace.render.report_data import derived_extras, report_extras
         from flowtrace.render.scan_json import dumps, scan_document
 
         doc = scan_document(result, findings)
-        # what `flowtrace report --scan` renders; from the memo when nothing changed
-        shown = [(f.file, f.line, f.rule, f.fingerprint, f.message) for f in findings]
-        doc["report"] = outcome.memo.get("report", shown, lambda: report_extras(result, findings)) if outcome.memo else report_extras(result, findings)
+        # what `flowtrace report --scan` renders; what follows from the facts comes from the
+        # memo while they are unchanged, the source snippets are read again
+        derived = outcome.memo.get("report", (), lambda: derived_extras(result)) if outcome.memo is not None else None
+        doc["report"] = report_extras(result, findings, derived)
         emit(dumps(doc), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)

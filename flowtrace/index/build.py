@@ -58,6 +58,10 @@ class IndexOptions:
 
 FULL, TABLE = "full", "table"
 
+# At most this many files to read (changed since the last scan): the parent does not import
+# the parser before forking (see ``_Parser.warm_parent``).
+_FEW_TO_PARSE = 32
+
 # How a task's size counts when ordering the queue (largest first): a class-table file costs
 # about a fifth of what libcst costs per byte.
 _TABLE_WEIGHT = 0.2
@@ -251,6 +255,10 @@ class _Parser:
         self.pool: WorkerPool | None = None
         self.local = False  # no worker process could be started: parse in this process
         self.failure: str | None = None
+        # Import the parser here before forking, so that the workers share it. Worth it when
+        # many files wait; for a few (one file changed since the last scan) the workers import
+        # it themselves while this process classifies the rest, instead of after it.
+        self.warm_parent = True
 
     def add(self, task: _Task) -> None:
         path, _, size, tier, _ = task
@@ -276,7 +284,8 @@ class _Parser:
     def _start(self) -> None:
         from flowtrace.index.parse import warm_up
 
-        warm_up(self.conv)  # import libcst and the analysers once, before forking
+        if self.warm_parent:
+            warm_up(self.conv)  # import libcst and the analysers once, before forking
         self.pool = WorkerPool(self.jobs, _run_task, (self.conv, self.limits), hard_limit(self.limits[1]))
 
     def _fall_back(self, exc: BaseException) -> None:
@@ -363,6 +372,7 @@ class _IndexRun:
         self.to_dispatch: deque[str] = deque()
         self.keys: dict[str, str] = {}
         self.parsed_digests: dict[str, str] = {}  # content hash of what each parse read
+        self.fact_digests: dict[str, str] = {}  # hash of each result's pickled facts
         self.parsed = self.cached = 0
         jobs = options.jobs if options.jobs is not None else available_cores()
         self.parser = _Parser(self.conv, (options.max_bytes, options.timeout_s), jobs)
@@ -397,9 +407,10 @@ class _IndexRun:
             state, src, tier = self.states[path], self.by_path[path], self.tier_of(path)
             if self.cache is not None:
                 self.keys[path] = self.cache.key(path, state.digest + tier)
-                hit = self.cache.get(self.keys[path])
+                hit, payload = self.cache.get(self.keys[path])
                 if hit is not None:
                     self.cached += 1
+                    self.fact_digests[path] = content_hash(payload)
                     self.accept(path, hit)
                     continue
             self.parser.add((path, src.absolute, src.size, tier, state.digest))
@@ -417,6 +428,7 @@ class _IndexRun:
         facts = pickle.loads(payload)  # type: ignore[arg-type]
         self.parsed += 1
         self.parsed_digests[path] = digest
+        self.fact_digests[path] = content_hash(payload)  # type: ignore[arg-type]
         self.accept(path, facts)
         if self.cache is not None:
             self._store(path, digest, facts, payload)  # type: ignore[arg-type]
@@ -438,7 +450,9 @@ class _IndexRun:
     def _selected_up_front(self, path: str, verdict: int) -> bool:
         return bool(verdict) or any(path.endswith(d) for d in self.conv.dict_files)
 
-    def classify(self, src: SourceFile, state: FileState) -> None:
+    def classify(self, src: SourceFile, state: FileState, names: frozenset[str] | None = None) -> None:
+        """Record ``state`` and select the file or watch it; ``names``: its mentions as a set,
+        when the caller has them already."""
         self.states[src.path] = state
         if self.cache is not None:
             self.cache.remember(src.path, state)
@@ -446,18 +460,40 @@ class _IndexRun:
             self.select(src.path)
         else:
             assert state.mentions is not None
-            self.fixpoint.watch(src.path, state.mentions)
+            self.fixpoint.watch(src.path, names if names is not None else state.mentioned())
 
-    def classify_known(self) -> list[SourceFile]:
-        """Files the manifest vouches for (no I/O); returns the ones that must be read."""
+    def partition(self) -> tuple[list[tuple[SourceFile, FileState]], list[SourceFile]]:
+        """``(known, unknown)``: files the manifest vouches for (no I/O) with their states, and
+        the ones that must be read."""
+        known: list[tuple[SourceFile, FileState]] = []
         unknown: list[SourceFile] = []
         for src in self.sources:
             state = self.cache.known(src.path, src.size, src.mtime_ns, src.ctime_ns) if self.cache is not None else None
             if state is None or (state.mentions is None and not self._selected_up_front(src.path, state.verdict)):
                 unknown.append(src)
             else:
-                self.classify(src, state)
-        return unknown
+                known.append((src, state))
+        return known, unknown
+
+    def classify_known(self, known: list[tuple[SourceFile, FileState]]) -> None:
+        for src, state in known:
+            self.classify(src, state)
+
+    def reuse_selection(self, known: list[tuple[SourceFile, FileState]]) -> bool:
+        """When nothing changed since the last scan (every file known, none added or gone),
+        take its selection as it stands: the fixpoint would close on the same files."""
+        if self.cache is None or len(known) != len(self.sources):
+            return False
+        states = {src.path: state for src, state in known}
+        selection = self.cache.selection_for(states)
+        if selection is None:
+            return False
+        self.states = states
+        for path, state in states.items():
+            self.cache.remember(path, state)
+        for path in selection:
+            self.select(path)
+        return True
 
     def classify_read(self, src: SourceFile) -> None:
         try:
@@ -466,8 +502,9 @@ class _IndexRun:
             self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
             return
         verdict = _verdict(data, self.conv.markers, self.registration)
-        watched = None if self._selected_up_front(src.path, verdict) else mentions(data)
-        self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, watched))
+        names = None if self._selected_up_front(src.path, verdict) else mentions(data)
+        watched = None if names is None else FileState.joined(names)
+        self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, content_hash(data), verdict, watched), names)
 
     def close_fixpoint(self) -> None:
         """Parse until the fixpoint closes: pool results, or local work when no pool runs."""
@@ -486,17 +523,20 @@ class _IndexRun:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> F.IndexResult:
-        # Files the manifest vouches for first, then the rest, read and classified a batch
-        # at a time so the pool starts parsing while this process reads on.
+        # The files the manifest does not vouch for are read and classified first, a batch at a
+        # time, so the pool starts on what changed while this process classifies the rest (the
+        # selection is a least fixpoint: the order files are classified in cannot change it).
         completed = False
         try:
-            unknown = self.classify_known()
-            self.dispatch()
-            for start in range(0, len(unknown), 64):
-                for src in unknown[start : start + 64]:
-                    self.classify_read(src)
-                self.dispatch()
-                self.drain()
+            known, unknown = self.partition()
+            if not self.reuse_selection(known):
+                self.parser.warm_parent = len(unknown) > _FEW_TO_PARSE
+                for start in range(0, len(unknown), 64):
+                    for src in unknown[start : start + 64]:
+                        self.classify_read(src)
+                    self.dispatch()
+                    self.drain()
+                self.classify_known(known)
             self.close_fixpoint()
             completed = True
         finally:
@@ -505,6 +545,7 @@ class _IndexRun:
         if self.parser.failure:
             self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, "skipped"))
         if self.cache is not None:
+            self.cache.select(tuple(sorted(self.selected)))
             self.cache.save()
         return self.result()
 
@@ -526,15 +567,18 @@ class _IndexRun:
         return F.IndexResult(
             root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles),
             fingerprint=self.fingerprint(diagnostics),
+            file_digests=tuple((p, self.states[p].digest) for p in sorted(self.results)),
         )
 
     def fingerprint(self, diagnostics: list[F.Diagnostic]) -> str:
-        """The index's inputs (see :attr:`IndexResult.fingerprint`); empty without a cache,
-        or when a file was parsed from other bytes than it was classified by."""
+        """What the index holds (see :attr:`IndexResult.fingerprint`): the cache salt, the root,
+        the diagnostics and each selected file's pickled facts. Empty without a cache, or when a
+        file was parsed from other bytes than it was classified by. Facts rather than content:
+        an edit that leaves a file's facts as they were (a comment, a function no fact is
+        about) leaves the fingerprint, and so what later stages derived from it, as it was."""
         if self.cache is None or any(self.states[p].digest != d for p, d in self.parsed_digests.items()):
             return ""
         h = hashlib.sha256(f"{self.cache.salt}\0{self.root.resolve()}\0{sorted(self.results)}\0{diagnostics}\n".encode())
-        for path in sorted(self.states):
-            state = self.states[path]
-            h.update(f"{path}\0{state.digest}\0{state.verdict}\n".encode())
+        for path in sorted(self.results):
+            h.update(f"{path}\0{self.fact_digests[path]}\n".encode())
         return h.hexdigest()

@@ -8,8 +8,11 @@ version or analyser invalidates everything):
   hash. Content-addressed, shared by every scan that uses the folder.
 * a **snapshot** per scanned root (``snapshot-<id>.pickle``): the stat manifest of every file
   the last scan saw (size, mtime, ctime -> content hash, prefilter verdict and the class names
-  the fixpoint matches on) plus the facts that scan used, in one pack. A warm scan whose
-  manifest matches the tree reads one file and no source at all.
+  the fixpoint matches on), the facts that scan used, in one pack, and the files it selected.
+  A warm scan whose manifest matches the tree reads one file and no source at all, and takes
+  the selection as it stands instead of closing the fixpoint again. The pack holds each
+  entry's pickle as bytes: loading unpickles only what a scan asks for, and writing the
+  snapshot after one file changed re-pickles that file's facts alone.
 
 Every file is written to a temp file and renamed into place, so concurrent scans never see
 half an entry (the last writer of a snapshot wins; each snapshot is consistent on its own).
@@ -42,8 +45,8 @@ from flowtrace import __version__
 from flowtrace.model import facts as _facts
 from flowtrace.model.facts import FileFacts
 
-_FORMAT = 3
-_MAGIC = b"FTC3"
+_FORMAT = 4
+_MAGIC = b"FTC4"
 _SUM = 16  # MAC bytes in a file header
 _KEY_BYTES = 32
 
@@ -246,15 +249,25 @@ class FileState:
     """What the last scan learnt about one file, valid while its stat matches.
 
     ``verdict`` is the prefilter's bitmask (:data:`FULL_MARKER`, :data:`REGISTRATION`);
-    ``mentions`` the class names the file subclasses or constructs (``None`` when the file was
-    selected up front and never needed them)."""
+    ``mentions`` the class names the file subclasses or constructs, sorted and joined by
+    spaces (``None`` when the file was selected up front and never needed them): one string
+    loads far faster than a set per file, and a warm scan never looks at most of them."""
 
     size: int
     mtime_ns: int
     ctime_ns: int
     digest: str
     verdict: int
-    mentions: frozenset[str] | None
+    mentions: str | None
+
+    @staticmethod
+    def joined(names: frozenset[str]) -> str:
+        """``mentions`` as stored for a set of names."""
+        return " ".join(sorted(names))
+
+    def mentioned(self) -> frozenset[str]:
+        """The names of ``mentions`` as a set (empty when there are none)."""
+        return frozenset(self.mentions.split()) if self.mentions else frozenset()
 
 
 _DISPATCH[FileState] = _reducer(FileState, tuple(f.name for f in dataclasses.fields(FileState)))
@@ -282,10 +295,12 @@ class FactCache:
         self._root_id = hashlib.sha256(where.encode()).hexdigest()[:12]
         self._snapshot_name = f"snapshot-{self._root_id}-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
         self.manifest: dict[str, FileState] = {}
-        self._packed: dict[str, FileFacts] = {}
+        self._packed: dict[str, bytes] = {}  # cache key -> the entry's pickle
+        self.selection: tuple[str, ...] | None = None  # what the last scan selected, in path order
         self._load_snapshot()
         self._next_manifest: dict[str, FileState] = {}
-        self._next_pack: dict[str, FileFacts] = {}
+        self._next_pack: dict[str, bytes] = {}
+        self._next_selection: tuple[str, ...] | None = None
         self._dirty = False
 
     # -- snapshot: manifest + pack ---------------------------------------------------
@@ -300,16 +315,36 @@ class FactCache:
                 payload = unseal(handle.read(), self.secret)
             if payload is None:
                 return
-            salt, manifest, packed = _loads(payload)
+            salt, manifest, packed, selection = _loads(payload)
             if salt != self.salt or not isinstance(manifest, dict) or not isinstance(packed, dict):
                 return
             if not all(isinstance(v, FileState) for v in manifest.values()):
                 return
-            if not all(isinstance(v, FileFacts) for v in packed.values()):
+            if not all(isinstance(v, bytes) for v in packed.values()):
+                return
+            if not isinstance(selection, tuple) or not all(isinstance(p, str) for p in selection):
                 return
         except Exception:  # noqa: BLE001 - missing or corrupt snapshot: a cold cache
             return
-        self.manifest, self._packed = manifest, packed
+        self.manifest, self._packed, self.selection = manifest, packed, selection
+
+    def selection_for(self, states: dict[str, FileState]) -> tuple[str, ...] | None:
+        """The last scan's selection when ``states`` (every file of this scan) is exactly the
+        manifest that scan wrote: the selection is a function of the files' states alone
+        (facts follow from content and tier), so it stands. None otherwise."""
+        if self.selection is None or states.keys() != self.manifest.keys():
+            return None
+        manifest = self.manifest
+        if any(manifest[path] is not state and manifest[path] != state for path, state in states.items()):
+            return None
+        return self.selection
+
+    def select(self, paths: tuple[str, ...]) -> None:
+        """Record this scan's selection for the next snapshot (path order)."""
+        if paths != self._next_selection:
+            self._next_selection = paths
+            if paths != self.selection:
+                self._dirty = True
 
     def known(self, path: str, size: int, mtime_ns: int, ctime_ns: int) -> FileState | None:
         """The manifest entry for ``path`` when its stat still matches, else None."""
@@ -336,31 +371,38 @@ class FactCache:
     def _entry_path(self, key: str) -> Path:
         return self.directory / "facts" / key[:2] / f"{key}.pickle"
 
-    def get(self, key: str) -> FileFacts | None:
+    def get(self, key: str) -> tuple[FileFacts | None, bytes]:
+        """The entry's facts and their pickle (whose digest stands for the facts), or
+        ``(None, b"")`` on a miss."""
         if not self.usable:
-            return None
-        value = self._packed.get(key)
-        if value is None:
+            return None, b""
+        payload = self._packed.get(key)
+        if payload is None:
             try:
                 with open(self._entry_path(key), "rb") as handle:
                     payload = unseal(handle.read(), self.secret)
-                value = _loads(payload) if payload is not None else None
-            except Exception:  # noqa: BLE001 - missing or corrupt: rebuild
-                return None
-            if not isinstance(value, FileFacts):
-                return None
+            except OSError:
+                return None, b""
+            if payload is None:
+                return None, b""
             self._dirty = True  # not in the pack yet
-        self._next_pack[key] = value
-        return value
+        try:
+            value = _loads(payload)
+        except Exception:  # noqa: BLE001 - corrupt: rebuild
+            return None, b""
+        if not isinstance(value, FileFacts):
+            return None, b""
+        self._next_pack[key] = payload
+        return value, payload
 
     def put(self, key: str, facts: FileFacts, payload: bytes | None = None) -> None:
         """Store ``facts`` (``payload``: their pickle, when the caller already has it)."""
         if not self.usable:
             return
-        self._next_pack[key] = facts
-        self._dirty = True
         if payload is None:
             payload = dumps(facts)
+        self._next_pack[key] = payload
+        self._dirty = True
         self._atomic_write(self._entry_path(key), seal(payload, self.secret))
 
     def save(self) -> None:
@@ -369,10 +411,10 @@ class FactCache:
             return
         if not self._dirty and self._next_manifest.keys() == self.manifest.keys() and self._next_pack.keys() == self._packed.keys():
             return
-        payload = dumps((self.salt, self._next_manifest, self._next_pack))
+        payload = dumps((self.salt, self._next_manifest, self._next_pack, self._next_selection))
         self._atomic_write(self._snapshot_path(), seal(payload, self.secret))
         self._prune()
-        self.manifest, self._packed = self._next_manifest, self._next_pack
+        self.manifest, self._packed, self.selection = self._next_manifest, self._next_pack, self._next_selection
         self._next_manifest, self._next_pack = dict(self.manifest), dict(self._packed)
         self._dirty = False
 

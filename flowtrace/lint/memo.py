@@ -3,17 +3,18 @@
 A warm scan takes every file's facts from the cache in a fraction of a second, then spends
 most of its time re-deriving what it derived last time: the rules' findings, the inline
 suppressions and the report's extras (worked examples, the graph), all pure functions of the
-facts, the tree's bytes and the selection. So one record per scanned root, next to the fact
+facts (and, for the suppressions, of the files' text). So one record per scanned root, next to the fact
 cache, keeps the last scan's findings, suppressions and report under a key made of
 
-* the index's fingerprint (the cache salt and every discovered file's content hash, see
-  :attr:`flowtrace.model.facts.IndexResult.fingerprint`; empty, so no memo, without a cache),
+* the index's fingerprint (the cache salt, the selection and a hash of every selected file's
+  facts, see :attr:`flowtrace.model.facts.IndexResult.fingerprint`; empty, so no memo,
+  without a cache): an edit that leaves the facts as they were reuses what they decided;
+  a part also read from the files' text (suppression comments) adds their content hashes,
 * a hash of flowtrace's own source (a changed rule or renderer never reuses an old answer),
-* everything of the command that shapes the answer (the rule selection, the per-file ignores,
-  and for the report the findings it is drawn for).
+* everything of the command that shapes the answer (the rule selection, the per-file ignores).
 
-A changed file, profile, option or flowtrace changes the key: the record is recomputed and
-replaced. The record is sealed with the fact cache's per-user MAC and unpickled with an
+A changed fact, profile, option or flowtrace changes the key: the record is recomputed and
+replaced (the report's source snippets are never kept: they are read again each time). The record is sealed with the fact cache's per-user MAC and unpickled with an
 allow-list, as the fact cache is, so a planted record is a miss, never an answer.
 """
 
@@ -61,8 +62,10 @@ class ResultMemo:
 
     def __init__(self, path: Path, secret: bytes, base_key: str) -> None:
         self.path, self.secret, self.base_key = path, secret, base_key
-        self.stored: dict[str, Any] = self._load()
-        self.fresh: dict[str, Any] = {}
+        self.stored: dict[str, Any] = self._load()  # the record as the last scan left it
+        self.fresh: dict[str, Any] = {}  # the parts this scan used, the next record
+        self._written: set[str] = set()  # the parts of ``fresh`` the file holds
+        self._missed = False  # a part had to be computed: the file is rewritten
 
     @classmethod
     def open(cls, cache_dir: Path, root: Path, fingerprint: str, shape: object) -> ResultMemo | None:
@@ -95,9 +98,10 @@ class ResultMemo:
             value = self.stored[key]
         else:
             value = compute()
+            self._missed = True
         self.fresh[key] = value
-        if key not in self.stored:
-            self._save()
+        if self._missed and key not in self._written:
+            self._save()  # the new record: every part used so far (a part reused after this is added then)
         return value
 
     def _save(self) -> None:
@@ -107,4 +111,4 @@ class ResultMemo:
         except (pickle.PicklingError, TypeError, AttributeError):
             return
         atomic_write(self.path, seal(payload, self.secret))
-        self.stored = dict(self.fresh)
+        self._written = set(self.fresh)

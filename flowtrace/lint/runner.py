@@ -260,7 +260,12 @@ def run_check(
 
     # inline suppressions
     files = {f.file for f in kept}
-    comments = memo.get("suppressions", sorted(files), lambda: collect_suppressions(result, files)) if memo is not None else collect_suppressions(result, files)
+    # suppression comments are text, not facts: keyed by the content of every file they are read from
+    read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
+    if memo is not None and read_key is not None:
+        comments = memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))
+    else:
+        comments = collect_suppressions(result, files)
     used: dict[tuple[str, int], set[str]] = defaultdict(set)
     reported: list[Finding] = []
     suppressed_inline = 0
@@ -314,6 +319,15 @@ def run_check(
         baseline_written=written,
         memo=memo,
     )
+
+
+def text_key(result: ScanResult, files: Iterable[str]) -> list[tuple[str, str]] | None:
+    """``files`` with their content hashes: the part of a memo key for what is read from the
+    files' text rather than from their facts (the index fingerprint hashes facts only). None
+    when one of them is not an indexed file (its content is not known): then no memo."""
+    digests = dict(result.index.file_digests)
+    key = [(file, digests.get(file)) for file in sorted(set(files))]
+    return None if any(digest is None for _, digest in key) else key  # type: ignore[return-value]
 
 
 def _memo(result: ScanResult, options, shape: object) -> ResultMemo | None:  # noqa: ANN001

@@ -567,10 +567,13 @@ class IndexResult:
     diagnostics: tuple[Diagnostic, ...]
     stats: IndexStats
     profiles: tuple[str, ...] = field(default=())
-    # What the index was built from, when it used the fact cache: the cache salt (format,
-    # version, analyser, profiles) and every discovered file's content hash. Two indexes with
-    # the same fingerprint hold the same facts, so later stages may reuse what they derived.
+    # What the index holds, when it used the fact cache: the cache salt (format, version,
+    # analyser, profiles), the root, the diagnostics and a hash of every file's facts. Two
+    # indexes with the same fingerprint hold the same facts, so later stages may reuse what
+    # they derived from the facts alone; what also reads a file's text (suppression comments,
+    # source snippets) keys on ``file_digests`` as well.
     fingerprint: str = ""
+    file_digests: tuple[tuple[str, str], ...] = ()  # (path, content hash) of every file in ``files``
 
 
 # -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as

@@ -96,8 +96,9 @@ def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, s
 REPORT_KEYS = ("paths", "examples", "rules", "graph", "sources")
 
 
-def report_extras(result: ScanResult, findings: list) -> dict[str, Any]:
-    """What the report needs beyond ``flowtrace.scan/1``, computed from the scan itself."""
+def derived_extras(result: ScanResult) -> dict[str, Any]:
+    """The part of :func:`report_extras` that follows from the facts alone (what a memo keyed
+    by the index fingerprint may keep): capture paths, worked examples, rule texts, the graph."""
     from flowtrace.analysis.graph import to_json
 
     return {
@@ -105,8 +106,14 @@ def report_extras(result: ScanResult, findings: list) -> dict[str, Any]:
         "examples": worked_examples(result),
         "rules": rule_texts(),
         "graph": json.loads(to_json(result.graph)),
-        "sources": source_snippets(result, findings),
     }
+
+
+def report_extras(result: ScanResult, findings: list, derived: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the report needs beyond ``flowtrace.scan/1``, computed from the scan itself;
+    ``derived``: :func:`derived_extras` when the caller has it already. The source snippets
+    are read from the files each time (text, not facts)."""
+    return {**(derived if derived is not None else derived_extras(result)), "sources": source_snippets(result, findings)}
 
 
 def report_document(result: ScanResult, findings: list) -> dict[str, Any]:

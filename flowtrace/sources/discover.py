@@ -12,6 +12,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pathspec
 
@@ -77,6 +78,56 @@ def _pattern_problem(line: str) -> str | None:
     return None
 
 
+def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.DirEntry], list[os.DirEntry]] | None:
+    """``(folders, other entries)`` of ``folder``, each sorted by name, as ``os.walk`` splits
+    them (a symlink to a folder counts as a folder); None when it cannot be listed. One
+    ``scandir`` instead of ``os.walk`` plus a ``stat`` per name: the entries already know
+    which are symlinks."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError as error:
+        on_error(error)
+        return None
+    folders: list[os.DirEntry] = []
+    others: list[os.DirEntry] = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        (folders if is_dir else others).append(entry)
+    return folders, others
+
+
+def _is_plain_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _source_file(entry: os.DirEntry, rel: str, real_root: str, diagnostics: list[Diagnostic]) -> SourceFile | None:
+    """The file ``entry`` as a scan reads it, or None (with a diagnostic) when it is not read:
+    a symlink out of the root, something that is not a regular file, a failing stat."""
+    try:
+        if entry.is_symlink():
+            target = os.path.realpath(entry.path)
+            if not (target == real_root or target.startswith(real_root + os.sep)):
+                diagnostics.append(Diagnostic(rel, 0, "symlink points outside the scanned root; not read", "skipped"))
+                return None
+            st = os.stat(entry.path)
+        else:
+            st = entry.stat(follow_symlinks=False)
+    except OSError as exc:
+        diagnostics.append(Diagnostic(rel, 0, f"cannot stat: {exc.strerror or exc}", "unreadable"))
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", "skipped"))
+        return None
+    return SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[Diagnostic]]:
     """Python files under ``root`` (or ``root`` itself when it is a file), sorted by path."""
     diagnostics: list[Diagnostic] = []
@@ -108,13 +159,17 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
         where = os.path.relpath(error.filename, root) if error.filename else "."
         diagnostics.append(Diagnostic(Path(where).as_posix(), 0, f"cannot list directory: {error.strerror or error}", "unreadable"))
 
-    for current, dirnames, filenames in os.walk(root, topdown=True, onerror=on_error, followlinks=False):
-        rel_dir = Path(os.path.relpath(current, root)).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir
-        gitignore = os.path.join(current, ".gitignore")
-        if os.path.isfile(gitignore) and not os.path.islink(gitignore):
+    pending: list[tuple[str, str]] = [(str(root), "")]  # (folder, its path relative to root)
+    while pending:
+        current, rel_dir = pending.pop()
+        listed = _listing(current, on_error)
+        if listed is None:
+            continue
+        subdirs, entries = listed
+        gitignore = next((e for e in entries if e.name == ".gitignore"), None)
+        if gitignore is not None and _is_plain_file(gitignore):
             try:
-                with open(gitignore, encoding="utf-8", errors="replace") as handle:
+                with open(gitignore.path, encoding="utf-8", errors="replace") as handle:
                     problems: list[tuple[int, str]] = []
                     ignore_specs.append((rel_dir, _spec(handle.read().splitlines(), problems)))
                     where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
@@ -122,26 +177,27 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             except OSError:
                 pass
         keep = []
-        for name in sorted(dirnames):
+        for entry in subdirs:
+            name = entry.name
             rel = f"{rel_dir}/{name}" if rel_dir else name
-            full = os.path.join(current, name)
             if _undecodable(name):
                 diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", "skipped"))
                 continue
             if name in ALWAYS_EXCLUDED or ignored(rel, True):
                 continue
-            if os.path.islink(full):
+            if entry.is_symlink():
                 if name.endswith(".py"):
                     diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", "skipped"))
                 continue
             if name.endswith(".py"):
                 diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", "skipped"))
-            keep.append(name)
-        if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:  # os.walk recurses once per level
+            keep.append((entry.path, rel))
+        if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:
             diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", "skipped"))
             keep = []
-        dirnames[:] = keep
-        for name in sorted(filenames):
+        pending.extend(reversed(keep))
+        for entry in entries:
+            name = entry.name
             if not name.endswith(".py"):
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
@@ -150,21 +206,9 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
                 continue
             if ignored(rel, False):
                 continue
-            full = os.path.join(current, name)
-            try:
-                if os.path.islink(full):
-                    target = os.path.realpath(full)
-                    if not (target == real_root or target.startswith(real_root + os.sep)):
-                        diagnostics.append(Diagnostic(rel, 0, "symlink points outside the scanned root; not read", "skipped"))
-                        continue
-                st = os.stat(full)
-            except OSError as exc:
-                diagnostics.append(Diagnostic(rel, 0, f"cannot stat: {exc.strerror or exc}", "unreadable"))
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", "skipped"))
-                continue
-            files.append(SourceFile(rel, full, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+            found = _source_file(entry, rel, real_root, diagnostics)
+            if found is not None:
+                files.append(found)
     files.sort(key=lambda f: f.path)
     diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
     return files, diagnostics
