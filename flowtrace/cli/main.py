@@ -110,15 +110,12 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     if fmt == "json":
-        from flowtrace.render.report_data import derived_extras, report_extras
-        from flowtrace.render.scan_json import dumps, scan_document
+        from flowtrace.render.report_data import scan_json_with_report
 
-        doc = scan_document(result, findings)
-        # what `flowtrace report --scan` renders; what follows from the facts comes from the
-        # memo while they are unchanged, the source snippets are read again
-        derived = outcome.memo.get("report", (), lambda: derived_extras(result)) if outcome.memo is not None else None
-        doc["report"] = report_extras(result, findings, derived)
-        emit(dumps(doc), output)
+        # what follows from the facts alone comes from the memo while the facts are unchanged
+        memo = outcome.memo
+        keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
+        emit(scan_json_with_report(result, findings, keep), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
     else:

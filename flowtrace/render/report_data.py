@@ -14,6 +14,7 @@ from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
+    from flowtrace.render.scan_json import Keep
 
 EXAMPLE_LAYERS = 32  # the worked example uses a typical layer count when the target's is unknown
 SNIPPET_CONTEXT = 3
@@ -114,6 +115,20 @@ def report_extras(result: ScanResult, findings: list, derived: dict[str, Any] | 
     ``derived``: :func:`derived_extras` when the caller has it already. The source snippets
     are read from the files each time (text, not facts)."""
     return {**(derived if derived is not None else derived_extras(result)), "sources": source_snippets(result, findings)}
+
+
+def scan_json_with_report(result: ScanResult, findings: list, keep: Keep | None = None) -> str:
+    """What ``scan --format json`` writes: the scan document and, under ``report``, what
+    ``flowtrace report --scan`` renders. ``keep`` supplies the texts that follow from the facts
+    alone (from the memo of an earlier scan of the same facts); stats, findings and the source
+    snippets are written afresh. The same text as ``dumps({**scan_document(), "report": ...})``."""
+    from flowtrace.render.scan_json import member_texts, object_text, value_text
+
+    def derived() -> list[tuple[str, str]]:
+        return [(name, value_text(value)) for name, value in derived_extras(result).items()]
+
+    report = (keep("json:report", derived) if keep is not None else derived()) + [("sources", value_text(source_snippets(result, findings)))]
+    return object_text(member_texts(result, findings, keep) + [("report", object_text(report))]) + "\n"
 
 
 def report_document(result: ScanResult, findings: list) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Output is deterministic: lists are sorted, and timing lives only under ``stats.s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from flowtrace import __version__
 from flowtrace.model import facts as F
@@ -174,39 +174,89 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return finding_dict(f)
 
 
-def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+# A member of the document: its name, whether it follows from the facts alone (so that a memo
+# keyed by the index fingerprint may keep its text), and how to compute it (``ABSENT``: left out).
+Member = tuple[str, bool, Callable[[], Any]]
+ABSENT = object()
+# ``keep(name, compute)``: the text of a facts-only member, from a memo or ``compute()``.
+Keep = Callable[[str, Callable[[], Any]], Any]
+
+
+def members(result: ScanResult, findings: list[Finding] | None = None) -> list[Member]:
+    """The document's members in order (see :func:`scan_document`)."""
     from flowtrace.analysis.drafts import draft_classes
 
     files = result.files
-    drafts = draft_classes(files)
     stats = result.index.stats
-    doc: dict[str, Any] = {
-        "schema": SCHEMA,
-        "tool": {"name": "flowtrace", "version": __version__},
-        "root": result.root.resolve().as_posix(),
-        "profiles": sorted(p.name for p in result.profiles),
-        "stats": {
+
+    def models() -> list[dict[str, Any]]:
+        drafts = draft_classes(files)
+        return [{**model_json(r), "draft": r.qualname in drafts} for r in sorted(result.rows, key=lambda r: r.qualname)]
+
+    return [
+        ("schema", False, lambda: SCHEMA),
+        ("tool", False, lambda: {"name": "flowtrace", "version": __version__}),
+        ("root", False, lambda: result.root.resolve().as_posix()),
+        ("profiles", False, lambda: sorted(p.name for p in result.profiles)),
+        ("stats", False, lambda: {
             "files_total": stats.files_total,
             "files_parsed": stats.files_parsed + stats.files_cached,
             "parse_errors": stats.parse_errors,
             "seconds": stats.seconds,
             "files_skipped": stats.files_skipped,
             "files_from_cache": stats.files_cached,
-        },
-        "models": [{**model_json(r), "draft": r.qualname in drafts} for r in sorted(result.rows, key=lambda r: r.qualname)],
-        "capture_modes": sorted(
+        }),
+        ("models", True, models),
+        ("capture_modes", True, lambda: sorted(
             ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
             key=lambda d: (d["file"], d["line"], d["mode"]),
-        ),
-        "concat_sites": sorted(
+        )),
+        ("concat_sites", True, lambda: sorted(
             ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function} for ff in files for c in ff.concat_sites),
             key=lambda d: (d["file"], d["line"], d["expression"]),
-        ),
-        **({"drafts": drafts_json(files)} if any(r.source is not None for r in result.rows) else {}),
-        "diagnostics": [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics],
-        "findings": [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))],
-    }
+        )),
+        ("drafts", True, lambda: drafts_json(files) if any(r.source is not None for r in result.rows) else ABSENT),
+        ("diagnostics", True, lambda: [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics]),
+        ("findings", False, lambda: [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))]),
+    ]  # fmt: skip
+
+
+def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for name, _, compute in members(result, findings):
+        value = compute()
+        if value is not ABSENT:
+            doc[name] = value
     return doc
+
+
+def value_text(value: Any) -> str:
+    """One value as :func:`dumps` writes it at the top level."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def object_text(items: list[tuple[str, str]]) -> str:
+    """``json.dumps(dict(...), indent=2)`` assembled from each member's :func:`value_text`:
+    nesting one level deeper only indents every line of a member's text by two spaces (a
+    JSON string never holds a raw newline), so texts kept from an earlier scan fit as they are."""
+    if not items:
+        return "{}"
+    return "{\n" + ",\n".join(f"  {json.dumps(name, ensure_ascii=False)}: {text.replace(chr(10), chr(10) + '  ')}" for name, text in items) + "\n}"
+
+
+def member_texts(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[tuple[str, str]]:
+    """``(name, text)`` of every member present; ``keep`` supplies the facts-only ones."""
+    out = []
+    for name, facts_only, compute in members(result, findings):
+
+        def text(compute: Callable[[], Any] = compute) -> str:
+            value = compute()
+            return "" if value is ABSENT else value_text(value)
+
+        written = keep(f"json:{name}", text) if keep is not None and facts_only else text()
+        if written:
+            out.append((name, written))
+    return out
 
 
 def dumps(doc: dict[str, Any]) -> str:
