@@ -9,7 +9,9 @@ file, on hand-written edge cases, and on a real engine tree when one is given.
 from __future__ import annotations
 
 import ast
+import bisect
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -179,3 +181,31 @@ def test_span_facts_equal_whole_file_facts_on_a_real_tree():
             _same_facts(path.relative_to(root).as_posix(), data)
             checked += 1
     assert checked > 10
+
+
+def _alternation_lines(data: bytes, gate) -> list[int]:  # noqa: ANN001
+    """What the gate's lines were when it was one alternation (a leading ``\\b`` for whole words)."""
+    alternatives = [(rb"\b" + s.pattern.pattern) if s.word_start else s.pattern.pattern for s in gate]
+    pattern = re.compile(b"|".join(alternatives) if alternatives else rb"(?!)")
+    starts = [0]
+    for line in data.splitlines(keepends=True)[:-1]:
+        starts.append(starts[-1] + len(line))
+    return sorted({bisect.bisect_right(starts, m.start()) for m in pattern.finditer(data)})
+
+
+TRICKY = (
+    b"raise\nxraise raise_ _raise\n(raise)\nsuperraise\nsuper().f()\nAUX aUx\naux_hidden_states\n"
+    b"eagle_aux_hidden_state_layer_ids_aux\nlayers_to_capturelayers_to_capture\r\nlayers for\r"
+    b"  raise ValueError\nsuper\n\xc3\xa9raise \xff super\n"
+)
+
+
+def test_word_gates_find_the_lines_one_alternation_finds():
+    """spans searches each word on its own (fast literal search); the lines it finds must be
+    those one alternation of all the words finds, on tricky text and on every fixture file."""
+    for data in [TRICKY, *(p.read_bytes() for p in FIXTURE_FILES)]:
+        lines = spans._Lines(data, spans.body_patterns(CONV))
+        gates = spans.body_patterns(CONV)
+        assert lines.hits == _alternation_lines(data, gates[0])
+        assert lines.layer_hits == _alternation_lines(data, gates[1])
+    assert spans._Lines(TRICKY, spans.body_patterns(CONV)).hits[:6] == [1, 3, 5, 6, 7, 8]  # not: xraise raise_ _raise, superraise

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import itertools
 import re
 
 from flowtrace.engines.profiles import Conventions
@@ -36,18 +37,31 @@ _NOT_BODY_WORDS = {
     "digest", "dict_files", "dict_name_patterns", "dict_module_prefixes", "container_methods", "fc_attributes",
     "pp_guards", "embedding_attributes", "layers_attributes", "setter_order", "generation_dicts", "entry_variables",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Search:
+    """One word of a line gate, searched for on its own (see :func:`_hit_lines`)."""
+
+    pattern: re.Pattern[bytes]
+    word_start: bool = False  # not right after a word character: a leading ``\b``, checked here
+
+
 # What the visitors match without a profile: a concatenation or an aux packer becomes a fact
 # only when its text says "aux" (or names a profile attribute, a body word already).
-_FIXED = rb"(?i:aux)"
+_FIXED = (_Search(re.compile(rb"(?i:aux)")),)
 # What class facts read from any method: ``if ...: raise`` checks, ``super().<name>(`` calls.
-_METHOD_WORDS = rb"\braise\b|\bsuper\b"
+# Whole words; a leading ``\b`` in the pattern would cost the regex engine its literal search.
+_METHOD_WORDS = (_Search(re.compile(rb"raise\b"), True), _Search(re.compile(rb"super\b"), True))
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 # A method that returns a newly built class is a factory (``return Cls(...)``): checked on the
 # tree for the methods whose text has a return and a capitalised call.
 _MAYBE_FACTORY = re.compile(rb"\breturn\b[\s\S]*\b[A-Z][A-Za-z0-9_]*\s*\(")
 _SELF_NAME = re.compile(rb"\b(?:self|cls)\.([A-Za-z_][A-Za-z0-9_]*)")
 _STUB_MIN_LINES = 3  # shorter bodies are not worth a stub
 
-_PATTERNS: dict[str, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
+_Gate = tuple[_Search, ...]
+_PATTERNS: dict[str, tuple[_Gate, _Gate]] = {}
 
 
 def _words(value: object, out: set[str]) -> None:
@@ -63,12 +77,11 @@ def _words(value: object, out: set[str]) -> None:
             _words(getattr(value, f.name), out)
 
 
-def _alternation(words: set[str], extra: list[bytes]) -> re.Pattern[bytes]:
-    alternatives = [re.escape(w.encode()) for w in sorted(words, key=len, reverse=True)] + extra
-    return re.compile(b"|".join(alternatives) if alternatives else rb"(?!)")
+def _alternation(words: set[str], extra: _Gate) -> _Gate:
+    return tuple(_Search(re.compile(re.escape(w.encode()))) for w in sorted(words, key=len, reverse=True)) + extra
 
 
-def body_patterns(conv: Conventions) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+def body_patterns(conv: Conventions) -> tuple[_Gate, _Gate]:
     """(words that make a body matter, layers attributes that do so next to a ``for``),
     built once per profile set."""
     patterns = _PATTERNS.get(conv.digest)
@@ -79,7 +92,7 @@ def body_patterns(conv: Conventions) -> tuple[re.Pattern[bytes], re.Pattern[byte
                 _words(getattr(conv, f.name), words)
         layers: set[str] = set()
         _words(conv.layers_attributes, layers)
-        patterns = (_alternation(words, [_FIXED, _METHOD_WORDS]), _alternation(layers, []))
+        patterns = (_alternation(words, _FIXED + _METHOD_WORDS), _alternation(layers, ()))
         _PATTERNS[conv.digest] = patterns
     return patterns
 
@@ -95,13 +108,10 @@ class _Function:
 class _Lines:
     """The file's lines with their endings, and which of them name a body word."""
 
-    def __init__(self, data: bytes, patterns: tuple[re.Pattern[bytes], re.Pattern[bytes]]) -> None:
+    def __init__(self, data: bytes, patterns: tuple[_Gate, _Gate]) -> None:
         self.lines = data.splitlines(keepends=True)
-        starts, offset = [], 0
-        for line in self.lines:
-            starts.append(offset)
-            offset += len(line)
-        self.hits, self.layer_hits = (sorted({bisect.bisect_right(starts, m.start()) for m in p.finditer(data)}) for p in patterns)
+        starts = list(itertools.accumulate(map(len, self.lines), initial=0))[:-1]  # each line's offset
+        self.hits, self.layer_hits = (_hit_lines(data, starts, gate) for gate in patterns)
 
     def mentions(self, first: int, last: int) -> bool:
         """Whether lines ``first``..``last`` name a body word, or a layers attribute and ``for``."""
@@ -111,6 +121,25 @@ class _Lines:
 
     def text(self, first: int, last: int) -> bytes:
         return b"".join(self.lines[first - 1 : last])
+
+
+def _hit_lines(data: bytes, starts: list[int], gate: _Gate) -> list[int]:
+    """The lines (1-based; ``starts``: their offsets) where a word of ``gate`` starts.
+
+    Each word is searched for on its own: a literal at the regex engine's literal-search speed,
+    where one alternation of them all tries every word at every byte (three quarters of the
+    span selection). The lines are those of the alternation: a word never spans a line break,
+    so an occurrence the alternation skips (inside another match) starts on that match's line;
+    a word checked for its start here (``raise``, ``super``) cannot overlap itself."""
+    found: set[int] = set()
+    word = _WORD_BYTES
+    for search in gate:
+        for match in search.pattern.finditer(data):
+            at = match.start()
+            if search.word_start and at and data[at - 1] in word:
+                continue
+            found.add(bisect.bisect_right(starts, at))
+    return sorted(found)
 
 
 def _within(hits: list[int], first: int, last: int) -> bool:
@@ -276,4 +305,8 @@ def select(data: bytes, tree: ast.Module, imports: list[ast.stmt], conv: Convent
                 replaced.update(stub)
     if not replaced:
         return None
-    return b"".join(replaced.get(n, line) for n, line in enumerate(lines.lines, 1))
+    out = list(lines.lines)
+    for n, text in replaced.items():
+        if 0 < n <= len(out):
+            out[n - 1] = text
+    return b"".join(out)
