@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from flowtrace.engines.profiles import Conventions
+from flowtrace.index.returns import nodes  # ast.walk's nodes and order, less the contexts, faster
 from flowtrace.model import facts as F
 
 _Truth = "bool | None"
@@ -128,7 +129,7 @@ class _Gated:
             self._record(stmt, tests, keys)
 
     def _record(self, stmt: ast.stmt, tests: list[ast.AST], keys: frozenset[str]) -> None:
-        for node in ast.walk(stmt):
+        for node in nodes(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in self.conv.builder_methods:
                 self._call(node, tests)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -139,7 +140,7 @@ class _Gated:
                 if name is None:
                     continue
                 last = name.rsplit(".", 1)[-1]
-                relay = any(isinstance(n, ast.Attribute) and n.attr == last for n in ast.walk(stmt.value))
+                relay = any(isinstance(n, ast.Attribute) and n.attr == last for n in nodes(stmt.value))
                 if last in keys and not relay and not (isinstance(stmt.value, ast.Constant) and stmt.value.value is None):
                     condition = " and ".join(ast.unparse(t) for t in tests)
                     self.writes.append(
@@ -176,7 +177,7 @@ class _Gated:
         """``if m is not None and m not in {...}: raise`` or ``if m != 'x': raise``."""
         if not isinstance(stmt.body[-1], ast.Raise):
             return
-        for node in ast.walk(stmt.test):
+        for node in nodes(stmt.test):
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotIn, ast.NotEq)):
                 name = _dotted(node.left)
                 right = node.comparators[0]
@@ -189,7 +190,7 @@ class _Gated:
 def _selector(method: ast.FunctionDef | None) -> tuple[str, str, tuple[str, ...]]:
     if method is None:
         return "", "other", ()
-    returns = [n for n in ast.walk(method) if isinstance(n, ast.Return) and n.value is not None]
+    returns = [n for n in nodes(method) if isinstance(n, ast.Return) and n.value is not None]
     if len(returns) != 1:
         return "", "other", ()
     expr = returns[0].value
@@ -214,9 +215,9 @@ def _selector_strings(select: ast.FunctionDef, functions: dict[str, ast.Function
     """String constants of a selector that delegates to a module function (``_is_x(hf_config)``):
     the architecture names it compares against, in source order."""
     found: list[str] = []
-    bodies = [select] + [functions[n.func.id] for n in ast.walk(select) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+    bodies = [select] + [functions[n.func.id] for n in nodes(select) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
     for body in bodies:
-        for node in ast.walk(body):
+        for node in nodes(body):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isupper() and node.value.isidentifier():
                 found.append(node.value)
     return tuple(dict.fromkeys(found))
@@ -258,13 +259,13 @@ def _feeds(tree: ast.Module, path: str, conv: Conventions) -> list[F.GatedWrite]
         return []
     out = []
     fields = conv.context_feeds | {f.rsplit(".", 1)[-1] for f in conv.context_fields}
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         # only locals this function hands on as `feed=...` to a constructor count as a fill
         passed = {
-            n.id for call in ast.walk(node) if isinstance(call, ast.Call)
-            for kw in call.keywords if kw.arg in fields for n in ast.walk(kw.value) if isinstance(n, ast.Name)
+            n.id for call in nodes(node) if isinstance(call, ast.Call)
+            for kw in call.keywords if kw.arg in fields for n in nodes(kw.value) if isinstance(n, ast.Name)
         }
         keys = frozenset(passed & conv.context_feeds)
         if keys:
@@ -276,7 +277,7 @@ def _feeds(tree: ast.Module, path: str, conv: Conventions) -> list[F.GatedWrite]
 
 # -- model side: where the ids are read, and how they are captured --------------------------------
 def _id_source(value: ast.AST, conv: Conventions) -> tuple[str, str, str | None] | None:
-    for sub in ast.walk(value):
+    for sub in nodes(value):
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr" and len(sub.args) >= 2:
             key = sub.args[1]
             if isinstance(key, ast.Constant) and key.value in conv.config_keys:
@@ -297,7 +298,7 @@ def _id_sources(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
     if init is None:
         return []
     out: list[F.IdSourceFact] = []
-    for node in ast.walk(init):
+    for node in nodes(init):
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -309,7 +310,7 @@ def _id_sources(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
             if found:
                 out.append(F.IdSourceFact(qualname, name[5:], found[0], found[1], found[2], F.Location(path, node.lineno)))
                 continue
-            read = {(_dotted(s) or "")[5:] for s in ast.walk(node.value) if isinstance(s, ast.Attribute)}
+            read = {(_dotted(s) or "")[5:] for s in nodes(node.value) if isinstance(s, ast.Attribute)}
             origin = next((s for s in out if s.attribute in read and s.alias_of is None), None)
             if origin is not None:
                 out.append(F.IdSourceFact(qualname, name[5:], origin.kind, origin.key, origin.default, F.Location(path, node.lineno), origin.attribute))
@@ -325,7 +326,7 @@ def _sub_calls(body: list[ast.stmt], stop: ast.AST) -> tuple[tuple[str, ...], tu
         if stmt is stop:
             seen = True
             continue
-        for node in ast.walk(stmt):
+        for node in nodes(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
                 (after if seen else before).append(node.func.attr)
     return tuple(before), tuple(after)
@@ -354,9 +355,9 @@ def _dict_captures(cls: ast.ClassDef, path: str, qualname: str, attributes: set[
     for method in cls.body:
         if not isinstance(method, ast.FunctionDef):
             continue
-        aliases = {n.targets[0].id: n.value.attr for n in ast.walk(method) if isinstance(n, ast.Assign) and len(n.targets) == 1
+        aliases = {n.targets[0].id: n.value.attr for n in nodes(method) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Attribute) and n.value.attr in attributes}
-        for loop in (n for n in ast.walk(method) if isinstance(n, ast.For)):
+        for loop in (n for n in nodes(method) if isinstance(n, ast.For)):
             site = _dict_site(loop, method, path, qualname, attributes, aliases)
             if site is not None:
                 out.append(site)
@@ -381,13 +382,13 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
     if flag is None:
         return None
     keyword = None
-    for node in ast.walk(loop):
+    for node in nodes(loop):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
                 if isinstance(kw.value, ast.Name) and kw.value.id == flag:
                     keyword = kw.arg
     store = None
-    for node in ast.walk(loop):
+    for node in nodes(loop):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == flag:
             for sub in node.body:
                 if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript):
@@ -396,7 +397,7 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
         return None
     index = ast.unparse(store.value.slice) if isinstance(store.value, ast.Subscript) else None
     concat = None
-    for node in ast.walk(method):
+    for node in nodes(method):
         if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("cat") and node.args and isinstance(node.args[0], ast.ListComp):
             gen = node.args[0].generators[0]
             if _ids_name(gen.iter, attributes, aliases) == attribute:
@@ -410,7 +411,7 @@ def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
         if not isinstance(method, ast.FunctionDef):
             continue
         for stmt in method.body:
-            for node in ast.walk(stmt):
+            for node in nodes(stmt):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in conv.hooks and node.args):
                     continue
                 index = ast.unparse(node.args[0])
@@ -428,7 +429,7 @@ def _metadata_defaults(cls: ast.ClassDef, path: str, qualname: str, conv: Conven
     for method in cls.body:
         if not isinstance(method, ast.FunctionDef):
             continue
-        for node in ast.walk(method):
+        for node in nodes(method):
             wanted = {f"self.{a}" for a in conv.metadata_attributes}
             target = next((d for t in node.targets if (d := _dotted(t)) in wanted), None) if isinstance(node, ast.Assign) else None
             if target is not None:
@@ -442,7 +443,7 @@ def source_facts(path: str, modname: str, source: str, tree: ast.Module, conv: C
     """All setter-less id-source facts of one parsed module."""
     id_sources: list[F.IdSourceFact] = []
     dicts, flags, hooks, defaults = [], [], [], []
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if not isinstance(node, ast.ClassDef):
             continue
         qualname = f"{modname}.{node.name}"
@@ -454,7 +455,7 @@ def source_facts(path: str, modname: str, source: str, tree: ast.Module, conv: C
             hooks += _hook_calls(node, path, qualname, conv)
         if conv.metadata_attributes:
             defaults += _metadata_defaults(node, path, qualname, conv, source)
-    serving = [F.Location(path, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in conv.serving_keys]
+    serving = [F.Location(path, n.lineno) for n in nodes(tree) if isinstance(n, ast.Attribute) and n.attr in conv.serving_keys]
     return F.SourceFacts(
         tuple(id_sources), tuple(_builders(tree, path, modname, conv, resolve)) if conv.builder_methods else (), tuple(_feeds(tree, path, conv)),
         tuple(dicts), tuple(flags) if dicts or id_sources else (), tuple(hooks), tuple(defaults), tuple(serving[:20]),
