@@ -21,9 +21,11 @@ whole process tree: the steadier figure on a loaded machine), files parsed vs to
 checks that the JSON is the same (apart from timing fields) cold, warm, touched and serial.
 
 A separate single-process pass (``STAGES`` below, workers replaced by in-process parsing)
-splits the cold CPU into stages: read, prefilter, ast pre-screen, span selection, libcst
-parse, positions, fact extraction, class table, the rest of the index, resolve, rules,
-render; counts files per tier and the share of the tree's lines that libcst parsed.
+splits the cold CPU into stages: read, prefilter, ast pre-screen (the one parse of a fully
+analysed file), fact extraction, class table, the rest of the index, resolve, rules, render
+(an older flowtrace measured with ``--flowtrace-src`` also shows its span selection, libcst
+parse and positions); counts files per tier, the share of the tree's lines in fully analysed
+files, and the share libcst parsed (none since the analysers read the stdlib tree).
 
 Performance is judged by this script against the baseline measured in the same run, never by
 a timed test. The machine's other load skews all of it: run it twice, on a quiet machine.
@@ -88,7 +90,7 @@ from pathlib import Path
 
 root = Path(sys.argv[1])
 cpu = time.process_time
-totals, stack, counts = {}, [], {"full": 0, "table": 0, "libcst_lines": 0, "tree_lines": 0}
+totals, stack, counts = {}, [], {"full": 0, "table": 0, "libcst_lines": 0, "full_lines": 0, "tree_lines": 0}
 
 def timed(stage, fn):
     def wrapper(*args, **kwargs):
@@ -116,8 +118,10 @@ def patch(module, name, stage, count=None):
             return inner(*args, **kwargs)
     setattr(module, name, wrapped)
 
-import libcst
 from flowtrace.index import build, class_table, parse, syntax, visitors
+libcst = None
+if "libcst" in open(visitors.__file__).read():  # an older flowtrace, whose analysers read libcst trees
+    import libcst
 from flowtrace.engines.profiles import Conventions, select_profiles
 
 STUB = (b"\x22" * 3, b"...")  # a triple quote, spelled so as not to end this string
@@ -145,13 +149,15 @@ for name in ("mentions", "content_hash"):
     patch(build, name, "prefilter")
 patch(parse, "_screen", "ast pre-screen")
 patch(parse, "select_spans", "span selection")
-patch(libcst, "parse_module", "libcst parse", count_libcst)
+if libcst is not None:
+    patch(libcst, "parse_module", "libcst parse", count_libcst)
 patch(visitors, "Positions", "positions")
 patch(visitors.FileAnalyzer, "facts", "fact extraction")
 init = visitors.FileAnalyzer.__init__
 visitors.FileAnalyzer.__init__ = timed("fact extraction", init)
-def count_full(*a, **k):
+def count_full(path, data, *a, **k):
     counts["full"] += 1
+    counts["full_lines"] += lines_of(data)
 def count_table(*a, **k):
     counts["table"] += 1
 patch(parse, "analyze_bytes", "parse glue", count_full)
@@ -445,9 +451,11 @@ def report_stages(r: dict) -> None:
         if name in prof["stages"]:
             print(f"    {name:<18} {prof['stages'][name]:7.2f}s")
     full, table = counts["full"], counts["table"]
-    print(f"files per tier: libcst {full}, class table {table}, not parsed {counts['files_skipped']} (of {counts['files_total']})")
-    share = counts["libcst_lines"] / max(counts["tree_lines"], 1)
-    print(f"lines of code parsed by libcst (blank lines and span stubs not counted): {counts['libcst_lines']} of the tree's {counts['tree_lines']} ({100 * share:.1f}%)")
+    print(f"files per tier: full analysis {full}, class table {table}, not parsed {counts['files_skipped']} (of {counts['files_total']})")
+    tree = max(counts["tree_lines"], 1)
+    if "full_lines" in counts:
+        print(f"lines of code in fully analysed files (blank lines not counted): {counts['full_lines']} of the tree's {counts['tree_lines']} ({100 * counts['full_lines'] / tree:.1f}%)")
+    print(f"lines of code parsed by libcst (blank lines and span stubs not counted): {counts['libcst_lines']} ({100 * counts['libcst_lines'] / tree:.1f}%)")
 
 
 def report(results: list[dict], load: tuple[float, float, float]) -> None:

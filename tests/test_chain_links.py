@@ -91,12 +91,12 @@ def test_a_rebinding_decides_what_the_stored_reference_holds(tmp_path, edit, kin
 
 def test_a_rebound_name_is_not_one_tensor_across_iterations():
     """``x`` rebound by ``=`` in the loop is a fresh tensor per iteration; ``+=`` alone is not."""
-    import libcst as cst
+    import ast
 
     from flowtrace.index.streams import rebinds
 
-    def loop(src: str) -> cst.For:
-        return cst.parse_module(src).body[0]
+    def loop(src: str) -> ast.For:
+        return ast.parse(src).body[0]
 
     assert rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    x = f(x)\n"), "x")
     assert not rebinds(loop("for i in r:\n    a.append(x)\n    x += d\n    y = f(x)\n"), "x")

@@ -5,9 +5,8 @@ collection traversed it, which cost a tenth of a cold scan and held the memory m
 
 from __future__ import annotations
 
+import ast
 import gc
-
-import libcst as cst
 
 from fixture_paths import FIXTURES
 from flowtrace.engines.profiles import Conventions, load_all
@@ -20,10 +19,10 @@ def _garbage_nodes_after(path: str, data: bytes) -> int:
     gc.collect()
     gc.disable()
     try:
-        facts = analyze_bytes(path, data, CONV, spans=False)
+        facts = analyze_bytes(path, data, CONV)
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
-        nodes = sum(1 for obj in gc.garbage if isinstance(obj, cst.CSTNode))
+        nodes = sum(1 for obj in gc.garbage if isinstance(obj, ast.AST))
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
@@ -39,7 +38,7 @@ def test_no_tree_is_left_for_the_cyclic_collector():
     for path in files:
         data = path.read_bytes()
         if not any(m in data for m in CONV.markers):
-            continue  # the libcst tier only sees files that name a marker
+            continue  # the full analysers only see files that name a marker
         assert _garbage_nodes_after(path.relative_to(FIXTURES).as_posix(), data) == 0, path
         checked += 1
     assert checked > 3

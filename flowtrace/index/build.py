@@ -1,4 +1,4 @@
-"""The index stage: files -> facts, parsing with libcst only what can matter.
+"""The index stage: files -> facts, parsing (stdlib ``ast``) only what can matter.
 
 Selection is a fixpoint: a byte prefilter for the profile's markers picks the first files;
 then any unparsed file that subclasses or constructs a class already known to matter (or
@@ -63,7 +63,7 @@ FULL, TABLE = "full", "table"
 _FEW_TO_PARSE = 32
 
 # How a task's size counts when ordering the queue (largest first): a class-table file costs
-# about a fifth of what libcst costs per byte.
+# about a fifth of what the full analysis costs per byte.
 _TABLE_WEIGHT = 0.2
 
 
@@ -77,7 +77,7 @@ def available_cores() -> int:
 
 def module_name(path: str) -> str:
     """``a/b/c.py`` -> ``a.b.c``: :func:`flowtrace.index.syntax.module_name`, repeated here so a
-    warm scan never imports libcst (a test keeps the two equal)."""
+    warm scan never imports the analysers (a test keeps the two equal)."""
     parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
@@ -86,7 +86,7 @@ def module_name(path: str) -> str:
 
 # -- the work one file takes (in a worker) ---------------------------------------------
 def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[int, float]) -> F.FileFacts:
-    """Full libcst analysis for files naming a capture marker; the class table otherwise."""
+    """Full analysis for files naming a capture marker; the class table otherwise."""
     run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
@@ -285,7 +285,7 @@ class _Parser:
         from flowtrace.index.parse import warm_up
 
         if self.warm_parent:
-            warm_up(self.conv)  # import libcst and the analysers once, before forking
+            warm_up(self.conv)  # import the analysers once, before forking
         self.pool = WorkerPool(self.jobs, _run_task, (self.conv, self.limits), hard_limit(self.limits[1]))
 
     def _fall_back(self, exc: BaseException) -> None:

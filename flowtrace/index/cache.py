@@ -272,7 +272,7 @@ class FileState:
 
 _DISPATCH[FileState] = _reducer(FileState, tuple(f.name for f in dataclasses.fields(FileState)))
 
-FULL_MARKER = 1  # names a capture marker: full libcst analysis
+FULL_MARKER = 1  # names a capture marker: full analysis
 REGISTRATION = 2  # names a registration variable: at least the class table
 
 

@@ -2,9 +2,9 @@
 
 Most files a scan must know about only register a model class or subclass one (an
 ``EntryClass = Foo`` file, a ``class Bar(LlamaForCausalLM): pass``). They carry no capture
-facts, so parsing them with libcst (about 4x slower than ``ast``, and far slower once
-visited) buys nothing. This module reads just the table the cross-file resolution needs.
-Files that name a capture marker go to the libcst analysers instead.
+facts, so running the full analysers over them (index/visitors.py and the loop, setter
+and stream analysers) buys nothing. This module reads just the table the cross-file
+resolution needs. Files that name a capture marker go to the full analysers instead.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
-    """Module-level imports: local name -> what it refers to (as the libcst tier records them:
+    """Module-level imports: local name -> what it refers to (as the full analysers record them:
     in source order, a later binding of a name replacing an earlier one)."""
     imports: dict[str, str] = {}
     for node in _module_statements(body):
@@ -240,7 +240,7 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
 
 
 def _raise_checks(methods: dict, path: str) -> tuple[F.RaiseCheck, ...]:
-    """``if <condition>: raise`` per method, as the libcst tier records them (canonical text)."""
+    """``if <condition>: raise`` per method, as the full analysers record them (canonical text)."""
     out = []
     for name, fn in methods.items():
         for sub in _statements(fn.body):
@@ -259,7 +259,7 @@ def _calls_super(fn_nodes: list[ast.AST], name: str) -> bool:
 
 
 def _factories(methods: dict, names: _Names) -> tuple[F.AttributeAssignment, ...]:
-    """Methods returning a newly built class (as the libcst tier records them)."""
+    """Methods returning a newly built class (as the full analysers record them)."""
     out = []
     for name, fn in methods.items():
         if name.startswith("__"):
@@ -319,7 +319,7 @@ def _super_args(init, names: _Names) -> tuple[F.AttributeAssignment, ...]:
 
 
 def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]:
-    """(target, value, line) of module-level ``x = v`` and ``x: T = v`` (the libcst tier reads both)."""
+    """(target, value, line) of module-level ``x = v`` and ``x: T = v`` (the full analysers read both)."""
     out: list[tuple[str, ast.expr, int]] = []
     for node in body:
         if isinstance(node, ast.Assign):

@@ -15,84 +15,82 @@ holder's methods (the helper may live on a mixin in another file).
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
-
-import libcst as cst
 
 from flowtrace.model import facts as F
 from flowtrace.index.streams import tested_names
-from flowtrace.index.syntax import body_statements, last_name, names_in, walk_statements
+from flowtrace.index.syntax import FunctionNode, arguments, iter_nodes, last_name, names_in, parameter_names, walk_statements
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
 
 
-def _membership(test: cst.BaseExpression, params: list[str], attributes: set[str]) -> tuple[str, str] | None:
+def _membership(test: ast.expr, params: list[str], attributes: set[str]) -> tuple[str, str] | None:
     """(label parameter, attribute) for ``<param> in self.<attr>``."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.In)):
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)):
         return None
-    left, right = test.left, test.comparisons[0].comparator
-    if isinstance(left, cst.Name) and left.value in params and isinstance(right, cst.Attribute) and right.attr.value in attributes:
-        return left.value, right.attr.value
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Name) and left.id in params and isinstance(right, ast.Attribute) and right.attr in attributes:
+        return left.id, right.attr
     return None
 
 
-def helper_definition(file: FileAnalyzer, info: _Class, fn: cst.FunctionDef) -> F.HelperDefFact | None:
-    params = [p.name.value for p in fn.params.params][1:]  # self excluded, as at the call
+def helper_definition(file: FileAnalyzer, info: _Class, fn: FunctionNode) -> F.HelperDefFact | None:
+    params = parameter_names(fn)[1:]  # self excluded, as at the call
     if len(params) < 2:
         return None
     methods = set(file.conv.container_methods)
     for stmt in walk_statements(fn.body):
-        if not isinstance(stmt, cst.If):
+        if not isinstance(stmt, ast.If):
             continue
         found = _membership(stmt.test, params, set(file.conv.attributes))
         if found is None:
             continue
         label, attribute = found
-        recorded = _recording(body_statements(stmt.body), params, methods)
+        recorded = _recording(stmt.body, params, methods)
         if recorded is None:
             continue
         container, value, locals_ = recorded
-        guarded = bool(tested_names((value,)) & set(params)) or any(isinstance(n, cst.IfExp) for n in _walk(value, locals_))
-        shown = locals_.get(value.value, value) if isinstance(value, cst.Name) else value
+        guarded = bool(tested_names((value,)) & set(params)) or any(isinstance(n, ast.IfExp) for n in _walk(value, locals_))
+        shown = locals_.get(value.id, value) if isinstance(value, ast.Name) else value
         slot = params.index(container) if container in params else SELF_CONTAINER
-        return F.HelperDefFact(info.qualname, fn.name.value, params.index(label), slot, attribute, file.loc(fn), guarded, file.code(shown))
+        return F.HelperDefFact(info.qualname, fn.name, params.index(label), slot, attribute, file.loc(fn), guarded, file.code(shown))
     return None
 
 
 SELF_CONTAINER = -1  # HelperDefFact.container_arg of a recorder that appends to an attribute of its own object
 
 
-def _container(func: cst.Attribute, params: list[str]) -> str | None:
+def _container(func: ast.Attribute, params: list[str]) -> str | None:
     """The collector of ``<c>.append(x)``: a parameter, or ``self.<attr>`` (a metadata object
     that keeps the states it records)."""
     owner = func.value
-    if isinstance(owner, cst.Name) and owner.value in params:
-        return owner.value
-    if isinstance(owner, cst.Attribute) and isinstance(owner.value, cst.Name) and owner.value.value == "self":
-        return f"self.{owner.attr.value}"
+    if isinstance(owner, ast.Name) and owner.id in params:
+        return owner.id
+    if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
+        return f"self.{owner.attr}"
     return None
 
 
-def _recording(statements: list, params: list[str], methods: set[str]):
+def _recording(statements: list[ast.stmt], params: list[str], methods: set[str]) -> tuple[str, ast.expr, dict[str, ast.expr]] | None:
     """(container, recorded value, locals) of ``<param>.append(x)`` / ``self.<attr>.append(x)`` in a block."""
-    locals_: dict[str, cst.BaseExpression] = {}
+    locals_: dict[str, ast.expr] = {}
     for stmt in statements:
-        if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
-            locals_[stmt.targets[0].target.value] = stmt.value
-        if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            locals_[stmt.targets[0].id] = stmt.value
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
             func = call.func
-            container = _container(func, params) if isinstance(func, cst.Attribute) else None
-            if container is not None and last_name(func) in methods and call.args:
-                return container, call.args[0].value, locals_
+            container = _container(func, params) if isinstance(func, ast.Attribute) else None
+            args = arguments(call)
+            if container is not None and last_name(func) in methods and args:
+                return container, args[0].value, locals_
     return None
 
 
-def _walk(value: cst.BaseExpression, locals_: dict[str, cst.BaseExpression]) -> list[cst.CSTNode]:
+def _walk(value: ast.expr, locals_: dict[str, ast.expr]) -> list[ast.AST]:
     """The value's nodes, with one level of locals followed (``v = h + r if r else h``)."""
-    from flowtrace.index.syntax import iter_nodes
-
     out = list(iter_nodes(value))
     for name in names_in(value):
         if name in locals_:

@@ -6,6 +6,7 @@ and always returns a :class:`FileFacts` (possibly empty with a diagnostic) inste
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import gc
@@ -18,7 +19,6 @@ from contextlib import contextmanager
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
-from flowtrace.index.spans import select as select_spans
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
@@ -62,30 +62,7 @@ def _quiet_allocations():
             gc.enable()
 
 
-@contextmanager
-def _unvalidated_nodes():
-    """Build the parser's nodes without libcst's per-node ``_validate`` (about a tenth of a
-    parse). The checks guard hand-built trees; a tree the parser builds from real source
-    already satisfies them. Nodes built outside this block are validated as usual."""
-    from libcst._nodes.base import CSTNode
-
-    original = CSTNode.__dict__.get("__post_init__")
-    if original is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        CSTNode.__post_init__ = original  # type: ignore[method-assign]
-
-
-def _no_validation(self) -> None:  # noqa: ANN001
-    return None
-
-
 TEST_HOOK_ENV = "FLOWTRACE_TEST_PARSE_HOOK"
-FULL_PARSE_ENV = "FLOWTRACE_FULL_PARSE"
 _TEST_HOOK_LINE = b"# flowtrace-test-hook: "
 
 
@@ -120,16 +97,17 @@ MAX_NESTING = 1000  # weighted AST depth; real engine code stays under 30
 
 
 def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
-    """``(problem, tree, imports)``: ``problem`` is (line, reason) when libcst must not see this
-    file, else None, and then ``tree`` is the file's ``ast.Module`` and ``imports`` its import
-    statements (anywhere), which the span selection reuses instead of parsing again.
+    """``(problem, tree, imports)``: ``problem`` is (line, reason) when the analysers must not
+    read this file, else None, and then ``tree`` is the file's ``ast.Module`` (the one parse
+    of the file) and ``imports`` its import statements (anywhere).
 
-    libcst's native parser recurses without a guard: about 1,200 nested brackets, 3,500
-    nested lambdas or 7,000 chained ``or`` overflow its stack and kill the whole process
-    (SIGSEGV), which no ``except`` can catch. The stdlib parser has guards (200 brackets,
-    its own stack limits) and never executes anything, so it screens the file first; an
-    ``and``/``or`` chain is flat in ``ast`` but nested in libcst, so it counts per operand.
-    Files the stdlib parser rejects are reported with its message, as the class-table tier does.
+    The stdlib parser has guards (200 brackets, its own stack limits) and never executes
+    anything. Past it, a weighted depth limit refuses code nested deeper than any engine's
+    (MAX_NESTING; an ``and``/``or`` chain counts per operand): the analysers' few recursive
+    helpers (dotted names, ``ast.unparse``) then never meet the recursion limit halfway
+    through a file. (The limit was first set for libcst's unguarded native parser, which
+    overflowed its stack on such files.) Files the parser rejects are reported with its
+    message, as the class-table tier does.
     """
     import ast
     import warnings
@@ -255,24 +233,6 @@ def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune:
     return None
 
 
-def _spans_wanted(spans: bool | None) -> bool:
-    """Span parsing unless told otherwise; ``FLOWTRACE_FULL_PARSE=1`` gives libcst whole files
-    (as before spans existed), to check that the two give the same facts."""
-    return spans if spans is not None else os.environ.get(FULL_PARSE_ENV) != "1"
-
-
-def _parse(cst, data: bytes, cut: bytes | None):  # noqa: ANN001, ANN202
-    """libcst's tree of ``cut`` (the selected spans), or of ``data`` when there is no cut or
-    libcst refuses it (a cut that does not parse is a selection bug, never the file's)."""
-    with _unvalidated_nodes():
-        if cut is not None:
-            try:
-                return cst.parse_module(cut)
-            except cst.ParserSyntaxError:
-                pass
-        return cst.parse_module(data)
-
-
 def matters(data: bytes, markers: tuple[bytes, ...]) -> bool:
     """The byte prefilter: a file that names none of the profile's markers cannot matter."""
     return any(m in data for m in _shortest(markers))
@@ -358,12 +318,8 @@ def analyze_bytes(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    spans: bool | None = None,
 ) -> F.FileFacts:
-    """Facts of one file. libcst sees only the spans that can matter (``spans``, see
-    :mod:`flowtrace.index.spans`); the analysers read the file's own text either way."""
-    import libcst as cst
-
+    """Facts of one file, read from the stdlib tree the pre-screen builds (one parse)."""
     from flowtrace.index.returns import module_facts
     from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
@@ -374,31 +330,22 @@ def analyze_bytes(
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {max_bytes}-byte limit; not parsed", "too-large"),))
     if b"\x00" in data:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "contains NUL bytes (binary?); not parsed", "parse-error"),))
-    with _quiet_allocations():
-        problem, tree, imports = _screen(data)
-        if problem is not None:
-            return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
-        cut = select_spans(data, tree, imports, conv) if _spans_wanted(spans) else None  # type: ignore[arg-type]
-        returns = module_facts(path, modname, tree)  # type: ignore[arg-type]  # on the screened tree: no second parse
-        runner = runner_facts(path, data, tree, conv)  # type: ignore[arg-type]  # an ast.Module: no problem above
-        kept = tree if _sources_wanted(path, conv) else None
-        del tree, imports
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
         with _time_limit(timeout_s), _quiet_allocations():
-            try:
-                module = _parse(cst, data, cut)
-            except cst.ParserSyntaxError as exc:
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-                return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, exc.raw_line or 0, f"syntax error: {message}", "parse-error"),))
+            problem, tree, _ = _screen(data)
+            if problem is not None:
+                return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
+            module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
             source = decode(data)
             facts = FileAnalyzer(path, source, module, conv).facts()
-            facts = dataclasses.replace(facts, output_uses=returns[0], return_shapes=returns[1], flag_defaults=returns[2])
-            del module
-            if runner[0] or runner[1]:
-                facts = dataclasses.replace(facts, entry_calls=runner[0], interface_predicates=runner[1])
-            return _with_sources(facts, source, conv, kept)
+            output_uses, return_shapes, flag_defaults = module_facts(path, modname, module)
+            facts = dataclasses.replace(facts, output_uses=output_uses, return_shapes=return_shapes, flag_defaults=flag_defaults)
+            entry_calls, predicates = runner_facts(path, data, module, conv)
+            if entry_calls or predicates:
+                facts = dataclasses.replace(facts, entry_calls=entry_calls, interface_predicates=predicates)
+            return _with_sources(facts, source, conv, module)
     except _Timeout:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", "timeout"),))
     except RecursionError:

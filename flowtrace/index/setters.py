@@ -8,38 +8,40 @@ evaluating anything. Concrete values come later, from :mod:`flowtrace.analysis.l
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
 from flowtrace.model import facts as F
-from flowtrace.index.syntax import body_statements, canonical, last_name, names_in
+from flowtrace.index.streams import spelled_names
+from flowtrace.index.syntax import FunctionNode, arguments, body_statements, canonical, int_value, last_name, parameters
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
 
 _WRAPPERS = {"list": None, "tuple": None, "sorted": "sorted", "set": "deduplicated"}
+# The blocks a setter's body is read through (their bodies only, as the setter runs them).
+_LOOPS_AND_BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
 
 
 @dataclass(frozen=True, slots=True)
 class _Arm:
     conditions: tuple[str, ...]
     target: str
-    expression: cst.BaseExpression
+    expression: ast.expr
     text: str
     line: int
     delegation: bool
 
 
 class SetterAnalyzer:
-    def __init__(self, file: FileAnalyzer, info: _Class, fn: cst.FunctionDef) -> None:
+    def __init__(self, file: FileAnalyzer, info: _Class, fn: FunctionNode) -> None:
         self.file = file
         self.info = info
         self.fn = fn
-        params = [p for p in fn.params.params if p.name.value not in {"self", "cls"}]
-        self.param = params[0].name.value if params else None
-        self.locals: dict[str, cst.BaseExpression] = {}
+        params = [p for p in parameters(fn) if p.name not in {"self", "cls"}]
+        self.param = params[0].name if params else None
+        self.locals: dict[str, ast.expr] = {}
         self.arms: list[_Arm] = []
         self.pp_guard = False
         self.param_default: str | None = None
@@ -65,7 +67,7 @@ class SetterAnalyzer:
         )
         return F.SetterFact(
             class_qualname=self.info.qualname,
-            method=self.fn.name.value,
+            method=self.fn.name,
             location=self.file.loc(self.fn),
             parameter=self.param,
             id_transform=transform,
@@ -81,34 +83,32 @@ class SetterAnalyzer:
 
     def walk(self, statements: list, conditions: tuple[str, ...]) -> None:
         for stmt in statements:
-            if isinstance(stmt, cst.If):
+            if isinstance(stmt, ast.If):
                 self.walk_if(stmt, conditions)
-            elif isinstance(stmt, cst.Assign):
+            elif isinstance(stmt, ast.Assign):
                 self.assignment(stmt, conditions)
-            elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
-                self.assignment(cst.Assign([cst.AssignTarget(stmt.target)], stmt.value), conditions, node=stmt)
-            elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                self.assignment(ast.Assign([stmt.target], stmt.value), conditions, node=stmt)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 self.call(stmt.value, conditions)
-            elif isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+            elif isinstance(stmt, _LOOPS_AND_BLOCKS):
                 self.walk(body_statements(stmt.body), conditions)
 
-    def walk_if(self, stmt: cst.If, conditions: tuple[str, ...]) -> None:
+    def walk_if(self, stmt: ast.If, conditions: tuple[str, ...]) -> None:
         test = self.file.code(stmt.test)
         inner = body_statements(stmt.body)
-        if any(g in test for g in self.file.conv.pp_guards) and inner and all(isinstance(s, (cst.Return, cst.Raise)) for s in inner):
+        if any(g in test for g in self.file.conv.pp_guards) and inner and all(isinstance(s, (ast.Return, ast.Raise)) for s in inner):
             self.pp_guard = True
             return
         self.walk(inner, conditions + (test,))
-        orelse = stmt.orelse
-        if isinstance(orelse, cst.If):
-            self.walk_if(orelse, conditions + (f"not ({test})",))
-        elif isinstance(orelse, cst.Else):
-            self.walk(body_statements(orelse.body), conditions + (f"not ({test})",))
+        # An `elif` is the one If of the else block; walking that block reads it as walk_if would.
+        if stmt.orelse:
+            self.walk(stmt.orelse, conditions + (f"not ({test})",))
 
-    def assignment(self, stmt: cst.Assign, conditions: tuple[str, ...], node: cst.CSTNode | None = None) -> None:
+    def assignment(self, stmt: ast.Assign, conditions: tuple[str, ...], node: ast.AST | None = None) -> None:
         for target in stmt.targets:
-            if isinstance(target.target, cst.Name):
-                if target.target.value == self.param:
+            if isinstance(target, ast.Name):
+                if target.id == self.param:
                     # `if layer_ids is None: layer_ids = [...]`: a default given by rebinding.
                     if self.param_default is None and not self.uses_param(stmt.value):
                         self.param_default = self.file.code(stmt.value)
@@ -117,67 +117,70 @@ class SetterAnalyzer:
                     self.param_default is None
                     and not self.uses_param(stmt.value)
                     and any(c.replace(" ", "") == f"{self.param}isNone" for c in conditions)
-                    and isinstance(stmt.value, (cst.List, cst.Tuple))
+                    and isinstance(stmt.value, (ast.List, ast.Tuple))
                 ):
                     # `if ids is None: layers = [2, n // 2, n - 3]` then handed on: the default
                     self.param_default = self.file.code(stmt.value)
-                self.locals[target.target.value] = stmt.value
+                self.locals[target.id] = stmt.value
                 continue
-            name = last_name(target.target)
+            name = last_name(target)
             if name in self.file.conv.attributes or (
-                isinstance(target.target, cst.Attribute) and self.uses_param(stmt.value) and name not in self.file.conv.flags
+                isinstance(target, ast.Attribute) and self.uses_param(stmt.value) and name not in self.file.conv.flags
             ):
                 self.arms.append(
-                    _Arm(conditions, self.file.code(target.target), stmt.value, self.file.code(stmt.value), self.file.line(node or stmt), False)
+                    _Arm(conditions, self.file.code(target), stmt.value, self.file.code(stmt.value), self.file.line(node or stmt), False)
                 )
 
-    def call(self, call: cst.Call, conditions: tuple[str, ...]) -> None:
+    def call(self, call: ast.Call, conditions: tuple[str, ...]) -> None:
         name = last_name(call.func)
-        if name in self.file.conv.setters and isinstance(call.func, cst.Attribute):
-            arg = call.args[0].value if call.args else cst.Name("None")
-            self.arms.append(
-                _Arm(conditions, f"{self.file.code(call.func)}()", arg, self.file.code(arg), self.file.line(call), True)
-            )
+        if name in self.file.conv.setters and isinstance(call.func, ast.Attribute):
+            args = arguments(call)  # the first as written, keyword or not
+            arg, text = (args[0].value, self.file.code(args[0].value)) if args else (ast.Constant(None), "None")
+            self.arms.append(_Arm(conditions, f"{self.file.code(call.func)}()", arg, text, self.file.line(call), True))
 
     # -- classification --------------------------------------------------------
-    def uses_param(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    def uses_param(self, expr: ast.expr, depth: int = 0) -> bool:
+        """``expr`` mentions the ids parameter, itself or through a local; a mention is any
+        name ``expr`` spells (``self.layer_ids`` spells ``layer_ids``, see :func:`spelled_names`)."""
         if self.param is None or depth > 8:
             return False
-        mentioned = names_in(expr)
+        mentioned = spelled_names(expr)
         if self.param in mentioned:
             return True
         return any(self.uses_param(self.locals[n], depth + 1) for n in mentioned if n in self.locals and n != self.param)
 
-    def is_id_list(self, expr: cst.BaseExpression) -> bool:
+    def is_id_list(self, expr: ast.expr) -> bool:
         """A default arm assigns a list/tuple (or a local or call producing one), not a flag."""
-        if isinstance(expr, cst.Name) and expr.value in self.locals:
-            return self.is_id_list(self.locals[expr.value])
-        return isinstance(expr, (cst.List, cst.Tuple, cst.ListComp, cst.Call, cst.BinaryOperation, cst.Subscript))
+        if isinstance(expr, ast.Name) and expr.id in self.locals:
+            return self.is_id_list(self.locals[expr.id])
+        return isinstance(expr, (ast.List, ast.Tuple, ast.ListComp, ast.Call, ast.BinOp, ast.Subscript))
 
-    def transform_of(self, expr: cst.BaseExpression, depth: int = 0) -> tuple[str, list[str]]:
+    def transform_of(self, expr: ast.expr, depth: int = 0) -> tuple[str, list[str]]:
         """(transform, notes) for an expression of the ids parameter."""
         if depth > 8:
             return F.OTHER, []
-        if isinstance(expr, cst.Name):
-            if expr.value == self.param:
+        if isinstance(expr, ast.Name):
+            if expr.id == self.param:
                 return F.IDENTITY, []
-            if expr.value in self.locals:
-                return self.transform_of(self.locals[expr.value], depth + 1)
+            if expr.id in self.locals:
+                return self.transform_of(self.locals[expr.id], depth + 1)
             return F.OTHER, []
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _WRAPPERS and len(expr.args) == 1:
-            inner, notes = self.transform_of(expr.args[0].value, depth + 1)
-            extra = _WRAPPERS[expr.func.value]
-            return inner, notes + ([extra] if extra else [])
-        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) and isinstance(expr.for_in, cst.CompFor):
-            comp = expr.for_in
-            if comp.inner_for_in is not None or comp.ifs or not isinstance(comp.target, cst.Name):
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _WRAPPERS:
+            args = arguments(expr)  # keyword arguments count, as written
+            if len(args) == 1:
+                inner, notes = self.transform_of(args[0].value, depth + 1)
+                extra = _WRAPPERS[expr.func.id]
+                return inner, notes + ([extra] if extra else [])
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            if len(expr.generators) != 1 or expr.generators[0].ifs or not isinstance(expr.generators[0].target, ast.Name):
                 return F.OTHER, []
+            comp = expr.generators[0]
             source, notes = self.transform_of(comp.iter, depth + 1)
             if source != F.IDENTITY:
                 return F.OTHER, notes
-            var = comp.target.value
+            var = comp.target.id  # type: ignore[attr-defined]
             element = expr.elt
-            if isinstance(element, cst.Name) and element.value == var:
+            if isinstance(element, ast.Name) and element.id == var:
                 return F.IDENTITY, notes
             offset = _offset(element, var)
             if offset == 1:
@@ -215,18 +218,18 @@ class SetterAnalyzer:
         return F.CONDITIONAL, text or None
 
 
-def _offset(expr: cst.BaseExpression, var: str) -> int | None:
+def _offset(expr: ast.expr, var: str) -> int | None:
     """k for ``var + k`` / ``k + var`` / ``var - k``, else None."""
-    if not isinstance(expr, cst.BinaryOperation):
+    if not isinstance(expr, ast.BinOp):
         return None
     left, right = expr.left, expr.right
-    if isinstance(expr.operator, cst.Add):
-        if isinstance(left, cst.Name) and left.value == var and isinstance(right, cst.Integer):
-            return int(right.value)
-        if isinstance(right, cst.Name) and right.value == var and isinstance(left, cst.Integer):
-            return int(left.value)
-    if isinstance(expr.operator, cst.Subtract) and isinstance(left, cst.Name) and left.value == var and isinstance(right, cst.Integer):
-        return -int(right.value)
+    if isinstance(expr.op, ast.Add):
+        if isinstance(left, ast.Name) and left.id == var and int_value(right) is not None:
+            return int_value(right)
+        if isinstance(right, ast.Name) and right.id == var and int_value(left) is not None:
+            return int_value(left)
+    if isinstance(expr.op, ast.Sub) and isinstance(left, ast.Name) and left.id == var and (k := int_value(right)) is not None:
+        return -k
     return None
 
 

@@ -1,7 +1,7 @@
 """Stream and return-path facts the rules need (links 5 and 6 of the capture chain), minimal.
 
 Three shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
-source lines, so the libcst pass is untouched):
+source lines, apart from the file's tree):
 
 * ``folds_residual``: a layer forward that adds the residual itself and returns the full
   stream first (``h = residual + h; return h, residual``): capturing its first output is right;

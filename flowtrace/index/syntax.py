@@ -1,11 +1,23 @@
-"""Small, pure helpers over libcst nodes shared by the file analysers."""
+"""Small, pure helpers over stdlib ``ast`` nodes shared by the file analysers.
+
+The analysers read the tree the pre-screen already built (:func:`flowtrace.index.parse._screen`),
+so a file is parsed once. What libcst gave them that ``ast`` does not, this module gives:
+call arguments in source order with their keyword or star (:func:`arguments`), parameters
+with their defaults (:func:`parameters`), and a node's exact source text (:class:`SourceText`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ast
+import keyword
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-import libcst as cst
+FUNCTION_KINDS = (ast.FunctionDef, ast.AsyncFunctionDef)
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_SCOPES_AND_LAMBDAS = (*_SCOPES, ast.Lambda)
 
 
 def module_name(path: str) -> str:
@@ -16,33 +28,50 @@ def module_name(path: str) -> str:
     return ".".join(p for p in parts if p)
 
 
-def dotted(node: cst.BaseExpression) -> str | None:
+def dotted(node: ast.AST | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
         head = dotted(node.value)
-        return f"{head}.{node.attr.value}" if head else None
+        return f"{head}.{node.attr}" if head else None
     return None
 
 
-def last_name(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
+def last_name(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def is_name(node: ast.AST | None, name: str | None = None) -> bool:
+    """``node`` is a plain name (``name``, when given)."""
+    return isinstance(node, ast.Name) and (name is None or node.id == name)
+
+
+def string_value(node: ast.AST | None) -> str | None:
+    """The value of a string literal (not an f-string), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
     return None
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
+def int_value(node: ast.AST | None) -> int | None:
+    """The value of a non-negative integer literal (``True`` is not one), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def names_in(node: ast.AST) -> set[str]:
     """All plain names an expression mentions."""
-    return {n.value for n in iter_nodes(node) if isinstance(n, cst.Name)}
+    return {n.id for n in iter_nodes(node) if isinstance(n, ast.Name)}
 
 
 def canonical(text: str) -> str:
     """One-line canonical source for an expression (``ast.unparse``), or the text itself."""
-    import ast
-
     try:
         return ast.unparse(ast.parse(text.strip(), mode="eval").body)
     except (SyntaxError, ValueError, RecursionError):
@@ -54,115 +83,192 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def walk_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every small and compound statement under ``body`` in source order, without
-    descending into nested functions or classes (their bodies are not this function's)."""
-    ordered: list[cst.CSTNode] = []
-    _statements_into(body, ordered)
+# -- statements -------------------------------------------------------------------------
+def walk_statements(body: ast.AST | list[ast.stmt]) -> list[ast.stmt]:
+    """Every statement under ``body`` (a statement list, or a node whose blocks to read) in
+    source order, a compound statement before the statements it holds, without entering
+    nested functions or classes (their bodies are not this function's; the nested
+    definition itself is left out too)."""
+    ordered: list[ast.stmt] = []
+    if isinstance(body, list):
+        _statements_into(body, ordered)
+    elif isinstance(body, _SCOPES):
+        _statements_into(body.body, ordered)
+    else:
+        _statements_into([body], ordered)  # type: ignore[list-item]
     return ordered
 
 
-def _statements_into(node: cst.CSTNode, ordered: list[cst.CSTNode]) -> None:
-    """:func:`walk_statements`' recursion, at module level: a nested recursive function is a
-    reference cycle that would keep the statements (and the tree) alive until the cyclic GC."""
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        return
-    if isinstance(node, cst.SimpleStatementLine):
-        ordered.extend(node.body)
-        return
-    if isinstance(node, cst.BaseCompoundStatement):
-        ordered.append(node)
-    for child in child_nodes(node):
-        if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally, cst.If, cst.SimpleStatementLine)):
-            _statements_into(child, ordered)
-        elif isinstance(child, cst.BaseSmallStatement):
-            ordered.append(child)
+def _statements_into(block: list, ordered: list[ast.stmt]) -> None:
+    """:func:`walk_statements`' recursion, at module level (a nested recursive function is a
+    reference cycle that would keep the tree alive until the cyclic GC)."""
+    for stmt in block:
+        if isinstance(stmt, _SCOPES):
+            continue
+        ordered.append(stmt)
+        for name in _BLOCKS.get(type(stmt), ()):
+            inner = getattr(stmt, name)
+            if name == "handlers" or name == "cases":
+                for handler in inner:
+                    _statements_into(handler.body, ordered)
+            else:
+                _statements_into(inner, ordered)
 
 
-def body_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement | cst.BaseSmallStatement]:
-    """The direct statements of a block, small statements unpacked from their lines."""
-    out: list = []
-    if isinstance(suite, cst.SimpleStatementSuite):
-        return list(suite.body)
-    for stmt in suite.body:  # type: ignore[attr-defined]
-        if isinstance(stmt, cst.SimpleStatementLine):
-            out.extend(stmt.body)
-        else:
-            out.append(stmt)
+_BLOCKS: dict[type, tuple[str, ...]] = {
+    ast.If: ("body", "orelse"),
+    ast.For: ("body", "orelse"),
+    ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"),
+    ast.With: ("body",),
+    ast.AsyncWith: ("body",),
+    ast.Try: ("body", "handlers", "orelse", "finalbody"),
+    ast.Match: ("cases",),
+}
+if hasattr(ast, "TryStar"):  # Python 3.11
+    _BLOCKS[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
+
+
+def body_statements(block: list[ast.stmt]) -> list[ast.stmt]:
+    """The direct statements of a block (a copy: callers may extend it)."""
+    return list(block)
+
+
+def else_block(stmt: ast.If | ast.For | ast.While | ast.Try) -> list[ast.stmt]:
+    """The ``else`` statements (an ``elif`` is one ``If`` in it, as in the grammar)."""
+    return stmt.orelse
+
+
+# -- calls and parameters ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """One argument of a call as written: ``value``, its ``keyword`` (None when positional),
+    ``star`` ("", "*" or "**"), and ``node``, the node that starts where the argument does
+    (the keyword's, a starred value's, or the value itself)."""
+
+    value: ast.expr
+    keyword: str | None
+    star: str
+    node: ast.AST
+
+
+def arguments(call: ast.Call) -> list[Arg]:
+    """A call's arguments in source order (``ast`` keeps positional and keyword apart).
+    ``*x`` and ``**x`` count as positional (no keyword), as in the grammar's argument list."""
+    out = [Arg(a.value, None, "*", a) if isinstance(a, ast.Starred) else Arg(a, None, "", a) for a in call.args]
+    if call.keywords:
+        out += [Arg(k.value, k.arg, "" if k.arg is not None else "**", k) for k in call.keywords]
+        if call.args and _after(call.args[-1], call.keywords[0]):
+            out.sort(key=lambda a: (a.node.lineno, a.node.col_offset))  # type: ignore[attr-defined]
     return out
 
 
-# -- fast traversal -------------------------------------------------------------
-# libcst's visitor protocol rebuilds every node it passes (it is shared with transformers),
-# which costs several times the parse itself. Facts only need to read the tree, so these
-# helpers walk the dataclass fields directly.
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_SKIP = {"whitespace", "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "semicolon", "comma", "newline"}
+def _after(first: ast.AST, second: ast.AST) -> bool:
+    return (first.lineno, first.col_offset) > (second.lineno, second.col_offset)  # type: ignore[attr-defined]
 
 
-def _fields(kind: type) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
+def positional(call: ast.Call) -> list[Arg]:
+    """The arguments without a keyword (``*x`` and ``**x`` included), in order."""
+    return [a for a in arguments(call) if a.keyword is None]
+
+
+def keyword_args(call: ast.Call) -> dict[str, ast.expr]:
+    """``name=value`` arguments by name."""
+    return {k.arg: k.value for k in call.keywords if k.arg is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One named parameter: ``name``, ``default`` (None when it has none), ``node`` (the
+    ``ast.arg``, where the parameter is written)."""
+
+    name: str
+    default: ast.expr | None
+    node: ast.arg
+
+
+def parameters(fn: FunctionNode | ast.Lambda, *, kwonly: bool = False, posonly: bool = False) -> list[Param]:
+    """The regular positional-or-keyword parameters, in order; ``kwonly`` adds the keyword-only
+    ones after them, ``posonly`` puts the positional-only ones first. ``*args`` / ``**kw`` never."""
+    args = fn.args
+    ordered = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(ordered) - len(args.defaults)) + list(args.defaults)
+    out = [Param(a.arg, d, a) for a, d in zip(ordered, defaults)]
+    if not posonly:
+        out = out[len(args.posonlyargs) :]
+    if kwonly:
+        out += [Param(a.arg, d, a) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    return out
+
+
+def parameter_names(fn: FunctionNode | ast.Lambda) -> list[str]:
+    """The regular positional-or-keyword parameter names, in order."""
+    return [a.arg for a in fn.args.args]
+
+
+# -- traversal -----------------------------------------------------------------------------
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(kind)
     if names is None:
-        import dataclasses
-
-        names = tuple(
-            f.name for f in dataclasses.fields(kind) if not f.name.startswith("whitespace") and f.name not in _SKIP
-        )
-        _FIELDS[kind] = names
+        names = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops", "type_comment"))  # type: ignore[attr-defined]
+        _CHILD_FIELDS[kind] = names
     return names
 
 
-# What a field value is, by its type: 1 a node, 2 a list or tuple (of nodes, maybe), 0 else.
-# Cached per type because ``isinstance(x, cst.CSTNode)`` goes through ABCMeta each time.
-_KINDS: dict[type, int] = {}
-
-
-def _kind(kind: type) -> int:
-    value = 1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (list, tuple)) else 0
-    _KINDS[kind] = value
-    return value
-
-
-def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Direct children that can hold code (whitespace and punctuation skipped)."""
-    out: list[cst.CSTNode] = []
-    kinds = _KINDS
-    for name in _fields(type(node)):
-        value = getattr(node, name)
-        kind = kinds.get(type(value))
-        if kind is None:
-            kind = _kind(type(value))
-        if kind == 1:
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """Direct children in source order (operators and contexts left out): a ``Dict``'s keys
+    and values interleaved, a call's keywords merged with its positional arguments, a
+    decorated definition's decorators first."""
+    kind = type(node)
+    if kind is ast.Dict:
+        out: list[ast.AST] = []
+        for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
+            if key is not None:
+                out.append(key)
             out.append(value)
-        elif kind == 2:
+        return out
+    if kind is ast.Call:
+        return [node.func, *(a.node for a in arguments(node))]  # type: ignore[attr-defined]
+    out = []
+    node_type = ast.AST
+    for name in _child_fields(kind):
+        value = getattr(node, name, None)
+        if value.__class__ is list:
             for item in value:
-                item_kind = kinds.get(type(item))
-                if item_kind is None:
-                    item_kind = _kind(type(item))
-                if item_kind == 1:
+                if isinstance(item, node_type) and not isinstance(item, _LEAVES):
                     out.append(item)
+        elif isinstance(value, node_type) and not isinstance(value, _LEAVES):
+            out.append(value)
+    if kind in _DECORATED and node.decorator_list:  # type: ignore[attr-defined]
+        decorators = node.decorator_list  # type: ignore[attr-defined]
+        out = [*decorators, *(c for c in out if not any(c is d for d in decorators))]
     return out
 
 
-def iter_nodes(node: cst.CSTNode, *, into_functions: bool = True):
-    """Every node below ``node`` (pre-order), optionally not entering nested defs."""
-    stack = [node]
+_DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator[ast.AST]:
+    """Every node at or below ``node`` (a node, or a statement list), pre-order in source
+    order, optionally not entering nested definitions and lambdas (which are still yielded)."""
+    stack: list[ast.AST] = list(reversed(node)) if isinstance(node, list) else [node]
+    first = None if isinstance(node, list) else node
     while stack:
         current = stack.pop()
         yield current
-        if not into_functions and current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if not into_functions and current is not first and isinstance(current, _SCOPES_AND_LAMBDAS):
             continue
         children = child_nodes(current)
         children.reverse()
         stack.extend(children)
 
 
-def visit_each(node: cst.CSTNode, handlers: dict[type, Callable[[Any], None]]) -> None:
-    """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order (what a
-    :class:`FastVisitor` with only ``visit_`` methods does). For one-off walks inside a
-    function: a visitor class made per call is a reference cycle with its closures, which
-    keeps the nodes they reach (often the whole tree) alive until the cyclic GC runs."""
+def visit_each(node: ast.AST | list, handlers: dict[type, Callable[[Any], None]]) -> None:
+    """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order."""
     get = handlers.get
     for current in iter_nodes(node):
         handler = get(type(current))
@@ -170,221 +276,18 @@ def visit_each(node: cst.CSTNode, handlers: dict[type, Callable[[Any], None]]) -
             handler(current)
 
 
-class _Position:
-    __slots__ = ("line", "column")
-
-    def __init__(self, line: int, column: int) -> None:
-        self.line, self.column = line, column
-
-
-class _Range:
-    __slots__ = ("start", "end")
-
-    def __init__(self, raw: tuple[int, int, int, int]) -> None:
-        self.start = _Position(raw[0], raw[1])
-        self.end = _Position(raw[2], raw[3])
-
-
-# Positions come from one code generation that only logs, in order, what libcst hands the
-# state (tokens, nodes entering and leaving, syntactic-position regions opening and closing);
-# one plain loop then turns the log into line/column ranges. Logging with ``list.append``
-# instead of a Python method per token and per node, and parenthesizing without a generator
-# context manager, is what makes it cheap; the ranges are the ones libcst's PositionProvider
-# semantics give (start/end nodes of a region, first record wins for a node).
-
-
-class _Region:
-    """A ``record_syntactic_position`` region opening (its closing is :data:`_CLOSE`)."""
-
-    __slots__ = ("node", "start_node", "end_node")
-
-    def __init__(self, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None) -> None:
-        self.node, self.start_node, self.end_node = node, start_node, end_node
-
-
-class _Close:
-    __slots__ = ()
-
-
-_CLOSE = _Close()
-
-
-class _RegionContext:
-    """What ``record_syntactic_position`` returns: leaving logs the region's close."""
-
-    __slots__ = ("push",)
-
-    def __init__(self, push) -> None:  # noqa: ANN001
-        self.push = push
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self.push(_CLOSE)
-
-
-class _Parenthesize:
-    """``_BaseParenthesizedNode._parenthesize`` (lpar, syntactic region, rpar) as a plain
-    context manager instead of a ``@contextmanager`` generator; same calls, same order."""
-
-    __slots__ = ("node", "state", "inner")
-
-    def __init__(self, node, state) -> None:  # noqa: ANN001
-        self.node, self.state = node, state
-
-    def __enter__(self) -> None:
-        for lpar in self.node.lpar:
-            lpar._codegen(self.state)
-        self.inner = self.state.record_syntactic_position(self.node)
-        self.inner.__enter__()
-
-    def __exit__(self, kind, value, traceback) -> bool:  # noqa: ANN001
-        if self.inner.__exit__(kind, value, traceback):
-            return True
-        if kind is None:
-            for rpar in self.node.rpar:
-                rpar._codegen(self.state)
-        return False
-
-
-def _fast_parenthesize(self, state):  # noqa: ANN001
-    return _Parenthesize(self, state)
-
-
-_STATE_CLASS: list[type] = []
-
-
-def _state_class() -> type:
-    """The code generator's state that only logs (built once: a class made per file would
-    hold the file's log, so its whole tree, in a reference cycle until the cyclic GC ran)."""
-    if _STATE_CLASS:
-        return _STATE_CLASS[0]
-    from libcst._nodes.internal import CodegenState
-
-    class _LoggingState(CodegenState):  # type: ignore[misc]
-        def __init__(self, module: cst.Module, log: list) -> None:
-            super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-            push = log.append
-            # instance attributes shadow the methods: one C call per token and node
-            self.add_token = push  # type: ignore[method-assign, assignment]
-            self.before_codegen = push  # type: ignore[method-assign, assignment]
-            self.after_codegen = push  # type: ignore[method-assign, assignment]
-            self._log = log
-            self._region_context = _RegionContext(push)
-
-        def add_indent_tokens(self) -> None:
-            self._log.extend(self.indent_tokens)
-
-        def pop_trailing_newline(self) -> None:
-            pass
-
-        def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # noqa: ANN001
-            self._log.append(_Region(node, start_node, end_node))
-            return self._region_context
-
-    _STATE_CLASS.append(_LoggingState)
-    return _LoggingState
-
-
-# Nodes that are only whitespace or comments: no fact asks where they are, and they are a
-# third of what the code generation logs, so it generates them without logging them
-# (``Positions[node]`` raises KeyError for them; their text still moves the lines on).
-UNPOSITIONED: tuple[type[cst.CSTNode], ...] = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment)
-
-
-def _unlogged_codegen(self, state, **kwargs) -> None:  # noqa: ANN001, ANN003
-    """``CSTNode._codegen`` without ``before_codegen`` / ``after_codegen``."""
-    self._codegen_impl(state, **kwargs)
-
-
-class Positions:
-    """Syntactic line/column ranges of every node, like libcst's PositionProvider, at a
-    fraction of its cost: one code generation that tracks lines with plain tuples."""
-
-    def __init__(self, module: cst.Module) -> None:
-        import threading
-
-        from libcst._nodes.expression import _BaseParenthesizedNode
-
-        log: list = []
-        original = _BaseParenthesizedNode.__dict__.get("_parenthesize")
-        patch = original is not None and threading.current_thread() is threading.main_thread()
-        quiet = [k for k in UNPOSITIONED if "_codegen" not in k.__dict__] if patch else []
-        if patch:
-            _BaseParenthesizedNode._parenthesize = _fast_parenthesize  # type: ignore[method-assign]
-        for kind in quiet:
-            kind._codegen = _unlogged_codegen  # type: ignore[method-assign, assignment]
-        try:
-            module._codegen(_state_class()(module, log))
-        finally:
-            for kind in quiet:
-                del kind._codegen  # back to CSTNode's
-            if patch:
-                _BaseParenthesizedNode._parenthesize = original  # type: ignore[method-assign, assignment]
-
-        computed: dict[int, tuple[int, int, int, int]] = {}
-        line, column = 1, 0
-        open_nodes: list[tuple[cst.CSTNode, int, int]] = []
-        open_regions: list[tuple[_Region, int, int]] = []
-        top = None  # the innermost node being generated: seeing it again means it ended
-        for entry in log:
-            kind = type(entry)
-            if kind is str:
-                newlines = entry.count("\n")
-                if newlines:
-                    line += newlines
-                    column = len(entry) - entry.rfind("\n") - 1
-                else:
-                    column += len(entry)
-            elif kind is _Region:
-                open_regions.append((entry, line, column))
-            elif kind is _Close:
-                region, start_line, start_column = open_regions.pop()
-                end_line, end_column = line, column
-                if region.start_node is not None:
-                    known = computed.get(id(region.start_node))
-                    if known is not None:
-                        start_line, start_column = known[0], known[1]
-                if region.end_node is not None:
-                    known = computed.get(id(region.end_node))
-                    if known is not None:
-                        end_line, end_column = known[2], known[3]
-                computed[id(region.node)] = (start_line, start_column, end_line, end_column)
-            elif entry is top:
-                node, start_line, start_column = open_nodes.pop()
-                if id(node) not in computed:
-                    computed[id(node)] = (start_line, start_column, line, column)
-                top = open_nodes[-1][0] if open_nodes else None
-            elif isinstance(entry, str):  # a token of a str subclass
-                newlines = entry.count("\n")
-                if newlines:
-                    line += newlines
-                    column = len(entry) - entry.rfind("\n") - 1
-                else:
-                    column += len(entry)
-            else:
-                open_nodes.append((entry, line, column))
-                top = entry
-        self._module = module  # keeps every node (and so every id above) alive
-        self._computed = computed
-
-    def __getitem__(self, node: cst.CSTNode) -> _Range:
-        return _Range(self._computed[id(node)])
-
-
 class FastVisitor:
-    """libcst's ``visit_<Node>`` / ``leave_<Node>`` protocol over :func:`child_nodes`,
-    read-only and iterative (no node rebuilding, no recursion limit)."""
+    """``visit_<Node>`` / ``leave_<Node>`` by ``ast`` class name over :func:`child_nodes`,
+    read-only and iterative (no recursion limit). ``visit_`` returning False skips the
+    node's children (and its ``leave_``)."""
 
-    _handlers: dict[type, tuple[object, object]]
-
-    def walk(self, node: cst.CSTNode) -> None:
+    def walk(self, node: ast.AST | list) -> None:
         cache = self.__class__.__dict__.get("_handler_cache")
         if cache is None:
             cache = {}
             setattr(self.__class__, "_handler_cache", cache)
-        stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+        roots = node if isinstance(node, list) else [node]
+        stack: list[tuple[ast.AST, bool]] = [(n, False) for n in reversed(roots)]
         while stack:
             current, leaving = stack.pop()
             kind = type(current)
@@ -393,12 +296,191 @@ class FastVisitor:
                 handlers = (getattr(self.__class__, f"visit_{kind.__name__}", None), getattr(self.__class__, f"leave_{kind.__name__}", None))
                 cache[kind] = handlers
             if leaving:
-                handlers[1](self, current)  # type: ignore[operator, misc]
+                handlers[1](self, current)
                 continue
-            if handlers[0] is not None and handlers[0](self, current) is False:  # type: ignore[operator]
+            if handlers[0] is not None and handlers[0](self, current) is False:
                 continue
             if handlers[1] is not None:
                 stack.append((current, True))
-            children = child_nodes(current)
-            for child in reversed(children):
+            for child in reversed(child_nodes(current)):
                 stack.append((child, False))
+
+
+# -- source text ------------------------------------------------------------------------------
+class SourceText:
+    """A file's lines, and the exact source of a node (``ast`` columns are UTF-8 byte offsets;
+    lines are split as the parser splits them)."""
+
+    __slots__ = ("lines", "_encoded", "_tree", "_starts")
+
+    def __init__(self, source: str, tree: ast.Module | None = None) -> None:
+        self.lines = _parser_lines(source)
+        self._encoded: dict[int, bytes] = {}
+        self._tree = tree  # for the block a multi-line node stands in
+        self._starts: list[tuple[int, int, int]] | None = None  # (first line, last line, column) per statement
+
+    def line_text(self, number: int) -> str:
+        return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
+
+    def segment(self, node: ast.AST) -> str:
+        """The node's source as if it stood alone: from its first to its last character, its
+        own grouping parentheses included (``(a\n if c else b)``; a call's are not the
+        argument's), a definition's decorators too, and later lines without the indentation
+        of the first line's block (lines inside a string literal kept as written)."""
+        first = getattr(node, "lineno", None)
+        if first is None:
+            return ""
+        if isinstance(node, _DECORATED) and node.decorator_list:
+            head = node.decorator_list[0]  # its span starts after the "@"
+            first = head.lineno
+            start = max(self.line_text(first).rfind("@", 0, self._column(first, head.col_offset)), 0)
+        else:
+            start = self._column(first, node.col_offset)  # type: ignore[attr-defined]
+        last = node.end_lineno or first  # type: ignore[attr-defined]
+        end = self._column(last, node.end_col_offset)  # type: ignore[attr-defined]
+        if isinstance(node, ast.expr):
+            first, start, last, end = self._grouped(first, start, last, end)
+        if first == last:
+            return self.line_text(first)[start:end]
+        tail = self.line_text(last)
+        if isinstance(node, _COMPOUND) and tail[end:].lstrip().startswith("#"):
+            end = len(tail)  # a block's last comment is the block's
+        parts = [*self.lines[first : last - 1], tail[:end]]
+        head = self.line_text(first)
+        indent = self._block_indent(first, head)
+        if indent:
+            verbatim = _string_lines(node) if any(q in p for p in parts for q in _QUOTES) else frozenset()
+            cut = len(indent)
+            parts = [p[cut:] if p.startswith(indent) and n not in verbatim else p for n, p in enumerate(parts, first + 1)]
+        return "\n".join([head[start:], *parts])
+
+    def _block_indent(self, line: int, text: str) -> str:
+        """The indentation of the innermost statement holding ``line`` (the line's own
+        indentation when the tree is unknown)."""
+        own = text[: len(text) - len(text.lstrip(" \t"))]
+        if self._tree is None:
+            return own
+        if self._starts is None:
+            self._starts = sorted((n.lineno, n.end_lineno or n.lineno, n.col_offset) for n in ast.walk(self._tree) if isinstance(n, ast.stmt))
+        import bisect
+
+        at = bisect.bisect_right(self._starts, (line, 1 << 30, 0))
+        for first, last, column in reversed(self._starts[:at]):
+            if last >= line:
+                statement_line = self.line_text(first)
+                return statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
+        return own
+
+    def _grouped(self, first: int, start: int, last: int, end: int) -> tuple[int, int, int, int]:
+        """The span widened over each pair of parentheses that only groups it."""
+        while True:
+            before = self._before(first, start)
+            after = self._after(last, end)
+            if before is None or after is None:
+                return first, start, last, end
+            (first, start), (last, end) = before, after
+
+    def _before(self, line: int, column: int) -> tuple[int, int] | None:
+        """Where an opening grouping parenthesis just before (line, column) starts, else None."""
+        text = self.line_text(line)[:column].rstrip()
+        while not text and line > 1:
+            line -= 1
+            text = self.line_text(line).rstrip()
+        if not text.endswith("("):
+            return None
+        ahead = text[:-1].rstrip()
+        if ahead and (ahead[-1] in ")]\"'" or (ahead[-1].isalnum() or ahead[-1] == "_") and not keyword.iskeyword(_last_word(ahead))):
+            return None  # a call's or a subscript's parenthesis, not a group's
+        return line, len(text) - 1
+
+    def _after(self, line: int, column: int) -> tuple[int, int] | None:
+        """Where a closing parenthesis just after (line, column) ends, else None."""
+        text = self.line_text(line)[column:]
+        offset = column + len(text) - len(text.lstrip())
+        while not text.strip() and line < len(self.lines):
+            line += 1
+            text = self.line_text(line)
+            offset = len(text) - len(text.lstrip())
+        return (line, offset + 1) if text.strip().startswith(")") else None
+
+    def _column(self, line: int, offset: int | None) -> int:
+        """The character column of a UTF-8 byte ``offset`` on ``line``."""
+        text = self.line_text(line)
+        if offset is None:
+            return len(text)
+        if text.isascii():
+            return offset
+        encoded = self._encoded.get(line)
+        if encoded is None:
+            encoded = self._encoded[line] = text.encode("utf-8", "surrogatepass")
+        return len(encoded[:offset].decode("utf-8", "replace"))
+
+    def character_column(self, node: ast.AST) -> int:
+        """The node's start column in characters."""
+        return self._column(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def lines_of(self, node: ast.AST) -> str:
+        """The whole source lines the node spans (decorators included)."""
+        first = node.decorator_list[0].lineno if isinstance(node, _DECORATED) and node.decorator_list else node.lineno  # type: ignore[attr-defined]
+        return "\n".join(self.lines[first - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+
+_COMPOUND = (*_DECORATED, *_BLOCKS)
+_QUOTES = ('"""', "'''")
+
+
+def _last_word(text: str) -> str:
+    i = len(text)
+    while i and (text[i - 1].isalnum() or text[i - 1] == "_"):
+        i -= 1
+    return text[i:]
+
+
+def _string_lines(node: ast.AST) -> frozenset[int]:
+    """Lines inside a multi-line string literal under ``node`` (after its first line)."""
+    inside: set[int] = set()
+    for child in ast.walk(node):
+        if isinstance(child, (ast.Constant, ast.JoinedStr)) and child.end_lineno and child.end_lineno > child.lineno:
+            inside.update(range(child.lineno + 1, child.end_lineno + 1))
+    return frozenset(inside)
+
+
+def _parser_lines(source: str) -> list[str]:
+    """Lines as the parser numbers them: ``\\n``, ``\\r\\n`` and ``\\r`` end a line; form feeds
+    and other separators ``str.splitlines`` breaks at do not."""
+    if "\r" not in source and not any(c in source for c in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        return source.split("\n")
+    return source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def statements_of(nodes: Iterable[ast.AST]) -> list[ast.stmt]:
+    return [n for n in nodes if isinstance(n, ast.stmt)]
+
+
+__all__ = [
+    "Arg",
+    "FUNCTION_KINDS",
+    "FastVisitor",
+    "FunctionNode",
+    "Param",
+    "SourceText",
+    "arguments",
+    "body_statements",
+    "canonical",
+    "child_nodes",
+    "clip",
+    "dotted",
+    "int_value",
+    "is_name",
+    "iter_nodes",
+    "keyword_args",
+    "last_name",
+    "module_name",
+    "names_in",
+    "parameter_names",
+    "parameters",
+    "positional",
+    "string_value",
+    "visit_each",
+    "walk_statements",
+]

@@ -1,4 +1,4 @@
-"""One libcst pass per file: turn a module's syntax into facts.
+"""One pass per file over its stdlib tree: turn a module's syntax into facts.
 
 The pass works in two steps over the same tree: a visitor collects the module's structure
 (imports, classes, functions, module-level assignments, and the sites that need an enclosing
@@ -9,10 +9,9 @@ engine: every name comes from :class:`flowtrace.engines.profiles.Conventions`.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
-
-import libcst as cst
 
 from flowtrace.model import facts as F
 from flowtrace.index.helpers import helper_definition
@@ -20,7 +19,7 @@ from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
 from flowtrace.index.stream_facts import function_facts, self_calls
-from flowtrace.index.syntax import FastVisitor, Positions, body_statements, canonical, clip, dotted, last_name, module_name, visit_each, walk_statements
+from flowtrace.index.syntax import FastVisitor, FunctionNode, SourceText, arguments, canonical, clip, dotted, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
@@ -28,40 +27,35 @@ _CAT_NAMES = {"cat", "concat", "concatenate"}
 
 @dataclass
 class _Function:
-    node: cst.FunctionDef
+    node: FunctionNode
     class_qualname: str | None
     name: str
 
 
 @dataclass
 class _Class:
-    node: cst.ClassDef
+    node: ast.ClassDef
     qualname: str
     name: str
-    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    methods: dict[str, FunctionNode] = field(default_factory=dict)
 
 
 class _Collector(FastVisitor):
     """Collects structure and the few sites that need the enclosing function's name."""
 
-    def __init__(self, module: str, conv: Conventions, package: str, positions) -> None:
-        self.positions = positions
+    def __init__(self, module: str, conv: Conventions, package: str) -> None:
         self.module = module
         self.package = package
         self.conv = conv
         self.imports: dict[str, str] = {}
         self.classes: list[_Class] = []
-        self.module_assigns: list[cst.Assign | cst.AnnAssign] = []
+        self.module_assigns: list[ast.Assign | ast.AnnAssign] = []
         self.modes: list[tuple[int, str, str]] = []
-        self.concats: list[tuple[int, cst.CSTNode, str]] = []
-        self.config_reads: list[tuple[int, str, str | None, str, cst.CSTNode]] = []
+        self.concats: list[tuple[int, ast.Call, str]] = []
+        self.config_reads: list[tuple[int, str, ast.expr | None, str, ast.AST]] = []
         self._class_stack: list[_Class] = []
         self._func_stack: list[str] = []
         self._key_names = {k.rsplit(".", 1)[-1] for k in conv.layer_id_keys}
-
-    # -- positions -------------------------------------------------------------
-    def line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line
 
     def function_name(self) -> str:
         if not self._func_stack:
@@ -70,92 +64,94 @@ class _Collector(FastVisitor):
         return prefix + self._func_stack[-1]
 
     # -- imports ---------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
+    def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            full = dotted(alias.name) or ""
-            if alias.asname and isinstance(alias.asname.name, cst.Name):
-                self.imports[alias.asname.name.value] = full
+            if alias.asname:
+                self.imports[alias.asname] = alias.name
             else:
-                head = full.split(".")[0]
+                head = alias.name.split(".")[0]
                 self.imports.setdefault(head, head)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        base = dotted(node.module) if node.module is not None else ""
-        dots = len(node.relative)
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        dots = node.level
         if dots:
             pkg = self.package.split(".") if self.package else []
             keep = len(pkg) - (dots - 1)
             anchor = ".".join(pkg[: max(keep, 0)])
-            base = ".".join(x for x in (anchor, base or "") if x)
-        if isinstance(node.names, cst.ImportStar):
+            base = ".".join(x for x in (anchor, base) if x)
+        if any(alias.name == "*" for alias in node.names):
             return
         for alias in node.names:
-            name = dotted(alias.name) or ""
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            self.imports[local] = f"{base}.{name}" if base else name
+            local = alias.asname or alias.name
+            self.imports[local] = f"{base}.{alias.name}" if base else alias.name
 
     # -- classes and functions -------------------------------------------------
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
         outer = self._class_stack[-1].qualname if self._class_stack else self.module
-        qual = f"{outer}.{node.name.value}" if outer else node.name.value
-        info = _Class(node, qual, node.name.value)
+        qual = f"{outer}.{node.name}" if outer else node.name
+        info = _Class(node, qual, node.name)
         if not self._func_stack:
             self.classes.append(info)
         self._class_stack.append(info)
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+    def leave_ClassDef(self, original_node: ast.ClassDef) -> None:
         self._class_stack.pop()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: FunctionNode) -> None:
         if self._class_stack and not self._func_stack:
-            self._class_stack[-1].methods.setdefault(node.name.value, node)
-        self._func_stack.append(node.name.value)
+            self._class_stack[-1].methods.setdefault(node.name, node)
+        self._func_stack.append(node.name)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+    def leave_FunctionDef(self, original_node: FunctionNode) -> None:
         self._func_stack.pop()
 
+    visit_AsyncFunctionDef = visit_FunctionDef
+    leave_AsyncFunctionDef = leave_FunctionDef
+
     # -- module-level assignments (registries) ---------------------------------
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         if not self._func_stack and not self._class_stack:
             self.module_assigns.append(node)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not self._func_stack and not self._class_stack and node.value is not None:
-            self.module_assigns.append(node)  # the node itself: a synthetic Assign has no position
+            self.module_assigns.append(node)
 
     # -- sites -----------------------------------------------------------------
-    def visit_Attribute(self, node: cst.Attribute) -> None:
+    def visit_Attribute(self, node: ast.Attribute) -> None:
         head = last_name(node.value)
         if head and head in self.conv.capture_mode_enums:
-            self.modes.append((self.line(node), node.attr.value, self.function_name()))
-        if node.attr.value in self._key_names:
-            self.config_reads.append((self.line(node), node.attr.value, None, self.function_name(), node))
+            self.modes.append((node.lineno, node.attr, self.function_name()))
+        if node.attr in self._key_names:
+            self.config_reads.append((node.lineno, node.attr, None, self.function_name(), node))
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         name = last_name(node.func)
-        if name in _CAT_NAMES and node.args:
-            self.concats.append((self.line(node), node, self.function_name()))
-        elif name and "pack" in name.lower() and node.args and "aux" in name.lower():
-            self.concats.append((self.line(node), node, self.function_name()))
-        if name in {"getattr", "get"} and node.args:
+        args = arguments(node) if node.args or node.keywords else []
+        if name in _CAT_NAMES and args:
+            self.concats.append((node.lineno, node, self.function_name()))
+        elif name and "pack" in name.lower() and args and "aux" in name.lower():
+            self.concats.append((node.lineno, node, self.function_name()))
+        if name in {"getattr", "get"} and args:
             index = 1 if name == "getattr" else 0
-            if len(node.args) > index:
-                key = node.args[index].value
-                if isinstance(key, cst.SimpleString) and key.evaluated_value in self._key_names:
-                    default = node.args[index + 1].value if len(node.args) > index + 1 else None
-                    self.config_reads.append((self.line(node), str(key.evaluated_value), default, self.function_name(), node))  # type: ignore[arg-type]
+            if len(args) > index:
+                key = string_value(args[index].value)
+                if key is not None and key in self._key_names:
+                    default = args[index + 1].value if len(args) > index + 1 else None
+                    self.config_reads.append((node.lineno, key, default, self.function_name(), node))
 
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            key = node.slice[0].slice.value
-            if isinstance(key, cst.SimpleString) and key.evaluated_value in self._key_names:
-                self.config_reads.append((self.line(node), str(key.evaluated_value), None, self.function_name(), node))
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            key = string_value(node.slice)
+            if key is not None and key in self._key_names:
+                self.config_reads.append((node.lineno, key, None, self.function_name(), node))
 
 
 class FileAnalyzer:
-    """Builds :class:`FileFacts` for one parsed module."""
+    """Builds :class:`FileFacts` for one module's stdlib tree."""
 
-    def __init__(self, path: str, source: str, module: cst.Module, conv: Conventions) -> None:
+    def __init__(self, path: str, source: str, module: ast.Module, conv: Conventions) -> None:
         self.path = path
         self.source = source
         self.module = module
@@ -163,28 +159,32 @@ class FileAnalyzer:
         self.modname = module_name(path)
         is_package = path.endswith("__init__.py")
         package = self.modname if is_package else self.modname.rpartition(".")[0]
-        self.positions = Positions(module)
-        self.collector = _Collector(self.modname, conv, package, self.positions)
+        self.text = SourceText(source, module)
+        self.collector = _Collector(self.modname, conv, package)
         self.collector.walk(module)
         self.imports = self.collector.imports
         self.local_classes = {c.name: c.qualname for c in self.collector.classes}
-        self.lines = source.splitlines()
+        self.lines = self.text.lines
         self.watched = conv.attributes | conv.flags
 
     # -- helpers ---------------------------------------------------------------
-    def text_of(self, node: cst.CSTNode) -> str:
-        """The node's source lines, sliced from the file text (no code generation)."""
-        span = self.positions[node]
-        return "\n".join(self.lines[span.start.line - 1 : span.end.line])
+    def text_of(self, node: ast.AST) -> str:
+        """The node's source lines (from its first line, a definition's ``def`` line, to its last)."""
+        return "\n".join(self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
-    def line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line
+    def line(self, node: ast.AST) -> int:
+        return node.lineno  # type: ignore[attr-defined]
 
-    def loc(self, node: cst.CSTNode) -> F.Location:
-        return F.Location(self.path, self.line(node))
+    def start(self, node: ast.AST) -> tuple[int, int]:
+        """(line, column in characters) where the node starts."""
+        return node.lineno, self.text.character_column(node)  # type: ignore[attr-defined]
 
-    def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node).strip()
+    def loc(self, node: ast.AST) -> F.Location:
+        return F.Location(self.path, node.lineno)  # type: ignore[attr-defined]
+
+    def code(self, node: ast.AST) -> str:
+        """The node's exact source text."""
+        return self.text.segment(node).strip()
 
     def resolve(self, name: str) -> str:
         """Qualify a dotted name through the module's imports and local classes."""
@@ -264,10 +264,10 @@ class FileAnalyzer:
 
     def class_fact(self, info: _Class) -> F.ClassFact:
         bases = []
-        for arg in info.node.bases:
-            text = dotted(arg.value)
-            if text is None and isinstance(arg.value, cst.Subscript):
-                text = dotted(arg.value.value)  # Generic[T] -> Generic
+        for base in info.node.bases:
+            text = dotted(base)
+            if text is None and isinstance(base, ast.Subscript):
+                text = dotted(base.value)  # Generic[T] -> Generic
             if text is not None:
                 bases.append(self.resolve(text))
         assignments: list[F.AttributeAssignment] = []
@@ -287,16 +287,16 @@ class FileAnalyzer:
             extends=tuple(sorted(n for n, fn in info.methods.items() if f"super().{n}(" in "".join(self.text_of(fn).split()))),
         )
 
-    def assignment_via(self, info: _Class, value: cst.BaseExpression) -> str | None:
+    def assignment_via(self, info: _Class, value: ast.expr) -> str | None:
         """How a subclass could change the class built here (see AttributeAssignment.via)."""
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return None
         name = dotted(value.func) or ""
         if name.startswith("self.") and name.count(".") == 1 and name[5:] in info.methods:
             return f"method:{name[5:]}"
         init = info.methods.get("__init__")
         if init is not None and "." not in name:
-            params = [p.name.value for p in init.params.params if p.name.value != "self"]
+            params = [p.name for p in parameters(init) if p.name != "self"]
             if name in params:
                 return f"param:{name}#{params.index(name)}"
         return None
@@ -308,131 +308,117 @@ class FileAnalyzer:
             if name.startswith("__"):
                 continue
             for stmt in walk_statements(fn.body):
-                if isinstance(stmt, cst.Return) and isinstance(stmt.value, cst.Call):
+                if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
                     callee = dotted(stmt.value.func)
                     if callee and callee.split(".")[-1][:1].isupper():
                         out.append(F.AttributeAssignment(name, self.resolve(callee), self.line(stmt)))
                         break
         return tuple(out)
 
-    def super_args(self, info: _Class, init: cst.FunctionDef | None) -> tuple[F.AttributeAssignment, ...]:
+    def super_args(self, info: _Class, init: FunctionNode | None) -> tuple[F.AttributeAssignment, ...]:
         """Classes a subclass hands to its base's ``__init__`` (``super().__init__(c, q, p, Cls)``),
         a parameter of its own resolved to its default."""
         if init is None:
             return ()
-        defaults = {p.name.value: dotted(p.default) for p in init.params.params + init.params.kwonly_params if p.default is not None}
+        defaults = {p.name: dotted(p.default) for p in parameters(init, kwonly=True) if p.default is not None}
         out: list[F.AttributeAssignment] = []
         for stmt in walk_statements(init.body):
-            call = stmt.value if isinstance(stmt, cst.Expr) else None
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__" and isinstance(call.func.value, cst.Call)):
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__" and isinstance(call.func.value, ast.Call)):
                 continue
             if last_name(call.func.value.func) != "super":
                 continue
-            positional = [a for a in call.args if a.keyword is None]
-            for arg in call.args:
+            args = arguments(call)
+            unnamed = [a for a in args if a.keyword is None]
+            for arg in args:
                 ref = dotted(arg.value) or ""
                 ref = defaults.get(ref) or ref
                 if ref and ref.split(".")[-1][:1].isupper():
-                    key = arg.keyword.value if arg.keyword is not None else f"#{positional.index(arg)}"
-                    out.append(F.AttributeAssignment(key, self.resolve(ref), self.line(arg)))
+                    key = arg.keyword if arg.keyword is not None else f"#{unnamed.index(arg)}"
+                    out.append(F.AttributeAssignment(key, self.resolve(ref), self.line(arg.node)))
         return tuple(out)
-
-    def method_tree(self, fn: cst.FunctionDef):
-        """The stdlib tree of a method's *original* lines (libcst may have seen a stub of a dull
-        body, see index/spans.py) and the file line of its first line; None if unparsable."""
-        import ast
-        import textwrap
-
-        try:
-            tree = ast.parse(textwrap.dedent(self.text_of(fn)))
-        except (SyntaxError, ValueError, RecursionError):
-            return None, 0
-        return tree, self.positions[fn].start.line - 1
 
     def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
         """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
         (read when a trace counts fewer captures than slots)."""
-        import ast
-
         out: list[F.RaiseCheck] = []
         for name, fn in info.methods.items():
             if "raise" not in self.text_of(fn):
                 continue  # cheap gate: no raise statement, no check
-            tree, offset = self.method_tree(fn)
-            for node in ast.walk(tree) if tree is not None else ():
+            for node in ast.walk(fn):
                 if isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
-                    out.append(F.RaiseCheck(name, ast.unparse(node.test), F.Location(self.path, node.lineno + offset)))
+                    out.append(F.RaiseCheck(name, ast.unparse(node.test), F.Location(self.path, node.lineno)))
         out.sort(key=lambda c: (c.location.line, c.method))
         return tuple(out)
 
-    def init_assignments(self, info: _Class, init: cst.FunctionDef) -> list[F.AttributeAssignment]:
+    def init_assignments(self, info: _Class, init: FunctionNode) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
         class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
         out: list[F.AttributeAssignment] = []
         analyzer = self
 
-        def assigned(node: cst.Assign | cst.AnnAssign, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        def assigned(node: ast.Assign | ast.AnnAssign, target: ast.expr, value: ast.expr) -> None:
             name = dotted(target)
             if name and name.startswith("self.") and name.count(".") == 1:
                 callee = analyzer.constructed_class(info, value) or analyzer.dynamic_build(value)
                 if callee:
                     out.append(F.AttributeAssignment(name[5:], callee, analyzer.line(node), analyzer.assignment_via(info, value)))
 
-        def visit_assign(node: cst.Assign) -> None:
+        def visit_assign(node: ast.Assign) -> None:
             for target in node.targets:
-                assigned(node, target.target, node.value)
+                assigned(node, target, node.value)
 
-        def visit_ann_assign(node: cst.AnnAssign) -> None:
+        def visit_ann_assign(node: ast.AnnAssign) -> None:
             # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
             if node.value is not None:
                 assigned(node, node.target, node.value)
 
-        def visit_call(node: cst.Call) -> None:
+        def visit_call(node: ast.Call) -> None:
             name = dotted(node.func)
             if name and name.split(".")[-1][:1].isupper():
                 mention(name, node)
 
-        def visit_name(node: cst.Name) -> None:
+        def visit_name(node: ast.Name) -> None:
             # a class referenced without being called: `decoder_layer_type or FooLayer`
-            if node.value[:1].isupper() and node.value in analyzer.local_classes:
-                mention(node.value, node)
+            if node.id[:1].isupper() and node.id in analyzer.local_classes:
+                mention(node.id, node)
 
         seen: set[str] = set()
 
-        def mention(name: str, node: cst.CSTNode) -> None:
+        def mention(name: str, node: ast.AST) -> None:
             resolved = analyzer.resolve(name)
             if resolved not in seen:
                 seen.add(resolved)
                 out.append(F.AttributeAssignment("*", resolved, analyzer.line(node)))
 
-        visit_each(init.body, {cst.Assign: visit_assign, cst.AnnAssign: visit_ann_assign, cst.Call: visit_call, cst.Name: visit_name})
+        visit_each(init.body, {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name})
         # classes handed in as parameter defaults: def __init__(..., layer_type=FooLayer)
-        for param in init.params.params + init.params.kwonly_params:
+        for param in parameters(init, kwonly=True):
             default = dotted(param.default) if param.default is not None else None
             if default and default.split(".")[-1][:1].isupper():
-                mention(default, param)
+                mention(default, param.node)
         return out
 
-    def dynamic_build(self, value: cst.BaseExpression) -> str | None:
+    def dynamic_build(self, value: ast.expr) -> str | None:
         """``init_model(..., hf_config=config.text_config)``: an object built at run time
         from a sub-config of the target's config; which class it is depends on that
         config's ``architectures``. Recorded as ``dynamic:<sub-config>``."""
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return None
         name = last_name(value.func) or ""
         if name[:1].isupper():
             return None
-        for arg in value.args:
+        for arg in arguments(value):
             ref = dotted(arg.value) or ""
             parts = ref.split(".")
             if len(parts) >= 2 and parts[-1].endswith("_config") and any(p == "config" or p.endswith("_config") or p == "hf_config" for p in parts[:-1]):
                 return f"dynamic:{parts[-1]}"
         return None
 
-    def constructed_class(self, info: _Class, value: cst.BaseExpression) -> str | None:
-        if isinstance(value, cst.IfExp):
+    def constructed_class(self, info: _Class, value: ast.expr) -> str | None:
+        if isinstance(value, ast.IfExp):
             return self.constructed_class(info, value.body) or self.constructed_class(info, value.orelse)
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return None
         name = dotted(value.func)
         if not name:
@@ -441,7 +427,7 @@ class FileAnalyzer:
             method = info.methods.get(name[5:])
             if method is not None:
                 for stmt in walk_statements(method.body):
-                    if isinstance(stmt, cst.Return) and stmt.value is not None:
+                    if isinstance(stmt, ast.Return) and stmt.value is not None:
                         return self.constructed_class(info, stmt.value)
             alias = self.class_attribute(info, name[5:])  # model_cls = FooModel; self.model_cls(...)
             return self.resolve(alias) if alias else None
@@ -450,29 +436,31 @@ class FileAnalyzer:
         # A class handed in as an __init__ parameter: def __init__(..., model_cls=FooModel)
         init = info.methods.get("__init__")
         if init is not None and "." not in name:
-            for param in init.params.params + init.params.kwonly_params:
-                if param.name.value == name and param.default is not None:
+            for param in parameters(init, kwonly=True):
+                if param.name == name and param.default is not None:
                     default = dotted(param.default)
                     if default and default.split(".")[-1][:1].isupper():
                         return self.resolve(default)
+        args = arguments(value)
         # A factory handed the class: initialize_model(..., model_class=FooForCausalLM)
-        for arg in value.args:
-            if arg.keyword is not None and arg.keyword.value == "architectures" and isinstance(arg.value, (cst.List, cst.Tuple)):
-                first = arg.value.elements[0].value if arg.value.elements else None
-                if isinstance(first, cst.SimpleString):
-                    return f"arch:{first.evaluated_value}"  # resolved through the registry
-        for arg in value.args:
+        for arg in args:
+            if arg.keyword == "architectures" and isinstance(arg.value, (ast.List, ast.Tuple)):
+                first = arg.value.elts[0] if arg.value.elts else None
+                architecture = string_value(first)
+                if architecture is not None:
+                    return f"arch:{architecture}"  # resolved through the registry
+        for arg in args:
             ref = dotted(arg.value)
-            if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword.value or "class" in arg.keyword.value):
+            if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword or "class" in arg.keyword):
                 return self.resolve(ref)
         return None
 
     def class_attribute(self, info: _Class, attribute: str) -> str | None:
         """``attribute = SomeName`` in the class body, as dotted text."""
-        for stmt in body_statements(info.node.body):
-            if isinstance(stmt, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == attribute for t in stmt.targets):
+        for stmt in info.node.body:
+            if isinstance(stmt, ast.Assign) and any(is_name(t, attribute) for t in stmt.targets):
                 return dotted(stmt.value)
-            if isinstance(stmt, cst.AnnAssign) and isinstance(stmt.target, cst.Name) and stmt.target.value == attribute and stmt.value is not None:
+            if isinstance(stmt, ast.AnnAssign) and is_name(stmt.target, attribute) and stmt.value is not None:
                 return dotted(stmt.value)
         return None
 
@@ -482,16 +470,16 @@ class FileAnalyzer:
             return []
         out: list[F.FcFact] = []
         for stmt in walk_statements(init.body):
-            if not isinstance(stmt, cst.Assign) or not isinstance(stmt.value, cst.Call):
+            if not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.Call):
                 continue
             for target in stmt.targets:
-                name = dotted(target.target)
+                name = dotted(target)
                 if name and name.startswith("self.") and name[5:] in self.conv.fc_attributes:
-                    args = stmt.value.args
-                    positional = [a for a in args if a.keyword is None]
-                    keywords = {a.keyword.value: a for a in args if a.keyword is not None}
-                    in_arg = keywords.get("in_features") or keywords.get("input_size") or (positional[0] if positional else None)
-                    out_arg = keywords.get("out_features") or keywords.get("output_size") or (positional[1] if len(positional) > 1 else None)
+                    args = arguments(stmt.value)
+                    unnamed = [a for a in args if a.keyword is None]
+                    keywords = {a.keyword: a for a in args if a.keyword is not None}
+                    in_arg = keywords.get("in_features") or keywords.get("input_size") or (unnamed[0] if unnamed else None)
+                    out_arg = keywords.get("out_features") or keywords.get("output_size") or (unnamed[1] if len(unnamed) > 1 else None)
                     out.append(
                         F.FcFact(
                             info.qualname,
@@ -502,57 +490,60 @@ class FileAnalyzer:
                     )
         return out
 
-    def getter_fact(self, info: _Class, fn: cst.FunctionDef) -> F.DefaultGetterFact:
+    def getter_fact(self, info: _Class, fn: FunctionNode) -> F.DefaultGetterFact:
         expression = None
         for stmt in walk_statements(fn.body):
-            if isinstance(stmt, cst.Return) and stmt.value is not None:
+            if isinstance(stmt, ast.Return) and stmt.value is not None:
                 expression = canonical(self.code(stmt.value))
-        return F.DefaultGetterFact(info.qualname, fn.name.value, self.loc(fn), expression, self.code(fn))
+        return F.DefaultGetterFact(info.qualname, fn.name, self.loc(fn), expression, self.code(fn))
 
-    def attribute_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.AttributeUseFact]:
+    def attribute_uses(self, info: _Class, fn: FunctionNode) -> list[F.AttributeUseFact]:
         watched = self.conv.attributes | self.conv.flags
         out: list[F.AttributeUseFact] = []
         analyzer = self
-        function = f"{info.name}.{fn.name.value}"
+        function = f"{info.name}.{fn.name}"
         written: set[int] = set()
 
-        def visit_assign_target(node: cst.AssignTarget) -> None:
-            if isinstance(node.target, cst.Attribute) and node.target.attr.value in watched:
-                written.add(id(node.target))
-                out.append(F.AttributeUseFact(info.qualname, function, node.target.attr.value, "write", analyzer.loc(node)))
+        def visit_assign(node: ast.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and target.attr in watched:
+                    written.add(id(target))
+                    out.append(F.AttributeUseFact(info.qualname, function, target.attr, "write", analyzer.loc(target)))
 
-        def visit_attribute(node: cst.Attribute) -> None:
-            if node.attr.value in watched and id(node) not in written:
-                out.append(F.AttributeUseFact(info.qualname, function, node.attr.value, "read", analyzer.loc(node)))
+        def visit_attribute(node: ast.Attribute) -> None:
+            if node.attr in watched and id(node) not in written:
+                out.append(F.AttributeUseFact(info.qualname, function, node.attr, "read", analyzer.loc(node)))
 
-        visit_each(fn.body, {cst.AssignTarget: visit_assign_target, cst.Attribute: visit_attribute})
+        visit_each(fn.body, {ast.Assign: visit_assign, ast.Attribute: visit_attribute})
         return out
 
-    def callback_uses(self, info: _Class, fn: cst.FunctionDef) -> list[F.CallbackUse]:
+    def callback_uses(self, info: _Class, fn: FunctionNode) -> list[F.CallbackUse]:
         """Where each optional parameter of a layer forward is used, relative to its compute."""
-        params = [p for p in fn.params.params + fn.params.kwonly_params if p.default is not None]
+        params = [p for p in parameters(fn, kwonly=True) if p.default is not None]
         if not params:
             return []
         events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []  # (line, col, kind, detail, call arguments)
-        names = {p.name.value for p in params}
+        names = {p.name for p in params}
         analyzer = self
 
-        def visit_call(node: cst.Call) -> None:
+        def visit_call(node: ast.Call) -> None:
             func = dotted(node.func)
-            pos = analyzer.positions[node].start
-            args = tuple(analyzer.code(a.value) for a in node.args if a.keyword is None)
+            line, column = analyzer.start(node)
+            args = arguments(node)
+            unnamed = tuple(analyzer.code(a.value) for a in args if a.keyword is None)
             if func and func.startswith("self.") and func.count(".") == 1:
-                events.append((pos.line, pos.column, "compute", func, ()))
-            if isinstance(node.func, cst.Name) and node.func.value in names:
-                events.append((pos.line, pos.column, "use:" + node.func.value, "called", args))
-            elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value in names:
-                events.append((pos.line, pos.column, "use:" + node.func.value.value, f"{node.func.value.value}.{node.func.attr.value}", args))
-            for arg in node.args:
-                if isinstance(arg.value, cst.Name) and arg.value.value in names:
-                    p = analyzer.positions[arg].start
-                    events.append((p.line, p.column, "use:" + arg.value.value, func, ()))
+                events.append((line, column, "compute", func, ()))
+            callee = node.func
+            if isinstance(callee, ast.Name) and callee.id in names:
+                events.append((line, column, "use:" + callee.id, "called", unnamed))
+            elif isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in names:
+                events.append((line, column, "use:" + callee.value.id, f"{callee.value.id}.{callee.attr}", unnamed))
+            for arg in args:
+                if isinstance(arg.value, ast.Name) and arg.value.id in names:
+                    at = analyzer.start(arg.node)
+                    events.append((at[0], at[1], "use:" + arg.value.id, func, ()))
 
-        visit_each(fn.body, {cst.Call: visit_call})
+        visit_each(fn.body, {ast.Call: visit_call})
         events.sort()
         out: list[F.CallbackUse] = []
         for name in sorted(names):
@@ -565,7 +556,7 @@ class FileAnalyzer:
             position = "before" if not compute_before else "after" if not compute_after else "middle"
             ev = events[first]
             out.append(
-                F.CallbackUse(info.qualname, fn.name.value, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
+                F.CallbackUse(info.qualname, fn.name, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
             )
         return out
 
@@ -576,36 +567,39 @@ class FileAnalyzer:
         patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
         prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
         for node in self.collector.module_assigns:
-            for target in node.targets if isinstance(node, cst.Assign) else (node,):
-                name = dotted(target.target)
+            value = node.value
+            assert value is not None  # the collector keeps annotated assignments with a value only
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                name = dotted(target)
                 if not name:
                     continue
                 if name in self.conv.entry_variables:
-                    values = node.value.elements if isinstance(node.value, (cst.List, cst.Tuple)) else [node.value]
-                    for element in values:
-                        expr = element.value if isinstance(element, cst.BaseElement) else element
-                        ref = dotted(expr)  # type: ignore[arg-type]
+                    for element in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+                        ref = dotted(element.value if isinstance(element, ast.Starred) else element)
                         if ref:
                             out.append(F.RegistryFact(ref.split(".")[-1], self.resolve(ref), self.loc(node), "entry_class"))
-                elif dict_file and any(p.match(name) for p in patterns) and isinstance(node.value, cst.Dict):
-                    for element in node.value.elements:
-                        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
-                            continue
-                        value = element.value
-                        if isinstance(value, cst.Tuple) and len(value.elements) >= 2:
-                            mod, cls = value.elements[0].value, value.elements[1].value
-                            if isinstance(mod, cst.SimpleString) and isinstance(cls, cst.SimpleString):
-                                target_name = f"{registry_module(prefix, str(mod.evaluated_value))}.{cls.evaluated_value}"
-                                out.append(
-                                    F.RegistryFact(str(element.key.evaluated_value), target_name, self.loc(element), "registry_dict", name)
-                                )
+                elif dict_file and any(p.match(name) for p in patterns) and isinstance(value, ast.Dict):
+                    out += self.registry_dict(value, name, prefix)
+        return out
+
+    def registry_dict(self, table: ast.Dict, name: str, prefix: str) -> list[F.RegistryFact]:
+        """``{"Arch": ("module", "Class"), ...}`` entries of a registry dict named ``name``."""
+        out: list[F.RegistryFact] = []
+        for key, value in zip(table.keys, table.values):
+            architecture = string_value(key)
+            if key is None or architecture is None:
+                continue
+            if isinstance(value, ast.Tuple) and len(value.elts) >= 2:
+                mod, cls = string_value(value.elts[0]), string_value(value.elts[1])
+                if mod is not None and cls is not None:
+                    out.append(F.RegistryFact(architecture, f"{registry_module(prefix, mod)}.{cls}", self.loc(key), "registry_dict", name))
         return out
 
     def concat_facts(self) -> list[F.ConcatFact]:
         out = []
         for ln, node, function in self.collector.concats:
             text = self.code(node)
-            args_text = " ".join(self.code(a) for a in node.args)  # type: ignore[attr-defined]
+            args_text = " ".join(self.code(a.node) for a in arguments(node))
             if "aux" in args_text.lower() or any(a in args_text for a in self.conv.attributes):
                 out.append(F.ConcatFact(F.Location(self.path, ln), clip(text), function))
         return out

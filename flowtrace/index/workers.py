@@ -1,6 +1,6 @@
 """Killable parse workers: every file is parsed in a child process under a hard wall-clock limit.
 
-Why not ``concurrent.futures``: a parse stuck inside libcst's native parser never returns to
+Why not ``concurrent.futures``: a parse stuck inside a native parser never returns to
 the interpreter, so no signal handler (the in-process ``SIGALRM`` limit) ever runs, and a
 parse that crashes it (``SIGSEGV``) takes its whole process down. Only killing a process
 cuts the first off, and only a separate process survives the second. A

@@ -2,7 +2,7 @@
 
 Facts are plain, slotted, frozen dataclasses holding strings, ints and tuples only: they
 cross process boundaries (the parse pool), go into the on-disk cache (pickled) and are
-compared in tests. No libcst node ever leaves the visitor that found it.
+compared in tests. No syntax node ever leaves the analyser that found it.
 
 Locations are POSIX paths relative to the scanned root, with 1-based lines.
 """
