@@ -114,3 +114,24 @@ class Model:
     (site,) = analyze_bytes("m.py", source, Conventions.merge(load_all())).capture_sites
     assert (site.mechanism, site.point) == (F.APPEND, F.INPUT)
     assert (site.embedding_capturable, site.last_layer_capturable) == (False, True)
+
+
+def test_constants_are_not_constructed_classes():
+    """``None`` / ``True`` are no class (libcst spelled them as capitalised names, so the old
+    analyser recorded ``super().__init__(None)`` and ``self.x = None`` as building ``None``)."""
+    from flowtrace.engines.profiles import Conventions, load_all
+    from flowtrace.index.parse import analyze_bytes
+
+    source = (
+        b"import torch\n"
+        b"class Layer(torch.nn.Module):\n"
+        b"    def __init__(self, config, norm=None):\n"
+        b"        super().__init__(None, True, Norm)\n"
+        b"        self.aux_hidden_state_layers = None\n"
+        b"        self.mlp = Mlp(config) if config else None\n"
+    )
+    facts = analyze_bytes("pkg/layer.py", source, Conventions.merge(load_all()))
+    (cls,) = facts.classes
+    assert [(a.attribute, a.callee) for a in cls.super_args] == [("#2", "Norm")]
+    assert {a.callee for a in cls.assignments} == {"Mlp"}  # Norm is handed on, not built here
+    assert ("mlp", "Mlp") in {(a.attribute, a.callee) for a in cls.assignments}

@@ -251,16 +251,18 @@ def _shortest(markers: tuple[bytes, ...]) -> tuple[bytes, ...]:
     return found
 
 
-def decode(data: bytes) -> str:
-    """Source text for line-based work (suppressions), honouring a BOM or a coding cookie."""
+def decode(data: bytes, *, strict: bool = False) -> str:
+    """Source text for line-based work (suppressions), honouring a BOM or a coding cookie.
+    ``strict``: raise UnicodeDecodeError for bytes the file's encoding cannot decode (the
+    interpreter refuses such a file, although ``ast.parse`` accepts them inside a comment)."""
     import io
     import tokenize
 
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding, errors="replace")
+        return data.decode(encoding, errors="strict" if strict else "replace")
     except (SyntaxError, LookupError):
-        return data.decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="strict" if strict else "replace")
 
 
 def _sources_wanted(path: str, conv: Conventions) -> bool:
@@ -338,7 +340,7 @@ def analyze_bytes(
             if problem is not None:
                 return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], "parse-error"),))
             module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
-            source = decode(data)
+            source = decode(data, strict=True)  # the parser lets undecodable comments pass
             facts = FileAnalyzer(path, source, module, conv).facts()
             output_uses, return_shapes, flag_defaults = module_facts(path, modname, module)
             facts = dataclasses.replace(facts, output_uses=output_uses, return_shapes=return_shapes, flag_defaults=flag_defaults)

@@ -347,7 +347,7 @@ class SourceText:
             end = len(tail)  # a block's last comment is the block's
         parts = [*self.lines[first : last - 1], tail[:end]]
         head = self.line_text(first)
-        indent = self._block_indent(first, head)
+        indent = self._block_indent(first, head) if isinstance(node, ast.expr) else head[: len(head) - len(head.lstrip(" \t"))]
         if indent:
             verbatim = _string_lines(node) if any(q in p for p in parts for q in _QUOTES) else frozenset()
             cut = len(indent)
