@@ -232,7 +232,8 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
             out.append(value)
         return out
     if kind is ast.Call:
-        return [node.func, *(a.node for a in arguments(node))]  # type: ignore[attr-defined]
+        assert isinstance(node, ast.Call)
+        return [node.func, *(a.node for a in arguments(node))]
     out = []
     node_type = ast.AST
     for name in _child_fields(kind):
@@ -296,7 +297,7 @@ class FastVisitor:
                 handlers = (getattr(self.__class__, f"visit_{kind.__name__}", None), getattr(self.__class__, f"leave_{kind.__name__}", None))
                 cache[kind] = handlers
             if leaving:
-                handlers[1](self, current)
+                handlers[1](self, current)  # type: ignore[misc]  # only pushed with a leave_ handler
                 continue
             if handlers[0] is not None and handlers[0](self, current) is False:
                 continue
@@ -331,9 +332,9 @@ class SourceText:
         if first is None:
             return ""
         if isinstance(node, _DECORATED) and node.decorator_list:
-            head = node.decorator_list[0]  # its span starts after the "@"
-            first = head.lineno
-            start = max(self.line_text(first).rfind("@", 0, self._column(first, head.col_offset)), 0)
+            decorator = node.decorator_list[0]  # its span starts after the "@"
+            first = decorator.lineno
+            start = max(self.line_text(first).rfind("@", 0, self._column(first, decorator.col_offset)), 0)
         else:
             start = self._column(first, node.col_offset)  # type: ignore[attr-defined]
         last = node.end_lineno or first  # type: ignore[attr-defined]
@@ -365,7 +366,7 @@ class SourceText:
         import bisect
 
         at = bisect.bisect_right(self._starts, (line, 1 << 30, 0))
-        for first, last, column in reversed(self._starts[:at]):
+        for first, last, _ in reversed(self._starts[:at]):
             if last >= line:
                 statement_line = self.line_text(first)
                 return statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
