@@ -109,12 +109,12 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
+    # what follows from the facts alone comes from the memo while the facts are unchanged
+    memo = outcome.memo
+    keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
     if fmt == "json":
         from flowtrace.render.report_data import scan_json_with_report
 
-        # what follows from the facts alone comes from the memo while the facts are unchanged
-        memo = outcome.memo
-        keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
         emit(scan_json_with_report(result, findings, keep), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
@@ -125,7 +125,8 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
 
         write_atomic(html_path, api.html_report(result, findings, link_base=link_base))
         click.echo(f"flowtrace: wrote {html_path}", err=True)
-    click.echo(text_render.summary_line(result, findings), err=True)
+    counts = keep("summary:rows", lambda: text_render.row_counts(result)) if keep is not None else None
+    click.echo(text_render.summary_line(result, findings, counts), err=True)
 
 
 @main.command()

@@ -82,16 +82,24 @@ def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
     return "\n".join(lines)
 
 
-def summary_line(result: ScanResult, findings: list[Finding] | None = None) -> str:
-    s = result.index.stats
+def row_counts(result: ScanResult) -> tuple[int, int]:
+    """(model classes, those that can capture): what the summary line says of the rows."""
     supported = sum(1 for r in result.rows if (r.capture is not None or r.source is not None) and r.support != "broken")
+    return len(result.rows), supported
+
+
+def summary_line(result: ScanResult, findings: list[Finding] | None = None, counts: tuple[int, int] | None = None) -> str:
+    """The one stderr line of a scan; ``counts``: :func:`row_counts`, when already known (a
+    warm scan keeps them with the facts they follow from, and then resolves no row)."""
+    s = result.index.stats
+    classes, supported = counts if counts is not None else row_counts(result)
     parts = [
         f"{s.files_total} files",
         f"{s.files_parsed} parsed",
         f"{s.files_cached} from cache",
         f"{s.files_skipped} skipped by prefilter",
         f"{s.parse_errors} errors",
-        f"{len(result.rows)} model classes ({supported} can capture)",
+        f"{classes} model classes ({supported} can capture)",
     ]
     if findings is not None:
         parts.append(f"{len(findings)} findings")

@@ -12,11 +12,12 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import pathspec
+from typing import TYPE_CHECKING, Callable
 
 from flowtrace.model.facts import Diagnostic
+
+if TYPE_CHECKING:
+    import pathspec
 
 ALWAYS_EXCLUDED = (".git", ".hg", ".svn", "__pycache__", ".flowtrace_cache", ".tox", ".nox", ".venv", "node_modules", ".mypy_cache", ".pytest_cache")
 
@@ -47,9 +48,10 @@ def _shown(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pathspec.PathSpec:
+def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pathspec.PathSpec | None:
     """The spec of ``lines``, leaving out patterns git would reject or that would take
-    exponential time to match (each one noted in ``problems`` as (line number, reason))."""
+    exponential time to match (each one noted in ``problems`` as (line number, reason));
+    None when no pattern is left (pathspec is imported only for a tree that has one)."""
     kept = []
     for number, line in enumerate(lines, 1):
         reason = _pattern_problem(line)
@@ -57,6 +59,10 @@ def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pa
             kept.append(line)
         elif problems is not None:
             problems.append((number, f"pattern {line.strip()!r}: {reason}"))
+    if not any(line.strip() and not line.strip().startswith("#") for line in kept):
+        return None
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(kept)
 
 
@@ -71,6 +77,8 @@ def _pattern_problem(line: str) -> str | None:
     extra += max(0, sum(1 for seg in segments if seg == "**") - 1)
     if extra > 2:
         return "too many wildcards to match safely"
+    import pathspec
+
     try:
         pathspec.GitIgnoreSpec.from_lines([line]).match_file("x")
     except Exception as exc:  # noqa: BLE001 - GitWildMatchPatternError, re.error
@@ -146,7 +154,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
 
     def ignored(rel: str, is_dir: bool) -> bool:
         probe = rel + "/" if is_dir else rel
-        if user_spec.match_file(probe):
+        if user_spec is not None and user_spec.match_file(probe):
             return True
         for base, spec in ignore_specs:
             if base and not rel.startswith(base + "/"):
@@ -171,7 +179,9 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
             try:
                 with open(gitignore.path, encoding="utf-8", errors="replace") as handle:
                     problems: list[tuple[int, str]] = []
-                    ignore_specs.append((rel_dir, _spec(handle.read().splitlines(), problems)))
+                    spec = _spec(handle.read().splitlines(), problems)
+                    if spec is not None:
+                        ignore_specs.append((rel_dir, spec))
                     where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
                     diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", "skipped") for number, reason in problems)
             except OSError:
