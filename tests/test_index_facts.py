@@ -135,3 +135,30 @@ def test_constants_are_not_constructed_classes():
     assert [(a.attribute, a.callee) for a in cls.super_args] == [("#2", "Norm")]
     assert {a.callee for a in cls.assignments} == {"Mlp"}  # Norm is handed on, not built here
     assert ("mlp", "Mlp") in {(a.attribute, a.callee) for a in cls.assignments}
+
+
+def test_sites_on_any_line_of_a_statement_and_in_headers_are_found():
+    """The collector walks a statement's expressions only when one of their lines names a
+    site word; a word on a continuation line, in a decorator or in a default still counts,
+    and each site keeps its enclosing function."""
+    from flowtrace.engines.profiles import Conventions, load_all
+    from flowtrace.index.parse import analyze_bytes
+
+    source = (
+        b"class M:\n"
+        b"    @hook(getattr(cfg, 'eagle_aux_hidden_state_layer_ids'))\n"
+        b"    def forward(self, mode=CaptureHiddenMode.NULL):\n"
+        b"        h = run(\n"
+        b"            x,\n"
+        b"            CaptureHiddenMode.FULL,\n"
+        b"        )\n"
+        b"        if ok:\n"
+        b"            return torch.cat(\n"
+        b"                aux_hidden_states, dim=-1)\n"
+        b"        return h\n"
+        b"unrelated = value.other\n"
+    )
+    facts = analyze_bytes("pkg/m.py", source, Conventions.merge(load_all()))
+    assert [(m.location.line, m.mode, m.function) for m in facts.capture_modes] == [(3, "NULL", "M.forward"), (6, "FULL", "M.forward")]
+    assert [(c.location.line, c.function) for c in facts.concat_sites] == [(9, "M.forward")]
+    assert [(r.location.line, r.key, r.function) for r in facts.config_reads] == [(2, "eagle_aux_hidden_state_layer_ids", "M.forward")]

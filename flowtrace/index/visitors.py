@@ -10,6 +10,7 @@ engine: every name comes from :class:`flowtrace.engines.profiles.Conventions`.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -19,7 +20,7 @@ from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import registry_module
 from flowtrace.index.stream_facts import function_facts, self_calls
-from flowtrace.index.syntax import FastVisitor, FunctionNode, SourceText, arguments, canonical, clip, dotted, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
+from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, canonical, child_nodes, clip, dotted, is_name, iter_nodes, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
@@ -40,10 +41,17 @@ class _Class:
     methods: dict[str, FunctionNode] = field(default_factory=dict)
 
 
-class _Collector(FastVisitor):
-    """Collects structure and the few sites that need the enclosing function's name."""
+class _Collector:
+    """Collects structure and the few sites that need the enclosing function's name.
 
-    def __init__(self, module: str, conv: Conventions, package: str) -> None:
+    The structure (imports, classes, methods, module assignments) is read statement by
+    statement. A site is an ``Attribute``, ``Call`` or ``Subscript`` whose own text names a
+    capture-mode enum, a layer-id key, ``cat`` or ``pack`` (see the ``visit_`` methods), so
+    the expressions of a statement are walked only when one of their lines names one
+    (``hit_lines``): most of a file's nodes are never visited, and the sites, their order and
+    their enclosing functions are those of a walk over every node."""
+
+    def __init__(self, module: str, conv: Conventions, package: str, lines: list[str] | None = None) -> None:
         self.module = module
         self.package = package
         self.conv = conv
@@ -56,6 +64,46 @@ class _Collector(FastVisitor):
         self._class_stack: list[_Class] = []
         self._func_stack: list[str] = []
         self._key_names = {k.rsplit(".", 1)[-1] for k in conv.layer_id_keys}
+        self._hits = _hit_lines(lines, _site_words(conv)) if lines is not None else None
+
+    # -- the walk ----------------------------------------------------------------
+    def walk(self, module: ast.Module) -> None:
+        self._statements(module.body)
+
+    def _statements(self, block: list) -> None:
+        for stmt in block:
+            self._statement(stmt)
+
+    def _statement(self, stmt: ast.AST) -> None:
+        kind = type(stmt)
+        visit = _STRUCTURE.get(kind)
+        if visit is not None:
+            visit(self, stmt)
+        for child in child_nodes(stmt):
+            if isinstance(child, _NESTING):
+                self._statement(child)  # a statement, an except clause, a match case
+            elif self._hits is None or self._hit(child):
+                self._sites(child)
+        if kind is ast.ClassDef:
+            self._class_stack.pop()
+        elif kind in _FUNCTIONS:
+            self._func_stack.pop()
+
+    def _hit(self, node: ast.AST) -> bool:
+        first = getattr(node, "lineno", None)
+        if first is None:
+            return True  # a parameter list, a with item: small, walked
+        hits = self._hits
+        assert hits is not None
+        at = bisect.bisect_left(hits, first)
+        return at < len(hits) and hits[at] <= (node.end_lineno or first)  # type: ignore[attr-defined]
+
+    def _sites(self, node: ast.AST) -> None:
+        get = _SITES.get
+        for current in iter_nodes(node):
+            visit = get(type(current))
+            if visit is not None:
+                visit(self, current)
 
     def function_name(self) -> str:
         if not self._func_stack:
@@ -95,19 +143,11 @@ class _Collector(FastVisitor):
             self.classes.append(info)
         self._class_stack.append(info)
 
-    def leave_ClassDef(self, original_node: ast.ClassDef) -> None:
-        self._class_stack.pop()
-
     def visit_FunctionDef(self, node: FunctionNode) -> None:
         if self._class_stack and not self._func_stack:
             self._class_stack[-1].methods.setdefault(node.name, node)
         self._func_stack.append(node.name)
 
-    def leave_FunctionDef(self, original_node: FunctionNode) -> None:
-        self._func_stack.pop()
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-    leave_AsyncFunctionDef = leave_FunctionDef
 
     # -- module-level assignments (registries) ---------------------------------
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -148,6 +188,32 @@ class _Collector(FastVisitor):
                 self.config_reads.append((node.lineno, key, None, self.function_name(), node))
 
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_NESTING = (ast.stmt, ast.excepthandler, ast.match_case)
+_STRUCTURE = {
+    ast.Import: _Collector.visit_Import,
+    ast.ImportFrom: _Collector.visit_ImportFrom,
+    ast.ClassDef: _Collector.visit_ClassDef,
+    ast.FunctionDef: _Collector.visit_FunctionDef,
+    ast.AsyncFunctionDef: _Collector.visit_FunctionDef,
+    ast.Assign: _Collector.visit_Assign,
+    ast.AnnAssign: _Collector.visit_AnnAssign,
+}
+_SITES = {ast.Attribute: _Collector.visit_Attribute, ast.Call: _Collector.visit_Call, ast.Subscript: _Collector.visit_Subscript}
+
+
+def _site_words(conv: Conventions) -> re.Pattern[str]:
+    """What a site's text must name (the ``visit_`` conditions): an enum, a key, cat, pack."""
+    words = sorted({*conv.capture_mode_enums, *(k.rsplit(".", 1)[-1] for k in conv.layer_id_keys)} - {""})
+    return re.compile("|".join([*map(re.escape, words), "cat", "(?i:pack)"]))
+
+
+def _hit_lines(lines: list[str], words: re.Pattern[str]) -> list[int]:
+    """The (1-based, ascending) numbers of the lines ``words`` finds something on."""
+    search = words.search
+    return [number for number, line in enumerate(lines, 1) if search(line)]
+
+
 class FileAnalyzer:
     """Builds :class:`FileFacts` for one module's stdlib tree."""
 
@@ -160,7 +226,7 @@ class FileAnalyzer:
         is_package = path.endswith("__init__.py")
         package = self.modname if is_package else self.modname.rpartition(".")[0]
         self.text = SourceText(source, module)
-        self.collector = _Collector(self.modname, conv, package)
+        self.collector = _Collector(self.modname, conv, package, self.text.lines)
         self.collector.walk(module)
         self.imports = self.collector.imports
         self.local_classes = {c.name: c.qualname for c in self.collector.classes}
@@ -345,7 +411,7 @@ class FileAnalyzer:
         for name, fn in info.methods.items():
             if "raise" not in self.text_of(fn):
                 continue  # cheap gate: no raise statement, no check
-            for node in ast.walk(fn):
+            for node in all_statements(fn.body):  # an if is a statement: no expression walk
                 if isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
                     out.append(F.RaiseCheck(name, ast.unparse(node.test), F.Location(self.path, node.lineno)))
         out.sort(key=lambda c: (c.location.line, c.method))
