@@ -40,7 +40,7 @@ from pathlib import Path
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.sources.discover import SourceFile, discover
-from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, run_test_hook
+from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
 from flowtrace.index.workers import Lost, WorkerPool
 from flowtrace.engines.profiles import Conventions, Profile
 
@@ -350,8 +350,10 @@ def _verdict(data: bytes, markers: tuple[bytes, ...], registration: tuple[bytes,
 
 
 def build_index(root: Path, profiles: list[Profile], options: IndexOptions | None = None) -> F.IndexResult:
-    """Index a tree: discover, classify by the byte prefilter, parse until the fixpoint closes."""
-    return _IndexRun(root, profiles, options or IndexOptions()).run()
+    """Index a tree: discover, classify by the byte prefilter, parse until the fixpoint closes
+    (the facts it gathers are acyclic: no cyclic GC meanwhile, see ``quiet_allocations``)."""
+    with quiet_allocations():
+        return _IndexRun(root, profiles, options or IndexOptions()).run()
 
 
 class _IndexRun:
