@@ -36,13 +36,16 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
-from flowtrace.index.workers import Lost, WorkerPool
 from flowtrace.engines.profiles import Conventions, Profile
+
+if TYPE_CHECKING:  # the pool (and multiprocessing) is imported only when a scan parses
+    from flowtrace.index.workers import Lost, WorkerPool
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,8 @@ class _Parser:
 
         if self.warm_parent:
             warm_up(self.conv)  # import the analysers once, before forking
+        from flowtrace.index.workers import WorkerPool
+
         self.pool = WorkerPool(self.jobs, _run_task, (self.conv, self.limits), hard_limit(self.limits[1]))
 
     def _fall_back(self, exc: BaseException) -> None:
@@ -318,6 +323,8 @@ class _Parser:
         except OSError as exc:  # a dead worker could not be replaced
             self._fall_back(exc)
             return []
+        from flowtrace.index.workers import Lost
+
         return [_lost_outcome(item) if isinstance(item, Lost) else item[1] for item in finished]
 
     def close(self, cancel: bool = False) -> None:

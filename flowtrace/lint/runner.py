@@ -52,9 +52,12 @@ class PerFileIgnores:
     entries: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
-        import pathspec
+        specs: tuple = ()
+        if self.entries:  # pathspec only for a configuration that has per-file ignores
+            import pathspec
 
-        object.__setattr__(self, "_specs", tuple((pathspec.GitIgnoreSpec.from_lines([p]), codes) for p, codes in self.entries))
+            specs = tuple((pathspec.GitIgnoreSpec.from_lines([p]), codes) for p, codes in self.entries)
+        object.__setattr__(self, "_specs", specs)
 
     def ignores(self, file: str, code: str) -> bool:
         for spec, codes in self._specs:  # type: ignore[attr-defined]
