@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import ast
 import keyword
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-FUNCTION_KINDS = (ast.FunctionDef, ast.AsyncFunctionDef)
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SCOPES_AND_LAMBDAS = (*_SCOPES, ast.Lambda)
@@ -154,11 +153,6 @@ def all_statements(block: list[ast.stmt]) -> list[ast.stmt]:
 def body_statements(block: list[ast.stmt]) -> list[ast.stmt]:
     """The direct statements of a block (a copy: callers may extend it)."""
     return list(block)
-
-
-def else_block(stmt: ast.If | ast.For | ast.While | ast.Try) -> list[ast.stmt]:
-    """The ``else`` statements (an ``elif`` is one ``If`` in it, as in the grammar)."""
-    return stmt.orelse
 
 
 # -- calls and parameters ----------------------------------------------------------------
@@ -476,17 +470,13 @@ def _parser_lines(source: str) -> list[str]:
     return source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def statements_of(nodes: Iterable[ast.AST]) -> list[ast.stmt]:
-    return [n for n in nodes if isinstance(n, ast.stmt)]
-
-
 __all__ = [
     "Arg",
-    "FUNCTION_KINDS",
     "FastVisitor",
     "FunctionNode",
     "Param",
     "SourceText",
+    "all_statements",
     "arguments",
     "body_statements",
     "canonical",
