@@ -83,7 +83,7 @@ def build_corpus(root: Path) -> Path:
     lines = ["# layers_to_capture"] + [f"def f{i}(x):\n    return x + {i}\n" for i in range(5 * 1024 * 1024 // 30)]
     put("huge.py", "\n".join(lines))  # about 5 MB: over the 4 MB default limit
     put("too_many_parens.py", "layers_to_capture = " + "(" * 250 + "1" + ")" * 250 + "\n")  # Python allows 200
-    put("long_chain.py", "layers_to_capture = " + " or ".join(["a"] * 1500) + "\n")  # flat in ast, nested in libcst
+    put("long_chain.py", "layers_to_capture = " + " or ".join(["a"] * 1500) + "\n")  # flat in ast; the depth limit counts each operand
     put(f"{UNICODE_DIR}/mödel with space.py", SUBCLASS.format(name="UnicodeForCausalLM"))
     (bad / "loop_a.py").symlink_to(bad / "loop_b.py")
     (bad / "loop_b.py").symlink_to(bad / "loop_a.py")
@@ -373,9 +373,10 @@ DEEP = {
 }
 
 
-def test_nesting_that_crashes_libcst_is_refused_before_parsing(tmp_path):
-    """libcst's native parser overflows its stack (SIGSEGV) on these; run in a child process
-    so that a regression fails this test instead of killing the test session."""
+def test_nesting_past_the_depth_limit_is_refused_before_analysis(tmp_path):
+    """Nesting past ``MAX_NESTING`` is one diagnostic per file (such files once overflowed a
+    native parser's stack, SIGSEGV); run in a child process so that a regression fails this
+    test instead of killing the test session."""
     root = tmp_path / "deep"
     shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
     for name, text in DEEP.items():

@@ -47,4 +47,4 @@ def test_constraints_pin_exact_versions():
     pins = [line for line in lines if line and not line.startswith("#")]
     assert pins and all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+!]+", p) for p in pins), pins
     names = {p.split("==")[0].lower().replace("_", "-") for p in pins}
-    assert {"pytest", "hypothesis", "libcst", "ruff", "mypy", "pre-commit", "selenium", "pydot"} <= names
+    assert {"pytest", "hypothesis", "ruff", "mypy", "pre-commit", "selenium", "pydot"} <= names

@@ -2,7 +2,7 @@
 
 The bad parses come from the parse test hook (``FLOWTRACE_TEST_PARSE_HOOK=1``): a file whose
 first line is ``# flowtrace-test-hook: hang`` blocks signals and sleeps, as a parse stuck in
-libcst's native parser would (the in-process SIGALRM limit cannot fire); ``segv`` kills its
+a native parser would (the in-process SIGALRM limit cannot fire); ``segv`` kills its
 process with SIGSEGV, ``exit`` with ``os._exit``. Nothing here asserts a duration: the hang
 would never end on its own, so the scan finishing at all is the proof that it was cut off.
 """
@@ -27,7 +27,7 @@ def _tree(tmp_path, action: str | None):
     root = tmp_path / "tree"
     shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
     if action is not None:
-        # names a capture marker, so it goes to the libcst tier
+        # names a capture marker, so it goes to the full analysis
         (root / MODELS / "bad.py").write_text(f"# flowtrace-test-hook: {action}\n# layers_to_capture\nclass Bad:\n    pass\n")
     return root
 

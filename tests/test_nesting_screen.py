@@ -1,6 +1,6 @@
 """The pre-screen's depth walk skips what cannot be deep, and finds all that can.
 
-``parse._screen`` refuses files nested deeper than libcst's native parser survives. Walking
+``parse._screen`` refuses files nested deeper than ``MAX_NESTING`` (see its docstring). Walking
 every node of every file cost a third of the screen, so ``parse._too_deep`` skips the subtree
 of any node whose span is too short to hold that many levels (see its docstring for the
 bound). These tests hold the pruned walk to the whole walk (``prune=False``): the same
