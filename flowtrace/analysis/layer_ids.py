@@ -988,6 +988,37 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+_MUTATIONS = "_flowtrace_mutations"  # the memo's attribute on a node of a parsed function
+
+
+def _mutations(tree: ast.AST) -> tuple[tuple[ast.AST, str, tuple[type, ...]], ...]:
+    """(node, local name, types it may hold unchanged) for each place under ``tree``, in
+    ``ast.walk`` order, that would change a local in place: a non-pure method call on it, a
+    store into a subscript of it, an augmented assignment to it. The same parsed function
+    is interpreted once per row that runs it, so the walk is kept on the node."""
+    found = getattr(tree, _MUTATIONS, None)
+    if found is None:
+        found = tuple(_mutation_sites(tree))
+        setattr(tree, _MUTATIONS, found)
+    return found
+
+
+def _mutation_sites(tree: ast.AST):  # noqa: ANN202
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _PURE_METHODS:
+                continue
+            root, safe = _root_name(node.func.value), _IMMUTABLE
+        elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+            root, safe = _root_name(node.value), _IMMUTABLE
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            root, safe = node.target.id, (*_IMMUTABLE, tuple)  # these rebind instead
+        else:
+            continue
+        if root is not None:
+            yield node, root, safe
+
+
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 _SCANNED = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Assert, ast.Delete)
 
@@ -1190,18 +1221,8 @@ class _Interpreter:
         writes) would be stale; continuing would be a guess. Callees are assumed not to
         mutate their arguments.
         """
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in _PURE_METHODS:
-                    continue
-                root, safe = _root_name(node.func.value), _IMMUTABLE
-            elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
-                root, safe = _root_name(node.value), _IMMUTABLE
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                root, safe = node.target.id, (*_IMMUTABLE, tuple)  # these rebind instead
-            else:
-                continue
-            if root is not None and type(self.scope.get(root)) not in safe:
+        for node, root, safe in _mutations(tree):
+            if type(self.scope.get(root)) not in safe:
                 self._note(CannotEvaluate(f"{self.ev.text(node)} (in-place change of local {root})"))
                 self._stop(line if line is not None else getattr(node, "lineno", 0))
 
