@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.sources.discover import SourceFile, discover
+from flowtrace.index.syntax import module_name
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
 from flowtrace.engines.profiles import Conventions, Profile
 
@@ -76,15 +77,6 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def module_name(path: str) -> str:
-    """``a/b/c.py`` -> ``a.b.c``: :func:`flowtrace.index.syntax.module_name`, repeated here so a
-    warm scan never imports the analysers (a test keeps the two equal)."""
-    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
-    if parts and parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(p for p in parts if p)
 
 
 # -- the work one file takes (in a worker) ---------------------------------------------

@@ -16,23 +16,14 @@ from dataclasses import dataclass
 
 from flowtrace.model import facts as F
 from flowtrace.index.returns import module_facts, nodes as _walk
-from flowtrace.index.syntax import module_name
+from flowtrace.index.syntax import all_statements, dotted, module_name
 from flowtrace.engines.profiles import Conventions
 
 
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
-
-
-def _layer_loops(method: ast.AST, layers_attributes: frozenset[str], source: _Source) -> list[int]:
+def _layer_loops(method: ast.FunctionDef | ast.AsyncFunctionDef, layers_attributes: frozenset[str], source: _Source) -> list[int]:
     """Lines of `for` loops that run the decoder layers (iterate or index self.<layers>);
     only loops whose text names a layers attribute are walked."""
-    loops = [n for n in _nested_statements(method) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
+    loops = [n for n in all_statements(method.body) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
     if len(loops) > 1:  # in the order ast.walk meets them (breadth first), as they always were
         loops = [n for n in _walk(method) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
     lines = []
@@ -45,26 +36,6 @@ def _layer_loops(method: ast.AST, layers_attributes: frozenset[str], source: _So
         if touches:
             lines.append(node.lineno)
     return lines
-
-
-def _nested_statements(node: ast.AST) -> list[ast.stmt]:
-    """Every statement below ``node``, nested functions and classes included (all the places
-    a ``for`` can stand), without visiting expressions."""
-    out: list[ast.stmt] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(current, field, None)
-            if block.__class__ is not list:
-                continue
-            for item in block:
-                if field in ("handlers", "cases"):
-                    stack.append(item)  # an except handler or a match case: its body holds statements
-                else:
-                    out.append(item)
-                    stack.append(item)
-    return out
 
 
 class _Source:
@@ -155,7 +126,7 @@ def _is_class_name(dotted_name: str | None) -> bool:
 def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
     bases = []
     for b in node.bases:
-        text = _dotted(b.value if isinstance(b, ast.Subscript) else b)  # Generic[T] -> Generic
+        text = dotted(b.value if isinstance(b, ast.Subscript) else b)  # Generic[T] -> Generic
         if text:
             bases.append(names.resolve(text))
     return tuple(bases)
@@ -169,7 +140,7 @@ def _init_mentions(init_nodes: list[ast.AST], names: _Names) -> list[F.Attribute
     for sub in init_nodes:
         kind = sub.__class__
         if kind is call:
-            callee = _dotted(sub.func)  # type: ignore[attr-defined]
+            callee = dotted(sub.func)  # type: ignore[attr-defined]
             if _is_class_name(callee):
                 found.append(F.AttributeAssignment("*", names.resolve(callee), sub.lineno))  # type: ignore[arg-type, attr-defined]
         elif kind is name:
@@ -185,12 +156,12 @@ _ASSIGNS = frozenset({ast.Assign, ast.AnnAssign})
 
 def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names) -> list[F.AttributeAssignment]:
     """``self.x = Cls(...)`` (plain or annotated): x's class."""
-    callee = _dotted(sub.value.func)  # type: ignore[union-attr]  # a Call: checked by the caller
+    callee = dotted(sub.value.func)  # type: ignore[union-attr]  # a Call: checked by the caller
     if not _is_class_name(callee):
         return []
     found = []
     for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-        t = _dotted(target)
+        t = dotted(target)
         if t and t.startswith("self.") and t.count(".") == 1:
             found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
     return found
@@ -201,7 +172,7 @@ def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Name
     defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
     found = []
     for default in defaults:
-        name = _dotted(default)
+        name = dotted(default)
         if _is_class_name(name):
             found.append(F.AttributeAssignment("*", names.resolve(name), default.lineno))  # type: ignore[arg-type]
     return found
@@ -253,7 +224,7 @@ def _calls_super(fn_nodes: list[ast.AST], name: str) -> bool:
     """``super().<name>(...)`` anywhere in the method (all its nodes): it runs the base's version too."""
     for sub in fn_nodes:
         func = sub.func if isinstance(sub, ast.Call) else None
-        if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
+        if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Call) and dotted(func.value.func) == "super":
             return True
     return False
 
@@ -265,8 +236,8 @@ def _factories(methods: dict, names: _Names) -> tuple[F.AttributeAssignment, ...
         if name.startswith("__"):
             continue
         for sub in _statements(fn.body):
-            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call) and _is_class_name(_dotted(sub.value.func)):
-                out.append(F.AttributeAssignment(name, names.resolve(_dotted(sub.value.func)), sub.lineno))  # type: ignore[arg-type]
+            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call) and _is_class_name(dotted(sub.value.func)):
+                out.append(F.AttributeAssignment(name, names.resolve(dotted(sub.value.func)), sub.lineno))  # type: ignore[arg-type]
                 break
     return tuple(out)
 
@@ -301,17 +272,17 @@ def _super_args(init, names: _Names) -> tuple[F.AttributeAssignment, ...]:
         return ()
     params = init.args.args + init.args.kwonlyargs
     defaults_list = [None] * (len(init.args.args) - len(init.args.defaults)) + list(init.args.defaults) + list(init.args.kw_defaults)
-    defaults = {p.arg: _dotted(d) for p, d in zip(params, defaults_list) if d is not None}
+    defaults = {p.arg: dotted(d) for p, d in zip(params, defaults_list) if d is not None}
     out = []
     for sub in _statements(init.body):
         call = sub.value if isinstance(sub, ast.Expr) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"):
             continue
-        if not (isinstance(call.func.value, ast.Call) and _dotted(call.func.value.func) == "super"):
+        if not (isinstance(call.func.value, ast.Call) and dotted(call.func.value.func) == "super"):
             continue
         given = [(f"#{n}", a) for n, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for key, value in given:
-            ref = _dotted(value) or ""
+            ref = dotted(value) or ""
             ref = defaults.get(ref) or ref
             if _is_class_name(ref):
                 out.append(F.AttributeAssignment(key, names.resolve(ref), value.lineno))
@@ -323,9 +294,9 @@ def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]
     out: list[tuple[str, ast.expr, int]] = []
     for node in body:
         if isinstance(node, ast.Assign):
-            out.extend((name, node.value, node.lineno) for name in map(_dotted, node.targets) if name)
+            out.extend((name, node.value, node.lineno) for name in map(dotted, node.targets) if name)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            name = _dotted(node.target)
+            name = dotted(node.target)
             if name:
                 out.append((name, node.value, node.lineno))
     return out
@@ -333,7 +304,7 @@ def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]
 
 def _entry_classes(value: ast.expr, line: int, names: _Names, path: str) -> list[F.RegistryFact]:
     values = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
-    refs = [ref for ref in map(_dotted, values) if ref]
+    refs = [ref for ref in map(dotted, values) if ref]
     return [F.RegistryFact(ref.split(".")[-1], names.resolve(ref), F.Location(path, line), "entry_class") for ref in refs]
 
 

@@ -38,9 +38,10 @@ from flowtrace.index.streams import (
 from flowtrace.index.syntax import (
     FastVisitor,
     FunctionNode,
+    Position,
     arguments,
-    body_statements,
     dotted,
+    end_of,
     int_value,
     is_name,
     iter_nodes,
@@ -49,6 +50,7 @@ from flowtrace.index.syntax import (
     parameter_names,
     parameters,
     positional,
+    start_of,
     string_value,
     walk_statements,
 )
@@ -63,7 +65,6 @@ _LOOPS = (ast.For, ast.AsyncFor)
 # Blocks whose body runs whenever the statement does (as libcst's With and Try: ``async with``, not ``try/except*``).
 _UNCONDITIONAL_BLOCKS = (ast.With, ast.AsyncWith, ast.Try)
 LoopNode = ast.For | ast.AsyncFor
-Position = tuple[int, int]
 
 
 def offset_of(expr: ast.expr, var: str) -> int | None:
@@ -85,16 +86,6 @@ def offset_of(expr: ast.expr, var: str) -> int | None:
 def point_for(boundary_offset: int, label_offset: int) -> str:
     diff = boundary_offset - label_offset
     return F.INPUT if diff == 0 else F.OUTPUT if diff == 1 else F.UNKNOWN
-
-
-def _start(node: ast.AST) -> Position:
-    """(line, column) where a node starts; columns are byte offsets, which order the nodes
-    of one line as character columns do."""
-    return node.lineno, node.col_offset  # type: ignore[attr-defined]
-
-
-def _end(node: ast.AST) -> Position:
-    return node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
 
 
 class _Nodes(FastVisitor):
@@ -274,7 +265,7 @@ class LoopAnalyzer:
             func = func.value
         name = dotted(func)
         out: dict[str, object] = {"container_class": self.file.resolve(name) if name else None, "container_sized_by": self.sized_by(call)}
-        loop_end = _end(loop)[0]
+        loop_end = end_of(loop)[0]
         nodes = _Nodes()
         nodes.walk(self.fn.body)
         for method_call, _ in nodes.calls:
@@ -298,7 +289,7 @@ class LoopAnalyzer:
         for stmt in walk_statements(self.fn.body):
             line = self.file.line(stmt)
             if isinstance(stmt, ast.If) and after < line < before and container in spelled_names(stmt.test):
-                if any(isinstance(b, ast.Return) for b in body_statements(stmt.body)):
+                if any(isinstance(b, ast.Return) for b in stmt.body):
                     return self.file.loc(stmt)
         return None
 
@@ -365,9 +356,9 @@ class LoopAnalyzer:
         nodes = _Nodes()
         nodes.walk(loop.body)
         found += self.buffer_sites(nodes.calls)
-        call_start, call_end = _start(layer_call), _end(layer_call)
+        call_start, call_end = start_of(layer_call), end_of(layer_call)
         for call, tests in nodes.calls:
-            start = _start(call)
+            start = start_of(call)
             after = start > call_end
             before = start < call_start
             if not (after or before):
@@ -469,9 +460,9 @@ class LoopAnalyzer:
     def dict_sites(self) -> list[F.CaptureSiteFact]:
         """``by_layer[i] = x`` under a membership test: a dict keyed by layer."""
         ctx = self.context
-        call_start = _start(ctx.layer_call)
+        call_start = start_of(ctx.layer_call)
         found: list[F.CaptureSiteFact] = []
-        for stmt, tests in _assignments(body_statements(ctx.loop.body), ()):
+        for stmt, tests in _assignments(ctx.loop.body, ()):
             target = stmt.targets[0] if len(stmt.targets) == 1 else None
             if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and ctx.containers.get(target.value.id) == "dict"):
                 continue
@@ -485,7 +476,7 @@ class LoopAnalyzer:
                 continue
             if label is None or attribute is None:
                 continue
-            after = _start(stmt) > call_start
+            after = start_of(stmt) > call_start
             container = target.value.id
             stream = {} if after else self.first_iteration(stmt, stmt.value, tests)
             found.append(
@@ -567,7 +558,7 @@ class LoopAnalyzer:
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr == "copy_" and isinstance(func.value, ast.Subscript) and (call.args or call.keywords):
                 out.append((call, func.value, arguments(call)[0].value, tests))
-        for stmt, tests in _assignments(body_statements(ctx.loop.body), ()):
+        for stmt, tests in _assignments(ctx.loop.body, ()):
             target = stmt.targets[0] if len(stmt.targets) == 1 else None
             if isinstance(target, ast.Subscript):
                 out.append((stmt, target, stmt.value, tests))
@@ -579,14 +570,14 @@ class LoopAnalyzer:
         the test's label and the side of the layer call, as for an append; a copy is never a
         reference, so no later in-place update reaches it."""
         ctx = self.context
-        call_start = _start(ctx.layer_call)
+        call_start = start_of(ctx.layer_call)
         found: list[F.CaptureSiteFact] = []
         for node, target, value, tests in self.buffer_writes(calls):
             test = next((t for t in reversed(tests) if self.condition_attribute(t) is not None), None)
             if test is None:
                 continue
             attribute, label = self.condition_attribute(test), self.condition_label(test, ctx.index)
-            after = _start(node) > call_start
+            after = start_of(node) > call_start
             container = dotted(target.value) or ""
             stream = {} if after else self.first_iteration(node, value, tests)
             if isinstance(value, ast.Name) and value.id in ctx.bound:
@@ -746,7 +737,7 @@ class LoopAnalyzer:
         stored = arguments(call)[0].value
         uses_residual = _depends_on_residual(stored, ctx.bound)
         name = stored.id if isinstance(stored, ast.Name) else None
-        mutated = self.mutated_after(ctx.loop, name, _start(call)) if name is not None else None
+        mutated = self.mutated_after(ctx.loop, name, start_of(call)) if name is not None else None
         stream = {} if after else self.first_iteration(call, stored, tests)
         if mutated is not None and name is not None:
             stream = {**stream, "mutated_at": self.file.loc(mutated), "mutated_rebound": rebinds(ctx.loop, name)}
@@ -758,7 +749,7 @@ class LoopAnalyzer:
         """The operand that is None when this site runs at the loop's first index, if the
         recorded value combines it unguarded (the engine then raises a TypeError there)."""
         ctx = self.context
-        candidates = set(ctx.none_at_entry) - rebound_unconditionally(ctx.loop, _start(call)) - tested_names(tests)
+        candidates = set(ctx.none_at_entry) - rebound_unconditionally(ctx.loop, start_of(call)) - tested_names(tests)
         if not candidates:
             return {}
         name = unguarded_operand(stored, candidates, ctx.bound)
@@ -772,9 +763,9 @@ class LoopAnalyzer:
         ``name.add_(x)``): a stored reference would then change under the collector. One
         that follows an unconditional rebinding (``h, name = layer(h, name)``) updates the new
         object, never the stored one."""
-        top = {id(s) for s in body_statements(loop.body)}
+        top = {id(s) for s in loop.body}
         for node in walk_statements(loop.body):
-            if _start(node) <= after:
+            if start_of(node) <= after:
                 continue
             if id(node) in top and binds(node, name):
                 return None
@@ -837,7 +828,7 @@ class LoopAnalyzer:
 
     def outside_captures(self, loop: LoopNode, statements: list, containers: dict[str, str]) -> tuple[bool, bool]:
         """Whether the forward also records a state before the loop (the embedding) or after it."""
-        loop_start, loop_end = self.file.line(loop), _end(loop)[0]
+        loop_start, loop_end = self.file.line(loop), end_of(loop)[0]
         pre = post = False
         self.post_at: F.Location | None = None
         nodes = _Nodes()
@@ -868,9 +859,9 @@ def _assignments(statements: list, tests: tuple) -> list[tuple[ast.Assign, tuple
         if isinstance(stmt, ast.Assign):
             out.append((stmt, tests))
         elif isinstance(stmt, ast.If):
-            out += _assignments(body_statements(stmt.body), tests + (stmt.test,))
+            out += _assignments(stmt.body, tests + (stmt.test,))
         elif isinstance(stmt, _UNCONDITIONAL_BLOCKS):
-            out += _assignments(body_statements(stmt.body), tests)
+            out += _assignments(stmt.body, tests)
     return out
 
 

@@ -110,7 +110,6 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
     overflowed its stack on such files.) Files the parser rejects are reported with its
     message, as the class-table tier does.
     """
-    import ast
     import warnings
 
     try:
@@ -177,8 +176,6 @@ def _short(node, depth: int, ends: list[int] | None) -> bool:  # noqa: ANN001
 @functools.cache
 def _compound_kinds() -> frozenset[type]:
     """Statements that hold statements (``if``, ``def``, ``try``...), and ``except`` clauses."""
-    import ast
-
     return frozenset(c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(c._fields))
 
 
@@ -199,7 +196,6 @@ def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune:
     was not pruned whole (before Python 3.12 the parts of an f-string carry the whole string's
     span or shifted ones: only the string's own span is trustworthy).
     """
-    import ast
 
     node_type, bool_op, joined, lst = ast.AST, ast.BoolOp, ast.JoinedStr, list
     import_kinds, compound = (ast.Import, ast.ImportFrom), _compound_kinds()
@@ -273,24 +269,15 @@ def _sources_wanted(path: str, conv: Conventions) -> bool:
     return config_sources.wanted(conv) or any(path.endswith(d) for d in conv.dict_files)
 
 
-def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: object = None) -> F.FileFacts:
+def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.Module) -> F.FileFacts:
     """Add the setter-less facts (config attributes, builders, hooks) when a profile asks, and
     the registrations the class table also reads (``NAME.update({...})``, ``@register("X")``),
-    so both tiers agree on a file's registry. ``tree``: the pre-screen's stdlib tree of the
-    same bytes (read-only), so the file is not parsed a third time."""
-    import ast
-
+    so both tiers agree on a file's registry. ``tree``: the file's one stdlib tree (read-only)."""
     from flowtrace.index import config_sources
 
     if not _sources_wanted(facts.path, conv):
         return facts
     dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
-    if tree is None:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return facts
-    assert isinstance(tree, ast.Module)
     registered: list[F.RegistryFact] = []
     if dict_file:
         import re

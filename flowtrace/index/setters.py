@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
 from flowtrace.index.streams import spelled_names
-from flowtrace.index.syntax import FunctionNode, arguments, body_statements, canonical, int_value, last_name, parameters
+from flowtrace.index.syntax import FunctionNode, arguments, canonical, int_value, last_name, parameters
 
 if TYPE_CHECKING:
     from flowtrace.index.visitors import FileAnalyzer, _Class
@@ -48,7 +48,7 @@ class SetterAnalyzer:
 
     # -- walking -------------------------------------------------------------
     def fact(self) -> F.SetterFact:
-        self.walk(body_statements(self.fn.body), ())
+        self.walk(self.fn.body, ())
         explicit = [a for a in self.arms if self.uses_param(a.expression)]
         defaults = [a for a in self.arms if not a.delegation and not self.uses_param(a.expression) and self.is_id_list(a.expression)]
         defaults += [a for a in self.arms if a.delegation and not self.uses_param(a.expression)]
@@ -92,11 +92,11 @@ class SetterAnalyzer:
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 self.call(stmt.value, conditions)
             elif isinstance(stmt, _LOOPS_AND_BLOCKS):
-                self.walk(body_statements(stmt.body), conditions)
+                self.walk(stmt.body, conditions)
 
     def walk_if(self, stmt: ast.If, conditions: tuple[str, ...]) -> None:
         test = self.file.code(stmt.test)
-        inner = body_statements(stmt.body)
+        inner = stmt.body
         if any(g in test for g in self.file.conv.pp_guards) and inner and all(isinstance(s, (ast.Return, ast.Raise)) for s in inner):
             self.pp_guard = True
             return

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
 
-from flowtrace.index.syntax import FunctionNode, arguments, body_statements, child_nodes, iter_nodes, parameters, walk_statements
+from flowtrace.index.syntax import FunctionNode, Position, arguments, child_nodes, iter_nodes, parameters, start_of, walk_statements
 
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult)
 _MAX_DEPTH = 6
@@ -62,33 +61,12 @@ def _assigned_none(stmt: ast.AST) -> list[str]:
     return out
 
 
-# -- positions -----------------------------------------------------------------------
-def _start(node: ast.AST, positions: Any) -> tuple[int, int]:
-    """(line, column) where ``node`` starts: ``positions.start(node)`` when ``positions`` is
-    a FileAnalyzer (columns in characters), else the node's own ``lineno`` / ``col_offset``
-    (UTF-8 bytes; the same order within a file)."""
-    start = getattr(positions, "start", None)
-    return start(node) if callable(start) else (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-
-def _position(before: Any, positions: Any) -> tuple[int, int]:
-    """A position given as a node, a ``(line, column)`` pair or an object with ``.line`` /
-    ``.column``, as a pair."""
-    if isinstance(before, ast.AST):
-        return _start(before, positions)
-    if hasattr(before, "line"):
-        return before.line, before.column
-    line, column = before
-    return line, column
-
-
-def none_at_entry(fn: FunctionNode, loop: Loop, statements: list, positions: Any = None) -> dict[str, NoneAtEntry]:
+def none_at_entry(fn: FunctionNode, loop: Loop, statements: list) -> dict[str, NoneAtEntry]:
     """Names that may hold None when ``loop`` is entered: bound to None by some statement
     before it (any branch), or a parameter defaulting to None that nothing before the loop
-    rebinds. ``statements`` are the function's (:func:`walk_statements`); ``positions`` is
-    what :func:`_start` reads starts with (the FileAnalyzer, or None)."""
-    start = _start(loop, positions)
-    before = [s for s in statements if _start(s, positions) < start]
+    rebinds. ``statements`` are the function's (:func:`walk_statements`)."""
+    start = start_of(loop)
+    before = [s for s in statements if start_of(s) < start]
     found: dict[str, NoneAtEntry] = {}
     for stmt in before:
         for name in _assigned_none(stmt):
@@ -127,23 +105,23 @@ def rebinds(loop: Loop, name: str) -> bool:
     return any(binds(s, name) for s in walk_statements(loop.body))
 
 
-def rebound_unconditionally(loop: Loop, before: Any, positions: Any = None) -> set[str]:
-    """Names the loop body binds on every path before position ``before`` (a node, or a
-    ``(line, column)`` in the columns ``positions`` gives: see :func:`_start`) (top-level
-    statements and ``with`` / ``try`` bodies; not inside an ``if``)."""
+def rebound_unconditionally(loop: Loop, before: Position) -> set[str]:
+    """Names the loop body binds on every path before position ``before`` (see
+    :func:`~flowtrace.index.syntax.start_of`): top-level statements and ``with`` / ``try``
+    bodies, not inside an ``if``."""
     out: set[str] = set()
-    _rebound_into(body_statements(loop.body), _position(before, positions), positions, out)
+    _rebound_into(loop.body, before, out)
     return out
 
 
-def _rebound_into(statements: list, before: tuple[int, int], positions: Any, out: set[str]) -> None:
+def _rebound_into(statements: list, before: Position, out: set[str]) -> None:
     """:func:`rebound_unconditionally`'s recursion (module level: a nested recursive function
-    would hold ``positions``, so the whole tree, in a reference cycle)."""
+    would be a reference cycle holding the tree)."""
     for stmt in statements:
-        if _start(stmt, positions) >= before:
+        if start_of(stmt) >= before:
             return
         if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try)):
-            _rebound_into(body_statements(stmt.body), before, positions, out)
+            _rebound_into(stmt.body, before, out)
         else:
             out.update(_bound_names(stmt))
 

@@ -106,13 +106,20 @@ def _statements_into(block: list, ordered: list[ast.stmt]) -> None:
         if isinstance(stmt, _SCOPES):
             continue
         ordered.append(stmt)
-        for name in _BLOCKS.get(type(stmt), ()):
-            inner = getattr(stmt, name)
-            if name == "handlers" or name == "cases":
-                for handler in inner:
-                    _statements_into(handler.body, ordered)
-            else:
-                _statements_into(inner, ordered)
+        for inner in _inner_blocks(stmt):
+            _statements_into(inner, ordered)
+
+
+def _inner_blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
+    """The statement lists a compound statement holds, in source order (an ``except``
+    clause's or a ``case``'s body in its place); none for a simple statement or a definition."""
+    for name in _BLOCKS.get(type(stmt), ()):
+        inner = getattr(stmt, name)
+        if name == "handlers" or name == "cases":
+            for clause in inner:
+                yield clause.body
+        else:
+            yield inner
 
 
 _BLOCKS: dict[type, tuple[str, ...]] = {
@@ -140,19 +147,22 @@ def all_statements(block: list[ast.stmt]) -> list[ast.stmt]:
             kind = type(stmt)
             if kind in _SCOPES_SET:
                 pending.append(stmt.body)  # type: ignore[attr-defined]
-                continue
-            for name in _BLOCKS.get(kind, ()):
-                inner = getattr(stmt, name)
-                if name == "handlers" or name == "cases":
-                    pending.extend(h.body for h in inner)
-                else:
-                    pending.append(inner)
+            else:
+                pending.extend(_inner_blocks(stmt))
     return out
 
 
-def body_statements(block: list[ast.stmt]) -> list[ast.stmt]:
-    """The direct statements of a block (a copy: callers may extend it)."""
-    return list(block)
+Position = tuple[int, int]
+
+
+def start_of(node: ast.AST) -> Position:
+    """(line, column) where a node starts. Columns are UTF-8 byte offsets, which order the
+    nodes of one line as character columns do (``SourceText`` converts where text is cut)."""
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def end_of(node: ast.AST) -> Position:
+    return node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
 
 
 # -- calls and parameters ----------------------------------------------------------------
@@ -436,11 +446,6 @@ class SourceText:
         """The node's start column in characters."""
         return self._column(node.lineno, node.col_offset)  # type: ignore[attr-defined]
 
-    def lines_of(self, node: ast.AST) -> str:
-        """The whole source lines the node spans (decorators included)."""
-        first = node.decorator_list[0].lineno if isinstance(node, _DECORATED) and node.decorator_list else node.lineno  # type: ignore[attr-defined]
-        return "\n".join(self.lines[first - 1 : node.end_lineno])  # type: ignore[attr-defined]
-
 
 _COMPOUND = (*_DECORATED, *_BLOCKS)
 _QUOTES = ('"""', "'''")
@@ -476,13 +481,14 @@ __all__ = [
     "FunctionNode",
     "Param",
     "SourceText",
+    "Position",
     "all_statements",
     "arguments",
-    "body_statements",
     "canonical",
     "child_nodes",
     "clip",
     "dotted",
+    "end_of",
     "int_value",
     "is_name",
     "iter_nodes",
@@ -493,6 +499,7 @@ __all__ = [
     "parameter_names",
     "parameters",
     "positional",
+    "start_of",
     "string_value",
     "visit_each",
     "walk_statements",

@@ -27,13 +27,6 @@ _CAT_NAMES = {"cat", "concat", "concatenate"}
 
 
 @dataclass
-class _Function:
-    node: FunctionNode
-    class_qualname: str | None
-    name: str
-
-
-@dataclass
 class _Class:
     node: ast.ClassDef
     qualname: str
@@ -51,7 +44,7 @@ class _Collector:
     (``hit_lines``): most of a file's nodes are never visited, and the sites, their order and
     their enclosing functions are those of a walk over every node."""
 
-    def __init__(self, module: str, conv: Conventions, package: str, lines: list[str] | None = None) -> None:
+    def __init__(self, module: str, conv: Conventions, package: str, lines: list[str]) -> None:
         self.module = module
         self.package = package
         self.conv = conv
@@ -64,7 +57,7 @@ class _Collector:
         self._class_stack: list[_Class] = []
         self._func_stack: list[str] = []
         self._key_names = {k.rsplit(".", 1)[-1] for k in conv.layer_id_keys}
-        self._hits = _hit_lines(lines, _site_words(conv)) if lines is not None else None
+        self._hits = _hit_lines(lines, _site_words(conv))
 
     # -- the walk ----------------------------------------------------------------
     def walk(self, module: ast.Module) -> None:
@@ -82,7 +75,7 @@ class _Collector:
         for child in child_nodes(stmt):
             if isinstance(child, _NESTING):
                 self._statement(child)  # a statement, an except clause, a match case
-            elif self._hits is None or self._hit(child):
+            elif self._hit(child):
                 self._sites(child)
         if kind is ast.ClassDef:
             self._class_stack.pop()
@@ -94,7 +87,6 @@ class _Collector:
         if first is None:
             return True  # a parameter list, a with item: small, walked
         hits = self._hits
-        assert hits is not None
         at = bisect.bisect_left(hits, first)
         return at < len(hits) and hits[at] <= (node.end_lineno or first)  # type: ignore[attr-defined]
 
@@ -219,8 +211,6 @@ class FileAnalyzer:
 
     def __init__(self, path: str, source: str, module: ast.Module, conv: Conventions) -> None:
         self.path = path
-        self.source = source
-        self.module = module
         self.conv = conv
         self.modname = module_name(path)
         is_package = path.endswith("__init__.py")
