@@ -8,3 +8,6 @@ only part that runs model code.
 """
 
 __version__ = "0.1.0"
+# The name pip knows this project by (pyproject.toml [project] name); `flowtrace` on the package
+# index is another project, so every install hint and --version names this one.
+DISTRIBUTION = "flowtrace-llm"

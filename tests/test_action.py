@@ -38,7 +38,7 @@ def step(step_id_or_name: str) -> dict:
 
 def test_the_action_is_composite_and_declares_the_documented_inputs():
     assert ACTION["runs"]["using"] == "composite"
-    assert {"path", "select", "ignore", "baseline", "fail-on", "version"} <= set(ACTION["inputs"])
+    assert {"path", "select", "ignore", "baseline", "fail-on"} <= set(ACTION["inputs"])
     docs = (REPO / "docs" / "ci.md").read_text(encoding="utf-8")
     for name in ACTION["inputs"]:
         assert f"`{name}`" in docs, f"input {name} is not documented in docs/ci.md"
@@ -60,6 +60,15 @@ def test_sarif_is_uploaded_with_codeql_upload_sarif():
     upload = next(s for s in steps() if str(s.get("uses", "")).startswith("github/codeql-action/upload-sarif@"))
     assert "inputs.sarif-file" in upload["with"]["sarif_file"]
     assert "always()" in upload["if"]  # uploaded even when findings fail the check
+
+
+def test_the_action_installs_its_own_checkout_never_a_name_from_the_index():
+    """`flowtrace` on PyPI is another project: the commit pinned in `uses:` is what runs."""
+    install = step("Install flowtrace")
+    assert install["env"] == {"FLOWTRACE_ACTION_PATH": "${{ github.action_path }}"}
+    pip_lines = [line for line in install["run"].splitlines() if " install " in line]
+    assert pip_lines and all(line.rstrip().endswith('"$FLOWTRACE_ACTION_PATH"') for line in pip_lines), pip_lines
+    assert "version" not in ACTION["inputs"]
 
 
 def _run_check_step(tmp_path: Path, inputs: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict[str, str]]:

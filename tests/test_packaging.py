@@ -60,7 +60,7 @@ def wheel_env(tmp_path_factory) -> Path:
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist), str(src)],
         check=True, env=_clean_env(), cwd=tmp,
     )  # fmt: skip
-    (wheel,) = dist.glob("flowtrace-*.whl")
+    (wheel,) = dist.glob("*.whl")
     env_dir = tmp / "venv"
     venv.create(env_dir, with_pip=False, symlinks=os.name != "nt")
     fresh = subprocess.run([str(_bin(env_dir, "python")), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True)
@@ -71,6 +71,20 @@ def wheel_env(tmp_path_factory) -> Path:
         check=True, env=_clean_env(), cwd=tmp,
     )  # fmt: skip
     return env_dir
+
+
+def test_the_distribution_is_not_the_unrelated_flowtrace_on_the_index(wheel_env, tmp_path):
+    """`flowtrace` on PyPI is another project (an execution tracer): ours installs as flowtrace-llm."""
+    py = str(_bin(wheel_env, "python"))
+    meta = subprocess.run(
+        [py, "-c", "import importlib.metadata as m; d = m.distribution('flowtrace-llm'); print(d.metadata['Name']); print(d.metadata['License-Expression']); print(sorted(f.name for f in d.files if 'licen' in str(f).lower()))"],
+        check=True, capture_output=True, text=True, env=_clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    name, license_expr, license_files = meta.stdout.splitlines()
+    assert name == "flowtrace-llm" and name != "flowtrace"
+    assert license_expr == "Apache-2.0" and "LICENSE" in license_files
+    version = subprocess.run([str(_bin(wheel_env, "flowtrace")), "--version"], capture_output=True, text=True, env=_clean_env(), cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == "flowtrace (flowtrace-llm 0.1.0)", version.stdout + version.stderr
 
 
 def test_the_wheel_ships_the_profiles_and_templates(wheel_env, tmp_path):

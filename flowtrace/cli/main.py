@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from flowtrace import __version__
+from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
 from flowtrace.cli.options import index_options, scan_options
 
@@ -71,7 +71,7 @@ def emit(text: str, output: str | None) -> None:
 
 
 @click.group(cls=FlowtraceGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="flowtrace")
+@click.version_option(__version__, prog_name="flowtrace", message=f"%(prog)s ({DISTRIBUTION} %(version)s)")
 def main() -> None:
     """Trace EAGLE-3 auxiliary hidden states through LLM inference engines.
 

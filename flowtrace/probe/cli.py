@@ -1,7 +1,7 @@
 """``flowtrace probe``: a click group with ``capture`` and ``draft``.
 
 Importing this module is cheap and torch-free; torch is imported when a command runs, and its
-absence is one line ("install flowtrace[probe]"). User mistakes exit 2 with one line; a refuted
+absence is one line ("install flowtrace-llm[probe]"). User mistakes exit 2 with one line; a refuted
 (or unconfirmed) claim exits 1; agreement exits 0.
 """
 
@@ -105,7 +105,7 @@ def _target_options(f):
 
 @click.group("probe")
 def probe() -> None:
-    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs flowtrace[probe])."""
+    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs flowtrace-llm[probe])."""
 
 
 @probe.command("capture")

@@ -167,7 +167,7 @@ def _read_weights(path: Path) -> tuple[dict[str, torch.Tensor], str]:
         except ImportError:
             raise MissingDependency(
                 f"draft {path}: reading .safetensors needs the safetensors package: "
-                "pip install 'flowtrace[probe]' (or pip install safetensors)"
+                "pip install 'flowtrace-llm[probe]' (or pip install safetensors)"
             ) from None
         if st.is_file():
             return dict(load_file(str(st))), st.name

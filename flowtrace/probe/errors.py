@@ -24,6 +24,6 @@ def require_torch():
     except ImportError as exc:  # pragma: no cover - exercised only without torch
         raise MissingDependency(
             f"the probe needs PyTorch, which is not importable ({exc}); "
-            "install the extra: pip install 'flowtrace[probe]'"
+            "install the extra: pip install 'flowtrace-llm[probe]'"
         ) from None
     return torch

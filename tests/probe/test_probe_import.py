@@ -64,4 +64,4 @@ def test_without_torch_commands_say_install_the_extra():
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2
     for line in lines:
-        assert line.startswith("2 flowtrace: error:") and "flowtrace[probe]" in line
+        assert line.startswith("2 flowtrace: error:") and "flowtrace-llm[probe]" in line  # the distribution name, not the unrelated `flowtrace` on PyPI
