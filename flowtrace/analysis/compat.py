@@ -199,6 +199,8 @@ class CompatResult:
     engine_default: str | None = None  # what the engine does when the draft names no ids
     training_default: str | None = None
     id_paths: tuple[IdPath, ...] = ()
+    warnings: tuple[str, ...] = ()  # what went unchecked or looks wrong without deciding the verdict
+    no_fix: str | None = None  # why no ids are suggested although the layouts differ
 
     @property
     def exit_code(self) -> int:
@@ -352,6 +354,48 @@ def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, tr
     return out, [f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings: {', '.join(ckpt.namings)})"]
 
 
+WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".safetensors")
+
+
+def _unchecked_weights(draft_dir: Path) -> str:
+    """What a draft folder without a readable safetensors file leaves unchecked, and why."""
+    found = sorted(p.name for p in draft_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES)[:4] if draft_dir.is_dir() else []
+    what = f"only {', '.join(found)}" if found else "no weight file"
+    return (
+        f"unchecked: {draft_dir} has {what}; flowtrace reads safetensors headers only (a .bin file is a pickle, never loaded), "
+        "so the fc width was not checked against the draft config's ids"
+    )
+
+
+def _hidden_size_warning(draft: dict, hidden: int | None, states: int) -> str | None:
+    """The draft's own hidden_size unlike the target's, with no target_hidden_size to say which
+    width the fc takes: engines then size the fc input from the draft's hidden_size."""
+    own = draft.get("hidden_size")
+    if not isinstance(own, int) or isinstance(own, bool) or not hidden or own == hidden or "target_hidden_size" in draft:
+        return None
+    return (
+        f"width: the draft's hidden_size {own} differs from the target's {hidden} and the draft config has no target_hidden_size: "
+        f"engines then build the fc for {states} x {own} = {states * own} inputs, the target delivers {states} x {hidden} = {states * hidden}; "
+        f"set target_hidden_size = {hidden} if the draft was trained on this target"
+    )
+
+
+def _beyond_target(trained: list[int], used: list[int] | None, L: int) -> str | None:
+    """A trained boundary past the target's last layer: the draft was trained on a deeper model."""
+    ids = used if used is not None and len(used) == len(trained) else trained
+    beyond = [(i, b) for i, b in zip(ids, trained) if b > L]
+    if not beyond:
+        return None
+    named = ", ".join(f"id {i} (b={b})" for i, b in beyond)
+    return f"fit: this draft does not fit this target (L = {L}): {named} lies past the last layer's output b={L}"
+
+
+def _contradicting_weights(ckpt: DraftCheckpoint | None, hidden: int | None, states: int) -> int | None:
+    """The number of states the fc weight takes when it contradicts the draft config's count."""
+    slots = ckpt.slots(hidden) if ckpt is not None and ckpt.fc_in_features is not None and hidden else None
+    return slots if slots is not None and slots != states else None
+
+
 def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None) -> bool:
     """The checkpoint's fc width is no multiple of the target's hidden size: no choice of ids
     can fix that, so compat suggests none (decided on the numbers, not on a message)."""
@@ -435,11 +479,20 @@ def compat(
     target_hidden = draft.get("target_hidden_size")
     if isinstance(target_hidden, int) and info.hidden_size and target_hidden != info.hidden_size:
         differences.append(f"width: the draft was trained for target_hidden_size {target_hidden}, the target's hidden_size is {info.hidden_size}")
-    more, ckpt_notes = _checkpoint_differences(checkpoint, info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None), len(trained), served)
+    fc_hidden = info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None)
+    more, ckpt_notes = _checkpoint_differences(checkpoint, fc_hidden, len(trained), served)
     differences += more
     notes += ckpt_notes
+    warnings = [w for w in (_hidden_size_warning(draft, info.hidden_size, len(trained)),) if w]
+    if Path(draft_config).is_dir() and checkpoint is None:
+        warnings.append(_unchecked_weights(Path(draft_config)))
+    beyond = _beyond_target(trained, used, L)
+    if beyond:
+        differences.insert(0, beyond)
+    weights_say = _contradicting_weights(checkpoint, fc_hidden, len(trained))
+    no_fix = _no_fix_reason(beyond, weights_say, len(trained), checkpoint, fc_hidden, target_hidden, info.hidden_size)
     suggestions: tuple[Suggestion, ...] = ()
-    if differences and not _trained_for_another_target(checkpoint, info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None)):
+    if differences and no_fix is None and not _trained_for_another_target(checkpoint, fc_hidden):
         suggestions = suggest(project, row, want, L, info.hidden_size, engine_key or (engine_keys[0] if engine_keys else None))
     return CompatResult(
         verdict="MATCH" if not differences else "MISMATCH",
@@ -462,7 +515,23 @@ def compat(
         engine_default=engine_default,
         training_default=training_default,
         id_paths=tuple(paths),
+        warnings=tuple(warnings),
+        no_fix=no_fix,
     )
+
+
+def _no_fix_reason(beyond: str | None, weights_say: int | None, states: int, ckpt: DraftCheckpoint | None, hidden: int | None, target_hidden: object, target: int | None) -> str | None:
+    """Why changing the ids cannot help: no fix is offered that the draft itself contradicts."""
+    if beyond:
+        return "the draft was trained on a deeper target; no ids or engine change make this target serve those layers: use a draft trained for this target"
+    if weights_say is not None and ckpt is not None:
+        return (
+            f"the weights contradict the draft config: {ckpt.fc_name} {list(ckpt.fc_shape or ())} takes {weights_say} x {hidden}, the config names {states} ids; "
+            f"find the {weights_say} layers the draft was trained on (its training config) before changing any ids"
+        )
+    if isinstance(target_hidden, int) and target and target_hidden != target:
+        return f"the draft was trained for a target of hidden size {target_hidden}, not {target}: no ids fix a width"
+    return None
 
 
 def compat_json(result: CompatResult) -> dict:
@@ -490,5 +559,7 @@ def compat_json(result: CompatResult) -> dict:
         "training_default": result.training_default,
         "draft_checkpoint": checkpoint_json(result.checkpoint, result.hidden_size) if result.checkpoint is not None else None,
         "notes": list(result.notes),
+        "warnings": list(result.warnings),
+        "no_fix": result.no_fix,
         "trace": trace_json(result.trace),
     }

@@ -53,6 +53,9 @@ def compat_text(result: CompatResult) -> str:
         lines.append(f"  default: {result.engine_default}")
         lines.append(f"           vs {result.training_default}")
     lines += [f"  - {d}" for d in result.differences]
+    lines += [f"  warning: {w}" for w in result.warnings]
     lines += [f"  note: {n}" for n in result.notes]
+    if result.no_fix:
+        lines.append(f"  fix: none: {result.no_fix}")
     lines += _fix_lines(result)
     return "\n".join(lines) + "\n"
