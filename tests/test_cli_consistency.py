@@ -9,6 +9,7 @@ progress bar whose percentage went backwards as the fixpoint found more files.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 import shutil
 
@@ -53,7 +54,7 @@ def test_every_format_option_has_both_spellings(command):
     [
         ("scan", SGLANG_LIKE, "--format", "yaml"),  # bad choice (click)
         ("scan", SGLANG_LIKE, "--no-such-option"),  # unknown option (click)
-        ("scan",),  # missing argument (click)
+        ("scan", str(Path(__file__).resolve().parents[1] / "README.md")),  # no Python engine code (PATH defaults to .)
         ("--no-such-global",),  # the group's own parse error
         ("check", SGLANG_LIKE, "--fail-on", "sometimes"),
         ("check", "/no/such/path"),  # flowtrace's own UsageError

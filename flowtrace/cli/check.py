@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from flowtrace.cli.messages import internal_error_line
-from flowtrace.cli.options import scan_options
+from flowtrace.cli.options import FINDING_FORMATS, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -40,13 +40,13 @@ def _guard(ctx: click.Context, fn):
     except BrokenPipeError:
         ctx.exit(EXIT_ERROR)
     except KeyboardInterrupt:
-        _fail(ctx, "flowtrace: error: interrupted")
+        raise  # the group prints "flowtrace: interrupted" and exits 130, as for every command
     except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, not a traceback
         _fail(ctx, internal_error_line(exc))
 
 
 @click.command("check")
-@click.argument("path")
+@click.argument("path", default=".", required=False)
 @click.option("--select", multiple=True, metavar="CODES", help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these code prefixes on top of the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Disable these code prefixes.")
@@ -54,24 +54,33 @@ def _guard(ctx: click.Context, fn):
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means the check could not run).")
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Accept the findings recorded in this baseline file; report only new ones.")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record every current finding in this baseline file (and accept them).")
-@click.option("--output-format", "--format", "output_format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]), default="full", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FINDING_FORMATS), default="full", show_default=True, help="text is full; html writes the report page.")
+@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
+@click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Lint PATH for capture-wiring problems, for CI.
 
     \b
     Exit 0 clean, 1 findings at or above --fail-on, 2 usage or internal error.
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
-    Configure with [tool.flowtrace] in PATH/pyproject.toml.
+    Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """
+    from flowtrace.cli.ui import echo_output, refuse_non_python_file, status, write_output
     from flowtrace.lint.runner import run_check
     from flowtrace.render.check_output import render_check as render
 
     def go() -> int:
+        if show_settings:
+            from flowtrace.lint.config import settings_text
+
+            click.echo(settings_text(path, config_file, isolated, profile), nl=False)
+            return EXIT_CLEAN
+        refuse_non_python_file(path)
         outcome = run_check(
             path,
             select=select or None,
@@ -91,17 +100,24 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
             isolated=isolated,
             progress=None,
         )
-        text = render(outcome, output_format)
-        if output:
-            from flowtrace.sources.output import write_atomic
+        if statistics:
+            from flowtrace.cli.ui import statistics_text
 
-            write_atomic(output, text)
-            click.echo(f"flowtrace: wrote {output}", err=True)
+            text = statistics_text(outcome.findings)
+        elif output_format == "html":
+            from flowtrace import api
+
+            text = api.html_report(outcome.result, list(outcome.findings))
+        else:
+            text = render(outcome, "full" if output_format == "text" else output_format, cwd=Path.cwd())
+        if output:
+            write_output(output, text)
+            status(f"flowtrace: wrote {output}")
         elif text:
-            click.echo(text, nl=False)
+            echo_output(text)
         if outcome.baseline_written is not None:
-            click.echo(f"flowtrace: wrote baseline {outcome.baseline_written} ({outcome.suppressed_baseline} findings)", err=True)
-        click.echo(outcome.summary(), err=True)
+            status(f"flowtrace: wrote baseline {outcome.baseline_written} ({outcome.suppressed_baseline} findings)")
+        status(outcome.summary())
         return outcome.exit_code
 
     code = _guard(ctx, go)

@@ -14,9 +14,10 @@ import click
 
 from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
-from flowtrace.cli.options import index_options, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class FlowtraceGroup(click.Group):
@@ -38,9 +39,9 @@ class FlowtraceGroup(click.Group):
                 hint = f" (see '{exc.ctx.command_path} --help')"
             click.echo(error_line(exc.format_message()) + hint, err=True)
             sys.exit(EXIT_ERROR)
-        except click.exceptions.Abort:
-            click.echo(error_line("aborted"), err=True)
-            sys.exit(EXIT_ERROR)
+        except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            click.echo("flowtrace: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         sys.exit(rv if isinstance(rv, int) else EXIT_CLEAN)
 
     def invoke(self, ctx: click.Context):
@@ -54,7 +55,7 @@ class FlowtraceGroup(click.Group):
             ctx.exit(EXIT_ERROR)
         except BrokenPipeError:
             ctx.exit(EXIT_ERROR)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 - the contract: exit 2 with one line, never a traceback
             click.echo(internal_error_line(exc), err=True)
@@ -62,12 +63,13 @@ class FlowtraceGroup(click.Group):
 
 
 def emit(text: str, output: str | None) -> None:
-    if output:
-        from flowtrace.sources.output import write_atomic
+    """The requested output to ``-o FILE`` (one-line error when unwritable) or stdout."""
+    from flowtrace.cli.ui import echo_output, write_output
 
-        write_atomic(output, text)
+    if output:
+        write_output(output, text)
     else:
-        click.echo(text, nl=False)
+        echo_output(text)
 
 
 @click.group(cls=FlowtraceGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -85,30 +87,41 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("path")
+@click.argument("path", default=".", required=False)
 @scan_options(config_aware=True)
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE.")
-@click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit) instead of vscode://.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read [tool.flowtrace] from this TOML file instead of PATH/pyproject.toml.")
+@click.option("--format", "--output-format", "fmt", type=click.Choice(FINDING_FORMATS), default="text", show_default=True, help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
+@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE (then the text output is the findings and the report's path; --matrix adds the matrix).")
+@click.option("--matrix/--no-matrix", "matrix", default=None, help="Print the model matrix in the text output (default: yes, unless --html writes it to the report).")
+@click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
+@click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit); default: inferred from the git remote or the release's project URL, else vscode://.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, link_base, config_file, isolated):
-    """Scan PATH: the model matrix (capture support, id transform, capture point, file:line) and findings.
+@click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
+def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
+    """Scan PATH (default: .): the model matrix (capture support, id transform, capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
     from flowtrace import api
+    from flowtrace.cli.ui import refuse_non_python_file, status
     from flowtrace.lint.runner import run_check
     from flowtrace.render import text as text_render
 
+    if show_settings:
+        from flowtrace.lint.config import settings_text
+
+        click.echo(settings_text(path, config_file, isolated, profile), nl=False)
+        return
+    refuse_non_python_file(path)
     outcome = run_check(
         path, profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     )  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
+    _say_profiles(result, profile)
     # what follows from the facts alone comes from the memo while the facts are unchanged
     memo = outcome.memo
     keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
@@ -118,15 +131,60 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
         emit(scan_json_with_report(result, findings, keep), output)
     elif fmt == "html":
         emit(api.html_report(result, findings, link_base=link_base), output)
-    else:
-        emit(text_render.scan_text(result, findings), output)
-    if html_path:
-        from flowtrace.sources.output import write_atomic
+    elif statistics:
+        from flowtrace.cli.ui import statistics_text
 
-        write_atomic(html_path, api.html_report(result, findings, link_base=link_base))
-        click.echo(f"flowtrace: wrote {html_path}", err=True)
+        emit(statistics_text(findings), output)
+    elif fmt == "text":
+        show_matrix = matrix if matrix is not None else not html_path
+        emit(_scan_text(outcome, show_matrix), output)
+    else:
+        from flowtrace.render.check_output import render_check
+
+        emit(render_check(outcome, fmt, cwd=Path.cwd()), output)
+    if output:
+        status(f"flowtrace: wrote {output}")
+    if html_path:
+        from flowtrace.cli.ui import write_output
+
+        write_output(html_path, api.html_report(result, findings, link_base=link_base))
+        status(f"flowtrace: wrote {html_path}")
     counts = keep("summary:rows", lambda: text_render.row_counts(result)) if keep is not None else None
-    click.echo(text_render.summary_line(result, findings, counts), err=True)
+    status(text_render.summary_line(result, findings, counts))
+
+
+def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
+    """scan's text: the matrix (when asked), then the findings as `check --output-format concise`
+    writes them (paths relative to the working folder), then diagnostics."""
+    from flowtrace.render import text as text_render
+    from flowtrace.render.check_output import render_check
+
+    result = outcome.result
+    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result), ""] if show_matrix else []
+    if outcome.findings:
+        out += [f"findings ({len(outcome.findings)}):", render_check(outcome, "concise", cwd=Path.cwd()).rstrip("\n")]
+    diagnostics = result.index.diagnostics
+    if diagnostics:
+        out += ["", f"diagnostics ({len(diagnostics)}):"] + [f"{d.file}:{d.line}: {d.kind}: {d.reason}" for d in diagnostics[:50]]
+        if len(diagnostics) > 50:
+            out.append(f"... {len(diagnostics) - 50} more (see --format json)")
+    return "\n".join(out).strip("\n") + "\n" if out else ""
+
+
+def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
+    """When no engine layout was recognised, say so and which profiles were applied."""
+    from flowtrace.cli.ui import status, verbose
+
+    root = result.root if result.root.is_dir() else result.root.parent
+    names = ", ".join(p.name for p in result.profiles)
+    if forced:
+        verbose(f"profile {forced} (forced)")
+        return
+    recognised = [p for p in result.profiles if any((root / d).is_dir() for d in p.detect_paths)]
+    if recognised or len(result.profiles) <= 1 or not result.root.is_dir():
+        verbose(f"profile(s) {names} (detected)")
+        return
+    status(f"flowtrace: warning: no known engine layout under {result.root} (looked for each profile's detect paths); applied every profile: {names} (force one with --profile)")
 
 
 @main.command()
@@ -152,6 +210,8 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         ids = parse_ids(layer_ids)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--layer-ids") from None
+    if num_layers is not None and num_layers <= 0:
+        raise click.BadParameter(f"{num_layers}: the target needs at least one decoder layer (give its num_hidden_layers, or --target-config config.json)", param_hint="-L/--num-layers")
     if target_config:
         from flowtrace.analysis.compat import ConfigError, read_config, target_info
 
@@ -248,7 +308,9 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
         g = graphs.model_subgraph(g, result.model(model).qualname)
     render = {"json": graphs.to_json, "graphml": graphs.to_graphml, "dot": graphs.to_dot}[fmt]
     emit(render(g), output)
-    click.echo(f"flowtrace: graph with {g.number_of_nodes()} nodes, {g.number_of_edges()} edges", err=True)
+    from flowtrace.cli.ui import status
+
+    status(f"flowtrace: graph with {g.number_of_nodes()} nodes, {g.number_of_edges()} edges")
 
 
 @main.command()
@@ -262,7 +324,6 @@ def report(scan_json, probe_json, output, link_base):
 
     from flowtrace.errors import UsageError
     from flowtrace.render.html import render_html
-    from flowtrace.sources.output import write_atomic
 
     def load(path: str, schema: str) -> dict:
         try:
@@ -281,7 +342,9 @@ def report(scan_json, probe_json, output, link_base):
     if not complete:
         click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
-    write_atomic(output, render_html(doc, link_base=link_base, probe=probe))
+    from flowtrace.cli.ui import write_output
+
+    write_output(output, render_html(doc, link_base=link_base, probe=probe))
     click.echo(f"flowtrace: wrote {output}", err=True)
 
 

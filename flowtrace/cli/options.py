@@ -23,9 +23,15 @@ def scan_options(f=None, *, config_aware: bool = False):
         f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
         f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
         f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
-        return f
+        from flowtrace.cli.ui import ui_options
+
+        return ui_options(f)
 
     return decorate(f) if f is not None else decorate
+
+
+# The format names every command that reports findings accepts (scan and check alike).
+FINDING_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "html")
 
 
 def index_options(jobs, no_cache, cache_dir, exclude, progress=None):

@@ -1,9 +1,12 @@
 """``[tool.flowtrace]``: the scanned tree's own settings for ``flowtrace check``.
 
-The table lives in ``pyproject.toml`` at the scanned root (the folder given to ``check``, or
-the folder holding the file given). There is no upward search: scanning a downloaded engine
-must not pick up an unrelated project's settings. ``--config FILE`` names another file and
-``--isolated`` ignores configuration altogether.
+The table lives in the nearest ``pyproject.toml`` that has one, searched upward from the
+scanned root (the folder given, or the folder holding the file given) like ruff does, so a
+scan of a subfolder applies the repository's settings. The search stops at a repository
+boundary (a folder holding ``.git``), so an engine downloaded into some folder never picks up
+an unrelated project's settings from above it. ``--config FILE`` names another file (its
+``[tool.flowtrace]`` table, or, in a file of flowtrace's own such as ``flowtrace.toml``, the
+same keys at the top level) and ``--isolated`` ignores configuration altogether.
 
 Keys, spelled as in ruff::
 
@@ -97,11 +100,30 @@ def parse_selectors(values: tuple[str, ...] | list[str], *, where: str, codes: t
 
 
 def config_file_for(root: Path) -> Path:
-    return (root if root.is_dir() else root.parent) / "pyproject.toml"
+    """The pyproject.toml whose ``[tool.flowtrace]`` applies to ``root``: the nearest one that
+    has the table, from the root upward, not above the repository the root lies in; else the
+    root's own pyproject.toml path (which may not exist)."""
+    start = (root if root.is_dir() else root.parent).resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and _has_table(candidate):
+            return candidate
+        if (folder / ".git").exists():
+            break
+    return start / "pyproject.toml"
+
+
+def _has_table(path: Path) -> bool:
+    """Whether the file declares ``[tool.flowtrace]`` (a cheap text test; parsing comes later)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "tool.flowtrace" in text or ("[tool]" in text and "flowtrace" in text)
 
 
 def load_config(root: Path, explicit: str | Path | None = None) -> Config:
-    """Read ``[tool.flowtrace]`` from ``explicit`` or from the root's ``pyproject.toml``."""
+    """Read ``[tool.flowtrace]`` from ``explicit`` or from the nearest ``pyproject.toml``."""
     path = Path(explicit) if explicit is not None else config_file_for(root)
     if explicit is None and not path.is_file():
         return Config()
@@ -116,9 +138,21 @@ def load_config(root: Path, explicit: str | Path | None = None) -> Config:
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: [tool] must be a table, got {_type(tool)}")
-    if "flowtrace" not in tool:
-        return Config(path=path)
-    return parse_table(tool["flowtrace"], path)
+    if "flowtrace" in tool:
+        return parse_table(tool["flowtrace"], path)
+    if explicit is not None:
+        return _explicit_top_level(data, path)
+    return Config(path=path)
+
+
+def _explicit_top_level(data: dict, path: Path) -> Config:
+    """A file named with ``--config`` and no ``[tool.flowtrace]``: its top-level keys are the
+    settings (a ``flowtrace.toml``); a pyproject.toml without the table is an error, never a
+    silently empty configuration."""
+    own = {k: v for k, v in data.items() if k != "tool"}
+    if path.name == "pyproject.toml" or not own:
+        raise ConfigError(f"{path}: no [tool.flowtrace] table (and no top-level flowtrace keys: {', '.join(KEYS)})")
+    return parse_table(own, path)
 
 
 def _type(value: Any) -> str:
@@ -211,3 +245,29 @@ def parse_table(table: Any, path: Path) -> Config:
         kwargs["profile"] = value
     kwargs.pop("_user_names", None)
     return Config(**kwargs)
+
+
+def settings_text(path: str, explicit: str | Path | None, isolated: bool, profile: str | None) -> str:
+    """``--show-settings``: the configuration file and the values that apply to ``path``."""
+    source = str(path)
+    if isolated:
+        cfg, origin = Config(), "none (--isolated)"
+    elif source.startswith("pypi:") and explicit is None:
+        cfg, origin = Config(), "none (a pypi: release has no configuration of its own)"
+    else:
+        cfg = load_config(Path(".") if source.startswith("pypi:") else Path(source), explicit)
+        origin = str(cfg.path) if cfg.path is not None else "none found (no pyproject.toml with [tool.flowtrace] from PATH up to the repository root)"
+    forced = profile or cfg.profile
+    lines = [
+        f"path: {path}",
+        f"config file: {origin}",
+        f"select: {', '.join(cfg.select) if cfg.select is not None else 'ALL (every rule)'}",
+        f"extend-select: {', '.join(cfg.extend_select) or '-'}",
+        f"ignore: {', '.join(cfg.ignore) or '-'}",
+        f"per-file-ignores: {'; '.join(f'{p} = {list(c)}' for p, c in cfg.per_file_ignores) or '-'}",
+        f"exclude: {', '.join(cfg.exclude) or '-'}",
+        f"fail-on: {cfg.fail_on or 'warning (default)'}",
+        f"profile: {forced + (' (--profile)' if profile else ' (config)') if forced else 'detected from the tree (every profile when none is recognised)'}",
+        f"profile-files: {', '.join(map(str, cfg.profile_files)) or '-'}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -40,7 +40,8 @@ from flowtrace.render import svg_layout
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-SUPPORT_ORDER = ("supported", "inherited", "delegated", "draft", "broken", "none")
+# Sort order of the Support column: what needs attention first (broken), then what captures.
+SUPPORT_ORDER = ("broken", "supported", "inherited", "delegated", "conditional", "draft", "none")
 # The matrix legend: every support word, and the id transform a reader stumbles on.
 LEGEND = (
     ("supported", "support-supported", "defines its capture setter, and a layer loop of the model it sets reads the ids"),
@@ -394,7 +395,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     site = c.get("capture_site") if isinstance(c.get("capture_site"), dict) else None
     verdict = _str(raw.get("support")) or "none"
     draft = raw.get("draft") is True
-    support = "draft" if draft else verdict
+    support = _str(raw.get("category")) or ("draft" if draft else verdict)  # the scan JSON's one category
     transform = _str(c.get("id_transform"))
     effective = _str(c.get("effective_transform"))
     point = _str((site or {}).get("point"))
@@ -451,6 +452,26 @@ class ModelIndex:
         self.by_class = {m.cls: m for m in models if names[m.cls] == 1}
         archs = Counter(a for m in models for a in set(m.architectures))
         self.by_arch = {a: m for m in models for a in m.architectures if archs[a] == 1}
+        # One finding per root cause sits on the class to fix (a holder, a delegate, a setter's
+        # class); every row whose capture chain runs through that class shows it too.
+        self.by_cause: dict[str, list[ModelView]] = {}
+        for m in models:
+            c = m.capture or {}
+            setter = _dict(c.get("setter")).get("qualname")
+            for cause in {_str(c.get("holder")), _str(c.get("delegates_to")), _str(setter).rsplit(".", 1)[0] if setter else ""} - {"", m.qualname}:
+                self.by_cause.setdefault(cause, []).append(m)
+
+    def affected(self, name: Any) -> list[ModelView]:
+        """The models whose capture chain runs through the class ``name`` (or its method) names."""
+        if not isinstance(name, str) or not name:
+            return []
+        probe, out = name, []
+        while probe:
+            out += self.by_cause.get(probe, [])
+            if "." not in probe:
+                break
+            probe = probe.rsplit(".", 1)[0]
+        return out
 
     def find(self, name: Any) -> ModelView | None:
         if not isinstance(name, str) or not name:
@@ -511,8 +532,11 @@ def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sourc
                     model_class=model.cls if model else None,
                 )
             )
-            if model is not None:
-                model.findings.append(views[-1])
+            seen: set[int] = set()
+            for target in (model, *index.affected(f.get("symbol"))):
+                if target is not None and id(target) not in seen:
+                    seen.add(id(target))
+                    target.findings.append(views[-1])
         pending.append((code, views))
     for code, views in pending:
         m = meta.get(code, {})

@@ -191,7 +191,8 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
 
     def models() -> list[dict[str, Any]]:
         drafts = draft_classes(files)
-        return [{**model_json(r), "draft": r.qualname in drafts} for r in sorted(result.rows, key=lambda r: r.qualname)]
+        # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
+        return [{**model_json(r), "draft": r.qualname in drafts, "category": "draft" if r.qualname in drafts else r.support} for r in sorted(result.rows, key=lambda r: r.qualname)]
 
     return [
         ("schema", False, lambda: SCHEMA),

@@ -25,16 +25,31 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def model_matrix(result: ScanResult) -> str:
+def categories(result: ScanResult) -> dict[str, str]:
+    """qualname -> the one category every output shows (text, JSON ``category``, HTML).
+
+    The capture support of the row, except for EAGLE-3 drafts: they consume the captured
+    states, so their capture verdict (often *broken*: the draft's layers never capture) is not
+    a defect to count; they are ``draft``.
+    """
+    from flowtrace.analysis.drafts import draft_classes
+
+    drafts = draft_classes(result.files)
+    return {r.qualname: "draft" if r.qualname in drafts else r.support for r in result.rows}
+
+
+def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> str:
     """Registered classes first, then classes that only hold or inherit a setter."""
+    category = category if category is not None else categories(result)
     rows = []
     for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
         c = r.capture
+        kind = category.get(r.qualname, r.support)
         if c is None and r.source is not None:
-            rows.append(_source_row(r))
+            rows.append(_source_row(r, kind))
             continue
         if c is None:
-            rows.append([r.name, "reg" if r.registered else "-", r.support, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
+            rows.append([r.name, "reg" if r.registered else "-", kind, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
             continue
         setter = f"{c.setter.location}" + (" (inherited)" if c.inherited else "")
         transform = c.id_transform if c.effective_transform == c.id_transform else f"{c.id_transform}->{c.effective_transform}"
@@ -43,7 +58,7 @@ def model_matrix(result: ScanResult) -> str:
             [
                 r.name,
                 "reg" if r.registered else "-",
-                r.support,
+                kind,
                 transform,
                 " ".join((c.default_layers or "-").split()),
                 c.point + (f" ({c.site.mechanism})" if c.site else ""),
@@ -58,7 +73,7 @@ def model_matrix(result: ScanResult) -> str:
     return _table(headers, rows)
 
 
-def _source_row(r) -> list[str]:  # noqa: ANN001
+def _source_row(r, kind: str) -> list[str]:  # noqa: ANN001
     """A row whose ids come from a config attribute, build context or metadata hook."""
     src = r.source
     where = f"{src.location}" if src.location else "-"
@@ -70,7 +85,7 @@ def _source_row(r) -> list[str]:  # noqa: ANN001
         default = src.outcome.replace("_", " ") if src.outcome != "captures" else "-"
     site = f"{src.site.location}" if src.site is not None else "-"
     point = src.point + (f" ({src.mechanism})" if src.mechanism else "")
-    return [r.name, "reg" if r.registered else "-", r.support, src.transform, " ".join(default.split()), point, "-", "-", f"{src.kind}: {where}", site, f"{r.location}"]
+    return [r.name, "reg" if r.registered else "-", kind, src.transform, " ".join(default.split()), point, "-", "-", f"{src.kind}: {where}", site, f"{r.location}"]
 
 
 def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
@@ -82,10 +97,14 @@ def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
     return "\n".join(lines)
 
 
+CAPTURING = frozenset({"supported", "inherited", "delegated", "conditional"})
+
+
 def row_counts(result: ScanResult) -> tuple[int, int]:
-    """(model classes, those that can capture): what the summary line says of the rows."""
-    supported = sum(1 for r in result.rows if (r.capture is not None or r.source is not None) and r.support != "broken")
-    return len(result.rows), supported
+    """(model classes, those that can capture): what the summary line says of the rows, counted
+    over the same categories the matrix, the JSON and the HTML report show."""
+    kinds = categories(result)
+    return len(result.rows), sum(1 for kind in kinds.values() if kind in CAPTURING)
 
 
 def summary_line(result: ScanResult, findings: list[Finding] | None = None, counts: tuple[int, int] | None = None) -> str:

@@ -1,0 +1,113 @@
+"""What every command shares with ruff's and Semgrep's command lines: ``-q``/``-v``,
+``--color``, writing ``-o`` files with a one-line error, and status lines on stderr.
+
+The options store their values in the click context (``expose_value=False``), so a command
+adds them with one decorator and reads them with :func:`settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import click
+
+from flowtrace.errors import UsageError
+
+_KEY = "flowtrace.ui"
+
+
+@dataclass(slots=True)
+class UI:
+    quiet: bool = False
+    verbose: bool = False
+    color: str = "auto"
+
+
+def settings() -> UI:
+    """The current command's -q / -v / --color (defaults outside a click context)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return UI()
+    return ctx.find_root().meta.setdefault(_KEY, UI())
+
+
+def _store(name: str):
+    def callback(ctx: click.Context, _param: click.Parameter, value):  # noqa: ANN001
+        if value is not None:
+            setattr(ctx.find_root().meta.setdefault(_KEY, UI()), name, value)
+        return value
+
+    return callback
+
+
+def ui_options(f):
+    """-q/--quiet, -v/--verbose, --color auto|always|never."""
+    f = click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, expose_value=False, callback=_store("color"), help="Colour the text output (auto: only on a terminal).")(f)
+    f = click.option("-v", "--verbose", is_flag=True, default=None, expose_value=False, callback=_store("verbose"), help="Say which settings were applied (config file, profiles).")(f)
+    f = click.option("-q", "--quiet", is_flag=True, default=None, expose_value=False, callback=_store("quiet"), help="Print only the requested output and errors (no summary or status lines).")(f)
+    return f
+
+
+def status(message: str) -> None:
+    """A status line on stderr (``flowtrace: ...``), unless --quiet."""
+    if not settings().quiet:
+        click.echo(message, err=True)
+
+
+def verbose(message: str) -> None:
+    """A line only --verbose prints."""
+    ui = settings()
+    if ui.verbose and not ui.quiet:
+        click.echo(f"flowtrace: {message}", err=True)
+
+
+_SEVERITY = re.compile(r"\[(error|warning|info)\]|^(MATCH|MISMATCH)\b", re.M)
+_COLOURS = {"error": "red", "warning": "yellow", "info": "blue", "MATCH": "green", "MISMATCH": "red"}
+
+
+def paint(text: str) -> str:
+    """Severities and verdicts in colour, unless --color never."""
+    if settings().color == "never":
+        return text
+
+    def one(m: re.Match) -> str:
+        word = m.group(1) or m.group(2)
+        styled = click.style(word, fg=_COLOURS[word], bold=True)
+        return f"[{styled}]" if m.group(1) else styled
+
+    return _SEVERITY.sub(one, text)
+
+
+def echo_output(text: str) -> None:
+    """The requested output on stdout: coloured on a terminal (or with --color always)."""
+    mode = settings().color
+    click.echo(paint(text), nl=False, color=True if mode == "always" else None)
+
+
+def write_output(path: str, text: str) -> None:
+    """Write an ``-o`` file atomically; an unwritable place is one line and exit 2."""
+    from flowtrace.sources.output import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def refuse_non_python_file(path: str) -> None:
+    """A file that is not Python (README.md) has no engine code: the same error for every command."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not path.startswith("pypi:") and p.is_file() and p.suffix not in (".py", ".pyi"):
+        raise UsageError(f"no Python engine code in {path}: not a Python file (give an engine checkout, a .py file or pypi:NAME==VERSION)")
+
+
+def statistics_text(findings) -> str:  # noqa: ANN001
+    """ruff's --statistics: one line per rule with findings, most frequent first."""
+    from collections import Counter
+
+    counts = Counter((f.rule, f.name, f.severity) for f in findings)
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
+    return "".join(f"{n:>5}  {rule}  {name}  [{severity}]\n" for (rule, name, severity), n in rows)
