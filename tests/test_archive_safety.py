@@ -265,3 +265,24 @@ def test_the_real_sglang_wheel_unpacks_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWTRACE_PIP_ARGS", f"--no-index --find-links {links}")
     root = fetch_pypi("sglang==0.5.23", cache_dir=tmp_path / "cache")
     assert (root / "sglang" / "srt" / "models" / "llama.py").read_bytes() == (tree / "sglang" / "srt" / "models" / "llama.py").read_bytes()
+
+
+def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, local_index, capfd):
+    """Reading needs any wheel, not an installable one (issue 27): a cp39 manylinux-only release
+    on a newer interpreter is fetched through the retry for other targets, with progress lines."""
+    import sys
+
+    assert sys.version_info >= (3, 10)  # the project's floor: a cp39 wheel never fits here
+    dist = "oldeng-1.0.dist-info"
+    members = [
+        ("oldeng/models/m.py", b"class M:\n    pass\n"),
+        (f"{dist}/METADATA", b"Metadata-Version: 2.1\nName: oldeng\nVersion: 1.0\nRequires-Python: <3.10\n"),
+        (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: flowtrace-tests\nRoot-Is-Purelib: false\nTag: cp39-cp39-manylinux_2_17_x86_64\n"),
+        (f"{dist}/RECORD", b""),
+    ]
+    make_zip(local_index / "oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", members)
+    root = fetch_pypi("oldeng==1.0", cache_dir=tmp_path / "cache")
+    assert (root / "oldeng" / "models" / "m.py").read_bytes() == b"class M:\n    pass\n"
+    err = capfd.readouterr().err
+    assert "flowtrace: downloading the oldeng==1.0 wheel" in err
+    assert "read the one built for Python 3.9" in err and "flowtrace: downloaded oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64" in err

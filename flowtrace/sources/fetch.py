@@ -13,6 +13,13 @@ Unpacked trees are cached under ``$XDG_CACHE_HOME/flowtrace/pypi/NAME-VERSION`` 
 half-unpacked one is never reused. Extra pip arguments (``--find-links DIR``, ``--index-url
 URL``, ``--no-index``) come from ``$FLOWTRACE_PIP_ARGS``; ``--only-binary=:all:`` is always
 passed last, so they cannot turn sdists back on.
+
+Reading needs any wheel, not one installable here: when no wheel fits this interpreter (a
+release built only for other Python versions or platforms), the download is retried for other
+CPython versions and the common Linux platforms (``--python-version``, ``--platform``,
+``--abi``, ``--ignore-requires-python``); the tree's Python source is the same in each.
+Progress: one line when the download starts and one when it is done, and pip's own progress
+bar when stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -95,28 +102,54 @@ def fetch_pypi(spec: str, cache_dir: str | Path | None = None) -> Path:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# Other interpreters a release may have wheels for, newest first (tried only when no wheel
+# fits this one), and the platforms engine wheels are built for; pure wheels match any.
+OTHER_PYTHONS = ("3.13", "3.12", "3.11", "3.10", "3.14", "3.9", "3.8")
+OTHER_PLATFORMS = (
+    "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64",
+    "manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64",
+)
+
+
+def _other_targets() -> list[list[str]]:
+    """pip options that ask for a wheel built for another CPython (any common Linux platform)."""
+    platforms = [arg for p in OTHER_PLATFORMS for arg in ("--platform", p)]
+    out = []
+    for version in OTHER_PYTHONS:
+        abi = "cp" + version.replace(".", "")
+        out.append(["--ignore-requires-python", "--python-version", version, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none", *platforms])
+    return out
+
+
+def _progress(message: str) -> None:
+    print(f"flowtrace: {message}", file=sys.stderr, flush=True)
+
+
 def _download(spec: str, name: str, version: str, dest: Path) -> Path:
     dest.mkdir(parents=True)
     try:
         extra = shlex.split(os.environ.get("FLOWTRACE_PIP_ARGS", ""))
     except ValueError as exc:
         raise _usage_error(f"FLOWTRACE_PIP_ARGS: cannot split ({exc})") from None
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--disable-pip-version-check",
-        "--quiet", "--dest", str(dest), *extra, "--only-binary=:all:", f"{name}=={version}",
-    ]
     env = {k: v for k, v in os.environ.items() if k not in {"PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV"}}
     env["PIP_ONLY_BINARY"] = ":all:"
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise _usage_error(f"pypi:{spec}: pip download timed out after {PIP_TIMEOUT_S}s") from None
-    except OSError as exc:
-        raise _usage_error(f"pypi:{spec}: cannot run pip ({exc.strerror or exc})") from None
+    _progress(f"downloading the {name}=={version} wheel (pip download, no dependencies, never installed)")
+    first = None
+    for target in ([], *_other_targets()):
+        proc = _pip_download(spec, name, version, dest, extra, target, env)
+        first = first or proc
+        if proc.returncode == 0 and any(dest.glob("*.whl")):
+            if target:
+                _progress(f"no {name}=={version} wheel fits this Python; read the one built for Python {target[target.index('--python-version') + 1]}")
+            break
+    else:
+        proc = first  # the error pip gave for this interpreter is the one to show
     wheels = sorted(dest.glob("*.whl"))
+    if wheels:
+        _progress(f"downloaded {wheels[0].name} ({wheels[0].stat().st_size / 1e6:.1f} MB)")
     others = sorted(p.name for p in dest.iterdir() if p.suffix != ".whl")
-    if proc.returncode != 0 or not wheels:
-        lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
+    if proc is None or proc.returncode != 0 or not wheels:
+        lines = [ln.strip() for ln in ((proc.stderr or "") + "\n" + (proc.stdout or "")).splitlines() if ln.strip()] if proc is not None else []
         errors = [ln for ln in lines if ln.startswith("ERROR")]
         why = (errors or lines or ["no wheel downloaded"])[-1]
         raise _usage_error(
@@ -126,6 +159,25 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
     if others or len(wheels) != 1:
         raise _usage_error(f"pypi:{spec}: unexpected download result {', '.join(p.name for p in wheels) or ''} {' '.join(others)}".rstrip())
     return wheels[0]
+
+
+def _pip_download(spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """One ``pip download``; pip's progress bar shows on a terminal, else its output is kept
+    for the error line."""
+    live = sys.stderr.isatty() and not target  # retries stay quiet: their failures are expected
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--disable-pip-version-check",
+        *([] if live else ["--quiet"]), "--dest", str(dest), *extra, *target, "--only-binary=:all:", f"{name}=={version}",
+    ]
+    try:
+        if live:
+            done = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+            return subprocess.CompletedProcess(command, done.returncode, "", done.stderr or "")
+        return subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise _usage_error(f"pypi:{spec}: pip download timed out after {PIP_TIMEOUT_S}s") from None
+    except OSError as exc:
+        raise _usage_error(f"pypi:{spec}: cannot run pip ({exc.strerror or exc})") from None
 
 
 # -- safe extraction ------------------------------------------------------------------------
