@@ -265,26 +265,79 @@ def _css_id(model_id: str) -> str:
     return model_id.replace(".", chr(92) + ".")
 
 
-def test_matrix_header_sticks_while_the_rows_scroll(driver, fixture_page):
+def test_no_scroll_box_inside_the_page(driver, fixture_page):
+    """One scroll bar: the matrix rows scroll with the page, never inside a box of their own
+    (issue 27; the wrapper only scrolls sideways when the window is narrower than the table)."""
     path, _ = fixture_page
-    driver.set_window_size(1400, 420)  # shorter than the matrix: its box scrolls
+    driver.set_window_size(1400, 420)  # much shorter than the matrix
     try:
         _open(driver, path)
-        driver.execute_script("document.querySelector('.table-wrap').scrollIntoView({block: 'start'})")
-        geometry = (
-            "var w = document.querySelector('.table-wrap'), th = w.querySelector('thead th'),"
-            " tr = w.querySelector('tbody tr');"
-            "return [w.getBoundingClientRect().top, th.getBoundingClientRect().top, tr.getBoundingClientRect().top, w.scrollHeight > w.clientHeight];"
+        inner, page = driver.execute_script(
+            "var w = document.querySelector('.table-wrap');"
+            "return [w.scrollHeight > w.clientHeight + 1, document.documentElement.scrollHeight > window.innerHeight];"
         )
-        wrap_top, th_top, row_top, scrolls = driver.execute_script(geometry)
-        assert scrolls, "the matrix should scroll inside its box at this height"
-        assert abs(th_top - wrap_top) <= 2
-        driver.execute_script("document.querySelector('.table-wrap').scrollTop = 150")
-        wrap_top2, th_top2, row_top2, _ = driver.execute_script(geometry)
-        assert row_top2 < row_top - 100, "the rows scrolled"
-        assert abs(th_top2 - wrap_top2) <= 2, "the header stayed at the top of the matrix"
+        assert not inner, "the matrix must not scroll inside its own box"
+        assert page, "the page itself scrolls"
     finally:
         driver.set_window_size(1400, 1000)
+
+
+def test_count_badges_filter_what_they_count(driver, fixture_page):
+    path, doc = fixture_page
+    _open(driver, path)
+    total = len(doc["models"])
+    broken = driver.find_element(By.CSS_SELECTOR, "#summary a[data-filter-support='broken']")
+    broken.click()
+    rows = _visible_rows(driver)
+    assert rows and all(r.get_attribute("data-support") == "broken" for r in rows)
+    assert len(rows) == sum(m["category"] == "broken" for m in doc["models"]) == int(broken.text.split()[-1])
+    broken.click()  # a second click shows every row again
+    assert len(_visible_rows(driver)) == total
+    errors = driver.find_element(By.CSS_SELECTOR, "#summary a[data-filter-severity='error']")
+    errors.click()
+    shown = [li for li in driver.find_elements(By.CSS_SELECTOR, "li.finding") if li.is_displayed()]
+    assert shown and all(li.get_attribute("data-severity") == "error" for li in shown)
+    assert len(shown) == sum(f["severity"] == "error" for f in doc["findings"]) == int(errors.text.split()[0])
+    errors.click()
+    assert _errors(driver) == []
+
+
+def test_findings_filter_by_severity_and_rule_and_show_their_hint(driver, fixture_page):
+    path, doc = fixture_page
+    _open(driver, path)
+    rule = sorted({f["rule"] for f in doc["findings"]})[0]
+    Select(driver.find_element(By.ID, "finding-rule")).select_by_value(rule)
+    shown = [li for li in driver.find_elements(By.CSS_SELECTOR, "li.finding") if li.is_displayed()]
+    assert len(shown) == sum(f["rule"] == rule for f in doc["findings"])
+    assert all(li.get_attribute("data-rule") == rule for li in shown)
+    assert driver.find_element(By.ID, "finding-count").text == f"{len(shown)} of {len(doc['findings'])} findings"
+    hidden_sections = [sec for sec in driver.find_elements(By.CSS_SELECTOR, "section.rule") if not sec.is_displayed()]
+    assert all(sec.get_attribute("data-rule") != rule for sec in hidden_sections)
+    Select(driver.find_element(By.ID, "finding-rule")).select_by_value("")
+    with_hint = [f for f in doc["findings"] if f.get("hint")]
+    assert with_hint
+    hints = driver.find_elements(By.CSS_SELECTOR, "li.finding p.hint")
+    assert len(hints) == len(with_hint) and all(h.text.startswith("Hint.") for h in hints)
+
+
+def test_sorting_by_support_puts_broken_first(driver, fixture_page):
+    path, _ = fixture_page
+    _open(driver, path)
+    driver.find_element(By.CSS_SELECTOR, "button.sort[data-col='1']").click()
+    supports = [r.get_attribute("data-support") for r in _visible_rows(driver)]
+    assert supports[0] == "broken" and supports.count("broken") == supports.index(next(s for s in supports if s != "broken"))
+
+
+def test_source_links_open_the_web_base_when_known(driver, tmp_path):
+    from test_html_report import sample_doc as doc_for_links
+
+    page = tmp_path / "linked.html"
+    base = "https://github.com/owner/engine/blob/0123456789abcdef0123456789abcdef01234567"
+    page.write_text(render_html(doc_for_links(), link_base=base, link_origin="git remote origin at commit 0123456789ab"), encoding="utf-8")
+    _open(driver, page)
+    hrefs = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a.src")]
+    assert hrefs and all(h.startswith(base + "/") for h in hrefs)
+    assert "git remote origin at commit 0123456789ab" in driver.find_element(By.TAG_NAME, "footer").text
 
 
 def test_the_page_fits_a_900px_window(driver, fixture_page, tmp_path):

@@ -105,9 +105,9 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
 
             text = statistics_text(outcome.findings)
         elif output_format == "html":
-            from flowtrace import api
+            from flowtrace.cli.ui import html_report
 
-            text = api.html_report(outcome.result, list(outcome.findings))
+            text = html_report(outcome.result, list(outcome.findings), None)
         else:
             text = render(outcome, "full" if output_format == "text" else output_format, cwd=Path.cwd())
         if output:

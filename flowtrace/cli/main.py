@@ -105,8 +105,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
-    from flowtrace import api
-    from flowtrace.cli.ui import refuse_non_python_file, status
+    from flowtrace.cli.ui import html_report, refuse_non_python_file, status
     from flowtrace.lint.runner import run_check
     from flowtrace.render import text as text_render
 
@@ -130,7 +129,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
 
         emit(scan_json_with_report(result, findings, keep), output)
     elif fmt == "html":
-        emit(api.html_report(result, findings, link_base=link_base), output)
+        emit(html_report(result, findings, link_base), output)
     elif statistics:
         from flowtrace.cli.ui import statistics_text
 
@@ -147,7 +146,7 @@ def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, o
     if html_path:
         from flowtrace.cli.ui import write_output
 
-        write_output(html_path, api.html_report(result, findings, link_base=link_base))
+        write_output(html_path, html_report(result, findings, link_base))
         status(f"flowtrace: wrote {html_path}")
     counts = keep("summary:rows", lambda: text_render.row_counts(result)) if keep is not None else None
     status(text_render.summary_line(result, findings, counts))
@@ -317,7 +316,7 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
 @click.option("--scan", "scan_json", required=True, type=click.Path(dir_okay=False), help="A `flowtrace scan --format json` document.")
 @click.option("--probe", "probe_json", type=click.Path(dir_okay=False), help="A `flowtrace probe ... --format json` result to merge in.")
 @click.option("-o", "--output", default="reports/flowtrace-report.html", show_default=True, type=click.Path(dir_okay=False))
-@click.option("--link-base", help="Source links: URL prefix instead of vscode://.")
+@click.option("--link-base", help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).")
 def report(scan_json, probe_json, output, link_base):
     """Render the HTML report from saved scan (and probe) results."""
     import json
@@ -342,9 +341,16 @@ def report(scan_json, probe_json, output, link_base):
     if not complete:
         click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
+    origin = None
+    if not link_base and isinstance(doc.get("root"), str) and Path(doc["root"]).is_dir():
+        from flowtrace.sources.weblinks import infer_link_base
+
+        inferred = infer_link_base(doc["root"])
+        if inferred is not None:
+            link_base, origin = inferred.url, inferred.origin
     from flowtrace.cli.ui import write_output
 
-    write_output(output, render_html(doc, link_base=link_base, probe=probe))
+    write_output(output, render_html(doc, link_base=link_base, probe=probe, link_origin=origin))
     click.echo(f"flowtrace: wrote {output}", err=True)
 
 

@@ -111,3 +111,18 @@ def statistics_text(findings) -> str:  # noqa: ANN001
     counts = Counter((f.rule, f.name, f.severity) for f in findings)
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
     return "".join(f"{n:>5}  {rule}  {name}  [{severity}]\n" for (rule, name, severity), n in rows)
+
+
+def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001
+    """The report, its source links on the web when the tree's origin is known: ``--link-base``,
+    else the git remote at the checked-out commit, else the release's project URL."""
+    from flowtrace.render.html import render_html
+    from flowtrace.render.report_data import report_document
+    from flowtrace.sources.weblinks import infer_link_base
+
+    origin = None
+    if not link_base:
+        inferred = infer_link_base(result.root)
+        if inferred is not None:
+            link_base, origin = inferred.url, inferred.origin
+    return render_html(report_document(result, findings), link_base=link_base, link_origin=origin)

@@ -268,6 +268,7 @@ class FindingView:
     model_id: str | None = None
     model_class: str | None = None
     probe_mark: str | None = None
+    hint: str = ""
 
 
 @dataclass(slots=True)
@@ -530,6 +531,7 @@ def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sourc
                     snippet=sources.snippet(f.get("file"), f.get("line")),
                     model_id=model.id if model else None,
                     model_class=model.cls if model else None,
+                    hint=_str(f.get("hint")),
                 )
             )
             seen: set[int] = set()
@@ -680,7 +682,7 @@ def _default_model(models: list[ModelView], probe: ProbeView | None) -> ModelVie
     return models[0]
 
 
-def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None) -> dict[str, Any]:
+def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None, link_origin: str | None = None) -> dict[str, Any]:
     """Everything the template reads, computed once in Python (sorting, anchors, layouts)."""
     root = _str(doc.get("root"))
     link = SourceLinks(root=root, link_base=link_base)
@@ -764,6 +766,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "concat_sites": [_dict(d) for d in _list(doc.get("concat_sites"))],
         "link": link,
         "link_base": link_base,
+        "link_origin": link_origin or ("--link-base" if link_base else None),
         "data_json": json_for_script(data),
         "css": css,
         "js": js,
@@ -825,9 +828,10 @@ def _environment() -> jinja2.Environment:
     return _ENV
 
 
-def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None = None, title: str | None = None) -> str:
-    """One self-contained HTML report for a ``flowtrace.scan/1`` document (see module doc)."""
-    context = build_context(doc, link_base=link_base, probe=probe, title=title)
+def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None = None, title: str | None = None, link_origin: str | None = None) -> str:
+    """One self-contained HTML report for a ``flowtrace.scan/1`` document (see module doc);
+    ``link_origin`` says in the footer where ``link_base`` came from (a git remote, a release)."""
+    context = build_context(doc, link_base=link_base, probe=probe, title=title, link_origin=link_origin)
     return _environment().get_template("report.html.j2").render(**context)
 
 

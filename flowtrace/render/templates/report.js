@@ -33,12 +33,15 @@
   var hideUnsupported = document.getElementById("hide-unsupported");
   var count = document.getElementById("matrix-count");
 
+  var onlySupport = "";  /* a support count badge clicked in the summary ("" = every row) */
+
   function applyFilter() {
     var terms = (filter && filter.value ? filter.value : "").toLowerCase().split(/\s+/).filter(Boolean);
     var shown = 0;
     rows.forEach(function (row) {
       var text = row.getAttribute("data-search") || "";
       var ok = terms.every(function (t) { return text.indexOf(t) !== -1; });
+      if (ok && onlySupport) ok = row.getAttribute("data-support") === onlySupport;
       if (ok && onlyRegistered && onlyRegistered.checked) ok = row.getAttribute("data-registered") === "1";
       if (ok && onlyFindings && onlyFindings.checked) ok = row.getAttribute("data-findings") !== "0";
       if (ok && hideUnsupported && hideUnsupported.checked) ok = row.getAttribute("data-support") !== "none";
@@ -49,6 +52,48 @@
   }
   [filter, onlyRegistered, onlyFindings, hideUnsupported].forEach(function (el) {
     if (el) el.addEventListener(el.type === "checkbox" ? "change" : "input", applyFilter);
+  });
+
+  /* ---------------- findings: severity and rule filters ---------------- */
+  var sevSelect = document.getElementById("finding-severity");
+  var ruleSelect = document.getElementById("finding-rule");
+  var findingCount = document.getElementById("finding-count");
+  var findingItems = Array.prototype.slice.call(document.querySelectorAll("li.finding"));
+
+  function applyFindingFilter() {
+    var sev = sevSelect ? sevSelect.value : "";
+    var rule = ruleSelect ? ruleSelect.value : "";
+    var shown = 0;
+    findingItems.forEach(function (li) {
+      var ok = (!sev || li.getAttribute("data-severity") === sev) && (!rule || li.getAttribute("data-rule") === rule);
+      li.hidden = !ok;
+      if (ok) shown += 1;
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("section.rule"), function (sec) {
+      sec.hidden = !sec.querySelector("li.finding:not([hidden])");
+    });
+    if (findingCount) findingCount.textContent = shown + " of " + findingItems.length + " findings";
+  }
+  [sevSelect, ruleSelect].forEach(function (el) { if (el) el.addEventListener("change", applyFindingFilter); });
+
+  /* Count badges in the summary filter what they count; a second click shows everything. */
+  Array.prototype.forEach.call(document.querySelectorAll(".count-filter"), function (badge) {
+    badge.addEventListener("click", function () {
+      var support = badge.getAttribute("data-filter-support");
+      var severity = badge.getAttribute("data-filter-severity");
+      var wasActive = badge.classList.contains("active");
+      Array.prototype.forEach.call(document.querySelectorAll(".count-filter"), function (b) {
+        if ((support !== null) === b.hasAttribute("data-filter-support")) b.classList.remove("active");
+      });
+      if (!wasActive) badge.classList.add("active");
+      if (support !== null) {
+        onlySupport = wasActive ? "" : support;
+        applyFilter();
+      } else if (severity !== null && sevSelect) {
+        sevSelect.value = wasActive ? "" : severity;
+        applyFindingFilter();
+      }
+    });
   });
 
   function cellKey(row, col, numeric) {
