@@ -453,13 +453,14 @@ class ModelIndex:
         self.by_class = {m.cls: m for m in models if names[m.cls] == 1}
         archs = Counter(a for m in models for a in set(m.architectures))
         self.by_arch = {a: m for m in models for a in m.architectures if archs[a] == 1}
-        # One finding per root cause sits on the class to fix (a holder, a delegate, a setter's
-        # class); every row whose capture chain runs through that class shows it too.
+        # One finding per root cause sits on the class to fix; a row whose capture runs in
+        # another class (its holder, or the model it delegates to) shows that class's findings
+        # too. Not its setter's class: a setter shared by many rows carries findings about the
+        # setter's own model, which explain nothing about another row.
         self.by_cause: dict[str, list[ModelView]] = {}
         for m in models:
             c = m.capture or {}
-            setter = _dict(c.get("setter")).get("qualname")
-            for cause in {_str(c.get("holder")), _str(c.get("delegates_to")), _str(setter).rsplit(".", 1)[0] if setter else ""} - {"", m.qualname}:
+            for cause in {_str(c.get("holder")), _str(c.get("delegates_to"))} - {"", m.qualname}:
                 self.by_cause.setdefault(cause, []).append(m)
 
     def affected(self, name: Any) -> list[ModelView]:
