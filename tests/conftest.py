@@ -8,7 +8,9 @@ exploring new examples.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,7 +30,10 @@ if settings is not None:
         settings.load_profile("ci")
 # The fact cache's per-user key: the tests' own, out of the real home folder (only this file is
 # redirected: $XDG_CACHE_HOME stays, other libraries' caches live there).
-os.environ["FLOWTRACE_CACHE_KEY"] = os.path.join(tempfile.mkdtemp(prefix="flowtrace-tests-key-"), "key")
+# Removed when the run ends: the suite leaves no folder behind in the temp dir.
+_KEY_DIR = tempfile.mkdtemp(prefix="flowtrace-tests-key-")
+atexit.register(shutil.rmtree, _KEY_DIR, True)
+os.environ["FLOWTRACE_CACHE_KEY"] = os.path.join(_KEY_DIR, "key")
 
 
 def _scan(root: Path):

@@ -123,3 +123,27 @@ def test_ignore_and_baseline_inputs_reach_the_check(tmp_path, engine):
     assert out["exit-code"] == "0", res.stderr
     res, out = _run_check_step(tmp_path, {"path": str(engine), "fail-on": "nonsense"})
     assert out["exit-code"] == "2" and res.stderr.startswith("flowtrace: error:"), res.stderr
+
+
+def test_upload_sarif_is_pinned_to_a_commit_and_a_failed_upload_only_warns():
+    upload = step("upload")
+    ref = upload["uses"].split("@", 1)[1]
+    assert re.fullmatch(r"[0-9a-f]{40}", ref), ref  # a sha, not a movable tag
+    assert upload.get("continue-on-error") is True  # no code scanning: the job goes on
+    warn = step("Warn when the upload failed")
+    assert "steps.upload.outcome == 'failure'" in warn["if"] and "::warning" in warn["run"]
+    names = [s.get("name") for s in steps()]
+    assert names.index("Warn when the upload failed") < names.index("Fail on findings")  # the check's exit code decides last
+    assert step("Fail on findings")["if"] == "${{ steps.check.outputs.exit-code != '0' }}"
+
+
+def test_one_run_writes_sarif_annotations_and_extra_outputs(tmp_path, engine):
+    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002", "extra-outputs": "json=extra.json concise=extra.txt"})
+    assert res.returncode == 0 and out["exit-code"] == "1", res.stderr
+    sarif = json.loads((tmp_path / out["sarif-file"]).read_text(encoding="utf-8"))
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"FT002"}
+    assert res.stdout.startswith("::error ") and "FT002" in res.stdout  # annotations from the same run
+    assert json.loads((tmp_path / "extra.json").read_text(encoding="utf-8"))["schema"] == "flowtrace.check/1"
+    assert "FT002 [error]" in (tmp_path / "extra.txt").read_text(encoding="utf-8")
+    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002", "annotations": "false"})
+    assert res.stdout == "" and out["exit-code"] == "1"

@@ -169,3 +169,44 @@ def test_an_unrecognised_layout_says_which_profiles_were_applied(tmp_path):
     res = run("scan", tmp_path, *FAST)
     assert res.exit_code == 0
     assert f"flowtrace: warning: no known engine layout under {tmp_path}" in res.stderr and "applied every profile:" in res.stderr
+
+
+# --- hygiene (issue 27, item 5) ----------------------------------------------------------
+
+
+def test_the_test_setup_leaves_no_folder_in_the_temp_dir(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    subprocess.run([sys.executable, "-c", "import conftest, os; assert os.listdir(os.environ['TMPDIR'])"], cwd=REPO / "tests", env=env, check=True)
+    assert list(temp.iterdir()) == []  # the cache-key folder is removed when the run ends
+
+
+def test_the_real_engine_marker_says_what_the_readme_says():
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    marker = re.search(r'"real_engine: ([^"]+)"', pyproject)
+    assert marker is not None and "FLOWTRACE_REAL_ENGINES=DIR" in marker.group(1) and "NAME-VERSION" in marker.group(1)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "FLOWTRACE_REAL_ENGINES=DIR python -m pytest -m real_engine" in readme and "one `NAME-VERSION` folder per release" in readme
+
+
+def test_no_profile_speaks_of_a_libcst_analysis():
+    """The index parses with the stdlib ast; libcst is used only by `fix`."""
+    for profile in (REPO / "rules").rglob("*.toml"):
+        assert "libcst" not in profile.read_text(encoding="utf-8"), profile
+
+
+def test_also_write_gives_several_formats_from_one_run(tmp_path):
+    res = run("check", SGLANG_LIKE, *FAST, "--exit-zero", "--output-format", "concise", "--also-write", f"sarif={tmp_path / 'f.sarif'}", "--also-write", f"json={tmp_path / 'f.json'}")
+    assert res.exit_code == 0, res.output
+    import json
+
+    doc = json.loads((tmp_path / "f.json").read_text(encoding="utf-8"))
+    sarif = json.loads((tmp_path / "f.sarif").read_text(encoding="utf-8"))
+    assert len(doc["findings"]) == len(sarif["runs"][0]["results"]) == len([line for line in res.stdout.splitlines() if line])
+    bad = run("check", SGLANG_LIKE, "--also-write", "yaml=x.yaml")
+    assert bad.exit_code == 2 and bad.stderr.startswith("flowtrace: error: --also-write 'yaml=x.yaml': expected FORMAT=FILE")

@@ -56,13 +56,14 @@ def _guard(ctx: click.Context, fn):
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record every current finding in this baseline file (and accept them).")
 @click.option("--output-format", "--format", "output_format", type=click.Choice(FINDING_FORMATS), default="full", show_default=True, help="text is full; html writes the report page.")
 @click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--also-write", "also_write", multiple=True, metavar="FORMAT=FILE", help="Also write the findings in FORMAT to FILE, in the same run (repeatable), e.g. --also-write sarif=flowtrace.sarif.")
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Lint PATH for capture-wiring problems, for CI.
 
     \b
@@ -72,7 +73,6 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
     """
     from flowtrace.cli.ui import echo_output, refuse_non_python_file, status, write_output
     from flowtrace.lint.runner import run_check
-    from flowtrace.render.check_output import render_check as render
 
     def go() -> int:
         if show_settings:
@@ -81,6 +81,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
             click.echo(settings_text(path, config_file, isolated, profile), nl=False)
             return EXIT_CLEAN
         refuse_non_python_file(path)
+        extra = _also_write(also_write)
         outcome = run_check(
             path,
             select=select or None,
@@ -104,17 +105,16 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
             from flowtrace.cli.ui import statistics_text
 
             text = statistics_text(outcome.findings)
-        elif output_format == "html":
-            from flowtrace.cli.ui import html_report
-
-            text = html_report(outcome.result, list(outcome.findings), None)
         else:
-            text = render(outcome, "full" if output_format == "text" else output_format, cwd=Path.cwd())
+            text = _render(outcome, output_format)
         if output:
             write_output(output, text)
             status(f"flowtrace: wrote {output}")
         elif text:
             echo_output(text)
+        for fmt, target in extra:
+            write_output(target, _render(outcome, fmt))
+            status(f"flowtrace: wrote {target}")
         if outcome.baseline_written is not None:
             status(f"flowtrace: wrote baseline {outcome.baseline_written} ({outcome.suppressed_baseline} findings)")
         status(outcome.summary())
@@ -122,6 +122,30 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
 
     code = _guard(ctx, go)
     ctx.exit(code)
+
+
+def _also_write(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``FORMAT=FILE`` pairs, checked before the scan runs (a typo costs no scan)."""
+    from flowtrace.errors import UsageError
+
+    pairs = []
+    for value in values:
+        fmt, sep, target = value.partition("=")
+        if not sep or not target or fmt not in FINDING_FORMATS:
+            raise UsageError(f"--also-write {value!r}: expected FORMAT=FILE with FORMAT one of {', '.join(FINDING_FORMATS)}")
+        pairs.append((fmt, target))
+    return pairs
+
+
+def _render(outcome, fmt: str) -> str:  # noqa: ANN001
+    """The findings in one of the format names scan and check share (text is full)."""
+    if fmt == "html":
+        from flowtrace.cli.ui import html_report
+
+        return html_report(outcome.result, list(outcome.findings), None)
+    from flowtrace.render.check_output import render_check
+
+    return render_check(outcome, "full" if fmt == "text" else fmt, cwd=Path.cwd())
 
 
 @click.command("rules")
