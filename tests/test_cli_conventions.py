@@ -210,3 +210,19 @@ def test_also_write_gives_several_formats_from_one_run(tmp_path):
     assert len(doc["findings"]) == len(sarif["runs"][0]["results"]) == len([line for line in res.stdout.splitlines() if line])
     bad = run("check", SGLANG_LIKE, "--also-write", "yaml=x.yaml")
     assert bad.exit_code == 2 and bad.stderr.startswith("flowtrace: error: --also-write 'yaml=x.yaml': expected FORMAT=FILE")
+
+
+def test_several_paths_are_checked_as_one_tree_and_only_they(engine, monkeypatch):
+    models = engine / "sglang" / "srt" / "models"
+    monkeypatch.chdir(engine)
+    res = run("check", "sglang/srt/models/epsilon.py", "sglang/srt/models/alpha.py", *FAST, "--output-format", "concise", "--exit-zero")
+    assert res.exit_code == 0, res.output
+    files = {line.split(":")[0] for line in res.stdout.splitlines() if line}
+    assert files <= {"sglang/srt/models/epsilon.py", "sglang/srt/models/alpha.py"} and "sglang/srt/models/epsilon.py" in files
+    assert "sglang/srt/models/epsilon.py:23: FT002" in res.stdout  # as when the whole tree is checked
+    whole = run("check", engine, *FAST, "--output-format", "concise", "--exit-zero")
+    assert "sglang/srt/models/gamma.py" in whole.stdout and "gamma.py" not in res.stdout
+    scan = run("scan", models / "epsilon.py", models / "alpha.py", *FAST, "--format", "json")
+    import json
+
+    assert {m["file"] for m in json.loads(scan.stdout)["models"]} == {"epsilon.py", "alpha.py"}  # relative to the common folder

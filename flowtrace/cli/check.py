@@ -46,7 +46,7 @@ def _guard(ctx: click.Context, fn):
 
 
 @click.command("check")
-@click.argument("path", default=".", required=False)
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--select", multiple=True, metavar="CODES", help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these code prefixes on top of the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Disable these code prefixes.")
@@ -63,18 +63,19 @@ def _guard(ctx: click.Context, fn):
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
-    """Lint PATH for capture-wiring problems, for CI.
+def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+    """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
     Exit 0 clean, 1 findings at or above --fail-on, 2 usage or internal error.
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """
-    from flowtrace.cli.ui import echo_output, refuse_non_python_file, status, write_output
+    from flowtrace.cli.ui import echo_output, refuse_non_python_file, several_paths, status, write_output
     from flowtrace.lint.runner import run_check
 
     def go() -> int:
+        path, only = several_paths(paths)
         if show_settings:
             from flowtrace.lint.config import settings_text
 
@@ -93,7 +94,7 @@ def check(ctx, path, select, extend_select, ignore, fail_on, exit_zero, baseline
             write_baseline=write_baseline,
             profile=profile,
             profile_files=profile_file,
-            exclude=exclude,
+            exclude=only + tuple(exclude),
             jobs=jobs,
             use_cache=not no_cache,
             cache_dir=cache_dir,

@@ -87,7 +87,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("path", default=".", required=False)
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
 @scan_options(config_aware=True)
 @click.option("--format", "--output-format", "fmt", type=click.Choice(FINDING_FORMATS), default="text", show_default=True, help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
 @click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
@@ -98,16 +98,19 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
-def scan(path, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
-    """Scan PATH (default: .): the model matrix (capture support, id transform, capture point, file:line) and findings.
+def scan(paths, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
+    """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform, capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
-    from flowtrace.cli.ui import html_report, refuse_non_python_file, status
+    from flowtrace.cli.ui import html_report, refuse_non_python_file, several_paths, status
     from flowtrace.lint.runner import run_check
     from flowtrace.render import text as text_render
+
+    path, only = several_paths(paths)
+    exclude = only + tuple(exclude)
 
     if show_settings:
         from flowtrace.lint.config import settings_text

@@ -126,3 +126,43 @@ def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001
         if inferred is not None:
             link_base, origin = inferred.url, inferred.origin
     return render_html(report_document(result, findings), link_base=link_base, link_origin=origin)
+
+
+def several_paths(paths: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """(root, exclude patterns) that scan exactly the given paths, as ruff's ``check a b``.
+
+    The analysis is cross-file, so one tree is scanned: the paths' deepest common folder,
+    with gitignore-style patterns that leave out everything but the given paths (each level:
+    exclude the folder's entries, re-include the ones on the way to a given path). No path or
+    one path is scanned as it is (default ``.``).
+    """
+    import os
+    from pathlib import Path
+
+    if len(paths) <= 1:
+        return (paths[0] if paths else "."), ()
+    if any(p.startswith("pypi:") for p in paths):
+        raise UsageError("a pypi: source is scanned on its own: give it as the only PATH")
+    for p in paths:
+        if not Path(p).exists():
+            raise UsageError(f"{p}: no such file or directory")
+        refuse_non_python_file(p)
+    resolved = [Path(p).resolve() for p in paths]
+    root = Path(os.path.commonpath(resolved))
+    if root in resolved:
+        return str(root), ()  # one path holds all the others
+    rels = sorted({r.relative_to(root).parts for r in resolved})
+    children: dict[tuple[str, ...], set[tuple[tuple[str, ...], bool]]] = {}
+    for parts in rels:
+        for k in range(len(parts)):
+            is_dir = k < len(parts) - 1 or (root.joinpath(*parts)).is_dir()
+            children.setdefault(parts[:k], set()).add((parts[: k + 1], is_dir))
+
+    def pattern(parts: tuple[str, ...]) -> str:
+        return "/" + "/".join(re.sub(r"([*?\[\]!#\\ ])", r"\\\1", part) for part in parts)
+
+    patterns: list[str] = []
+    for folder in sorted(children, key=lambda parts: (len(parts), parts)):
+        patterns.append((pattern(folder) if folder else "") + "/*")
+        patterns += ["!" + pattern(child) + ("/" if is_dir else "") for child, is_dir in sorted(children[folder])]
+    return str(root), tuple(patterns)
