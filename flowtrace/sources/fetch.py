@@ -134,7 +134,8 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in {"PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV"}}
     env["PIP_ONLY_BINARY"] = ":all:"
     _progress(f"downloading the {name}=={version} wheel (pip download, no dependencies, never installed)")
-    first = None
+    first: subprocess.CompletedProcess | None = None
+    proc: subprocess.CompletedProcess | None = None
     for target in ([], *_other_targets()):
         proc = _pip_download(spec, name, version, dest, extra, target, env)
         first = first or proc
