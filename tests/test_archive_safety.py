@@ -267,10 +267,15 @@ def test_the_real_sglang_wheel_unpacks_offline(tmp_path, monkeypatch):
     assert (root / "sglang" / "srt" / "models" / "llama.py").read_bytes() == (tree / "sglang" / "srt" / "models" / "llama.py").read_bytes()
 
 
-def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, local_index, capfd):
+def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, local_index, capfd, monkeypatch):
     """Reading needs any wheel, not an installable one (issue 27): a cp39 manylinux-only release
-    on a newer interpreter is fetched through the retry for other targets, with progress lines."""
+    on a newer interpreter is fetched through the retry for other targets, with progress lines
+    on a terminal (faked here)."""
     import sys
+
+    import flowtrace.sources.fetch as fetch
+
+    monkeypatch.setattr(fetch, "_interactive", lambda: True)
 
     assert sys.version_info >= (3, 10)  # the project's floor: a cp39 wheel never fits here
     dist = "oldeng-1.0.dist-info"
@@ -286,3 +291,9 @@ def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, l
     err = capfd.readouterr().err
     assert "flowtrace: downloading the oldeng==1.0 wheel" in err
     assert "read the one built for Python 3.9" in err and "flowtrace: downloaded oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64" in err
+
+
+def test_no_progress_lines_outside_a_terminal(tmp_path, local_index, capfd):
+    wheel(local_index, "quietpkg", "1.0", {"quietpkg/__init__.py": b""})
+    fetch_pypi("quietpkg==1.0", cache_dir=tmp_path / "cache")
+    assert capfd.readouterr().err == ""

@@ -18,8 +18,8 @@ Reading needs any wheel, not one installable here: when no wheel fits this inter
 release built only for other Python versions or platforms), the download is retried for other
 CPython versions and the common Linux platforms (``--python-version``, ``--platform``,
 ``--abi``, ``--ignore-requires-python``); the tree's Python source is the same in each.
-Progress: one line when the download starts and one when it is done, and pip's own progress
-bar when stderr is a terminal.
+Progress, when stderr is a terminal: a line when the download starts, pip's own progress bar,
+and a line when it is done (in a pipe or a CI log an error stays one line).
 """
 
 from __future__ import annotations
@@ -121,8 +121,14 @@ def _other_targets() -> list[list[str]]:
     return out
 
 
+def _interactive() -> bool:
+    """Progress is for a person at a terminal; in a pipe or CI log an error stays one line."""
+    return sys.stderr.isatty()
+
+
 def _progress(message: str) -> None:
-    print(f"flowtrace: {message}", file=sys.stderr, flush=True)
+    if _interactive():
+        print(f"flowtrace: {message}", file=sys.stderr, flush=True)
 
 
 def _download(spec: str, name: str, version: str, dest: Path) -> Path:
@@ -165,7 +171,7 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
 def _pip_download(spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     """One ``pip download``; pip's progress bar shows on a terminal, else its output is kept
     for the error line."""
-    live = sys.stderr.isatty() and not target  # retries stay quiet: their failures are expected
+    live = _interactive() and not target  # retries stay quiet: their failures are expected
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--disable-pip-version-check",
         *([] if live else ["--quiet"]), "--dest", str(dest), *extra, *target, "--only-binary=:all:", f"{name}=={version}",
