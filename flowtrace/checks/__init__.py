@@ -1,19 +1,26 @@
-"""Rules, one small module each, named after what they find. Importing this package registers them."""
+"""Rules, one module each, named after the rule (``ft001_wrapper_drops_setter.py``).
 
-from flowtrace.checks import (  # noqa: F401
-    capture_paths,
-    config_readers,
-    dead_capture,
-    diagnostics,
-    holders,
-    inconsistent_conventions,
-    missing_capture,
-    return_path,
-    stream,
-    unreachable_boundaries,
-)
+Importing this package imports every module in it, found by walking the package, so a new rule
+file is registered by being there: no list to extend, no rule silently left out.
+``tests/test_rule_discovery.py`` fails when an ``ftNNN_*`` module defines no rule (or another
+code's), or when any other module defines one.
+"""
 
-try:  # the CI-contract rule (FT016) lives beside the suppression logic
-    from flowtrace.checks import unused_suppression  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+
+def module_names() -> tuple[str, ...]:
+    """The package's modules (full dotted names), sorted: what discovery imports."""
+    return tuple(sorted(f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if not m.ispkg))
+
+
+def load_rule_modules() -> None:
+    """Import every module of the package; each rule class registers itself on definition."""
+    for name in module_names():
+        importlib.import_module(name)
+
+
+load_rule_modules()

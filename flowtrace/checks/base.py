@@ -12,8 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
-from flowtrace.model.facts import Location
-from flowtrace.model.facts import ProblemKind
+from flowtrace.model.facts import Location, ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult

@@ -64,8 +64,6 @@ def rule_codes() -> tuple[str, ...]:
     """Every registered rule code, sorted (imports the rule modules)."""
     from flowtrace.checks.base import Rule, all_rules
 
-    import flowtrace.checks.unused_suppression  # noqa: F401  (FT016 is produced by the runner)
-
     all_rules()
     return tuple(sorted(Rule.registry))
 

@@ -18,8 +18,6 @@ def registered_rules() -> list[type[Rule]]:
     """Every registered rule, sorted by code (imports the rule modules)."""
     from flowtrace.checks.base import all_rules
 
-    import flowtrace.checks.unused_suppression  # noqa: F401  (FT016 is produced by the runner)
-
     all_rules()
     return [Rule.registry[c] for c in sorted(Rule.registry)]
 

@@ -1,4 +1,4 @@
-"""What the capture records at the first index (FT022): link 5 of the capture chain."""
+"""FT022 none-residual-at-embedding: the capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."""
 
 from __future__ import annotations
 
@@ -8,6 +8,21 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+
+def _first_index_is_embedding(site) -> bool:
+    """The first iteration records b = 0: the capture runs before the layer call (input point)."""
+    return site.point == F.INPUT
+
+
+def _users(result) -> dict[str, str]:
+    """Holder -> a registered model that captures through it, for the message."""
+    out: dict[str, list[str]] = {}
+    for row in result.rows:
+        site = row.chain.site if row.chain is not None and row.capture is not None else None
+        if row.registered and site is not None and site.owner:
+            out.setdefault(site.owner, []).append(row.name)
+    return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}
 
 
 class NoneResidualAtEmbedding(Rule):
@@ -88,18 +103,3 @@ class ExModel(Module):
                     f"{site.function}:{name}",
                     steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
                 )
-
-
-def _first_index_is_embedding(site) -> bool:
-    """The first iteration records b = 0: the capture runs before the layer call (input point)."""
-    return site.point == F.INPUT
-
-
-def _users(result) -> dict[str, str]:
-    """Holder -> a registered model that captures through it, for the message."""
-    out: dict[str, list[str]] = {}
-    for row in result.rows:
-        site = row.chain.site if row.chain is not None and row.capture is not None else None
-        if row.registered and site is not None and site.owner:
-            out.setdefault(site.owner, []).append(row.name)
-    return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}

@@ -1,4 +1,4 @@
-"""Places that read the draft's layer ids and disagree (FT014)."""
+"""FT014 disagreeing-config-readers: two places read the draft's layer-id key with different defaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A declared capture interface whose holder cannot capture (FT021): link 3 of the capture chain."""
+"""FT021 interface-holder-cannot-capture: a class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."""
 
 from __future__ import annotations
 

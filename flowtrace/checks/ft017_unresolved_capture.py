@@ -1,47 +1,14 @@
-"""What the analysis could not read or decide, as counted findings (FT015, FT017)."""
+"""FT017 unresolved-capture: a capture path could not be decided statically (unknown capture point or missing registry target)."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from flowtrace.model import facts as F
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
-
-class UnreadableFile(Rule):
-    code = "FT015"
-    name = "unreadable-file"
-    severity = "info"
-    summary = "A file could not be read or parsed; its facts are missing from the analysis."
-    rationale = (
-        "A scan that skips a file silently could hide a setter or a capture loop. Every file that names the "
-        "engine's capture markers and cannot be parsed is reported and counted (files without a marker are "
-        "skipped by the prefilter before parsing)."
-    )
-    kind = ProblemKind.UNREADABLE_FILE
-    fix = "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine code."
-    valid = (
-        Example(
-            """\
-x = 1
-""", 'parses'
-        ),
-    )
-    invalid = (
-        Example(
-            """\
-class ExForCausalLM(Module):
-    def set_eagle3_layers_to_capture(self, layer_ids=None:
-        pass
-"""
-        ),
-    )
-
-    def check(self, result) -> Iterator[Finding]:
-        for d in result.index.diagnostics:
-            if d.kind in {"parse-error", "too-large", "timeout", "unreadable", "internal"}:
-                yield self.finding(F.Location(d.file, max(d.line, 1)), f"{d.kind}: {d.reason}", None, f"{d.file}:{d.kind}")
+_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})
 
 
 class UnresolvedCapture(Rule):
@@ -200,6 +167,3 @@ EntryClass = ExForCausalLM
                 kind=ProblemKind.POINT_UNKNOWN,
                 steps=(("setter", entry.location), ("capture site", site.location)),
             )
-
-
-_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})

@@ -1,0 +1,116 @@
+"""FT001 wrapper-drops-setter: a registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.analysis.resolve import NONE
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short
+from flowtrace.model import facts as F
+from flowtrace.model.facts import ProblemKind
+
+
+class WrapperDropsSetter(Rule):
+    code = "FT001"
+    name = "wrapper-drops-setter"
+    severity = "error"
+    kind = ProblemKind.WRAPPER_WITHOUT_SETTER
+    summary = "A registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."
+    rationale = (
+        "Multimodal and wrapper classes hold the language model as an attribute. The engine calls the "
+        "setter (and, in some engines, more methods such as the embedding/head getter) on the registered "
+        "class; when the wrapper lacks them, EAGLE-3 cannot be enabled for this architecture even though "
+        "the wrapped model captures. Draft heads and non-autoregressive models named by the profile are "
+        "not targets; a wrapped model whose own capture is broken is reported by the rule for that defect."
+    )
+    fix = "Add the missing methods to the wrapper and hand each call to the wrapped model (self.language_model.<method>(...))."
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+""", 'the wrapper hands both target methods to the language model'
+        ),
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExForCausalLMMTP(Module):
+    def __init__(self, config):
+        self.model = SibAForCausalLM(config)  # a draft head (profile draft_class_patterns)
+
+
+EntryClass = ExForCausalLMMTP
+""", 'draft heads are not EAGLE-3 targets'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)
+    # no set_eagle3_layers_to_capture, no get_embed_and_head: the engine cannot serve a draft
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        project = result.project
+        cc = conventions(result)
+        for row in result.rows:
+            if row.support != NONE or not is_target(row, project, cc):
+                continue
+            cls = project.classes[row.qualname]
+            for a in cls.assignments:
+                inner = project.find_class(a.callee) if a.attribute != "*" else None
+                if not inner or inner == row.qualname or project.find_setter(inner) is None:
+                    continue
+                if not capture_works(project, inner):
+                    continue  # the wrapped model cannot capture either: FT004/FT005/FT021 say why
+                yield self._finding(result, row, a, inner)
+                break
+
+    def _finding(self, result, row, assignment, inner) -> Finding:
+        project = result.project
+        cc = conventions(result)
+        inner_capture = project.resolve_capture(inner)
+        setter = inner_capture.setter
+        present = methods_on_mro(project, row.qualname)
+        entry = next((n for n in project.conv.setter_order if not n.startswith("_")), setter.method)
+        required = list(dict.fromkeys([entry, *cc.target_methods]))
+        missing = [m for m in required if m not in present]
+        interfaces = sorted(project.conv.interfaces)
+        attr = f"self.{assignment.attribute}"
+        where = F.Location(row.location.file, assignment.line)
+        if interfaces:
+            lacks = f"does not declare {' or '.join(interfaces)} (which supplies {entry}())"
+            fix = f"Add {' or '.join(interfaces)} to {row.name}'s bases; its {entry}() reaches {attr}.model."
+        else:
+            lacks = f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an EAGLE-3 target"
+            fix = f"Add {', '.join(m + '()' for m in missing)} to {row.name}, each handing the call to {attr}.<method>(...)."
+        message = (
+            f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through {short(setter.class_qualname)}.{setter.method} "
+            f"({setter.location}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(row.architectures) or row.name}"
+        )
+        flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
+        kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
+        return self.finding(row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix)

@@ -1,0 +1,77 @@
+"""FT003 unresolved-delegate: a setter hands the layer ids to an object whose class cannot capture."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import short
+from flowtrace.model.facts import ProblemKind
+
+
+class UnresolvedDelegate(Rule):
+    code = "FT003"
+    name = "unresolved-delegate"
+    severity = "error"
+    summary = "A setter hands the layer ids to an object whose class cannot capture."
+    rationale = (
+        "Delegation (self.language_model.<setter>(ids), a holder's private setter) only works when the "
+        "delegate's class defines the setter and a capture loop. Otherwise the call fails at start-up or, "
+        "behind a hasattr guard, silently captures nothing."
+    )
+    kind = ProblemKind.DELEGATE_LACKS_SETTER
+    fix = "Make the delegate's class support capture, or point the setter at the attribute that does."
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)  # defines the setter
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class VisionOnlyModel(Module):
+    def forward(self, input_ids, hidden_states):
+        return hidden_states
+
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = VisionOnlyModel(config)  # has no setter
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ExVLForConditionalGeneration
+"""
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        project = result.project
+        for row in result.rows:
+            c, chain = row.capture, row.chain
+            if c is None or chain is None or c.inherited or not chain.has(ProblemKind.DELEGATE_LACKS_SETTER):
+                continue  # selected on the chain's typed problem, never its text
+            method = c.setter.delegate_method
+            target = c.delegates_to
+            yield self.finding(
+                c.setter.location,
+                f"{row.name}.{c.setter.method} hands the ids to {c.setter.delegate}.{method}() ({c.setter.location}), "
+                f"but {c.setter.delegate} is a {short(target)}, which has no {method}()",
+                row.qualname,
+                f"{c.setter.delegate}.{method}",
+                steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
+            )

@@ -1,0 +1,191 @@
+"""FT009 unreachable-embedding: the embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+from flowtrace.analysis.trace import trace_row
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_chain, setter_groups
+from flowtrace.checks.targets import conventions
+from flowtrace.model import facts as F
+from flowtrace.model.facts import ProblemKind
+
+
+def _boundaries(result, row, ids):
+    """The boundaries ``ids`` reach on a probe layer count; None when the trace cannot decide."""
+    return trace_row(result.project, row, ids, PROBE_LAYERS).boundaries
+
+
+def _location(text) -> F.Location | None:
+    """A trace's ``raises_at`` ("file:line" or a Location) as a Location."""
+    if text is None or isinstance(text, F.Location):
+        return text
+    file, _, line = str(text).rpartition(":")
+    return F.Location(file, int(line)) if file and line.isdigit() else None
+
+
+def _majority_transform(result) -> str | None:
+    chains = (setter_chain(r) for r in result.rows if r.registered)
+    counts = Counter(c.effective_transform for c in chains if c is not None and c.site is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+class UnreachableEmbedding(Rule):
+    code = "FT009"
+    name = "unreachable-embedding"
+    severity = "warning"
+    kind = ProblemKind.EMBEDDING_ID_DROPPED
+    summary = "The embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."
+    rationale = (
+        "Each engine has one convention for the id that names the embedding (the profile's "
+        "embedding_id: -1 where ids mean 'output of layer i', 0 where ids are boundaries). A setter "
+        "whose transform drops that id, or a loop that records nothing before layer 0, gives such a "
+        "draft one state fewer, or a shifted one. Classes whose trace cannot be decided are left to FT017."
+    )
+    fix = "Map the engine's embedding id to the index the loop records before layer 0, as the engine's other setters do."
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'SGLang: -1 + 1 = 0, recorded before layer 0'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = list(layer_ids)
+
+EntryClass = ExForCausalLM
+""", 'SGLang: -1 is never a loop index'
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        # One finding per setter and kind of problem: an interface setter shared by dozens of
+        # models is one defect, not one per model file.
+        cc = conventions(result)
+        embedding = cc.embedding_id if cc.embedding_id is not None else -1
+        merged: dict[tuple, list] = {}
+        for (setter_loc, _), rows in setter_groups(result).items():
+            row = rows[0]
+            if row.chain.has(ProblemKind.INDEX0_RAISES):
+                continue  # recording index 0 raises: FT022 reports that, with the line
+            traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
+            if traced.outcome == F.Outcome.RAISES:  # e.g. a fixed-slot packer fed one state fewer
+                entry = merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), [setter_loc, row, [], traced])
+                entry[2].extend(rows)
+                continue
+            reached = traced.boundaries
+            if reached is None or 0 in reached:
+                continue
+            other = next((i for i in (-1, 0) if i != embedding and 0 in (_boundaries(result, row, [i]) or ())), None)
+            if other is None and row.chain.site.embedding_capturable is not False:
+                continue  # the site records before layer 0; the setter's mapping is FT007's question
+            kind = ProblemKind.EMBEDDING_ID_DROPPED if other is not None else ProblemKind.EMBEDDING_UNREACHABLE
+            entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, [], other])
+            entry[2].extend(rows)
+        majority = _majority_transform(result)
+        for (_, kind), (setter_loc, row, rows, other) in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+            c = row.chain
+            site = c.site.location if c.site else None
+            if kind is ProblemKind.EMBEDDING_RAISES:
+                message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
+                fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
+                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
+                yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix)
+                continue
+            if kind is ProblemKind.EMBEDDING_ID_DROPPED:
+                message = (
+                    f"{joined_names(rows)}: id {embedding} (the embedding in this engine's draft configs) reaches no boundary through "
+                    f"{c.transforms[0].method}'s {c.effective_transform} transform ({setter_loc}); only id {other} reaches b=0"
+                )
+                fix = f"Map id {embedding} to the index recorded before layer 0 ({site}), as the engine's {majority} setters do."
+            else:
+                message = f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point} and nothing is recorded before layer 0"
+                fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
+            flow = (("setter", setter_loc), ("capture site", site))
+            yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)

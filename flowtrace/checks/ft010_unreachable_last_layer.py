@@ -1,0 +1,142 @@
+"""FT010 unreachable-last-layer: the last layer's output (boundary L, before the final norm) cannot be captured."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.analysis.trace import trace_row
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_groups
+from flowtrace.model.facts import ProblemKind
+
+
+def _reaches(result, row, ids, boundary) -> bool:
+    traced = trace_row(result.project, row, ids, PROBE_LAYERS)
+    return traced.boundaries is not None and boundary in traced.boundaries
+
+
+class UnreachableLastLayer(Rule):
+    code = "FT010"
+    name = "unreachable-last-layer"
+    severity = "info"
+    summary = "The last layer's output (boundary L, before the final norm) cannot be captured."
+    rationale = (
+        "A loop that records each layer's input sees boundaries 0..L-1 only. A draft trained on the last "
+        "layer's output (id L-1 as 'output of layer i', or HF index L-1+1) is served nothing for that slot."
+    )
+    kind = ProblemKind.LAST_LAYER_UNREACHABLE
+    fix = "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer in ...`)."
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if self.end_layer in self.layers_to_capture:
+            aux_hidden_states.append(hidden_states + residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", 'records b = L after the loop'
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+""", "records each layer's input only"
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        L = PROBE_LAYERS
+        for (setter_loc, site_loc), rows in sorted(setter_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+            row = rows[0]
+            if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
+                continue
+            yield self.finding(
+                site_loc,
+                f"{joined_names(rows)}: the last layer's output (b=L) is never captured ({row.chain.site.note})",
+                row.qualname,
+                f"last:{row.chain.site.point}",
+                steps=(("setter", setter_loc), ("capture site", site_loc)),
+            )

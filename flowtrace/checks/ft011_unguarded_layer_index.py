@@ -1,0 +1,66 @@
+"""FT011 unguarded-layer-index: a setter indexes the layer list with config ids without a range check."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.facts import ProblemKind
+
+_INDEXING = re.compile(r"self\.(\w+)\[\s*(\w+)\s*\]")
+
+
+class UnguardedLayerIndex(Rule):
+    code = "FT011"
+    name = "unguarded-layer-index"
+    severity = "warning"
+    summary = "A setter indexes the layer list with config ids without a range check."
+    rationale = (
+        "Draft ids come from a config file. Indexing self.layers with them raises IndexError for an "
+        "out-of-range id and silently picks the wrong layer for a negative one (-1 is the last layer)."
+    )
+    kind = ProblemKind.UNGUARDED_LAYER_INDEX
+    fix = "Check 0 <= id < len(self.layers) before indexing, and reject or map negative ids explicitly."
+    valid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        for layer_id in layer_ids:
+            if 0 <= layer_id < len(self.layers):
+                setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM, SibAModel
+
+class ExModel(SibAModel):
+    def set_eagle3_layers_to_capture(self, layer_ids):
+        for layer_id in layer_ids:
+            setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+"""
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        layers = result.project.conv.layers_attributes
+        for ff in result.files:
+            for s in ff.setters:
+                for m in _INDEXING.finditer(s.source):
+                    if m.group(1) not in layers or m.group(2).isdigit():
+                        continue
+                    if "len(self." in s.source or "range(" in s.source:
+                        continue
+                    yield self.finding(
+                        s.location,
+                        f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} indexes self.{m.group(1)}[{m.group(2)}] with draft-config ids and no range check",
+                        f"{s.class_qualname}.{s.method}",
+                        m.group(0),
+                    )
+                    break

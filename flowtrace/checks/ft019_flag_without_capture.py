@@ -1,0 +1,135 @@
+"""FT019 flag-without-capture: a model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions, family_writers, short
+from flowtrace.model import facts as F
+from flowtrace.model.facts import ProblemKind
+
+
+class FlagWithoutCapture(Rule):
+    code = "FT019"
+    name = "flag-without-capture"
+    severity = "warning"
+    kind = ProblemKind.FLAG_WITHOUT_CAPTURE
+    summary = "A model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."
+    rationale = (
+        "The wrapper was written for capture (it holds the flag and unpacks the aux states when it is "
+        "on), yet no setter of any capture family turns the flag on and neither the class nor anything it "
+        "builds records a state: the plumbing is dead, and EAGLE-3 cannot be enabled for the model."
+    )
+    fix = "Add the capture loop to the inner model and the engine's setter to the wrapper (turning the flag on), or remove the dead flag."
+    valid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.layers = ModuleList([])
+
+    def forward(self, input_ids, hidden_states):
+        for i in range(len(self.layers)):
+            hidden_states = self.layers[i](hidden_states)  # records nothing
+        return hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        hidden_states = self.model(input_ids, hidden_states)
+        aux = None
+        if self.capture_aux_hidden_states:  # never true
+            hidden_states, aux = hidden_states
+        return hidden_states, aux
+
+
+EntryClass = ExForCausalLM
+"""
+        ),
+    )
+
+    def check(self, result) -> Iterator[Finding]:
+        project = result.project
+        flags = project.conv.flags
+        if not flags:
+            return
+        attributes = set(project.conv.attributes)
+        others = family_writers(result, conventions(result))
+        reads: dict[str, F.AttributeUseFact] = {}
+        for ff in result.files:
+            for use in ff.attribute_uses:
+                if use.attribute in flags and use.kind == "read" and use.function.split(".")[-1] == "forward":
+                    reads.setdefault(use.class_qualname, use)
+        registered = {project.find_class(t) for t in project.registry}
+        for qualname, use in sorted(reads.items()):
+            if qualname not in registered or project.find_setter(qualname) is not None:
+                continue
+            mro = project.mro(qualname)
+            if any(others.get(q) for q in mro):
+                continue  # another capture family's setter turns it on (FT018 territory)
+            built = [qualname, *project.constructed(qualname)]
+            if any(project.site_for(c, attributes) is not None for c in built):
+                continue
+            name = short(qualname)
+            yield self.finding(
+                use.location,
+                f"{name}.forward unpacks the aux states when self.{use.attribute} is set ({use.location}), but no setter turns it on "
+                f"and neither {name} nor the models it builds capture a layer: EAGLE-3 cannot be enabled for {name}",
+                qualname,
+                f"{use.function}:{use.attribute}",
+                steps=(("wrapper", project.classes[qualname].location), ("flag test and unpack", use.location)),
+            )

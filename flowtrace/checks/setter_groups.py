@@ -1,0 +1,35 @@
+"""Model rows grouped by the setter that serves them (shared by FT009 and FT010)."""
+
+from __future__ import annotations
+
+from flowtrace.analysis.runner_calls import runner_verdicts
+from flowtrace.model import facts as F
+
+PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
+
+
+def setter_groups(result):
+    """Registered rows with a decidable capture path, grouped by (setter, site) so a base class
+    shared by many registered subclasses is reported once. A row the runner's model check
+    refuses raises for every id before its setter runs: no boundary of it is this family's
+    question (its trace says where it raises)."""
+    groups: dict[tuple, list] = {}
+    for row in result.rows:
+        chain = setter_chain(row)
+        if not row.registered or chain is None or chain.site is None or chain.site.point == F.UNKNOWN:
+            continue
+        if any(v.raises for v in runner_verdicts(result.project, row.qualname)):
+            continue
+        groups.setdefault((chain.transforms[0].location, chain.site.location), []).append(row)
+    return groups
+
+
+def setter_chain(row):
+    """The row's chain when its ids reach a setter (the rules below trace setter chains)."""
+    chain = row.chain
+    return chain if chain is not None and chain.source.kind == F.SourceKind.SETTER and chain.transforms else None
+
+
+def joined_names(rows) -> str:
+    names = sorted(r.name for r in rows)
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

@@ -1,0 +1,40 @@
+"""Capture sites that no setter of the class's own family feeds (shared by FT002 and FT018)."""
+
+from __future__ import annotations
+
+from flowtrace.analysis.graph import setter_written_holders
+from flowtrace.checks.targets import conventions, family_writers, is_target
+
+
+def _holders(project, row) -> list[str]:
+    holders = [row.qualname] + [project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"]
+    return [h for h in dict.fromkeys(holders) if h]
+
+
+def _family_feed(result, row, site) -> list:
+    """Another capture family's writes of the site's attribute from the row's classes."""
+    writers = family_writers(result, conventions(result))
+    classes = set(result.project.mro(row.qualname))
+    return [u for q in classes for u in writers.get(q, []) if u.attribute == site.attribute]
+
+
+def unset_capture_sites(result, other_family: bool):
+    """(row, holder, site, family writes) for target rows without a setter whose holder captures."""
+    project = result.project
+    cc = conventions(result)
+    fed = setter_written_holders(result.graph)  # holders some setter chain writes (graph query)
+    reported = set()
+    for row in result.rows:
+        if row.capture is not None or row.source is not None or not is_target(row, project, cc):
+            continue  # row.source: a config attribute, build context or hook sets the ids (config_sources)
+        for holder in _holders(project, row):
+            if holder in fed or holder in reported:
+                continue  # some registered class's setter feeds this loop: heads without a setter are fine
+            site = project.site_for(holder, set(project.conv.attributes))
+            if site is None:
+                continue
+            feed = _family_feed(result, row, site)
+            if bool(feed) == other_family:
+                reported.add(holder)
+                yield row, holder, site, feed
+            break
