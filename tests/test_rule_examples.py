@@ -123,13 +123,26 @@ CASES = [
 ]
 
 
+HEADER_LINES = {"": SGLANG_HEADER.count("\n"), "vllm": VLLM_HEADER.count("\n")}
+
+
 @pytest.mark.parametrize("code, kind, index, example", CASES)
 def test_rule_example(tmp_path, code, kind, index, example):
     found = _findings(tmp_path, example.code, code, example.profile)
     if kind == "invalid":
         assert found, f"{code} INVALID example {index} ({example.note or 'no note'}) does not fire"
+        line = example.line + HEADER_LINES[example.profile]
+        matching = [f for f in found if f.line == line and f.kind == example.kind and example.message in f.message]
+        got = [(f.line - HEADER_LINES[example.profile], f.kind, f.message) for f in found]
+        assert matching, f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind} and {example.message!r}: {got}"
     else:
         assert not found, f"{code} VALID example {index} fires: {[f.message for f in found]}"
+
+
+def test_every_invalid_example_pins_line_kind_and_message():
+    for rule in all_rules():
+        for i, example in enumerate(rule.invalid):
+            assert example.line > 0 and example.kind is not None and example.message, f"{rule.code} INVALID example {i} pins nothing"
 
 
 def test_every_rule_has_both_kinds_of_example():

@@ -48,12 +48,18 @@ class Example:
     tests/test_rule_examples.py runs every example: it is written to ``models/example.py`` of a
     small engine tree of the named ``profile`` (empty: the harness's default) beside three
     sibling models with the engine's usual conventions, so rules that compare a class with its
-    siblings can judge it.
+    siblings can judge it. An INVALID example pins what it must produce (Fixit's style): the
+    ``line`` within ``code``, the problem ``kind`` and a ``message`` fragment; the test fails
+    when no finding of the rule matches all three, so an example that fires for another
+    reason, or at another place, is caught.
     """
 
     code: str
     note: str = ""
     profile: str = ""
+    line: int = 0  # INVALID: the line of ``code`` (1-based) the finding points at
+    kind: ProblemKind | None = None  # INVALID: the finding's typed problem kind
+    message: str = ""  # INVALID: a fragment the finding's message contains
 
 
 class Rule:

@@ -69,7 +69,7 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-"""
+""", line=3, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message='builds self.language_model = SibAForCausalLM'
         ),
     )
 

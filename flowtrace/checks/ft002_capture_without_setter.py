@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.checks.targets import short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
@@ -24,59 +25,27 @@ class CaptureWithoutSetter(Rule):
     fix = "Define the engine's capture setter on the registered class (or inherit it) and write the capture attribute there."
     valid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states)
-            hidden_states = self.layers[i](hidden_states)
-        return hidden_states, aux_hidden_states
-
-
+            module(PLAIN_CAPTURING_MODEL, """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.model = ExModel(config)
 
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-
+""", """\
 EntryClass = ExForCausalLM
-"""
+""")
         ),
     )
     invalid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states)
-            hidden_states = self.layers[i](hidden_states)
-        return hidden_states, aux_hidden_states
-
-
+            module(PLAIN_CAPTURING_MODEL, """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.model = ExModel(config)  # no setter of any capture family
-
-
+""", """\
 EntryClass = ExForCausalLM
-"""
+"""), line=11, kind=ProblemKind.CAPTURE_WITHOUT_SETTER, message='ExModel captures layers listed in layers_to_capture'
         ),
     )
 

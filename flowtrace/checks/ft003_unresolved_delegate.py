@@ -55,7 +55,7 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-"""
+""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()'
         ),
     )
 

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from flowtrace.analysis.graph import models_without_site
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model.facts import ProblemKind
 
 
@@ -22,56 +23,12 @@ class SetterWithoutCaptureLoop(Rule):
     fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
     valid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-"""
+            module(CAPTURING_MODEL, causal_lm())
         ),
     )
     invalid = (
         Example(
-            """\
+            module("""\
 class ExModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([])
@@ -79,34 +36,7 @@ class ExModel(Module):
 
     def forward(self, input_ids, hidden_states):
         return hidden_states  # never reads layers_to_capture
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-"""
+""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it'
         ),
     )
 

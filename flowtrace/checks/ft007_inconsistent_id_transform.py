@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -42,100 +43,12 @@ class InconsistentIdTransform(Rule):
     fix = "Use the engine's majority convention (named in the message), or document why this class differs."
     valid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-""", "plus one, like the engine's other setters"
+            module(CAPTURING_MODEL, causal_lm()), "plus one, like the engine's other setters"
         ),
     )
     invalid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = list(layer_ids)
-
-EntryClass = ExForCausalLM
-""", "identity where the engine's other setters add one"
+            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity'
         ),
     )
 

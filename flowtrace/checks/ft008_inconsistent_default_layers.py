@@ -7,6 +7,7 @@ from typing import Iterator
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -28,99 +29,19 @@ class InconsistentDefaultLayers(Rule):
     fix = "Make the default reach the same boundaries as the engine's other setters (named in the message), or give the ids in the draft config."
     valid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-"""
+            module(CAPTURING_MODEL, causal_lm())
         ),
     )
     invalid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
+            module(CAPTURING_MODEL, causal_lm("""\
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.capture_aux_hidden_states = True
         if layer_ids is None:
             num_layers = self.config.num_hidden_layers
             layer_ids = [2, num_layers // 2, num_layers - 3]
         self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
-
-EntryClass = ExForCausalLM
-"""
+""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message='(shifted by +1)'
         ),
     )
 

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_groups
 from flowtrace.model.facts import ProblemKind
 
@@ -28,7 +29,7 @@ class UnreachableLastLayer(Rule):
     fix = "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer in ...`)."
     valid = (
         Example(
-            """\
+            module("""\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -47,83 +48,12 @@ class ExModel(Module):
         if len(aux_hidden_states) == 0:
             return hidden_states
         return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-""", 'records b = L after the loop'
+""", causal_lm()), 'records b = L after the loop'
         ),
     )
     invalid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-""", "records each layer's input only"
+            module(CAPTURING_MODEL, causal_lm()), "records each layer's input only", line=12, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="the last layer's output (b=L) is never captured"
         ),
     )
 

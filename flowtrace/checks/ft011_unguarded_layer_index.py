@@ -44,7 +44,7 @@ class ExModel(SibAModel):
     def set_eagle3_layers_to_capture(self, layer_ids):
         for layer_id in layer_ids:
             setattr(self.layers[layer_id], "_is_layer_to_capture", True)
-"""
+""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check'
         ),
     )
 

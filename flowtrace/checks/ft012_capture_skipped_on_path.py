@@ -100,7 +100,7 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states)
             hidden_states = self.layers[i](hidden_states)
         return hidden_states, aux_hidden_states
-"""
+""", line=11, kind=ProblemKind.CAPTURE_SKIPPED_ON_PATH, message='runs the decoder layers while a draft is served, without the capture'
         ),
     )
 

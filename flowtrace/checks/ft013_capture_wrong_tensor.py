@@ -82,7 +82,7 @@ class ExModel(Module):
             if i + 1 in self.layers_to_capture:
                 aux_hidden_states.append(hidden_states)
         return hidden_states, aux_hidden_states
-""", 'hidden_states alone is the delta'
+""", 'hidden_states alone is the delta', line=19, kind=ProblemKind.RESIDUAL_MISSING, message='the residual is missing'
         ),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model.facts import ProblemKind
 
 
@@ -29,41 +30,7 @@ class UnusedSuppression(Rule):
     fix = "Delete the comment, or the codes in it that no longer match a finding on that line; always name codes: `# flowtrace: ignore[FT001]`."
     valid = (
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        residual = None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
-            hidden_states, residual = self.layers[i](hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
+            module(CAPTURING_MODEL, causal_lm("""\
     def set_eagle3_layers_to_capture(self, layer_ids=None):  # flowtrace: ignore[FT009]
         self.capture_aux_hidden_states = True
         if layer_ids is None:
@@ -71,26 +38,24 @@ class ExForCausalLM(Module):
             self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
         else:
             self.model.layers_to_capture = list(layer_ids)
-
-EntryClass = ExForCausalLM
-""", 'FT009 reports this line'
+""")), 'FT009 reports this line'
         ),
     )
     invalid = (
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT009]
-""", 'no FT009 finding on this line'
+""", 'no FT009 finding on this line', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unused suppression for FT009'
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore
-""", 'no codes: not a suppression'
+""", 'no codes: not a suppression', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='needs codes and suppresses nothing'
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT999]
-""", 'unknown rule code'
+""", 'unknown rule code', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unknown rule code FT999'
         ),
     )
 

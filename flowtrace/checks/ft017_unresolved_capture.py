@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import causal_lm, module
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -20,15 +21,14 @@ class UnresolvedCapture(Rule):
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
     valid = (
         Example(
-            """\
+            module("""\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-
-
+""", """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -43,47 +43,19 @@ class ExModel(Module):
                 hidden_states, residual, capture_output=aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-""", 'a keyword callback is followed into the layer'
+""", causal_lm()), 'a keyword callback is followed into the layer'
         ),
     )
     invalid = (
         Example(
-            """\
+            module("""\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-
-
+""", """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -98,34 +70,7 @@ class ExModel(Module):
                 hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-
-
-class ExForCausalLM(Module):
-    def __init__(self, config):
-        self.config = config
-        self.model = ExModel(config)
-        self.capture_aux_hidden_states = False
-
-    def forward(self, input_ids, hidden_states):
-        out = self.model(input_ids, hidden_states)
-        if self.capture_aux_hidden_states:
-            hidden_states, aux = out
-            return hidden_states, aux
-        return out
-
-    def get_embed_and_head(self):
-        return None, None
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-EntryClass = ExForCausalLM
-""", 'positional: cannot be followed'
+""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally'
         ),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind, ReturnKind
@@ -74,25 +75,10 @@ class ExModel(Module):
         if len(aux_hidden_states) == 0:
             return hidden_states
         return hidden_states, aux_hidden_states
-"""
+""", line=17, kind=ProblemKind.RETURN_DROPPED, message='but returns without them at'
         ),
         Example(
-            """\
-class ExModel(Module):
-    def __init__(self, config):
-        self.start_layer, self.end_layer = 0, config.num_hidden_layers
-        self.layers = ModuleList([])
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, hidden_states):
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states)
-            hidden_states = self.layers[i](hidden_states)
-        return hidden_states, aux_hidden_states
-
-
+            module(PLAIN_CAPTURING_MODEL, """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.config = config
@@ -104,10 +90,9 @@ class ExForCausalLM(Module):
 
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
-
-
+""", """\
 EntryClass = ExForCausalLM
-""", "the wrapper keeps only the first element of the model's output"
+"""), "the wrapper keeps only the first element of the model's output", line=23, kind=ProblemKind.RETURN_DROPPED, message='keeps only the first element'
         ),
     )
 

@@ -76,7 +76,7 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states + residual)
             hidden_states, residual = self.layers[i](hidden_states, residual)
         return hidden_states, aux_hidden_states
-""", 'residual is None at the first layer'
+""", 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`'
         ),
     )
 
