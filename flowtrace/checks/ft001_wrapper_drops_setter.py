@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.resolve import NONE
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class WrapperDropsSetter(Rule):
@@ -73,7 +76,7 @@ EntryClass = ExVLForConditionalGeneration
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         cc = conventions(result)
         for row in result.rows:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.checks.targets import short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class CaptureWithoutSetter(Rule):
@@ -49,7 +52,7 @@ EntryClass = ExForCausalLM
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         setter = next(iter(result.project.conv.setter_order), "the capture setter")
         for row, holder, site, _ in unset_capture_sites(result, other_family=False):
             yield self.finding(

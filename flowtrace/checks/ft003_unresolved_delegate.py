@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import short
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class UnresolvedDelegate(Rule):
@@ -59,7 +62,7 @@ EntryClass = ExVLForConditionalGeneration
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         for row in result.rows:
             c, chain = row.capture, row.chain

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.graph import models_without_site
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class SetterWithoutCaptureLoop(Rule):
@@ -40,7 +43,7 @@ class ExModel(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         """A query over the graph: chains whose setter writes a holder (link 3) and reach no
         capture site (link 4); the message reads the row's links."""
         missing = models_without_site(result.graph)
@@ -57,10 +60,11 @@ class ExModel(Module):
             seen.add((link.owner, link.method))
             last = result.project.setters[link.owner][link.method]
             holder = chain.holder
+            holder_class = holder.holder or "?"  # never None here: rows without a holder class were skipped above
             yield self.finding(
                 link.location,
                 f"{link.owner.rsplit('.', 1)[-1]}.{link.method} writes {', '.join(last.writes) or 'the capture attribute'}, "
-                f"but {holder.holder.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
+                f"but {holder_class.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
                 row.qualname,
                 ",".join(last.writes),
                 steps=(*(("setter", t.location) for t in chain.transforms), ("holder without a capture loop", holder.location)),

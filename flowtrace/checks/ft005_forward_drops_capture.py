@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.graph import setter_written_holders
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class ForwardDropsCapture(Rule):
@@ -63,7 +66,7 @@ EntryClass = ExForCausalLM
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         # Holders some setter feeds: a class nothing can turn capture on for does not *drop* a capture.
         fed = setter_written_holders(result.graph)

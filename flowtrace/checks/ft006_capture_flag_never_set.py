@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
 from flowtrace.model.facts import ProblemKind, ReturnKind
 from flowtrace.model.links import NOT_BREAKING
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class CaptureFlagNeverSet(Rule):
@@ -32,7 +35,7 @@ class CaptureFlagNeverSet(Rule):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         flags = project.conv.flags  # profile flags: the fallback below; link 6 needs none
         uses = [u for ff in result.files for u in ff.attribute_uses if u.attribute in flags]

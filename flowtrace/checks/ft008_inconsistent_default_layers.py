@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 PROBE_LAYERS = 32  # the defaults are compared at one realistic layer count
 
@@ -45,7 +48,7 @@ class InconsistentDefaultLayers(Rule):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         by_setter: dict[str, tuple] = {}
         for row in result.rows:
             c, chain = row.capture, row.chain

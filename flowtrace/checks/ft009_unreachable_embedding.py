@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.base import Example, Finding, Rule
@@ -12,6 +12,9 @@ from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_ch
 from flowtrace.checks.targets import conventions
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 def _boundaries(result, row, ids):
@@ -57,7 +60,7 @@ class UnreachableEmbedding(Rule):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         # One finding per setter and kind of problem: an interface setter shared by dozens of
         # models is one defect, not one per model file.
         cc = conventions(result)

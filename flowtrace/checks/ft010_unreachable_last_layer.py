@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_groups
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 def _reaches(result, row, ids, boundary) -> bool:
@@ -57,7 +60,7 @@ class ExModel(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         L = PROBE_LAYERS
         for (setter_loc, site_loc), rows in sorted(setter_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
             row = rows[0]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
 _INDEXING = re.compile(r"self\.(\w+)\[\s*(\w+)\s*\]")
+
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class UnguardedLayerIndex(Rule):
@@ -48,7 +52,7 @@ class ExModel(SibAModel):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         layers = result.project.conv.layers_attributes
         for ff in result.files:
             for s in ff.setters:

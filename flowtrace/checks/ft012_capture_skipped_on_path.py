@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.index.stream_facts import SELF_CALLS
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 def _self_calls(result) -> dict[str, dict[str, set[str]]]:
@@ -104,7 +107,7 @@ class ExModel(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         capturing = {q for q, sites in project.sites.items() if sites}
         related: dict[str, str] = {}

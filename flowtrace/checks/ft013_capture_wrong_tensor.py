@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 def _folding_layers(result) -> dict[str, list]:
@@ -86,7 +89,7 @@ class ExModel(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         folds = _folding_layers(result)
         for ff in result.files:
             for site in ff.capture_sites:

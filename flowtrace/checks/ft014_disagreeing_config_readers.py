@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class DisagreeingConfigReaders(Rule):
@@ -45,7 +48,7 @@ def aux_count(config):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         reads: dict[str, list] = {}
         for ff in result.files:
             for r in ff.config_reads:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class UnreadableFile(Rule):
@@ -38,7 +41,7 @@ class ExForCausalLM(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         for d in result.index.diagnostics:
             if d.kind in {"parse-error", "too-large", "timeout", "unreadable", "internal"}:
                 yield self.finding(F.Location(d.file, max(d.line, 1)), f"{d.kind}: {d.reason}", None, f"{d.file}:{d.kind}")

@@ -7,11 +7,14 @@ findings; :meth:`UnusedSuppression.check` yields nothing.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class UnusedSuppression(Rule):
@@ -59,5 +62,5 @@ layers_to_capture = []  # flowtrace: ignore[FT999]
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         return iter(())

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import causal_lm, module
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 _UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})
 
@@ -74,7 +77,7 @@ class ExModel(Module):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         for target, entries in sorted(project.registry.items()):
             if project.find_class(target) is None:

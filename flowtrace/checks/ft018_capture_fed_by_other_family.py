@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.checks.targets import conventions, short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class CaptureFedByOtherFamily(Rule):
@@ -55,7 +58,7 @@ EntryClass = ExForCausalLM
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         cc = conventions(result)
         setter = next(iter(result.project.conv.setter_order), "the EAGLE-3 setter")
         for row, holder, site, feed in unset_capture_sites(result, other_family=True):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind, ReturnKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 class AuxDroppedOnReturn(Rule):
@@ -96,7 +99,7 @@ EntryClass = ExForCausalLM
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         yield from self._not_unpacked(result)
         sites = result.project.sites
         for ff in result.files:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, is_target, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
 
 
 def _assignment(project, qualname: str, attribute: str):
@@ -101,7 +104,7 @@ class ExForCausalLM(Module, SupportsEagle3):
         ),
     )
 
-    def check(self, result) -> Iterator[Finding]:
+    def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         cc = conventions(result)
         interfaces, holders = project.conv.interfaces, project.conv.holders
