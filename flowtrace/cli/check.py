@@ -72,7 +72,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
     Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """
     from flowtrace.cli.ui import echo_output, refuse_non_python_file, several_paths, status, write_output
-    from flowtrace.lint.runner import run_check
+    from flowtrace.lint.runner import CheckOptions, run_check
 
     def go() -> int:
         path, only = several_paths(paths)
@@ -83,8 +83,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
             return EXIT_CLEAN
         refuse_non_python_file(path)
         extra = _also_write(also_write)
-        outcome = run_check(
-            path,
+        outcome = run_check(path, CheckOptions.of(
             select=select or None,
             extend_select=extend_select,
             ignore=ignore,
@@ -101,7 +100,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
             config=config_file,
             isolated=isolated,
             progress=None,
-        )
+        ))
         if statistics:
             from flowtrace.cli.ui import statistics_text
 

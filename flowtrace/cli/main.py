@@ -106,7 +106,7 @@ def scan(paths, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, 
     fail-on do not, scan always exits 0 when it ran.
     """
     from flowtrace.cli.ui import html_report, refuse_non_python_file, several_paths, status
-    from flowtrace.lint.runner import run_check
+    from flowtrace.lint.runner import CheckOptions, run_check
     from flowtrace.render import text as text_render
 
     path, only = several_paths(paths)
@@ -118,10 +118,10 @@ def scan(paths, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, 
         click.echo(settings_text(path, config_file, isolated, profile), nl=False)
         return
     refuse_non_python_file(path)
-    outcome = run_check(
-        path, profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+    outcome = run_check(path, CheckOptions.of(
+        profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
-    )  # fmt: skip
+    ))  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     _say_profiles(result, profile)
     # what follows from the facts alone comes from the memo while the facts are unchanged

@@ -30,7 +30,7 @@ import difflib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES
@@ -39,9 +39,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "fail-on", "profile", "profile-files")
-
 
 class ConfigError(UsageError):
     """A malformed ``[tool.flowtrace]`` table (or a bad selector on the command line)."""
@@ -157,6 +154,113 @@ def _type(value: Any) -> str:
     return {str: "a string", int: "an integer", float: "a float", bool: "a boolean", list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """The ``[tool.flowtrace]`` table being read, with what every key reader needs."""
+
+    values: dict[str, Any]
+    path: Path
+    where: str
+    codes: tuple[str, ...]
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.values[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{self.where} {key}: expected an array of strings, got {_type(value)}")
+        return tuple(value)
+
+    def selectors(self, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for v in values:
+            sel = normalise_selector(v)
+            problem = check_selector(sel, self.codes)
+            if problem:
+                raise ConfigError(f"{self.where} {key}: {problem}")
+            out.append(sel)
+        return tuple(out)
+
+    def patterns(self, key: str, values: Iterable[str]) -> None:
+        from flowtrace.sources.discover import _pattern_problem
+
+        for v in values:
+            problem = _pattern_problem(v)
+            if problem:
+                raise ConfigError(f"{self.where} {key}: pattern {v!r}: {problem}")
+
+
+def _read_selectors(t: _Table, key: str) -> tuple[str, ...]:
+    return t.selectors(key, t.strings(key))
+
+
+def _read_exclude(t: _Table, key: str) -> tuple[str, ...]:
+    values = t.strings(key)
+    t.patterns(key, values)
+    return values
+
+
+def _read_per_file_ignores(t: _Table, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    pfi = t.values[key]
+    if not isinstance(pfi, dict):
+        raise ConfigError(f"{t.where} per-file-ignores: expected a table of pattern = [codes], got {_type(pfi)}")
+    t.patterns(key, pfi)
+    entries = []
+    for pattern, value in pfi.items():
+        where = f'per-file-ignores."{pattern}"'
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{t.where} {where}: expected an array of rule codes, got {_type(value)}")
+        entries.append((pattern, t.selectors(where, tuple(value))))
+    return tuple(entries)
+
+
+def _read_fail_on(t: _Table, key: str) -> str:
+    value = t.values[key]
+    if value not in SEVERITIES:
+        shown = repr(value) if isinstance(value, str) else _type(value)
+        raise ConfigError(f"{t.where} fail-on: expected one of {', '.join(SEVERITIES)}, got {shown}")
+    return value
+
+
+def _read_profile_files(t: _Table, key: str) -> tuple[Path, ...]:
+    from flowtrace.engines.profiles import load_profile
+
+    files = tuple(t.path.parent / f for f in t.strings(key))
+    for f in files:
+        load_profile(f)  # a bad profile is reported against its own file and key
+    return files
+
+
+def _read_profile(t: _Table, key: str) -> str:
+    from flowtrace.engines.profiles import ProfileError, available_profiles, load_profile
+
+    value = t.values[key]
+    if not isinstance(value, str):
+        raise ConfigError(f"{t.where} profile: expected a string, got {_type(value)}")
+    try:
+        user = t.strings("profile-files") if "profile-files" in t.values else ()
+        names = tuple(available_profiles()) + tuple(load_profile(t.path.parent / f).name for f in user)
+    except ProfileError:
+        names = ()
+    if names and value not in names:
+        raise ConfigError(f"{t.where} profile: unknown profile {value!r} (available: {', '.join(names)})")
+    return value
+
+
+# One declaration per key: its TOML name, the Config field it fills and its reader, in the
+# order they are listed and checked (a user profile's name is a valid profile: the profile
+# reader reads profile-files itself).
+_READERS: tuple[tuple[str, str, Callable[[_Table, str], Any]], ...] = (
+    ("select", "select", _read_selectors),
+    ("extend-select", "extend_select", _read_selectors),
+    ("ignore", "ignore", _read_selectors),
+    ("per-file-ignores", "per_file_ignores", _read_per_file_ignores),
+    ("exclude", "exclude", _read_exclude),
+    ("fail-on", "fail_on", _read_fail_on),
+    ("profile", "profile", _read_profile),
+    ("profile-files", "profile_files", _read_profile_files),
+)
+KEYS = tuple(key for key, _, _ in _READERS)
+
+
 def parse_table(table: Any, path: Path) -> Config:
     where = f"{path}: [tool.flowtrace]"
     if not isinstance(table, dict):
@@ -166,83 +270,9 @@ def parse_table(table: Any, path: Path) -> Config:
             close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(KEYS)})"
             raise ConfigError(f"{where}: unknown key {key!r}{hint}")
-    codes = rule_codes()
-
-    def strings(key: str) -> tuple[str, ...]:
-        value = table[key]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where} {key}: expected an array of strings, got {_type(value)}")
-        return tuple(value)
-
-    def selectors(key: str, values: tuple[str, ...]) -> tuple[str, ...]:
-        out = []
-        for v in values:
-            sel = normalise_selector(v)
-            problem = check_selector(sel, codes)
-            if problem:
-                raise ConfigError(f"{where} {key}: {problem}")
-            out.append(sel)
-        return tuple(out)
-
-    kwargs: dict[str, Any] = {"path": path}
-    if "select" in table:
-        kwargs["select"] = selectors("select", strings("select"))
-    if "extend-select" in table:
-        kwargs["extend_select"] = selectors("extend-select", strings("extend-select"))
-    if "ignore" in table:
-        kwargs["ignore"] = selectors("ignore", strings("ignore"))
-
-    def patterns(key: str, values) -> None:  # noqa: ANN001
-        from flowtrace.sources.discover import _pattern_problem
-
-        for v in values:
-            problem = _pattern_problem(v)
-            if problem:
-                raise ConfigError(f"{where} {key}: pattern {v!r}: {problem}")
-
-    if "exclude" in table:
-        kwargs["exclude"] = strings("exclude")
-        patterns("exclude", kwargs["exclude"])
-    if "per-file-ignores" in table:
-        pfi = table["per-file-ignores"]
-        if not isinstance(pfi, dict):
-            raise ConfigError(f"{where} per-file-ignores: expected a table of pattern = [codes], got {_type(pfi)}")
-        entries = []
-        patterns("per-file-ignores", pfi)
-        for pattern, value in pfi.items():
-            key = f'per-file-ignores."{pattern}"'
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{where} {key}: expected an array of rule codes, got {_type(value)}")
-            entries.append((pattern, selectors(key, tuple(value))))
-        kwargs["per_file_ignores"] = tuple(entries)
-    if "fail-on" in table:
-        value = table["fail-on"]
-        if value not in SEVERITIES:
-            shown = repr(value) if isinstance(value, str) else _type(value)
-            raise ConfigError(f"{where} fail-on: expected one of {', '.join(SEVERITIES)}, got {shown}")
-        kwargs["fail_on"] = value
-    if "profile-files" in table:
-        base = path.parent if path is not None else Path(".")
-        kwargs["profile_files"] = tuple(base / f for f in strings("profile-files"))
-        from flowtrace.engines.profiles import load_profile
-
-        # a bad profile is reported against its own file and key
-        kwargs["_user_names"] = tuple(load_profile(f).name for f in kwargs["profile_files"])
-    if "profile" in table:
-        value = table["profile"]
-        if not isinstance(value, str):
-            raise ConfigError(f"{where} profile: expected a string, got {_type(value)}")
-        from flowtrace.engines.profiles import ProfileError, available_profiles
-
-        try:
-            names = tuple(available_profiles()) + kwargs.get("_user_names", ())
-        except ProfileError:
-            names = ()
-        if names and value not in names:
-            raise ConfigError(f"{where} profile: unknown profile {value!r} (available: {', '.join(names)})")
-        kwargs["profile"] = value
-    kwargs.pop("_user_names", None)
-    return Config(**kwargs)
+    t = _Table(table, path, where, rule_codes())
+    read = {name: reader(t, key) for key, name, reader in _READERS if key in table}
+    return Config(path=path, **read)
 
 
 def settings_text(path: str, explicit: str | Path | None, isolated: bool, profile: str | None) -> str:

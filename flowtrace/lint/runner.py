@@ -24,18 +24,18 @@ import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
-from flowtrace.model.facts import Location
 from flowtrace.lint.display_paths import read_source
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 from flowtrace.lint.memo import ResultMemo
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
+    from flowtrace.index.build import IndexOptions
 
 UNUSED_SUPPRESSION = "FT016"
 
@@ -174,29 +174,13 @@ def _selectors(values: Sequence[str] | None, where: str, codes: tuple[str, ...])
     return parse_selectors(tuple(values), where=where, codes=codes)
 
 
-def run_check(
-    path: str | Path,
-    *,
-    select: Sequence[str] | None = None,
-    ignore: Sequence[str] = (),
-    extend_select: Sequence[str] = (),
-    per_file_ignores: Mapping[str, Sequence[str]] | None = None,
-    fail_on: str | None = None,
-    exit_zero: bool = False,
-    baseline: str | Path | None = None,
-    write_baseline: str | Path | None = None,
-    profile: str | None = None,
-    profile_files: Sequence[str | Path] = (),
-    exclude: Sequence[str] = (),
-    jobs: int | None = None,
-    use_cache: bool = True,
-    cache_dir: str | Path | None = None,
-    config: str | Path | None = None,
-    isolated: bool = False,
-    progress: bool | None = False,
-    require_engine_code: bool = True,
-) -> CheckOutcome:
-    """Scan ``path`` and apply the CI contract; see the module docstring for the order.
+def _strings(values: str | Sequence[str]) -> tuple[str, ...]:
+    return (values,) if isinstance(values, str) else tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """What one ``check`` run is asked for on top of ``[tool.flowtrace]`` (the command line's part).
 
     Selectors are code prefixes (``FT0``, ``FT003``) or ``ALL``; each string may hold several,
     comma-separated. ``select=None`` keeps the configured selection; ``config`` names a TOML
@@ -204,124 +188,227 @@ def run_check(
     ``require_engine_code`` makes a path without engine code a :class:`UsageError` (the CI
     contract); ``scan`` turns it off and reports an empty matrix instead.
     """
-    from flowtrace.analysis.scan import resolve_root, scan
-    from flowtrace.checks.run import run_rules
-    from flowtrace.lint import baseline as baselines
-    from flowtrace.index.build import IndexOptions
 
-    source = str(path)
-    if isolated:
-        cfg = Config()
-    elif source.startswith("pypi:"):
-        cfg = load_config(Path("."), config) if config is not None else Config()
-    else:
-        cfg = load_config(resolve_root(path), config)
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    fail_on: str | None = None
+    exit_zero: bool = False
+    baseline: str | Path | None = None
+    write_baseline: str | Path | None = None
+    profile: str | None = None
+    profile_files: tuple[str | Path, ...] = ()
+    exclude: tuple[str, ...] = ()
+    jobs: int | None = None
+    use_cache: bool = True
+    cache_dir: str | Path | None = None
+    config: str | Path | None = None
+    isolated: bool = False
+    progress: bool | None = False
+    require_engine_code: bool = True
 
-    codes = rule_codes()
-    cli_layer = SelectionLayer(
-        select=_selectors(select, "--select", codes),
-        extend_select=_selectors(extend_select, "--extend-select", codes) or (),
-        ignore=_selectors(ignore, "--ignore", codes) or (),
-    )
-    pfi_entries = list(cfg.per_file_ignores)
-    for pattern, values in (per_file_ignores or {}).items():
-        pfi_entries.append((pattern, _selectors(values, f"per-file-ignores {pattern!r}", codes) or ()))
-    per_file = PerFileIgnores(tuple(pfi_entries))
-    level = fail_on or cfg.fail_on or "warning"
-    if level not in SEVERITIES:
-        raise ConfigError(f"--fail-on: expected one of {', '.join(SEVERITIES)}, got {level!r}")
-    accepted = baselines.read(baseline) if baseline is not None and write_baseline is None else None
+    @classmethod
+    def of(
+        cls,
+        *,
+        select: str | Sequence[str] | None = None,
+        ignore: str | Sequence[str] = (),
+        extend_select: str | Sequence[str] = (),
+        per_file_ignores: Mapping[str, str | Sequence[str]] | None = None,
+        profile_files: Sequence[str | Path] = (),
+        exclude: Sequence[str] = (),
+        **rest: Any,
+    ) -> CheckOptions:
+        """Options from the loose forms a caller has at hand (a string for one selector, lists,
+        a mapping of per-file ignores); the scalar options pass through unchanged."""
+        return cls(
+            select=None if select is None else _strings(select),
+            ignore=_strings(ignore),
+            extend_select=_strings(extend_select),
+            per_file_ignores=tuple((pattern, _strings(codes)) for pattern, codes in (per_file_ignores or {}).items()),
+            profile_files=tuple(profile_files),
+            exclude=tuple(exclude),
+            **rest,
+        )
 
-    options = IndexOptions(
-        jobs=jobs,
-        use_cache=use_cache,
-        cache_dir=Path(cache_dir) if cache_dir else None,
-        excludes=tuple(cfg.exclude) + tuple(exclude),
-        progress=progress,
-    )
-    result = scan(path, profile=profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(profile_files))
-    if require_engine_code:
-        _require_engine_code(result, source)
-    enabled = resolve_selection(codes, [SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer])
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Everything decided from the options and the configuration before the scan (so a bad
+    selector, severity or baseline is reported before any work)."""
+
+    config: Config
+    codes: tuple[str, ...]
+    layers: tuple[SelectionLayer, ...]
+    per_file_entries: tuple[tuple[str, tuple[str, ...]], ...]
+    per_file: PerFileIgnores
+    fail_on: str
+    accepted: Any  # the baseline to apply (flowtrace.lint.baseline), None without one
+
+
+@dataclass(frozen=True, slots=True)
+class _Inline:
+    reported: tuple[Finding, ...]
+    used: Mapping[tuple[str, int], frozenset[str]]
+    suppressed: int
+
+
+def run_check(path: str | Path, options: CheckOptions | None = None, /, **values: Any) -> CheckOutcome:
+    """Scan ``path`` and apply the CI contract (see the module docstring for the order).
+
+    ``options`` is a :class:`CheckOptions`; keyword arguments instead build one with
+    :meth:`CheckOptions.of` (``run_check(path, select=["FT0"], jobs=1)``).
+    """
+    opts = options if options is not None else CheckOptions.of(**values)
+    if options is not None and values:
+        raise TypeError("run_check: pass a CheckOptions or keyword options, not both")
+    plan = _plan(path, opts)
+    result, index_options = _scan(path, opts, plan.config)
+    enabled = resolve_selection(plan.codes, plan.layers)
     rule_run = tuple(sorted(enabled - {UNUSED_SUPPRESSION}))
-    memo = _memo(result, options, (rule_run, tuple(sorted(enabled)), pfi_entries))
-
-    def rules() -> list[Finding]:
-        return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
-
-    raw = memo.get("rules", (), rules) if memo is not None else rules()
-
-    # per-file-ignores
-    kept: list[Finding] = []
-    ignored_per_file = 0
-    for f in raw:
-        if per_file.ignores(f.file, f.rule):
-            ignored_per_file += 1
-        else:
-            kept.append(f)
-
-    # inline suppressions
-    files = {f.file for f in kept}
-    # suppression comments are text, not facts: keyed by the content of every file they are read from
-    read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
-    if memo is not None and read_key is not None:
-        comments = memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))
-    else:
-        comments = collect_suppressions(result, files)
-    used: dict[tuple[str, int], set[str]] = defaultdict(set)
-    reported: list[Finding] = []
-    suppressed_inline = 0
-    for f in kept:
-        comment = comments.get((f.file, f.line))
-        if comment is not None and f.rule in comment.codes:
-            suppressed_inline += 1
-            used[(f.file, f.line)].add(f.rule)
-        else:
-            reported.append(f)
-
-    # FT016: suppressions that suppress nothing
-    if UNUSED_SUPPRESSION in enabled:
-        from flowtrace.checks.base import Rule
-
-        rule = Rule.registry[UNUSED_SUPPRESSION]
-        for key in sorted(comments):
-            comment = comments[key]
-            if per_file.ignores(comment.file, UNUSED_SUPPRESSION):
-                continue
-            f = _unused_finding(rule, comment, used[key], codes, enabled, per_file)
-            if f is None:
-                continue
-            if UNUSED_SUPPRESSION in comment.codes:
-                suppressed_inline += 1
-            else:
-                reported.append(f)
-
-    reported.sort(key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
-
-    written = None
-    if write_baseline is not None:
-        baselines.write(write_baseline, reported)
-        written = Path(write_baseline)
-        accepted = baselines.from_findings(reported)
-    suppressed_baseline = 0
-    if accepted is not None:
-        reported, suppressed_baseline = accepted.apply(reported)
-
+    memo = _memo(result, index_options, (rule_run, tuple(sorted(enabled)), list(plan.per_file_entries)))
+    raw = _rule_findings(result, rule_run, enabled, memo)
+    kept = [f for f in raw if not plan.per_file.ignores(f.file, f.rule)]
+    comments = _suppression_comments(result, kept, memo)
+    inline = _apply_inline(kept, comments)
+    unused, self_suppressed = _unused_suppressions(comments, inline.used, plan, enabled)
+    reported = sorted([*inline.reported, *unused], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+    reported, written, by_baseline = _apply_baseline(reported, opts, plan.accepted)
     return CheckOutcome(
         root=result.root,
         result=result,
         findings=tuple(reported),
-        fail_on=level,
-        exit_zero=exit_zero,
+        fail_on=plan.fail_on,
+        exit_zero=opts.exit_zero,
         enabled=tuple(sorted(enabled)),
-        config=cfg,
-        suppressed_inline=suppressed_inline,
-        suppressed_baseline=suppressed_baseline,
-        ignored_per_file=ignored_per_file,
+        config=plan.config,
+        suppressed_inline=inline.suppressed + self_suppressed,
+        suppressed_baseline=by_baseline,
+        ignored_per_file=len(raw) - len(kept),
         baseline_written=written,
         memo=memo,
     )
+
+
+def _load(path: str | Path, opts: CheckOptions) -> Config:
+    """``[tool.flowtrace]`` of the scanned tree (or of ``--config``; none when isolated)."""
+    from flowtrace.analysis.scan import resolve_root
+
+    if opts.isolated:
+        return Config()
+    if str(path).startswith("pypi:"):
+        return load_config(Path("."), opts.config) if opts.config is not None else Config()
+    return load_config(resolve_root(path), opts.config)
+
+
+def _plan(path: str | Path, opts: CheckOptions) -> _Plan:
+    from flowtrace.lint import baseline as baselines
+
+    cfg = _load(path, opts)
+    codes = rule_codes()
+    cli_layer = SelectionLayer(
+        select=_selectors(opts.select, "--select", codes),
+        extend_select=_selectors(opts.extend_select, "--extend-select", codes) or (),
+        ignore=_selectors(opts.ignore, "--ignore", codes) or (),
+    )
+    entries = tuple(cfg.per_file_ignores) + tuple(
+        (pattern, _selectors(values, f"per-file-ignores {pattern!r}", codes) or ()) for pattern, values in opts.per_file_ignores
+    )
+    level = opts.fail_on or cfg.fail_on or "warning"
+    if level not in SEVERITIES:
+        raise ConfigError(f"--fail-on: expected one of {', '.join(SEVERITIES)}, got {level!r}")
+    accepted = baselines.read(opts.baseline) if opts.baseline is not None and opts.write_baseline is None else None
+    layers = (SelectionLayer(cfg.select, cfg.extend_select, cfg.ignore), cli_layer)
+    return _Plan(cfg, codes, layers, entries, PerFileIgnores(entries), level, accepted)
+
+
+def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult, IndexOptions]:
+    from flowtrace.analysis.scan import scan
+    from flowtrace.index.build import IndexOptions
+
+    options = IndexOptions(
+        jobs=opts.jobs,
+        use_cache=opts.use_cache,
+        cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
+        excludes=tuple(cfg.exclude) + tuple(opts.exclude),
+        progress=opts.progress,
+    )
+    result = scan(path, profile=opts.profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files))
+    if opts.require_engine_code:
+        _require_engine_code(result, str(path))
+    return result, options
+
+
+def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: frozenset[str], memo: ResultMemo | None) -> list[Finding]:
+    """The enabled rules' findings (FT016 aside: it judges the suppressions afterwards)."""
+    from flowtrace.checks.run import run_rules
+
+    def rules() -> list[Finding]:
+        return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
+
+    return memo.get("rules", (), rules) if memo is not None else rules()
+
+
+def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
+    files = {f.file for f in kept}
+    # suppression comments are text, not facts: keyed by the content of every file they are read from
+    read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
+    if memo is not None and read_key is not None:
+        return memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))
+    return collect_suppressions(result, files)
+
+
+def _apply_inline(kept: list[Finding], comments: Mapping[tuple[str, int], SuppressionComment]) -> _Inline:
+    used: dict[tuple[str, int], set[str]] = defaultdict(set)
+    reported: list[Finding] = []
+    for f in kept:
+        comment = comments.get((f.file, f.line))
+        if comment is not None and f.rule in comment.codes:
+            used[(f.file, f.line)].add(f.rule)
+        else:
+            reported.append(f)
+    return _Inline(tuple(reported), {k: frozenset(v) for k, v in used.items()}, len(kept) - len(reported))
+
+
+def _unused_suppressions(comments: Mapping[tuple[str, int], SuppressionComment], used: Mapping[tuple[str, int], frozenset[str]], plan: _Plan, enabled: frozenset[str]) -> tuple[list[Finding], int]:
+    """FT016's findings (its rule judges each comment), and how many of them an
+    ``ignore[FT016]`` in the same comment silenced."""
+    if UNUSED_SUPPRESSION not in enabled:
+        return [], 0
+    from flowtrace.checks.ft016_unused_suppression import CommentUse, UnusedSuppression
+
+    rule = UnusedSuppression()
+    out: list[Finding] = []
+    silenced = 0
+    for key in sorted(comments):
+        comment = comments[key]
+        if plan.per_file.ignores(comment.file, UNUSED_SUPPRESSION):
+            continue
+        use = CommentUse(comment.file, comment.line, comment.text, comment.codes, used.get(key, frozenset()))
+        f = rule.judge(use, plan.codes, enabled, plan.per_file.ignores)
+        if f is None:
+            continue
+        if UNUSED_SUPPRESSION in comment.codes:
+            silenced += 1
+        else:
+            out.append(f)
+    return out, silenced
+
+
+def _apply_baseline(reported: list[Finding], opts: CheckOptions, accepted: Any) -> tuple[list[Finding], Path | None, int]:
+    """(findings left, baseline written, how many the baseline accepted)."""
+    from flowtrace.lint import baseline as baselines
+
+    written = None
+    if opts.write_baseline is not None:
+        baselines.write(opts.write_baseline, reported)
+        written = Path(opts.write_baseline)
+        accepted = baselines.from_findings(reported)
+    if accepted is None:
+        return reported, written, 0
+    left, count = accepted.apply(reported)
+    return left, written, count
 
 
 def text_key(result: ScanResult, files: Iterable[str]) -> list[tuple[str, str]] | None:
@@ -364,30 +451,6 @@ def _require_engine_code(result: ScanResult, source: str) -> None:
         f"{source}: no engine code to check ({what} model registry, capture setter or decoder-layer loop of {engines}); "
         f"point check at an engine checkout, e.g. the folder holding {looked}"
     )
-
-
-def _unused_finding(rule, comment: SuppressionComment, used: set[str], codes: tuple[str, ...], enabled: frozenset[str], per_file: PerFileIgnores) -> Finding | None:
-    if not comment.codes:
-        problems = ["needs codes"]
-        message = f"`{comment.text}` needs codes and suppresses nothing: write `# flowtrace: ignore[FT001]` with the codes to silence"
-    else:
-        unknown = [c for c in comment.codes if c not in codes]
-        unused = [
-            c
-            for c in comment.codes
-            if c in codes and c != UNUSED_SUPPRESSION and c not in used and c in enabled and not per_file.ignores(comment.file, c)
-        ]
-        if not unknown and not unused:
-            return None
-        parts = []
-        if unused:
-            parts.append(f"unused suppression for {', '.join(unused)} (no such finding on this line)")
-        if unknown:
-            parts.append(f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in suppression")
-        problems = unused + unknown
-        message = "; ".join(parts)
-    # Rule.finding builds the record (fingerprint from the file, comment and problems, no line).
-    return rule().finding(Location(comment.file, comment.line), message, None, f"{comment.file}|{comment.text}|{','.join(problems)}")
 
 
 # --------------------------------------------------------------------------- paths and rendering
