@@ -11,8 +11,9 @@ import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Callable
 
 from flowtrace.errors import ProfileError
 
@@ -36,49 +37,123 @@ class CaptureHelper:
 
 
 @dataclass(frozen=True, slots=True)
-class Profile:
+class CaptureFamily:
+    """Another capture family writing the same capture attribute (``[checks] capture_families``)."""
+
     name: str
-    description: str
-    path: str
-    detect_paths: tuple[str, ...]
-    markers: tuple[str, ...]
     setters: tuple[str, ...]
-    default_getters: tuple[str, ...]
-    attributes: tuple[str, ...]
-    flags: tuple[str, ...]
-    containers: tuple[str, ...]
-    packers: tuple[str, ...]
-    container_methods: tuple[str, ...]
-    helpers: tuple[CaptureHelper, ...]
-    layers_attribute: str
-    embedding_attribute: str
-    interfaces: tuple[str, ...]
-    holders: tuple[str, ...]
-    capture_mode_enum: str
-    entry_variables: tuple[str, ...]
-    dict_files: tuple[str, ...]
-    dict_name_pattern: str
-    dict_module_prefix: str
-    generation_dicts: tuple[str, ...]
-    layer_id_keys: tuple[str, ...]
-    fc_attribute: str
-    pp_guards: tuple[str, ...]
+
+
+# What a key holds. STRINGS: a list of strings; TEXT: a string; INT: an integer (not a bool);
+# HELPERS / FAMILIES: the two lists of small tables.
+STRINGS, TEXT, INT, HELPERS, FAMILIES = "strings", "str", "int", "helpers", "families"
+_EMPTY_OF: dict[str, object] = {STRINGS: (), TEXT: "", INT: None, HELPERS: (), FAMILIES: ()}
+_KIND_WORD: dict[str, str] = {STRINGS: "list", TEXT: "str", INT: "int", HELPERS: "list", FAMILIES: "list"}
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """One profile key, declared once on its :class:`Profile` field: its table, what it holds,
+    the regular-expression guard, the value an absent or empty key takes, and how the selected
+    profiles combine it into :class:`Conventions` (``merged``: the attribute, "" when the scan
+    does not read it; ``how``: union, ordered, each, each_ordered or helpers)."""
+
+    table: str
+    kind: str
+    regex: bool = False
+    fallback: object = None
+    merged: str | None = None
+    how: str = "union"
+
+
+def _key(table: str, kind: str = STRINGS, *, regex: bool = False, fallback: object = None, merged: str | None = None, how: str = "union") -> Any:
+    spec = KeySpec(table, kind, regex, fallback, merged, how)
+    return field(default=fallback if fallback is not None else _EMPTY_OF[kind], metadata={"key": spec})
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One engine profile. Every key is declared here, once, with its table and kind
+    (:func:`_key`): loading, validation, the known tables and keys and the merge into
+    :class:`Conventions` are all derived from these declarations. Keys only grow; each defaults
+    to empty, so a profile written for today's keys keeps loading."""
+
+    name: str = field(metadata={"key": KeySpec("engine", TEXT, merged="")})  # required
+    path: str
     digest: str  # content hash, part of the fact-cache key
-    # -- engines without a setter (see _SCHEMA_SOURCES): optional, empty by default -------------
-    config_keys: tuple[str, ...] = ()
-    context_fields: tuple[str, ...] = ()
-    context_feeds: tuple[str, ...] = ()
-    method_variables: tuple[str, ...] = ()
-    method: str = ""
-    builder_selector: str = ""
-    builder_method: str = ""
-    hooks: tuple[str, ...] = ()
-    layer_index_attributes: tuple[str, ...] = ()
-    serving_keys: tuple[str, ...] = ()
-    metadata_attributes: tuple[str, ...] = ()
-    opt_in_bases: tuple[str, ...] = ()
-    post_norm_id: int | None = None
-    registry_decorators: tuple[str, ...] = ()
+    description: str = _key("engine", TEXT, merged="")
+    detect_paths: tuple[str, ...] = _key("engine", merged="")
+    markers: tuple[str, ...] = _key("engine", merged="")  # merged by hand: see Conventions.merge
+    setters: tuple[str, ...] = _key("capture")
+    default_getters: tuple[str, ...] = _key("capture")
+    attributes: tuple[str, ...] = _key("capture")
+    flags: tuple[str, ...] = _key("capture")
+    containers: tuple[str, ...] = _key("capture")
+    packers: tuple[str, ...] = _key("capture")
+    container_methods: tuple[str, ...] = _key("capture")
+    helpers: tuple[CaptureHelper, ...] = _key("capture", HELPERS, how="helpers")
+    layers_attribute: str = _key("capture", TEXT, fallback="layers", merged="layers_attributes", how="each")
+    embedding_attribute: str = _key("capture", TEXT, fallback="embed_tokens", merged="embedding_attributes", how="each")
+    interfaces: tuple[str, ...] = _key("capture")
+    holders: tuple[str, ...] = _key("capture")
+    capture_mode_enum: str = _key("capture_mode:enum", TEXT, merged="capture_mode_enums", how="each")
+    entry_variables: tuple[str, ...] = _key("registry")
+    dict_files: tuple[str, ...] = _key("registry", how="ordered")
+    dict_name_pattern: str = _key("registry", TEXT, regex=True, merged="dict_name_patterns", how="each_ordered")
+    dict_module_prefix: str = _key("registry", TEXT, merged="dict_module_prefixes", how="each_ordered")
+    generation_dicts: tuple[str, ...] = _key("registry")
+    layer_id_keys: tuple[str, ...] = _key("draft", how="ordered")
+    fc_attribute: str = _key("draft", TEXT, fallback="fc", merged="fc_attributes", how="each")
+    pp_guards: tuple[str, ...] = _key("draft", how="ordered")
+    # -- engines without a setter: ids from a config attribute, a build context or a metadata hook
+    config_keys: tuple[str, ...] = _key("config_capture")
+    context_fields: tuple[str, ...] = _key("config_capture", how="ordered")
+    context_feeds: tuple[str, ...] = _key("config_capture")
+    method_variables: tuple[str, ...] = _key("config_capture")
+    method: str = _key("config_capture", TEXT, merged="methods", how="each")
+    builder_selector: str = _key("config_capture", TEXT, merged="builder_selectors", how="each")
+    builder_method: str = _key("config_capture", TEXT, merged="builder_methods", how="each")
+    hooks: tuple[str, ...] = _key("metadata_hook")
+    layer_index_attributes: tuple[str, ...] = _key("metadata_hook")
+    serving_keys: tuple[str, ...] = _key("metadata_hook", how="ordered")
+    metadata_attributes: tuple[str, ...] = _key("metadata_hook")
+    opt_in_bases: tuple[str, ...] = _key("metadata_hook")
+    post_norm_id: int | None = _key("metadata_hook", INT, merged="post_norm_ids", how="each")
+    # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
+    registry_decorators: tuple[str, ...] = _key("registry_extra:decorators")
+    # -- read by the checks, not the scan (flowtrace.engines.check_conventions) -----------------
+    target_methods: tuple[str, ...] = _key("checks", merged="")
+    draft_class_patterns: tuple[str, ...] = _key("checks", regex=True, merged="")
+    non_target_patterns: tuple[str, ...] = _key("checks", regex=True, merged="")
+    speculative_entry_points: tuple[str, ...] = _key("checks", merged="")
+    capture_families: tuple[CaptureFamily, ...] = _key("checks", FAMILIES, merged="")
+    embedding_id: int | None = _key("checks", INT, merged="")
+    interface_holder_path: tuple[str, ...] = _key("checks", merged="")
+
+
+def _where(field_name: str, spec: KeySpec) -> tuple[str, str]:
+    """(table, TOML key) of a declaration: ``table:key`` where the TOML name differs."""
+    table, _, toml = spec.table.partition(":")
+    return table, toml or field_name
+
+
+def profile_keys() -> tuple[tuple[str, str, str, KeySpec], ...]:
+    """(table, TOML key, Profile field, spec) of every declared key, in declaration order."""
+    out = []
+    for f in fields(Profile):
+        spec = f.metadata.get("key")
+        if spec is not None:
+            table, toml = _where(f.name, spec)
+            out.append((table, toml, f.name, spec))
+    return tuple(out)
+
+
+def profile_tables() -> dict[str, tuple[str, ...]]:
+    """Each table with its keys, in declaration order (what a profile may contain)."""
+    out: dict[str, list[str]] = {}
+    for table, toml, _, _ in profile_keys():
+        out.setdefault(table, []).append(toml)
+    return {t: tuple(k) for t, k in out.items()}
 
 
 def rules_directory() -> Path:
@@ -96,53 +171,6 @@ def rules_directory() -> Path:
         return bundled
     return package.parent / "rules"
 
-
-_SCHEMA: dict[str, dict[str, type]] = {
-    "engine": {"name": str, "description": str, "detect_paths": list, "markers": list},
-    "capture": {
-        "setters": list,
-        "default_getters": list,
-        "attributes": list,
-        "flags": list,
-        "containers": list,
-        "packers": list,
-        "container_methods": list,
-        "helpers": list,
-        "layers_attribute": str,
-        "embedding_attribute": str,
-        "interfaces": list,
-        "holders": list,
-    },
-    "capture_mode": {"enum": str},
-    "registry": {"entry_variables": list, "dict_files": list, "dict_name_pattern": str, "dict_module_prefix": str, "generation_dicts": list},
-    "draft": {"layer_id_keys": list, "fc_attribute": str, "pp_guards": list},
-}
-
-
-# Keys for engines whose ids come from a config attribute, a build context or a serving-config
-# metadata hook instead of a setter (LMDeploy- and TensorRT-LLM-shaped code). Kept apart from
-# _SCHEMA so that each block grows on its own; every key is optional.
-_SCHEMA_SOURCES: dict[str, dict[str, type]] = {
-    "config_capture": {
-        "config_keys": list,
-        "context_fields": list,
-        "context_feeds": list,
-        "method_variables": list,
-        "method": str,
-        "builder_selector": str,
-        "builder_method": str,
-    },
-    "metadata_hook": {
-        "hooks": list,
-        "layer_index_attributes": list,
-        "serving_keys": list,
-        "metadata_attributes": list,
-        "opt_in_bases": list,
-        "post_norm_id": int,
-    },
-    # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
-    "registry_extra": {"decorators": list},
-}
 
 # A profile is a few dozen lines; anything far larger is a mistake (or hostile) and is refused
 # before it is parsed.
@@ -208,31 +236,67 @@ def regex_problem(pattern: str) -> str | None:
     return None
 
 
-def _read_table(data: dict, path: Path, schema: dict[str, dict[str, type]]) -> dict[str, dict]:
-    """Each section of ``schema`` with its keys checked; absent sections and keys are empty."""
-    where = str(path)
-    out: dict[str, dict] = {}
-    for section, keys in schema.items():
+def _helpers(value: list, where: str) -> tuple[CaptureHelper, ...]:
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"name", "label_arg"} or not isinstance(item.get("name"), str) or type(item.get("label_arg")) is not int:
+            raise ProfileError(f"{where} entries need {{ name = str, label_arg = int }}, found {item!r}")
+        out.append(CaptureHelper(item["name"], item["label_arg"]))
+    return tuple(out)
+
+
+def _families(value: list, where: str) -> tuple[CaptureFamily, ...]:
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("setters", []), list):
+            raise ProfileError(f"{where} entries need {{ name = str, setters = [str] }}, found {item!r}")
+        out.append(CaptureFamily(item["name"], _strings(item.get("setters", []), f"{where} {item['name']}.setters")))
+    return tuple(out)
+
+
+_PYTHON_TYPE: dict[str, type] = {STRINGS: list, TEXT: str, INT: int, HELPERS: list, FAMILIES: list}
+
+
+def _read_key(table: dict, toml: str, spec: KeySpec, where: str) -> Any:
+    """One key's value, checked against its declaration (absent: its default)."""
+    if toml not in table:
+        return spec.fallback if spec.fallback is not None else _EMPTY_OF[spec.kind]
+    value: Any = table[toml]
+    if not isinstance(value, _PYTHON_TYPE[spec.kind]) or isinstance(value, bool):
+        raise ProfileError(f"{where} {toml} must be a {_KIND_WORD[spec.kind]}, found {type(value).__name__}")
+    converters: dict[str, Callable[[list, str], Any]] = {STRINGS: _strings, HELPERS: _helpers, FAMILIES: _families}
+    convert = converters.get(spec.kind)
+    read: Any = convert(table[toml], f"{where} {toml}") if convert is not None else value
+    if spec.regex:
+        _guard_patterns(read, f"{where} {toml}")
+    if spec.fallback is not None and not read:
+        return spec.fallback
+    return read
+
+
+def _guard_patterns(read: str | tuple[str, ...], where: str) -> None:
+    """The regular-expression guard (:func:`regex_problem`) on one pattern or a list of them."""
+    for pattern in (read,) if isinstance(read, str) else read:
+        problem = regex_problem(pattern) if pattern else None
+        if problem:
+            raise ProfileError(f"{where}: {problem}" if isinstance(read, str) else f"{where}: {pattern!r}: {problem}")
+
+
+def _read_tables(data: dict, path: Path) -> dict[str, object]:
+    """Every declared key, table by table, as Profile field values."""
+    values: dict[str, object] = {}
+    keys = profile_keys()
+    for section, names in profile_tables().items():
         table = data.get(section, {})
         if not isinstance(table, dict):
-            raise ProfileError(f"{where}: [{section}] must be a table, found {type(table).__name__}")
-        unknown = sorted(set(table) - set(keys))
+            raise ProfileError(f"{path}: [{section}] must be a table, found {type(table).__name__}")
+        unknown = sorted(set(table) - set(names))
         if unknown:
-            raise ProfileError(f"{where}: [{section}] has unknown key(s) {', '.join(unknown)}")
-        values: dict = {}
-        for key, kind in keys.items():
-            value = table.get(key, _EMPTY[kind])
-            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                raise ProfileError(f"{where}: [{section}] {key} must be a {_KIND[kind]}, found {type(value).__name__}")
-            if kind is list and key != "helpers":
-                value = _strings(value, f"{where}: [{section}] {key}")  # type: ignore[arg-type]  # a list: checked above
-            values[key] = value
-        out[section] = values
-    return out
-
-
-_EMPTY: dict[type, object] = {list: [], str: "", int: None}
-_KIND: dict[type, str] = {list: "list", str: "str", int: "int"}
+            raise ProfileError(f"{path}: [{section}] has unknown key(s) {', '.join(unknown)}")
+        for t, toml, field_name, spec in keys:
+            if t == section:
+                values[field_name] = _read_key(table, toml, spec, f"{path}: [{section}]")
+    return values
 
 
 def _parse(path: Path) -> tuple[bytes, dict]:
@@ -254,13 +318,6 @@ def _parse(path: Path) -> tuple[bytes, dict]:
     return raw, data
 
 
-# --- Tables read by the checks, not by the scan (precision helper) ----------------------------
-# [checks] is validated and loaded by flowtrace.engines.check_conventions (its keys: target
-# methods, draft / non-target class patterns, speculative entry points, capture families, the
-# engine's embedding id, the interface's holder path). Listed here only so load_profile accepts it.
-_CHECK_TABLES = frozenset({"checks"})
-
-
 def load_profile(path: Path) -> Profile:
     """Load and validate one profile file.
 
@@ -269,71 +326,19 @@ def load_profile(path: Path) -> Profile:
     """
     path = Path(path)
     raw, data = _parse(path)
-    known = set(_SCHEMA) | set(_SCHEMA_SOURCES) | _CHECK_TABLES
+    known = set(profile_tables())
     unknown = sorted(k for k in data if k not in known)
     if unknown:
         raise ProfileError(f"{path}: unknown table(s) [{'], ['.join(unknown)}] (known: {', '.join(sorted(known))})")
     if "engine" not in data:
         raise ProfileError(f"{path}: missing table [engine] (a profile needs at least [engine] name = \"...\")")
-    tables = _read_table(data, path, _SCHEMA)
-    sources = _read_table(data, path, _SCHEMA_SOURCES)
-    e, c, r, d = tables["engine"], tables["capture"], tables["registry"], tables["draft"]
-    if not e["name"]:
+    values = _read_tables(data, path)
+    name = values["name"]
+    if not name:
         raise ProfileError(f"{path}: [engine] is missing the key 'name'")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", e["name"]):
-        raise ProfileError(f"{path}: [engine] name must be 1-64 letters, digits, '_', '.' or '-', found {e['name']!r}")
-    helpers = []
-    for item in c["helpers"]:
-        if not isinstance(item, dict) or set(item) != {"name", "label_arg"} or not isinstance(item.get("name"), str) or type(item.get("label_arg")) is not int:
-            raise ProfileError(f"{path}: [capture] helpers entries need {{ name = str, label_arg = int }}, found {item!r}")
-        helpers.append(CaptureHelper(item["name"], item["label_arg"]))
-    problem = regex_problem(r["dict_name_pattern"]) if r["dict_name_pattern"] else None
-    if problem:
-        raise ProfileError(f"{path}: [registry] dict_name_pattern: {problem}")
-    cc, mh = sources["config_capture"], sources["metadata_hook"]
-    return Profile(
-        name=e["name"],
-        description=e["description"],
-        path=str(path),
-        detect_paths=e["detect_paths"],
-        markers=e["markers"],
-        setters=c["setters"],
-        default_getters=c["default_getters"],
-        attributes=c["attributes"],
-        flags=c["flags"],
-        containers=c["containers"],
-        packers=c["packers"],
-        container_methods=c["container_methods"],
-        helpers=tuple(helpers),
-        layers_attribute=c["layers_attribute"] or "layers",
-        embedding_attribute=c["embedding_attribute"] or "embed_tokens",
-        interfaces=c["interfaces"],
-        holders=c["holders"],
-        capture_mode_enum=tables["capture_mode"]["enum"],
-        entry_variables=r["entry_variables"],
-        dict_files=r["dict_files"],
-        dict_name_pattern=r["dict_name_pattern"],
-        dict_module_prefix=r["dict_module_prefix"],
-        generation_dicts=r["generation_dicts"],
-        layer_id_keys=d["layer_id_keys"],
-        fc_attribute=d["fc_attribute"] or "fc",
-        pp_guards=d["pp_guards"],
-        digest=hashlib.sha256(raw).hexdigest()[:16],
-        config_keys=cc["config_keys"],
-        context_fields=cc["context_fields"],
-        context_feeds=cc["context_feeds"],
-        method_variables=cc["method_variables"],
-        method=cc["method"],
-        builder_selector=cc["builder_selector"],
-        builder_method=cc["builder_method"],
-        hooks=mh["hooks"],
-        layer_index_attributes=mh["layer_index_attributes"],
-        serving_keys=mh["serving_keys"],
-        metadata_attributes=mh["metadata_attributes"],
-        opt_in_bases=mh["opt_in_bases"],
-        post_norm_id=mh["post_norm_id"],
-        registry_decorators=sources["registry_extra"]["decorators"],
-    )
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        raise ProfileError(f"{path}: [engine] name must be 1-64 letters, digits, '_', '.' or '-', found {name!r}")
+    return Profile(path=str(path), digest=hashlib.sha256(raw).hexdigest()[:16], **values)  # type: ignore[arg-type]
 
 
 def available_profiles(directory: Path | None = None) -> dict[str, Path]:
@@ -424,54 +429,45 @@ class Conventions:
 
     @classmethod
     def merge(cls, profiles: list[Profile]) -> Conventions:
-        def union(attr: str) -> frozenset[str]:
-            return frozenset(x for p in profiles for x in getattr(p, attr) if x)
-
-        def ordered(attr: str) -> tuple[str, ...]:
-            return tuple(dict.fromkeys(x for p in profiles for x in getattr(p, attr) if x))
-
-        helpers = tuple({h.name: h for p in profiles for h in p.helpers}.values())
+        """The union of the profiles, each key combined as its declaration says (``merged`` /
+        ``how`` on the :class:`Profile` field); markers, setter order and digest are derived."""
+        values: dict[str, object] = {}
+        for _, _, name, spec in profile_keys():
+            if spec.merged != "":
+                values[spec.merged or name] = _MERGE[spec.how](profiles, name)
+        setters = _union(profiles, "setters")
         markers = sorted(
-            {m for p in profiles for m in p.markers} | union("setters") | union("attributes") | union("config_keys") | union("hooks") | union("context_feeds") | union("serving_keys")
-            | {f.rsplit(".", 1)[-1] for f in union("context_fields")}
+            {m for p in profiles for m in p.markers} | setters | _union(profiles, "attributes") | _union(profiles, "config_keys") | _union(profiles, "hooks")
+            | _union(profiles, "context_feeds") | _union(profiles, "serving_keys") | {f.rsplit(".", 1)[-1] for f in _union(profiles, "context_fields")}
         )
         return cls(
-            setters=union("setters"),
-            setter_order=ordered("setters"),
-            default_getters=union("default_getters"),
-            attributes=union("attributes"),
-            flags=union("flags"),
-            containers=union("containers"),
-            packers=union("packers"),
-            container_methods=union("container_methods"),
-            helpers=helpers,
-            layers_attributes=frozenset(p.layers_attribute for p in profiles),
-            embedding_attributes=frozenset(p.embedding_attribute for p in profiles),
-            interfaces=union("interfaces"),
-            holders=union("holders"),
-            capture_mode_enums=frozenset(p.capture_mode_enum for p in profiles if p.capture_mode_enum),
-            entry_variables=union("entry_variables"),
-            dict_files=ordered("dict_files"),
-            dict_name_patterns=tuple(p.dict_name_pattern for p in profiles if p.dict_name_pattern),
-            dict_module_prefixes=tuple(p.dict_module_prefix for p in profiles if p.dict_module_prefix),
-            generation_dicts=union("generation_dicts"),
-            layer_id_keys=ordered("layer_id_keys"),
-            fc_attributes=frozenset(p.fc_attribute for p in profiles),
-            pp_guards=ordered("pp_guards"),
+            setter_order=_ordered(profiles, "setters"),
             markers=tuple(m.encode() for m in markers),
             digest=hashlib.sha256("".join(p.digest for p in profiles).encode()).hexdigest()[:16],
-            config_keys=union("config_keys"),
-            context_fields=ordered("context_fields"),
-            context_feeds=union("context_feeds"),
-            method_variables=union("method_variables"),
-            methods=frozenset(p.method for p in profiles if p.method),
-            builder_selectors=frozenset(p.builder_selector for p in profiles if p.builder_selector),
-            builder_methods=frozenset(p.builder_method for p in profiles if p.builder_method),
-            hooks=union("hooks"),
-            layer_index_attributes=union("layer_index_attributes"),
-            serving_keys=ordered("serving_keys"),
-            metadata_attributes=union("metadata_attributes"),
-            opt_in_bases=union("opt_in_bases"),
-            post_norm_ids=frozenset(p.post_norm_id for p in profiles if p.post_norm_id is not None),
-            registry_decorators=union("registry_decorators"),
+            **values,  # type: ignore[arg-type]
         )
+
+
+def _union(profiles: list[Profile], attr: str) -> frozenset:
+    return frozenset(x for p in profiles for x in getattr(p, attr) if x)
+
+
+def _ordered(profiles: list[Profile], attr: str) -> tuple:
+    return tuple(dict.fromkeys(x for p in profiles for x in getattr(p, attr) if x))
+
+
+def _each(profiles: list[Profile], attr: str) -> frozenset:
+    return frozenset(v for p in profiles if (v := getattr(p, attr)) is not None and v != "")
+
+
+def _each_ordered(profiles: list[Profile], attr: str) -> tuple:
+    return tuple(v for p in profiles if (v := getattr(p, attr)) is not None and v != "")
+
+
+def _helpers_by_name(profiles: list[Profile], attr: str) -> tuple:
+    return tuple({h.name: h for p in profiles for h in getattr(p, attr)}.values())
+
+
+_MERGE: dict[str, Callable[[list[Profile], str], object]] = {
+    "union": _union, "ordered": _ordered, "each": _each, "each_ordered": _each_ordered, "helpers": _helpers_by_name,
+}
