@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 from flowtrace import api
-from flowtrace.analysis.compat import compat_json
+from flowtrace.render.compat_json import compat_json
+from flowtrace.render.compat_words import differences_text
 from flowtrace.cli.main import main
 
 
@@ -37,7 +38,7 @@ def specforge_draft(tmp_path, ids, hidden=64):
 
 def test_match_when_engine_adds_one_like_the_training_convention(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
-    assert verdict.verdict == "MATCH", verdict.differences
+    assert verdict.verdict == "MATCH", differences_text(verdict)
     assert verdict.trained == (0, 3, 31) == verdict.served
 
 
@@ -45,33 +46,33 @@ def test_off_by_one_on_an_identity_engine(tmp_path, vllm_scan):
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), specforge_draft(tmp_path, [1, 15, 28]))
     assert verdict.verdict == "MISMATCH"
     assert verdict.trained == (2, 16, 29) and verdict.served == (1, 15, 28)
-    assert verdict.differences[0].startswith("slot 0: trained on b=2 (output of layer 1), served b=1")
+    assert differences_text(verdict)[0].startswith("slot 0: trained on b=2 (output of layer 1), served b=1")
 
 
 def test_embedding_requested_but_never_captured(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "BetaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert verdict.verdict == "MISMATCH"
-    assert any("trained on b=0 (embedding)" in d for d in verdict.differences)
-    assert any("count" in d for d in verdict.differences)
+    assert any("trained on b=0 (embedding)" in d for d in differences_text(verdict))
+    assert any("count" in d for d in differences_text(verdict))
 
 
 def test_last_layer_unreachable(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [1, 15, 31]))
     assert verdict.verdict == "MISMATCH"
-    assert any("b=32" in d and "served nothing" in d for d in verdict.differences)
+    assert any("b=32" in d and "served nothing" in d for d in differences_text(verdict))
 
 
 def test_default_ids_on_both_sides(tmp_path, sglang_scan):
     # SpecForge default [1, L//2 - 1, L - 4] as layer outputs = boundaries [2, 16, 29];
     # Beta's own default [1, n//2 - 1, n - 4] captured after layer i gives the same.
     verdict = api.compat(sglang_scan, target(tmp_path, "BetaForCausalLM"), specforge_draft(tmp_path, None))
-    assert verdict.verdict == "MATCH", verdict.differences
+    assert verdict.verdict == "MATCH", differences_text(verdict)
 
 
 def test_width_and_nested_text_config(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "OmegaVLForConditionalGeneration", nested=True, hidden=128), specforge_draft(tmp_path, [1, 15, 28], hidden=64))
     assert verdict.verdict == "MISMATCH"
-    assert any(d.startswith("width:") for d in verdict.differences)
+    assert any(d.startswith("width:") for d in differences_text(verdict))
 
 
 def test_trained_with_hf_index_last_index_is_after_the_final_norm(tmp_path, vllm_scan):
@@ -145,7 +146,7 @@ def test_suggested_ids_confirmed_with_trained_boundaries(tmp_path, sglang_scan):
     assert api.compat(sglang_scan, t, edited).verdict == "MISMATCH"
     # ... but the weights were trained on [0, 3, 31]; stating that gives MATCH.
     verdict = api.compat(sglang_scan, t, edited, trained_boundaries="0,3,31")
-    assert verdict.verdict == "MATCH", verdict.differences
+    assert verdict.verdict == "MATCH", differences_text(verdict)
     assert verdict.convention == "given" and verdict.suggestions == ()
 
 
@@ -200,7 +201,7 @@ def draft_dir(tmp_path, ids, fc_shape, hidden=64):
 def test_draft_folder_width_agrees(tmp_path, vllm_scan):
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft_dir(tmp_path, [1, 15, 28], [64, 192]))
     assert verdict.checkpoint.slots(64) == 3
-    assert not any(d.startswith("checkpoint:") for d in verdict.differences)
+    assert not any(d.startswith("checkpoint:") for d in differences_text(verdict))
     doc = compat_json(verdict)["draft_checkpoint"]
     assert doc["fc_in_features"] == 192 and doc["slots"] == 3 and doc["file"].endswith("model.safetensors")
 
@@ -209,13 +210,13 @@ def test_draft_folder_width_disagrees_with_config_and_engine(tmp_path, vllm_scan
     # fc takes 2 x 64 although the config names 3 ids and the engine captures 3 states.
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft_dir(tmp_path, [2, 16, 29], [64, 128]), trained_with="boundary")
     assert verdict.verdict == "MISMATCH"
-    lines = [d for d in verdict.differences if d.startswith("checkpoint:")]
+    lines = [d for d in differences_text(verdict) if d.startswith("checkpoint:")]
     assert any("names 3 states" in d for d in lines) and any("engine captures 3 x 64" in d for d in lines)
 
 
 def test_draft_folder_width_not_a_multiple(tmp_path, vllm_scan):
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft_dir(tmp_path, [2, 16, 29], [64, 100]), trained_with="boundary")
-    assert any("not a multiple of the target hidden size 64" in d for d in verdict.differences)
+    assert any("not a multiple of the target hidden size 64" in d for d in differences_text(verdict))
 
 
 def test_hostile_checkpoint_is_one_line_exit_2(tmp_path):
@@ -256,8 +257,8 @@ def test_each_id_followed_through_both_sides(tmp_path, vllm_scan, sglang_scan):
     # beta.py: identity, recorded after layer i (boundary i + 1); -1 never reached.
     beta = api.compat(sglang_scan, target(tmp_path, "BetaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert [(p.draft_id, p.served) for p in beta.id_paths] == [(-1, None), (2, 3), (30, 31)]
-    assert beta.differences[0].startswith("slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)")
-    assert "beta.py:" in beta.differences[0]
+    assert differences_text(beta)[0].startswith("slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)")
+    assert "beta.py:" in differences_text(beta)[0]
 
 
 def test_json_suggestions_shape(tmp_path):
@@ -275,7 +276,7 @@ def test_json_suggestions_shape(tmp_path):
 def test_raising_engine_gets_ids_that_fill_every_slot(tmp_path, sglang_scan):
     verdict = api.compat(sglang_scan, target(tmp_path, "RhoForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert verdict.served is None and verdict.verdict == "MISMATCH"
-    assert any(d.startswith("the engine raises:") and "rho.py:" in d for d in verdict.differences)
+    assert any(d.startswith("the engine raises:") and "rho.py:" in d for d in differences_text(verdict))
     # each id's path is still shown: -1 never recorded, 2 and 30 recorded as boundaries 2 and 30
     assert [(p.draft_id, p.served) for p in verdict.id_paths] == [(-1, None), (2, 2), (30, 30)]
     assert verdict.suggestions[0].ids == (0, 3, 31)
@@ -318,3 +319,14 @@ def test_metadata_hook_engine_suggests_serving_config_ids(tmp_path):
     first = verdict.suggestions[0]
     assert first.ids == (2, 16, 29) and first.served == (3, 17, 30)
     assert first.config == "serving config" and first.key == "eagle3_layers_to_capture"
+
+
+def test_differences_are_records_the_renderer_words(tmp_path, vllm_scan):
+    """The analysis states which numbers disagree; the words come from render.compat_words."""
+    from flowtrace.analysis.compat import DifferenceKind
+
+    verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), specforge_draft(tmp_path, [1, 15, 28]))
+    # SpecForge ids 1, 15, 28 mean outputs of those layers (b = 2, 16, 29); the identity engine records b = 1, 15, 28
+    slots = [d.slot for d in verdict.differences if d.kind == DifferenceKind.SLOT]
+    assert [(s.trained, s.served) for s in slots] == [(2, 1), (16, 15), (29, 28)]
+    assert all(isinstance(d, str) for d in differences_text(verdict))

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 from flowtrace import api
-from flowtrace.analysis.compat import compat_json
+from flowtrace.render.compat_json import compat_json
+from flowtrace.render.compat_words import differences_text
 from flowtrace.cli.main import main
 from test_checkpoint import tensors, write_safetensors
 
@@ -54,7 +55,7 @@ def test_a_draft_id_past_the_targets_layers_does_not_fit(tmp_path, sglang_scan):
     # specforge id 40 means b=41; the target has L = 32 boundaries past the embedding.
     draft = _draft(tmp_path / "draft", [1, 15, 40], target_hidden_size=64)
     verdict = api.compat(sglang_scan, _target(tmp_path, "GammaForCausalLM"), draft / "config.json")
-    assert verdict.differences[0] == "fit: this draft does not fit this target (L = 32): id 40 (b=41) lies past the last layer's output b=32"
+    assert differences_text(verdict)[0] == "fit: this draft does not fit this target (L = 32): id 40 (b=41) lies past the last layer's output b=32"
     assert verdict.suggestions == ()
     out = _compat(SGLANG_LIKE, tmp_path / "target.json", draft / "config.json")
     assert out.exit_code == 1

@@ -21,11 +21,11 @@ from pathlib import Path
 from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import ProfileError, rules_directory
-from flowtrace.analysis.resolve import Project
-from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest, suggestion_json
+from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
 from flowtrace.analysis.source_trace import source_notes, trace_model
-from flowtrace.analysis.trace import TraceResult, describe_boundary
-from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, checkpoint_json, read_draft_checkpoint, read_regular_file
+from flowtrace.analysis.trace import TraceResult
+from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, read_draft_checkpoint, read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -166,15 +166,60 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
 
 
 
+class SlotForm(F.Word):
+    """How a differing slot was paired (the renderer words each form)."""
+
+    PATH = "path"  # one draft id followed through the setter to the boundary recorded
+    PAIR = "pair"  # same count: the fc's inputs position by position
+    MISSING = "missing"  # a trained boundary the engine does not serve (counts differ)
+    EXTRA = "extra"  # a served boundary the draft was not trained on (counts differ)
+
+
 @dataclass(frozen=True, slots=True)
 class SlotDifference:
-    """One slot where training and serving disagree, with the line that decides it."""
+    """One slot where training and serving disagree, with the line that decides it and the
+    trace's account of why (render: :func:`flowtrace.render.compat_words.slot_why`)."""
 
     slot: int
     trained: int | None
     served: int | None
     decided_at: str | None
-    why: str
+    reason: str  # the trace's words for what decided it (a setter branch, a dropping capture site)
+    form: SlotForm
+    draft_id: int | None = None  # PATH: the draft's id and the engine's index for it
+    engine_index: int | None = None
+    recorded: bool = False  # PATH while the forward raises: what the loop records before it does
+
+
+class DifferenceKind(F.Word):
+    """What kind of difference decides a MISMATCH (the renderer words each kind)."""
+
+    SLOT = "slot"
+    UNDECIDED = "undecided"
+    RAISES = "raises"
+    NOTHING = "nothing"
+    COUNT = "count"
+    WIDTH = "width"
+    CHECKPOINT_OTHER_TARGET = "checkpoint_other_target"
+    CHECKPOINT_LAYOUT = "checkpoint_layout"
+    CHECKPOINT_SERVED = "checkpoint_served"
+    FIT = "fit"  # trained boundaries past the target's last layer: the draft was trained on a deeper model
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One reason for MISMATCH, as data: which numbers disagree and where; no words."""
+
+    kind: DifferenceKind
+    slot: SlotDifference | None = None  # SLOT
+    numbered: bool = True  # SLOT: the slots line up position by position
+    reason: str | None = None  # UNDECIDED / RAISES / NOTHING: the trace's reason
+    at: str | None = None  # RAISES / NOTHING: where the engine raises
+    expected: int | None = None  # COUNT, CHECKPOINT_*: states the fc takes; WIDTH: the draft's target_hidden_size
+    got: int | None = None  # COUNT, CHECKPOINT_SERVED: states captured; CHECKPOINT_LAYOUT: the layout's count; WIDTH: hidden_size
+    hidden: int | None = None  # the target's hidden size
+    beyond: tuple[tuple[int, int], ...] = ()  # FIT: (draft id, trained boundary) past the last layer
+    layers: int | None = None  # FIT: the target's L
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +235,7 @@ class CompatResult:
     engine_key: str | None
     trained: tuple[int, ...]
     served: tuple[int, ...] | None
-    differences: tuple[str, ...]
+    differences: tuple[Difference, ...]  # words: flowtrace.render.compat_words
     notes: tuple[str, ...]
     trace: TraceResult
     slots: tuple[SlotDifference, ...] = ()
@@ -206,9 +251,6 @@ class CompatResult:
     def exit_code(self) -> int:
         return 0 if self.verdict == "MATCH" else 1
 
-
-def _b(b: int, L: int) -> str:
-    return "HF hidden_states[L] (after the final norm)" if b == -L else describe_boundary(b, L)
 
 
 def parse_boundaries(text: str) -> list[int]:
@@ -266,7 +308,7 @@ def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
     return str(write.location), f"{who} {what}" + (f" ({tag})" if tag else "")
 
 
-def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str = "served") -> list[SlotDifference]:
+def _path_differences(trace: TraceResult, paths: list[IdPath], recorded: bool = False) -> list[SlotDifference]:
     """Slot by slot along each draft id's path: a shifted id cites the setter branch that
     mapped it, a dropped id the capture site that never records it."""
     setter_at, setter_why = _setter_branch(trace)
@@ -276,12 +318,11 @@ def _path_differences(trace: TraceResult, paths: list[IdPath], L: int, verb: str
         if p.served == p.trained:
             continue
         at, why = drops.get(p.engine_index, (setter_at, setter_why)) if p.served is None else (setter_at, setter_why)
-        served = _b(p.served, L) if p.served is not None else "nothing"
-        out.append(SlotDifference(k, p.trained, p.served, at, f"trained on {_b(p.trained, L)}, {verb} {served} (draft id {p.draft_id} -> engine index {p.engine_index}) — {why}"))
+        out.append(SlotDifference(k, p.trained, p.served, at, why, SlotForm.PATH, p.draft_id, p.engine_index, recorded))
     return out
 
 
-def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L: int) -> list[SlotDifference]:
+def _slot_differences(trace: TraceResult, want: list[int], served: list[int]) -> list[SlotDifference]:
     """What the fc receives that it was not trained on.
 
     Same count: slot by slot (the fc's inputs position by position), each citing the setter
@@ -289,18 +330,17 @@ def _slot_differences(trace: TraceResult, want: list[int], served: list[int], L:
     so each trained boundary the engine does not serve is listed with the dropped id's capture
     site, and each served boundary the draft was not trained on with the setter branch."""
     setter_at, setter_why = _setter_branch(trace)
-    text = lambda a, b: f"trained on {_b(a, L) if a is not None else 'nothing'}, served {_b(b, L) if b is not None else 'nothing'}"  # noqa: E731
     if len(want) == len(served):
-        return [SlotDifference(k, a, b, setter_at, f"{text(a, b)} — {setter_why}") for k, (a, b) in enumerate(zip(want, served)) if a != b]
+        return [SlotDifference(k, a, b, setter_at, setter_why, SlotForm.PAIR) for k, (a, b) in enumerate(zip(want, served)) if a != b]
     drops = iter([(at, text) for _, at, text in _dropped_steps(trace)])
     out = []
     for k, a in enumerate(want):
         if a not in served:
             at, why = next(drops, (setter_at, setter_why))
-            out.append(SlotDifference(k, a, None, at, f"missing: {text(a, None)} — {why}"))
+            out.append(SlotDifference(k, a, None, at, why, SlotForm.MISSING))
     for k, b in enumerate(served):
         if b not in want:
-            out.append(SlotDifference(k, None, b, setter_at, f"extra: served {_b(b, L)} in engine slot {k}, trained on nothing there — {setter_why}"))
+            out.append(SlotDifference(k, None, b, setter_at, setter_why, SlotForm.EXTRA))
     return out
 
 
@@ -333,7 +373,7 @@ def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: 
     return [IdPath(i, b, idx, None if idx in dropped else idx + offset) for i, b, idx in zip(draft_ids, trained, indices)]
 
 
-def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[str], list[str]]:
+def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[Difference], list[str]]:
     """(differences, notes) from the fc weight's width: against the target hidden size, the
     draft config's number of ids, and what the engine captures."""
     if ckpt is None:
@@ -345,12 +385,12 @@ def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, tr
         return [], [f"checkpoint {ckpt.file}: {name} in_features {width}; the target hidden size is unknown"]
     slots = ckpt.slots(hidden)
     if slots is None:
-        return [f"checkpoint: {name} in_features {width} is not a multiple of the target hidden size {hidden}: the draft was trained for another target"], []
+        return [Difference(DifferenceKind.CHECKPOINT_OTHER_TARGET, hidden=hidden)], []
     out = []
     if slots != trained:
-        out.append(f"checkpoint: {name} {list(ckpt.fc_shape or ())} takes {slots} x {hidden}, but the draft config's layout names {trained} states")
+        out.append(Difference(DifferenceKind.CHECKPOINT_LAYOUT, expected=slots, got=trained, hidden=hidden))
     if served is not None and slots != len(served):
-        out.append(f"checkpoint: {name} takes {slots} x {hidden} = {width}, the engine captures {len(served)} x {hidden} = {len(served) * hidden}")
+        out.append(Difference(DifferenceKind.CHECKPOINT_SERVED, expected=slots, got=len(served), hidden=hidden))
     return out, [f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings: {', '.join(ckpt.namings)})"]
 
 
@@ -380,20 +420,31 @@ def _hidden_size_warning(draft: dict, hidden: int | None, states: int) -> str | 
     )
 
 
-def _beyond_target(trained: list[int], used: list[int] | None, L: int) -> str | None:
-    """A trained boundary past the target's last layer: the draft was trained on a deeper model."""
+def _beyond_target(trained: list[int], used: list[int] | None, L: int) -> tuple[tuple[int, int], ...]:
+    """(draft id, trained boundary) of each trained boundary past the target's last layer:
+    the draft was trained on a deeper model."""
     ids = used if used is not None and len(used) == len(trained) else trained
-    beyond = [(i, b) for i, b in zip(ids, trained) if b > L]
-    if not beyond:
-        return None
-    named = ", ".join(f"id {i} (b={b})" for i, b in beyond)
-    return f"fit: this draft does not fit this target (L = {L}): {named} lies past the last layer's output b={L}"
+    return tuple((i, b) for i, b in zip(ids, trained) if b > L)
 
 
 def _contradicting_weights(ckpt: DraftCheckpoint | None, hidden: int | None, states: int) -> int | None:
     """The number of states the fc weight takes when it contradicts the draft config's count."""
     slots = ckpt.slots(hidden) if ckpt is not None and ckpt.fc_in_features is not None and hidden else None
     return slots if slots is not None and slots != states else None
+
+
+def _no_fix_reason(beyond: bool, weights_say: int | None, states: int, ckpt: DraftCheckpoint | None, hidden: int | None, target_hidden: object, target: int | None) -> str | None:
+    """Why changing the ids cannot help: no fix is offered that the draft itself contradicts."""
+    if beyond:
+        return "the draft was trained on a deeper target; no ids or engine change make this target serve those layers: use a draft trained for this target"
+    if weights_say is not None and ckpt is not None:
+        return (
+            f"the weights contradict the draft config: {ckpt.fc_name} {list(ckpt.fc_shape or ())} takes {weights_say} x {hidden}, the config names {states} ids; "
+            f"find the {weights_say} layers the draft was trained on (its training config) before changing any ids"
+        )
+    if isinstance(target_hidden, int) and target and target_hidden != target:
+        return f"the draft was trained for a target of hidden size {target_hidden}, not {target}: no ids fix a width"
+    return None
 
 
 def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None) -> bool:
@@ -417,15 +468,65 @@ def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: i
     return engine, training
 
 
-def compat(
-    project: Project,
-    target_config: str | Path,
-    draft_config: str | Path,
-    *,
-    trained_with: str | None = None,
-    engine_keys: tuple[str, ...] = (),
-    trained_boundaries_given: list[int] | None = None,
-) -> CompatResult:
+# --------------------------------------------------------------------------- the phases
+# compat = read_inputs -> trace_phase -> pair -> judge -> suggestions; each phase returns a
+# frozen record the next one reads, so each can be tested and read on its own.
+
+
+@dataclass(frozen=True, slots=True)
+class CompatInputs:
+    """Phase 1: the two configs read and checked, the target's class found, the draft's ids and
+    the layout it was trained on (converted under a training convention, or given)."""
+
+    target: dict
+    draft: dict
+    info: TargetInfo
+    conv: TrainingConvention
+    row: ModelRow
+    draft_ids: list[int] | None  # under the training convention's keys
+    engine_ids: list[int] | None  # under the keys the engine reads
+    engine_key: str | None
+    checkpoint: DraftCheckpoint | None
+    trained: list[int]
+    used: list[int] | None  # the ids the trained layout was converted from
+    convention_name: str
+    notes: tuple[str, ...]
+    given: bool  # --trained-boundaries: the layout was given, not converted
+    draft_dir: Path | None  # the draft given as a folder (its weights may be read)
+
+    @property
+    def target_hidden(self) -> int | None:
+        """The draft config's ``target_hidden_size`` when it is an integer."""
+        value = self.draft.get("target_hidden_size")
+        return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Traced:
+    """Phase 2: what the engine does with the ids it reads (or its own layout)."""
+
+    trace: TraceResult
+    engine_ids: list[int] | None  # None where the engine reads no ids (no setter: its own layout)
+    engine_key: str | None
+    engine_default: str | None
+    training_default: str | None
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """Phase 3: the trained and served layouts side by side, slot by slot."""
+
+    served: list[int] | None  # None: the engine serves nothing usable (raises, nothing, undecided)
+    want: list[int]  # the trained boundaries in layer order (engines concatenate in layer order)
+    paths: list[IdPath]
+    slots: list[SlotDifference]
+    numbered: bool  # the slots line up position by position ("slot k: ..." lines)
+
+
+def read_inputs(
+    project: Project, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None, engine_keys: tuple[str, ...], trained_boundaries_given: list[int] | None
+) -> CompatInputs:
     target = read_config(target_config, "target")
     draft = read_config(draft_config, "draft")
     info = target_info(target, str(target_config))
@@ -437,7 +538,6 @@ def compat(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    trace = trace_model(project, row, engine_ids, L, info.hidden_size, target)
     if trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:
@@ -447,119 +547,141 @@ def compat(
     else:
         trained, notes, used = trained_boundaries(conv, draft_ids, L)
         convention_name = conv.name
-    notes = list(notes)
-    engine_default = training_default = None
-    if row.source is not None:  # no setter: the engine serves its own layout (source_trace)
-        notes.extend(source_notes(row, engine_ids, trained))
-        engine_ids = engine_key = None
-    elif engine_ids is None:
-        engine_default, training_default = _defaults(project, row, conv, L, info.hidden_size)
-        notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
-    differences: list[str] = []
-    slots: list[SlotDifference] = []
-    served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
-    want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
-    paths = _id_paths(row, trace, draft_ids, engine_ids, trained) if trained_boundaries_given is None else []
-    if served is None:
-        where = raises_at(trace)
-        slots = _path_differences(trace, paths, L, "the loop records") if outcome(trace) == "raises" else []
-        differences += [f"slot {d.slot}: {d.why}" + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
-        if not decided(trace):
-            differences.append(f"undecided: flowtrace cannot decide what the engine captures: {reason(trace) or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)")
-        else:
-            differences.append(f"the engine {'raises' if outcome(trace) == 'raises' else 'captures nothing usable'}: {reason(trace) or 'no boundary recorded'}{f' (at {where})' if where else ''}")
-    else:
-        if want != trained:
-            notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")
-        slots = _path_differences(trace, paths, L) if paths else _slot_differences(trace, want, served, L)
-        differences += [(f"slot {d.slot}: {d.why}" if paths or len(want) == len(served) else d.why) + (f"  [{d.decided_at}]" if d.decided_at else "") for d in slots]
-        if len(want) != len(served):
-            differences.append(f"count: the draft's fc expects {len(want)} x {info.hidden_size or 'hidden'}, the engine captures {len(served)}")
-        notes += [f"engine drops id {i}: {why}" for i, why in trace.dropped]
-    target_hidden = draft.get("target_hidden_size")
-    if isinstance(target_hidden, int) and info.hidden_size and target_hidden != info.hidden_size:
-        differences.append(f"width: the draft was trained for target_hidden_size {target_hidden}, the target's hidden_size is {info.hidden_size}")
-    fc_hidden = info.hidden_size or (target_hidden if isinstance(target_hidden, int) else None)
-    more, ckpt_notes = _checkpoint_differences(checkpoint, fc_hidden, len(trained), served)
-    differences += more
-    notes += ckpt_notes
-    warnings = [w for w in (_hidden_size_warning(draft, info.hidden_size, len(trained)),) if w]
-    if Path(draft_config).is_dir() and checkpoint is None:
-        warnings.append(_unchecked_weights(Path(draft_config)))
-    beyond = _beyond_target(trained, used, L)
-    if beyond:
-        differences.insert(0, beyond)
-    weights_say = _contradicting_weights(checkpoint, fc_hidden, len(trained))
-    no_fix = _no_fix_reason(beyond, weights_say, len(trained), checkpoint, fc_hidden, target_hidden, info.hidden_size)
-    suggestions: tuple[Suggestion, ...] = ()
-    if differences and no_fix is None and not _trained_for_another_target(checkpoint, fc_hidden):
-        suggestions = suggest(project, row, want, L, info.hidden_size, engine_key or (engine_keys[0] if engine_keys else None))
-    return CompatResult(
-        verdict="MATCH" if not differences else "MISMATCH",
-        model=row.qualname,
-        architecture=info.architecture,
-        num_layers=L,
-        hidden_size=info.hidden_size,
-        convention=convention_name,
-        draft_ids=tuple(used) if used is not None else None,
-        engine_ids=tuple(engine_ids) if engine_ids is not None else None,
-        engine_key=engine_key,
-        trained=tuple(trained),
-        served=tuple(served) if served is not None else None,
-        differences=tuple(differences),
-        notes=tuple(notes),
-        trace=trace,
-        slots=tuple(slots),
-        suggestions=suggestions,
-        checkpoint=checkpoint,
-        engine_default=engine_default,
-        training_default=training_default,
-        id_paths=tuple(paths),
-        warnings=tuple(warnings),
-        no_fix=no_fix,
+    return CompatInputs(
+        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes), trained_boundaries_given is not None,
+        Path(draft_config) if Path(draft_config).is_dir() else None,
     )
 
 
-def _no_fix_reason(beyond: str | None, weights_say: int | None, states: int, ckpt: DraftCheckpoint | None, hidden: int | None, target_hidden: object, target: int | None) -> str | None:
-    """Why changing the ids cannot help: no fix is offered that the draft itself contradicts."""
+def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
+    info, row = inputs.info, inputs.row
+    trace = trace_model(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)
+    notes = list(inputs.notes)
+    engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
+    engine_default = training_default = None
+    if row.source is not None:  # no setter: the engine serves its own layout (source_trace)
+        notes.extend(source_notes(row, engine_ids, inputs.trained))
+        engine_ids = engine_key = None
+    elif engine_ids is None:
+        engine_default, training_default = _defaults(project, row, inputs.conv, info.num_layers, info.hidden_size)
+        notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
+    return Traced(trace, engine_ids, engine_key, engine_default, training_default, tuple(notes))
+
+
+def pair(inputs: CompatInputs, traced: Traced) -> Pairing:
+    trace, trained = traced.trace, inputs.trained
+    served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
+    want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
+    paths = _id_paths(inputs.row, trace, inputs.draft_ids, traced.engine_ids, trained) if not inputs.given else []
+    if served is None:
+        slots = _path_differences(trace, paths, recorded=True) if outcome(trace) == "raises" else []
+        return Pairing(None, want, paths, slots, numbered=True)
+    slots = _path_differences(trace, paths) if paths else _slot_differences(trace, want, served)
+    return Pairing(served, want, paths, slots, numbered=bool(paths) or len(want) == len(served))
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Phase 4: every difference (empty: MATCH), the notes that explain the verdict and the
+    warnings about what went unchecked or looks wrong without deciding it."""
+
+    differences: tuple[Difference, ...]
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def judge(inputs: CompatInputs, traced: Traced, pairing: Pairing) -> Judgement:
+    trace, served, want = traced.trace, pairing.served, pairing.want
+    differences = [Difference(DifferenceKind.SLOT, slot=d, numbered=pairing.numbered) for d in pairing.slots]
+    notes = list(traced.notes)
+    hidden, target_hidden = inputs.info.hidden_size, inputs.target_hidden
+    if served is None:
+        differences.append(_no_service(trace))
+    else:
+        if want != inputs.trained:
+            notes.append(f"draft ids are not in layer order; the engine concatenates in layer order {want}")
+        if len(want) != len(served):
+            differences.append(Difference(DifferenceKind.COUNT, expected=len(want), got=len(served), hidden=hidden))
+        notes += [f"engine drops id {i}: {why}" for i, why in trace.dropped]
+    if target_hidden is not None and hidden and target_hidden != hidden:
+        differences.append(Difference(DifferenceKind.WIDTH, expected=target_hidden, got=hidden, hidden=hidden))
+    more, ckpt_notes = _checkpoint_differences(inputs.checkpoint, hidden or target_hidden, len(inputs.trained), served)
+    differences += more
+    warnings = [w for w in (_hidden_size_warning(inputs.draft, hidden, len(inputs.trained)),) if w]
+    if inputs.draft_dir is not None and inputs.checkpoint is None:
+        warnings.append(_unchecked_weights(inputs.draft_dir))
+    beyond = _beyond_target(inputs.trained, inputs.used, inputs.info.num_layers)
     if beyond:
-        return "the draft was trained on a deeper target; no ids or engine change make this target serve those layers: use a draft trained for this target"
-    if weights_say is not None and ckpt is not None:
-        return (
-            f"the weights contradict the draft config: {ckpt.fc_name} {list(ckpt.fc_shape or ())} takes {weights_say} x {hidden}, the config names {states} ids; "
-            f"find the {weights_say} layers the draft was trained on (its training config) before changing any ids"
-        )
-    if isinstance(target_hidden, int) and target and target_hidden != target:
-        return f"the draft was trained for a target of hidden size {target_hidden}, not {target}: no ids fix a width"
-    return None
+        differences.insert(0, Difference(DifferenceKind.FIT, beyond=beyond, layers=inputs.info.num_layers))
+    return Judgement(tuple(differences), tuple(notes + ckpt_notes), tuple(warnings))
 
 
-def compat_json(result: CompatResult) -> dict:
-    from flowtrace.analysis.trace import trace_json
+def _no_service(trace: TraceResult) -> Difference:
+    """The difference when the engine serves nothing usable: undecided, raises or nothing."""
+    if not decided(trace):
+        return Difference(DifferenceKind.UNDECIDED, reason=reason(trace))
+    kind = DifferenceKind.RAISES if outcome(trace) == "raises" else DifferenceKind.NOTHING
+    return Difference(kind, reason=reason(trace), at=raises_at(trace))
 
-    return {
-        "schema": "flowtrace.compat/1",
-        "verdict": result.verdict,
-        "model": result.model,
-        "architecture": result.architecture,
-        "num_layers": result.num_layers,
-        "hidden_size": result.hidden_size,
-        "trained_with": result.convention,
-        "draft_ids": list(result.draft_ids) if result.draft_ids is not None else None,
-        "engine_ids": list(result.engine_ids) if result.engine_ids is not None else None,
-        "engine_key": result.engine_key,
-        "trained_boundaries": list(result.trained),
-        "served_boundaries": list(result.served) if result.served is not None else None,
-        "outcome": outcome(result.trace),
-        "differences": list(result.differences),
-        "slots": [{"slot": d.slot, "trained": d.trained, "served": d.served, "decided_at": d.decided_at, "why": d.why} for d in result.slots],
-        "id_paths": [{"draft_id": p.draft_id, "trained": p.trained, "engine_index": p.engine_index, "served": p.served} for p in result.id_paths],
-        "suggestions": [suggestion_json(s) for s in result.suggestions],
-        "engine_default": result.engine_default,
-        "training_default": result.training_default,
-        "draft_checkpoint": checkpoint_json(result.checkpoint, result.hidden_size) if result.checkpoint is not None else None,
-        "notes": list(result.notes),
-        "warnings": list(result.warnings),
-        "no_fix": result.no_fix,
-        "trace": trace_json(result.trace),
-    }
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """Phase 5: the ids that would make the engine serve the trained layout, or why none can."""
+
+    suggestions: tuple[Suggestion, ...]
+    no_fix: str | None
+
+
+def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgement: Judgement, engine_keys: tuple[str, ...]) -> Advice:
+    """On MISMATCH, the ids that would make the engine serve the trained layout; none when the
+    draft itself says no ids can help (trained on a deeper target, weights contradicting its
+    config, trained for another width)."""
+    hidden = inputs.info.hidden_size or inputs.target_hidden
+    beyond = any(d.kind == DifferenceKind.FIT for d in judgement.differences)
+    weights_say = _contradicting_weights(inputs.checkpoint, hidden, len(inputs.trained))
+    no_fix = _no_fix_reason(beyond, weights_say, len(inputs.trained), inputs.checkpoint, hidden, inputs.target_hidden, inputs.info.hidden_size)
+    if not judgement.differences or no_fix is not None or _trained_for_another_target(inputs.checkpoint, hidden):
+        return Advice((), no_fix)
+    key = traced.engine_key or (engine_keys[0] if engine_keys else None)
+    return Advice(suggest(project, inputs.row, sorted(inputs.trained), inputs.info.num_layers, inputs.info.hidden_size, key), no_fix)
+
+
+def compat(
+    project: Project,
+    target_config: str | Path,
+    draft_config: str | Path,
+    *,
+    trained_with: str | None = None,
+    engine_keys: tuple[str, ...] = (),
+    trained_boundaries_given: list[int] | None = None,
+) -> CompatResult:
+    """One deployment's verdict: the five phases in order."""
+    inputs = read_inputs(project, target_config, draft_config, trained_with=trained_with, engine_keys=engine_keys, trained_boundaries_given=trained_boundaries_given)
+    traced = trace_phase(project, inputs, engine_keys)
+    pairing = pair(inputs, traced)
+    judgement = judge(inputs, traced, pairing)
+    advice = suggestions(project, inputs, traced, judgement, engine_keys)
+    return CompatResult(
+        verdict="MATCH" if not judgement.differences else "MISMATCH",
+        model=inputs.row.qualname,
+        architecture=inputs.info.architecture,
+        num_layers=inputs.info.num_layers,
+        hidden_size=inputs.info.hidden_size,
+        convention=inputs.convention_name,
+        draft_ids=tuple(inputs.used) if inputs.used is not None else None,
+        engine_ids=tuple(traced.engine_ids) if traced.engine_ids is not None else None,
+        engine_key=traced.engine_key,
+        trained=tuple(inputs.trained),
+        served=tuple(pairing.served) if pairing.served is not None else None,
+        differences=judgement.differences,
+        notes=judgement.notes,
+        trace=traced.trace,
+        slots=tuple(pairing.slots),
+        suggestions=advice.suggestions,
+        checkpoint=inputs.checkpoint,
+        engine_default=traced.engine_default,
+        training_default=traced.training_default,
+        id_paths=tuple(pairing.paths),
+        warnings=judgement.warnings,
+        no_fix=advice.no_fix,
+    )

@@ -252,7 +252,7 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
     """
     from flowtrace import api
-    from flowtrace.analysis.compat import compat_json
+    from flowtrace.render.compat_json import compat_json
     from flowtrace.render.compat_text import compat_text
 
     result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from flowtrace.analysis.compat import CompatResult
 from flowtrace.analysis.suggest import outcome
 from flowtrace.analysis.trace import describe_boundary
+from flowtrace.render.compat_words import differences_text
 
 
 def _layout(boundaries, L: int) -> str:
@@ -52,7 +53,7 @@ def compat_text(result: CompatResult) -> str:
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")
         lines.append(f"           vs {result.training_default}")
-    lines += [f"  - {d}" for d in result.differences]
+    lines += [f"  - {d}" for d in differences_text(result)]
     lines += [f"  warning: {w}" for w in result.warnings]
     lines += [f"  note: {n}" for n in result.notes]
     if result.no_fix:
