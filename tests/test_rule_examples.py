@@ -132,9 +132,16 @@ def test_rule_example(tmp_path, code, kind, index, example):
     if kind == "invalid":
         assert found, f"{code} INVALID example {index} ({example.note or 'no note'}) does not fire"
         line = example.line + HEADER_LINES[example.profile]
-        matching = [f for f in found if f.line == line and f.kind == example.kind and example.message in f.message]
-        got = [(f.line - HEADER_LINES[example.profile], f.kind, f.message) for f in found]
-        assert matching, f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind} and {example.message!r}: {got}"
+        matching = [
+            f for f in found
+            if f.line == line and f.kind == example.kind and example.message in f.message
+            and f.consequence == example.consequence and f.severity == example.severity
+        ]
+        got = [(f.line - HEADER_LINES[example.profile], f.kind, f.consequence, f.severity, f.message) for f in found]
+        assert matching, (
+            f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind}, "
+            f"{example.consequence}, {example.severity} and {example.message!r}: {got}"
+        )
     else:
         assert not found, f"{code} VALID example {index} fires: {[f.message for f in found]}"
 
@@ -143,6 +150,14 @@ def test_every_invalid_example_pins_line_kind_and_message():
     for rule in all_rules():
         for i, example in enumerate(rule.invalid):
             assert example.line > 0 and example.kind is not None and example.message, f"{rule.code} INVALID example {i} pins nothing"
+
+
+def test_every_invalid_example_pins_consequence_and_severity():
+    """What a finding does to a served draft, and the severity that follows, are part of the pin."""
+    for rule in all_rules():
+        for i, example in enumerate(rule.invalid):
+            assert example.severity in ("error", "warning", "info"), f"{rule.code} INVALID example {i}"
+            assert example.consequence is not None or example.severity == "info", f"{rule.code} INVALID example {i}"
 
 
 def test_every_rule_has_both_kinds_of_example():

@@ -97,7 +97,7 @@ def test_fixture_engine_sarif_validates_and_indexes_rules(engine, cache):
     for res, f in zip(results(doc), outcome.findings):
         assert rules[res["ruleIndex"]]["id"] == res["ruleId"] == f.rule
         assert res["level"] == levels[f.severity]
-        assert res["message"]["text"] == f.message
+        assert res["message"]["text"] == f.message + (f" Consequence: {f.effect}." if f.effect else "")
         assert res["partialFingerprints"] == {"flowtrace/v1": f.fingerprint}
         (loc,) = res["locations"]
         assert loc["physicalLocation"]["artifactLocation"]["uriBaseId"] == "%SRCROOT%"

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
+from flowtrace.model.consequence import Consequence, default_consequence, severity_for
 from flowtrace.model.facts import Location, ProblemKind
 
 if TYPE_CHECKING:
@@ -34,6 +35,14 @@ class Finding:
     flow: tuple[Location, ...] = ()  # steps of a capture path, for SARIF codeFlows
     kind: ProblemKind | None = None  # what is wrong, typed (tests and tools match this, never the message)
     flow_labels: tuple[str, ...] = ()  # the link each step of ``flow`` is ("setter", "capture site", ...)
+    # What the defect does to a served draft (severity follows from it, flowtrace.model.consequence),
+    # said in words ("the draft silently receives b=2 instead of b=3").
+    consequence: Consequence | None = None
+    effect: str | None = None
+    # Further places with the same root cause (per-platform copies, other classes sharing the
+    # base): SARIF relatedLocations, "and N more" in text. The finding's own place comes first.
+    related: tuple[Location, ...] = ()
+    entry_path: str | None = None  # how a draft reaches the defect: "Entry -> Model -> Layer"
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:
@@ -60,6 +69,8 @@ class Example:
     line: int = 0  # INVALID: the line of ``code`` (1-based) the finding points at
     kind: ProblemKind | None = None  # INVALID: the finding's typed problem kind
     message: str = ""  # INVALID: a fragment the finding's message contains
+    consequence: Consequence | None = None  # INVALID: what the finding does to a served draft
+    severity: str = ""  # INVALID: the severity that follows from it
 
 
 class Rule:
@@ -79,6 +90,10 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
+        if getattr(cls, "kind", None) is not None:
+            # The catalogue's (and SARIF's default) level is the usual consequence's of the rule's
+            # problem kind; each finding's own severity follows its own consequence.
+            cls.severity = severity_for(default_consequence(cls.kind), cls.kind, cls.severity) or "info"
         if getattr(cls, "code", None):
             if cls.code in Rule.registry:
                 raise RuntimeError(f"duplicate rule code {cls.code}")
@@ -97,10 +112,14 @@ class Rule:
         kind: ProblemKind | None = None,
         fix: str | None = None,
         steps: Sequence[tuple[str, Location | None]] = (),
+        consequence: Consequence | None = None,
+        effect: str | None = None,
     ) -> Finding:
         """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
         convention gives a more precise one. ``steps`` names the chain's links as
-        ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``."""
+        ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``.
+        ``consequence`` (default: the usual one of the problem kind) decides the severity;
+        ``effect`` says it in words for this finding."""
         labels: tuple[str, ...] = ()
         if steps:
             kept: dict[Location, str] = {}
@@ -108,10 +127,12 @@ class Rule:
                 if where is not None and where not in kept:
                     kept[where] = label
             flow, labels = tuple(kept), tuple(kept.values())
+        kind = kind or self.kind
+        consequence = consequence or default_consequence(kind)
         return Finding(
             rule=self.code,
             name=self.name,
-            severity=self.severity,
+            severity=severity_for(consequence, kind, self.severity) or "info",
             file=location.file,
             line=location.line,
             message=message,
@@ -119,8 +140,10 @@ class Rule:
             fingerprint=fingerprint(self.code, symbol, snippet),
             hint=fix or self.fix,
             flow=flow,
-            kind=kind or self.kind,
+            kind=kind,
             flow_labels=labels,
+            consequence=consequence,
+            effect=effect,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.resolve import NONE
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short
 from flowtrace.model import facts as F
@@ -72,7 +73,7 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", line=3, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message='builds self.language_model = SibAForCausalLM'
+""", line=3, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message='builds self.language_model = SibAForCausalLM', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 
@@ -116,4 +117,13 @@ EntryClass = ExVLForConditionalGeneration
         )
         flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
-        return self.finding(row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix)
+        effect = None  # the setter itself is missing: the engine's own refusal (profile), quoted by the grading
+        if kind is ProblemKind.TARGET_METHODS_MISSING:
+            effect = (
+                f"the engine fails at start-up: AttributeError: '{row.name}' object has no attribute '{missing[0]}' "
+                f"when it prepares the draft: unsupported, not served wrong"
+            )
+        return self.finding(
+            row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix,
+            consequence=Consequence.REFUSED_STARTUP, effect=effect,
+        )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
+from flowtrace.model.consequence import Consequence
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
@@ -48,7 +49,7 @@ class ExForCausalLM(Module):
         self.model = ExModel(config)  # no setter of any capture family
 """, """\
 EntryClass = ExForCausalLM
-"""), line=11, kind=ProblemKind.CAPTURE_WITHOUT_SETTER, message='ExModel captures layers listed in layers_to_capture'
+"""), line=11, kind=ProblemKind.CAPTURE_WITHOUT_SETTER, message='ExModel captures layers listed in layers_to_capture', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import short
 from flowtrace.model.facts import ProblemKind
@@ -58,7 +59,7 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()'
+""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 
@@ -77,4 +78,9 @@ EntryClass = ExVLForConditionalGeneration
                 row.qualname,
                 f"{c.setter.delegate}.{method}",
                 steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
+                consequence=Consequence.REFUSED_STARTUP,
+                effect=(
+                    f"the engine fails at start-up: AttributeError: '{short(target)}' object has no attribute '{method}' "
+                    f"when it sets the capture layers: unsupported, not served wrong"
+                ),
             )

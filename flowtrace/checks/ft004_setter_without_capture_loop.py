@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.graph import models_without_site
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class ExModel(Module):
 
     def forward(self, input_ids, hidden_states):
         return hidden_states  # never reads layers_to_capture
-""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it'
+""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it', consequence=Consequence.CRASH_SERVING, severity="error"
         ),
     )
 
@@ -68,4 +69,9 @@ class ExModel(Module):
                 row.qualname,
                 ",".join(last.writes),
                 steps=(*(("setter", t.location) for t in chain.transforms), ("holder without a capture loop", holder.location)),
+                consequence=Consequence.CRASH_SERVING,
+                effect=(
+                    "no layer is ever captured: the first forward that serves a draft returns no aux states where the "
+                    "runner expects them and raises"
+                ),
             )

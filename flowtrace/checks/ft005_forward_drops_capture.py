@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.graph import setter_written_holders
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -62,7 +63,7 @@ class ExForCausalLM(SibAForCausalLM):  # inherits the setter, which feeds ExMode
 
 
 EntryClass = ExForCausalLM
-""", line=6, kind=ProblemKind.FORWARD_DROPS_CAPTURE, message='runs the layers without capturing, overriding SibAModel.forward'
+""", line=6, kind=ProblemKind.FORWARD_DROPS_CAPTURE, message='runs the layers without capturing, overriding SibAModel.forward', consequence=Consequence.CRASH_SERVING, severity="error"
         ),
     )
 
@@ -87,4 +88,9 @@ EntryClass = ExForCausalLM
                 qualname,
                 f"{qualname}.forward",
                 steps=(("base class capture site", base_site.location), ("overriding loop without capture", loops[0].location)),
+                consequence=Consequence.CRASH_SERVING,
+                effect=(
+                    f"{cls.name}.forward returns no aux states: unpacking (hidden_states, aux_hidden_states) from its output "
+                    f"raises in the first forward that serves a draft"
+                ),
             )

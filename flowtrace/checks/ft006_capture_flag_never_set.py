@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
+from flowtrace.model.consequence import Consequence
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind, ReturnKind
 from flowtrace.model.links import NOT_BREAKING
 
@@ -31,7 +32,7 @@ class CaptureFlagNeverSet(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter(sets_flag=False))), 'the setter never turns the flag on', line=35, kind=ProblemKind.FLAG_NEVER_SET, message='reads self.capture_aux_hidden_states to return the captured states (sglang/srt/models/example.py:29), but set_eagle3_layers_to_capture never sets it'
+            module(CAPTURING_MODEL, causal_lm(setter(sets_flag=False))), 'the setter never turns the flag on', line=35, kind=ProblemKind.FLAG_NEVER_SET, message='reads self.capture_aux_hidden_states to return the captured states (sglang/srt/models/example.py:29), but set_eagle3_layers_to_capture never sets it', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
     )
 

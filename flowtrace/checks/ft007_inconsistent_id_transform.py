@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.draft_outcomes import first_wrong
+from flowtrace.checks.targets import conventions, is_target
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -51,7 +54,7 @@ class InconsistentIdTransform(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity'
+            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
     )
 
@@ -63,12 +66,46 @@ class InconsistentIdTransform(Rule):
         majority, n = counts.most_common(1)[0]
         if n * 2 <= len(setters):
             return
+        served = _served_rows(result)
         for s in setters:
             if s.id_transform != majority:
                 note = f" ({s.transform_note})" if s.transform_note else ""
+                consequence, effect = _consequence(result, served.get(s.location, []))
                 yield self.finding(
                     s.location,
                     f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} uses {s.id_transform}{note}; {n} of {len(setters)} setters in this engine use {majority}",
                     f"{s.class_qualname}.{s.method}",
                     f"{s.id_transform}:{s.transform_note}",
+                    consequence=consequence,
+                    effect=effect,
                 )
+
+
+def _served_rows(result) -> dict:
+    """Setter location -> the registered targets whose chain runs it."""
+    cc = conventions(result)
+    out: dict = {}
+    for row in result.rows:
+        if row.chain is None or not row.registered or not is_target(row, result.project, cc):
+            continue
+        for link in row.chain.transforms:
+            out.setdefault(link.location, []).append(row)
+    return out
+
+
+def _consequence(result, rows) -> tuple[Consequence, str]:
+    """What drafts in the engine's convention get from the setter (the first row that serves one wrong).
+    Without one convention (a fork scanned with every profile) nothing is claimed about drafts."""
+    if conventions(result).embedding_id is None:
+        return Consequence.FRAGILE, (
+            "the selected profiles disagree on what a draft's ids mean, so which states a draft gets here is not "
+            "decided; this setter maps ids unlike most of its siblings"
+        )
+    for row in rows:
+        wrong = first_wrong(result, row)
+        if wrong is not None:
+            return wrong.consequence, f"{row.name}: {wrong.words}"
+    return Consequence.FRAGILE, (
+        "drafts written in this engine's id convention get the boundaries they name today; a draft in another "
+        "convention is mapped differently here than on the engine's other models"
+    )

@@ -6,8 +6,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -44,7 +45,7 @@ class InconsistentDefaultLayers(Rule):
             num_layers = self.config.num_hidden_layers
             layer_ids = [2, num_layers // 2, num_layers - 3]
         self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
-""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message='(shifted by +1)'
+""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message='(shifted by +1)', consequence=Consequence.FRAGILE, severity="warning"
         ),
     )
 
@@ -79,4 +80,9 @@ class InconsistentDefaultLayers(Rule):
                 row.qualname,
                 f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}",
                 steps=(("default ids", where), ("capture site", row.chain.site.location)),
+                consequence=Consequence.FRAGILE,
+                effect=(
+                    f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's other "
+                    f"models: right only for drafts trained on this class's own default"
+                ),
             )

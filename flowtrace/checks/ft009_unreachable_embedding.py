@@ -6,8 +6,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.draft_outcomes import first_wrong
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_chain, setter_groups
 from flowtrace.checks.targets import conventions
 from flowtrace.model import facts as F
@@ -56,7 +58,7 @@ class UnreachableEmbedding(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), 'SGLang: -1 is never a loop index', line=35, kind=ProblemKind.EMBEDDING_ID_DROPPED, message="id -1 (the embedding in this engine's draft configs) reaches no boundary"
+            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), 'SGLang: -1 is never a loop index', line=35, kind=ProblemKind.EMBEDDING_ID_DROPPED, message="id -1 (the embedding in this engine's draft configs) reaches no boundary", consequence=Consequence.CRASH_SERVING, severity="error"
         ),
     )
 
@@ -66,8 +68,11 @@ class UnreachableEmbedding(Rule):
         cc = conventions(result)
         embedding = cc.embedding_id if cc.embedding_id is not None else -1
         merged: dict[tuple, list] = {}
-        for (setter_loc, _), rows in setter_groups(result).items():
+        for (entry_loc, _), rows in setter_groups(result).items():
             row = rows[0]
+            # Report at the setter that decides the mapping (the place to fix), not at each
+            # wrapper that hands the ids on to it: one finding per cause.
+            setter_loc = next((t.location for t in row.chain.transforms if t.transform != F.DELEGATES), entry_loc)
             if row.chain.has(ProblemKind.INDEX0_RAISES):
                 continue  # recording index 0 raises: FT022 reports that, with the line
             traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
@@ -92,7 +97,11 @@ class UnreachableEmbedding(Rule):
                 message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
                 fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
                 raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
-                yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix)
+                yield self.finding(
+                    setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix,
+                    consequence=Consequence.CRASH_SERVING,
+                    effect=f"a draft asking for the embedding (id {embedding}) makes the engine raise at {other.raises_at} in the first forward",
+                )
                 continue
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
                 message = (
@@ -104,4 +113,21 @@ class UnreachableEmbedding(Rule):
                 message = f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point} and nothing is recorded before layer 0"
                 fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
             flow = (("setter", setter_loc), ("capture site", site))
-            yield self.finding(setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix)
+            consequence, effect = _consequence(result, rows, kind)
+            yield self.finding(
+                setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix,
+                consequence=consequence, effect=effect,
+            )
+
+
+def _consequence(result, rows, kind) -> tuple[Consequence | None, str | None]:
+    """A dropped embedding id: what a draft in the engine's convention that asks for the embedding
+    gets (fewer states than its fc expects, or other states); an embedding no id reaches is a
+    capability note (no consequence: info)."""
+    if kind is not ProblemKind.EMBEDDING_ID_DROPPED:
+        return None, None
+    for row in rows:
+        wrong = first_wrong(result, row, embedding_first=True)
+        if wrong is not None:
+            return wrong.consequence, f"{row.name}: {wrong.words}"
+    return Consequence.FRAGILE, None

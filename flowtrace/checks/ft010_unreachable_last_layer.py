@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_groups
 from flowtrace.model.facts import ProblemKind
 
@@ -56,7 +56,7 @@ class ExModel(Module):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm()), "records each layer's input only", line=12, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="the last layer's output (b=L) is never captured"
+            module(CAPTURING_MODEL, causal_lm()), "records each layer's input only", line=12, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="the last layer's output (b=L) is never captured", consequence=None, severity="info"
         ),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -48,7 +49,7 @@ class ExModel(SibAModel):
     def set_eagle3_layers_to_capture(self, layer_ids):
         for layer_id in layer_ids:
             setattr(self.layers[layer_id], "_is_layer_to_capture", True)
-""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check'
+""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 
@@ -66,5 +67,10 @@ class ExModel(SibAModel):
                         f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} indexes self.{m.group(1)}[{m.group(2)}] with draft-config ids and no range check",
                         f"{s.class_qualname}.{s.method}",
                         m.group(0),
+                        consequence=Consequence.REFUSED_STARTUP,
+                        effect=(
+                            f"an id whose index falls outside self.{m.group(1)} (the last layer's output, once a caller adds one) "
+                            f"raises IndexError when the engine sets the layers at start-up: refused loudly, never served wrong"
+                        ),
                     )
                     break

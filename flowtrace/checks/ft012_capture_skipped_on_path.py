@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.checks.example_code import causal_lm
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.targets import conventions
 from flowtrace.index.stream_facts import SELF_CALLS
 from flowtrace.model.facts import ProblemKind
@@ -103,7 +105,7 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states)
             hidden_states = self.layers[i](hidden_states)
         return hidden_states, aux_hidden_states
-""", line=11, kind=ProblemKind.CAPTURE_SKIPPED_ON_PATH, message='runs the decoder layers while a draft is served, without the capture'
+""" + "\n\n" + causal_lm(), line=11, kind=ProblemKind.CAPTURE_SKIPPED_ON_PATH, message='runs the decoder layers while a draft is served, without the capture', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
     )
 
@@ -134,4 +136,9 @@ class ExModel(Module):
                     loop.class_qualname,
                     loop.function,
                     steps=(("path without capture", loop.location), ("capture site", site.location)),
+                    consequence=Consequence.SILENT_WRONG,
+                    effect=(
+                        f"on batches that take {loop.function}'s path no layer is captured: the draft receives no "
+                        f"aux states (or stale ones) for them, and nothing fails here"
+                    ),
                 )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.checks.example_code import causal_lm
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
+from flowtrace.model.consequence import Consequence
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
@@ -85,7 +87,7 @@ class ExModel(Module):
             if i + 1 in self.layers_to_capture:
                 aux_hidden_states.append(hidden_states)
         return hidden_states, aux_hidden_states
-""", 'hidden_states alone is the delta', line=19, kind=ProblemKind.RESIDUAL_MISSING, message='the residual is missing'
+""" + "\n\n" + causal_lm(), 'hidden_states alone is the delta', line=19, kind=ProblemKind.RESIDUAL_MISSING, message='the residual is missing', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
     )
 
@@ -100,6 +102,12 @@ class ExModel(Module):
                         f"(`{site.mutated_later}`): the captured state changes after it was recorded",
                         site.class_qualname,
                         f"{site.captured_expression}:{site.mutated_later}",
+                        kind=ProblemKind.MUTATED_AFTER_CAPTURE,
+                        consequence=Consequence.SILENT_WRONG,
+                        effect=(
+                            f"the draft silently receives `{site.captured_expression}` as updated later by "
+                            f"`{site.mutated_later}`, not the state at the boundary it asked for"
+                        ),
                     )
                     continue
                 expr = site.captured_expression
@@ -116,4 +124,9 @@ class ExModel(Module):
                     f"and none of them adds the residual itself: the residual is missing",
                     site.class_qualname,
                     expr,
+                    consequence=Consequence.SILENT_WRONG,
+                    effect=(
+                        f"the draft silently receives `{expr}` without the residual (the last sub-layer's output, "
+                        f"not the residual stream `{expr} + residual`) at every requested boundary after the embedding"
+                    ),
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -44,7 +45,7 @@ def draft_layer_ids(config):
 
 def aux_count(config):
     return len(getattr(config, "eagle_aux_hidden_state_layer_ids", [1, 2, 3, 4]))
-""", line=6, kind=ProblemKind.CONFIG_READERS_DISAGREE, message='aux_count reads eagle_aux_hidden_state_layer_ids with default [1, 2, 3, 4]'
+""", line=6, kind=ProblemKind.CONFIG_READERS_DISAGREE, message='aux_count reads eagle_aux_hidden_state_layer_ids with default [1, 2, 3, 4]', consequence=Consequence.FRAGILE, severity="warning"
         ),
     )
 

@@ -37,7 +37,7 @@ x = 1
 class ExForCausalLM(Module):
     def set_eagle3_layers_to_capture(self, layer_ids=None:
         pass
-""", line=2, kind=ProblemKind.UNREADABLE_FILE, message='syntax error'
+""", line=2, kind=ProblemKind.UNREADABLE_FILE, message='syntax error', consequence=None, severity="info"
         ),
     )
 

@@ -61,17 +61,17 @@ class UnusedSuppression(Rule):
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT009]
-""", 'no FT009 finding on this line', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unused suppression for FT009'
+""", 'no FT009 finding on this line', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unused suppression for FT009', consequence=None, severity="info"
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore
-""", 'no codes: not a suppression', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='needs codes and suppresses nothing'
+""", 'no codes: not a suppression', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='needs codes and suppresses nothing', consequence=None, severity="info"
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT999]
-""", 'unknown rule code', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unknown rule code FT999'
+""", 'unknown rule code', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unknown rule code FT999', consequence=None, severity="info"
         ),
     )
 

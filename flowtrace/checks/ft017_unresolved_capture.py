@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import causal_lm, module
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -73,7 +73,7 @@ class ExModel(Module):
                 hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally'
+""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally', consequence=None, severity="info"
         ),
     )
 

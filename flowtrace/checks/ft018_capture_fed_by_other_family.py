@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
+from flowtrace.model.consequence import Consequence
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
@@ -54,7 +55,7 @@ class ExForCausalLM(Module):
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
 """, """\
 EntryClass = ExForCausalLM
-"""), line=11, kind=ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY, message='is set only by set_dflash_layers_to_capture'
+"""), line=11, kind=ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY, message='is set only by set_dflash_layers_to_capture', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 

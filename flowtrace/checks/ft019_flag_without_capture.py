@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
+from flowtrace.model.consequence import Consequence
+from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, family_writers, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
@@ -58,7 +59,7 @@ class ExForCausalLM(Module):
 
 
 EntryClass = ExForCausalLM
-""", line=19, kind=ProblemKind.FLAG_WITHOUT_CAPTURE, message='ExForCausalLM.forward unpacks the aux states when self.capture_aux_hidden_states is set'
+""", line=19, kind=ProblemKind.FLAG_WITHOUT_CAPTURE, message='ExForCausalLM.forward unpacks the aux states when self.capture_aux_hidden_states is set', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 

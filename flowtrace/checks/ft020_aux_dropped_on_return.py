@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
+from flowtrace.checks.example_code import causal_lm
+from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.consequence import Consequence
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind, ReturnKind
@@ -78,7 +80,7 @@ class ExModel(Module):
         if len(aux_hidden_states) == 0:
             return hidden_states
         return hidden_states, aux_hidden_states
-""", line=17, kind=ProblemKind.RETURN_DROPPED, message='but returns without them at'
+""" + "\n\n" + causal_lm(), line=17, kind=ProblemKind.RETURN_DROPPED, message='but returns without them at', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
         Example(
             module(PLAIN_CAPTURING_MODEL, """\
@@ -95,7 +97,7 @@ class ExForCausalLM(Module):
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
 """, """\
 EntryClass = ExForCausalLM
-"""), "the wrapper keeps only the first element of the model's output", line=23, kind=ProblemKind.RETURN_DROPPED, message='keeps only the first element'
+"""), "the wrapper keeps only the first element of the model's output", line=23, kind=ProblemKind.RETURN_DROPPED, message='keeps only the first element', consequence=Consequence.SILENT_WRONG, severity="error"
         ),
     )
 
@@ -114,6 +116,11 @@ EntryClass = ExForCausalLM
                     fact.class_qualname,
                     f"{fact.function}:{fact.detail}",
                     steps=(("capture site", site.location if site else None), ("return without the aux states", fact.location)),
+                    consequence=Consequence.SILENT_WRONG,
+                    effect=(
+                        f"on every batch where `{fact.detail}` the captured layers never reach the draft: it receives "
+                        f"what this return hands back in their place, and nothing fails here"
+                    ),
                 )
 
     def _not_unpacked(self, result) -> Iterator[Finding]:
@@ -128,4 +135,6 @@ EntryClass = ExForCausalLM
             yield self.finding(
                 link.location, f"{row.name}: {link.reason}", row.qualname, f"not_unpacked:{link.location.line}",
                 steps=(("capture site", site.location if site else None), ("return without the aux states", link.location)),
+                consequence=Consequence.SILENT_WRONG,
+                effect="the captured layers never reach the runner: the draft receives the first output alone in their place",
             )

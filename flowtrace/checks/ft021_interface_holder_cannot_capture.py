@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, is_target, short
 from flowtrace.model import facts as F
@@ -100,7 +101,7 @@ class ExTextModel(Module):  # no EagleModelMixin
 class ExForCausalLM(Module, SupportsEagle3):
     def __init__(self, config):
         self.model = ExTextModel(config)
-""", profile='vllm', line=9, kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE, message='reaches self.model = ExTextModel'
+""", profile='vllm', line=9, kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE, message='reaches self.model = ExTextModel', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
     )
 
@@ -140,4 +141,11 @@ class ExForCausalLM(Module, SupportsEagle3):
             f"self{path} = {short(holder)}{note}, which is not a {' or '.join(holders)}: setting the layers fails at start-up"
         )
         flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), ("holder without the mixin", project.classes[holder].location))
-        return self.finding(row.location, message, row.qualname, f"{path}:{holder}", steps=flow)
+        return self.finding(
+            row.location, message, row.qualname, f"{path}:{holder}", steps=flow,
+            consequence=Consequence.REFUSED_STARTUP,
+            effect=(
+                f"the engine refuses this model at start-up: its interface setter checks that self{path} is a "
+                f"{' or '.join(holders)} and raises (AssertionError) before any draft is served"
+            ),
+        )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.checks.example_code import causal_lm
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.targets import conventions, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
@@ -79,7 +81,7 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states + residual)
             hidden_states, residual = self.layers[i](hidden_states, residual)
         return hidden_states, aux_hidden_states
-""", 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`'
+""" + "\n\n" + causal_lm(), 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`', consequence=Consequence.CRASH_SERVING, severity="error"
         ),
     )
 
@@ -105,4 +107,10 @@ class ExModel(Module):
                     site.class_qualname,
                     f"{site.function}:{name}",
                     steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
+                    consequence=Consequence.CRASH_SERVING,
+                    effect=(
+                        f"raises TypeError (tensor + None) in the first forward run with the draft's layers when it asks "
+                        f"for b=0 ({ids}): at start-up where the engine profiles with a dummy forward, else on the first "
+                        f"request; every other boundary is served"
+                    ),
                 )

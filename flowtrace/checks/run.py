@@ -9,8 +9,10 @@ if TYPE_CHECKING:
 
 
 def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
-    """Run every rule over a scan (rule selection by code prefix)."""
+    """Run every rule over a scan (rule selection by code prefix), then grade what they found:
+    severity from consequence, nothing unreachable, one finding per root cause."""
     from flowtrace.checks.base import all_rules
+    from flowtrace.checks.grading import grade
     from flowtrace.checks.selection import selected_codes
 
     rules = all_rules()
@@ -19,4 +21,4 @@ def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[st
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))
-    return sorted(out, key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+    return grade(result, out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flowtrace.analysis.runner_calls import runner_verdicts
+from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model import facts as F
 
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
@@ -14,12 +15,15 @@ def setter_groups(result):
     refuses raises for every id before its setter runs: no boundary of it is this family's
     question (its trace says where it raises)."""
     groups: dict[tuple, list] = {}
+    cc = conventions(result)
     for row in result.rows:
         chain = setter_chain(row)
         if not row.registered or chain is None or chain.site is None or chain.site.point == F.UNKNOWN:
             continue
         if any(v.raises for v in runner_verdicts(result.project, row.qualname)):
             continue
+        if not is_target(row, result.project, cc):
+            continue  # a draft head or a non-generation model: never served an EAGLE-3 draft
         groups.setdefault((chain.transforms[0].location, chain.site.location), []).append(row)
     return groups
 
@@ -32,4 +36,5 @@ def setter_chain(row):
 
 def joined_names(rows) -> str:
     names = sorted(r.name for r in rows)
-    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    # A finding at the place to fix lists every class it affects (a dozen; beyond that the count).
+    return ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")

@@ -15,7 +15,7 @@ from flowtrace.model.links import NOT_BREAKING
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
-    from flowtrace.api import ScanResult
+    from flowtrace.analysis.scan import ScanResult
 
 _CACHE_ATTR = "_flowtrace_check_conventions"
 

@@ -22,6 +22,8 @@ Keys (all optional):
   engine's convention (-1 where ids mean "output of layer i", 0 where ids are boundaries).
 - ``interface_holder_path``: the attributes the engine's interface setter walks from the
   model to the holder, each optional (``["language_model", "model"]``).
+- ``startup_refusal``: what the engine says when it refuses a model for EAGLE-3 at start-up
+  (its error message, and where it raises); findings whose consequence is a refusal quote it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class CheckConventions:
     capture_families: tuple[CaptureFamily, ...] = ()
     embedding_id: int | None = None
     interface_holder_path: tuple[str, ...] = ()
+    startup_refusal: str | None = None
 
     def is_draft_class(self, name: str) -> bool:
         return any(re.search(p, name) for p in self.draft_class_patterns)
@@ -68,7 +71,11 @@ def check_conventions(profiles: Iterable[Profile]) -> CheckConventions:
         return CheckConventions()
     values: dict[str, object] = {}
     for f in fields(CheckConventions):
-        if f.name != "embedding_id":
+        if f.name not in ("embedding_id", "startup_refusal"):
             values[f.name] = tuple(dict.fromkeys(x for p in profiles for x in getattr(p, f.name)))
     ids = [p.embedding_id for p in profiles if p.embedding_id is not None]
-    return CheckConventions(embedding_id=ids[0] if len(set(ids)) == 1 else None, **values)  # type: ignore[arg-type]
+    # Quoted only when every selected profile says the same: a fork scanned with every profile
+    # merged must not quote another engine's message.
+    refusals = {p.startup_refusal for p in profiles}
+    refusal = refusals.pop() if len(refusals) == 1 else ""
+    return CheckConventions(embedding_id=ids[0] if len(set(ids)) == 1 else None, startup_refusal=refusal or None, **values)  # type: ignore[arg-type]

@@ -129,6 +129,7 @@ class Profile:
     capture_families: tuple[CaptureFamily, ...] = _key("checks", FAMILIES, merged="")
     embedding_id: int | None = _key("checks", INT, merged="")
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
+    startup_refusal: str = _key("checks", TEXT, merged="")
 
 
 def _where(field_name: str, spec: KeySpec) -> tuple[str, str]:

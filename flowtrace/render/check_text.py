@@ -16,6 +16,18 @@ if TYPE_CHECKING:
 MAX_SNIPPET = 200
 
 
+MAX_RELATED = 3
+
+
+def related_text(root: Path, related, cwd: Path | None = None) -> str:
+    """The other places of one root cause: a few named, then "and N more"."""
+    from flowtrace.lint.display_paths import display_path
+
+    named = ", ".join(f"{display_path(root, where.file, cwd)}:{where.line}" for where in related[:MAX_RELATED])
+    rest = len(related) - MAX_RELATED
+    return f"also at: {named}" + (f" and {rest} more" if rest > 0 else "")
+
+
 def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | None = None) -> str:
     from flowtrace.lint.display_paths import display_path, read_source
 
@@ -28,6 +40,8 @@ def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | N
     for f in outcome.findings:
         head = f"{display_path(outcome.root, f.file, cwd)}:{f.line}: {f.rule} [{f.severity}] {f.message}"
         if concise:
+            if f.related:
+                head += f" (and {len(f.related)} more)"
             blocks.append(head)
             continue
         block = [head]
@@ -37,6 +51,12 @@ def findings_text(outcome: CheckOutcome, *, concise: bool = False, cwd: Path | N
             if len(snippet) > MAX_SNIPPET:
                 snippet = snippet[: MAX_SNIPPET - 1] + "…"
             block.append(f"{f.line:>6} | {snippet}")
+        if f.effect:
+            block.append(f"{'':>6} = consequence: {f.effect}")
+        if f.entry_path:
+            block.append(f"{'':>6} = reached from: {f.entry_path}")
+        if f.related:
+            block.append(f"{'':>6} = {related_text(outcome.root, f.related, cwd)}")
         if f.hint:
             block.append(f"{'':>6} = hint: {f.hint}")
         blocks.append("\n".join(block))

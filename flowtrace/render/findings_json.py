@@ -2,8 +2,11 @@
 
 Each finding carries the stable fields ``rule``, ``name``, ``severity``, ``file`` (POSIX,
 relative to the scanned root), ``line`` (1-based), ``message``, ``symbol`` and ``fingerprint``,
-plus ``hint``, ``flow`` (the capture chain, a list of ``{"file", "line", "label"}``) and ``kind`` (the
-typed problem, :class:`flowtrace.model.facts.ProblemKind`). Fields are only
+plus ``hint``, ``flow`` (the capture chain, a list of ``{"file", "line", "label"}``), ``kind`` (the
+typed problem, :class:`flowtrace.model.facts.ProblemKind`), ``consequence`` (what it does to a served
+draft, :class:`flowtrace.model.consequence.Consequence`; severity follows from it) with ``effect`` (the
+same in words) and ``entry_path`` (how a draft reaches it), and ``related`` (the other places of the
+same root cause). Fields are only
 ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
 """
 
@@ -37,6 +40,11 @@ def finding_dict(f: Finding) -> dict[str, Any]:
             for i, step in enumerate(f.flow)
         ],
         "kind": f.kind.value if f.kind is not None else None,  # the typed problem (flowtrace.model.facts.ProblemKind)
+        # what the defect does to a served draft (flowtrace.model.consequence.Consequence), in words
+        "consequence": f.consequence.value if f.consequence is not None else None,
+        "effect": f.effect,
+        "entry_path": f.entry_path,
+        "related": [{"file": where.file, "line": where.line} for where in f.related],
     }
 
 

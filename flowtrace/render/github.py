@@ -35,7 +35,13 @@ def to_github(findings: Iterable[Finding], *, root: Path, cwd: Path | None = Non
 
     out = []
     for f in findings:
-        message = f.message if not f.hint else f"{f.message}\nhint: {f.hint}"
+        message = f.message
+        if f.effect:
+            message += f"\nconsequence: {f.effect}"
+        if f.related:
+            message += f"\nand {len(f.related)} more: " + ", ".join(f"{display_path(root, w.file, cwd)}:{w.line}" for w in f.related)
+        if f.hint:
+            message += f"\nhint: {f.hint}"
         out.append(
             command(
                 LEVELS.get(f.severity, "warning"),

@@ -8,7 +8,9 @@
   ``startLine`` (line 0, a whole-file finding, becomes 1), ``partialFingerprints``
   ``{"flowtrace/v1": fingerprint}`` (line-independent, so alerts follow code that moves), and
   ``codeFlows`` when the finding has a capture chain (its links as threadFlow locations, in
-  chain order), and ``properties.problem``: the typed problem kind.
+  chain order), ``properties.problem``: the typed problem kind, ``properties.consequence``: what it
+  does to a served draft (the level follows from it), and ``relatedLocations`` for the other
+  places of the same root cause (per-platform copies, classes sharing the cause).
 - ``%SRCROOT%`` is the working folder when the scanned tree is inside it (the repository root
   in CI, so GitHub resolves the paths), else the scanned root.
 """
@@ -89,7 +91,7 @@ def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None 
             "ruleId": f.rule,
             "ruleIndex": index[f.rule],
             "level": LEVELS.get(f.severity, "warning"),
-            "message": {"text": f.message},
+            "message": {"text": f.message + (f" Consequence: {f.effect}." if f.effect else "")},
             "locations": [_physical(uri(f.file), f.line)],
             "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
         }
@@ -97,6 +99,15 @@ def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None 
             result["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.symbol}]
         if f.kind is not None:
             result["properties"] = {"problem": f.kind.value}
+        if f.consequence is not None:
+            result.setdefault("properties", {})["consequence"] = f.consequence.value
+        if f.entry_path:
+            result.setdefault("properties", {})["entryPath"] = f.entry_path
+        if f.related:
+            result["relatedLocations"] = [
+                {"id": i, **_physical(uri(where.file), where.line), "message": {"text": "same root cause"}}
+                for i, where in enumerate(f.related, 1)
+            ]
         if f.flow:
             result["codeFlows"] = [_code_flow(f, uri)]
         results.append(result)

@@ -1,0 +1,174 @@
+"""Which classes a served draft can reach: paths from registered entries the engine accepts.
+
+A defect only matters when the engine runs it for a draft. The engine starts from a
+registered generation class (the profile's registry), calls its setter with the draft's ids
+at start-up and then runs the speculative entry points (the profile's
+``speculative_entry_points``, usually ``forward``). Code reached from no such entry (a module
+no registration names, an inner model built only by a wrapper the engine refuses at
+start-up, a draft head) never feeds a draft: findings there are ``unreachable``.
+
+The path is kept (entry, then each class followed: bases, the classes the setter acts on,
+the holder and the capture site's class), so an error can say how a draft gets there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from flowtrace.model import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow, Project
+
+
+_MAX_DEPTH = 4  # entry -> wrapper -> model -> layer -> sub-module: deep enough for every capture
+
+
+@dataclass(frozen=True, slots=True)
+class Path:
+    """How a draft reaches a class: the entry first, the class last."""
+
+    entry: str
+    steps: tuple[str, ...]
+
+    def words(self) -> str:
+        return " -> ".join(q.rsplit(".", 1)[-1] for q in self.steps)
+
+
+def accepts_draft(row: ModelRow) -> bool:
+    """The engine gets past start-up with a draft for this row: it has a capture path (a
+    setter that resolves, or a setter-less id source). A row without one is refused."""
+    return row.capture is not None or row.source is not None
+
+
+class Reachability:
+    """Classes reached from the accepted entries (``is_entry`` says which rows are served)."""
+
+    def __init__(self, project: Project, is_entry: Callable[[ModelRow], bool]) -> None:
+        self.project = project
+        self._paths: dict[str, Path] = {}
+        self._modules: dict[str, str] = {}  # module -> an accepted entry defined in it
+        for row in sorted(project.rows, key=lambda r: r.qualname):
+            if row.registered and accepts_draft(row) and is_entry(row):
+                self._walk(row)
+                self._modules.setdefault(row.qualname.rpartition(".")[0], row.qualname)
+
+    def _walk(self, row: ModelRow) -> None:
+        """Record every class the row's capture chain runs, with the path to it."""
+        entry = row.qualname
+        order: list[tuple[str, tuple[str, ...]]] = [(entry, (entry,))]
+        capture = row.capture
+        if capture is not None:
+            for target in capture.chain_targets:
+                order.append((target, (entry, target)))
+            if capture.holder:
+                order.append((capture.holder, (entry, capture.holder)))
+            if capture.site is not None:
+                via = (entry, capture.holder) if capture.holder else (entry,)
+                order.append((capture.site.class_qualname, (*via, capture.site.class_qualname)))
+        chain = row.chain
+        if chain is not None and chain.site is not None:
+            site_class = getattr(chain.site, "class_qualname", None)
+            if isinstance(site_class, str):
+                order.append((site_class, (entry, site_class)))
+        for qualname, steps in order:
+            self._mark(entry, qualname, steps)
+        self._built(entry, entry, (entry,), depth=0)
+
+    def _mark(self, entry: str, qualname: str, steps: tuple[str, ...]) -> None:
+        for base in self.project.mro(qualname) or [qualname]:
+            path = steps if base == qualname else (*steps, base)
+            self._paths.setdefault(base, Path(entry, tuple(dict.fromkeys(path))))
+
+    def _built(self, entry: str, qualname: str, steps: tuple[str, ...], depth: int) -> None:
+        """The modules an instance builds in ``__init__`` run inside its forward (the
+        speculative entry point): follow them, with ``self.<x>_cls``-style class attributes
+        resolved on the building class (a subclass choosing its inner model)."""
+        if depth >= _MAX_DEPTH:
+            return
+        for built in self._constructed(qualname):
+            if built in steps:
+                continue
+            seen = built in self._paths
+            self._mark(entry, built, (*steps, built))
+            if not seen:
+                self._built(entry, built, (*steps, built), depth + 1)
+
+    def _constructed(self, qualname: str) -> list[str]:
+        project = self.project
+        out: list[str] = []
+        for q in project.mro(qualname):
+            cls = project.classes.get(q)
+            if cls is None:
+                continue
+            for a in cls.assignments:
+                callee = a.callee
+                if callee.startswith("self.") and "." not in callee[5:]:
+                    found = project.attribute_class(qualname, callee[5:])
+                else:
+                    found = project.find_class(callee, near=q)
+                if found and found not in out:
+                    out.append(found)
+        return out
+
+    def path_to(self, qualname: str | None) -> Path | None:
+        """The path from an accepted entry to a class (or to the class of ``Class.method``)."""
+        if not qualname:
+            return None
+        if qualname in self._paths:
+            return self._paths[qualname]
+        owner = qualname.rsplit(".", 1)[0]
+        if owner in self._paths:
+            return self._paths[owner]
+        return self._beside_entry(owner if owner in self.project.classes else qualname)
+
+    def _beside_entry(self, qualname: str) -> Path | None:
+        """A class defined in the module of an accepted entry: the entry may build it in a way
+        the facts do not follow (a subclass's ``model_cls = ...`` class attribute), so it
+        counts as reached rather than silenced."""
+        module = qualname.rpartition(".")[0]
+        entry = self._modules.get(module)
+        return Path(entry, (entry, qualname)) if entry is not None and qualname in self.project.classes else None
+
+    def reached(self) -> frozenset[str]:
+        return frozenset(self._paths)
+
+
+# Layer counts a served target may have: enough to see whether a fixed layout can name an index.
+_LAYER_COUNTS = range(4, 161)
+
+
+def fixed_layout(row: ModelRow) -> F.GatedWrite | None:
+    """The layout the engine writes itself when the draft's ids are never read (a config
+    builder's constant); None when a draft's ids reach the capture attribute."""
+    source = row.source
+    if source is None or getattr(source, "transform", None) != F.Transform.IGNORED:
+        return None
+    write = getattr(source, "write", None)
+    return write if isinstance(write, F.GatedWrite) else None
+
+
+def layout_can_name(write: F.GatedWrite, index: int) -> bool | None:
+    """Whether an engine-written layout contains ``index`` for some layer count (None: the
+    expression could not be evaluated, so the caller keeps its finding)."""
+    from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate, normalise
+
+    decided = False
+    for layers in _LAYER_COUNTS:
+        names: dict[str, object] = {}
+        for name, expression in write.bindings:
+            try:
+                names[normalise(name)] = evaluate(expression, names)
+            except CannotEvaluate:
+                names[normalise(name)] = layers  # an unknown the layout is built from: the layer count
+        try:
+            value = evaluate(write.expression, names)
+        except CannotEvaluate:
+            continue
+        if not isinstance(value, (list, tuple)):
+            continue
+        decided = True
+        if index in value:
+            return True
+    return False if decided else None

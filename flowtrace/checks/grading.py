@@ -1,0 +1,192 @@
+"""From the rules' raw findings to what a maintainer should read: graded, reachable, once per cause.
+
+Three steps, after every rule has run:
+
+1. **Consequence.** Each finding has one (stated by its rule, else its problem kind's usual one,
+   :data:`flowtrace.model.consequence.DEFAULT_CONSEQUENCE`); severity follows from it in
+   :func:`flowtrace.model.consequence.severity_of` and nowhere else.
+2. **Reachability.** A finding that says a draft is served wrong states or crashes the engine
+   needs a path from a registered entry the engine accepts at start-up, with ids a draft can
+   send (:mod:`flowtrace.analysis.reachability`); without one it is ``unreachable`` and
+   reported nowhere. The path is kept on the finding (``entry_path``).
+3. **One finding per root cause.** Per-platform copies of one class, and several rules firing
+   on the same statement, are one finding at the first place with the others as ``related``
+   locations (SARIF ``relatedLocations``, "and N more" in text). The kept finding's
+   fingerprint is its own, so a baseline written before the merge still matches it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Iterable
+
+from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
+from flowtrace.checks.targets import conventions, is_target
+from flowtrace.model.consequence import Consequence, default_consequence, severity_for, severity_of, worst
+from flowtrace.model.facts import Location, ProblemKind
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+
+# Consequences that only matter when a served draft runs the code.
+_NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.FRAGILE})
+
+# Words for a finding whose rule did not say its consequence itself.
+_EFFECT = {
+    Consequence.SILENT_WRONG: "the draft silently receives other hidden states than it was trained on; nothing fails",
+    Consequence.CRASH_SERVING: "a request the engine accepted at start-up raises in a forward",
+    Consequence.FRAGILE: "works with today's drafts; a draft written in another id convention gets other states",
+    Consequence.REFUSED_STARTUP: "the engine refuses this model for EAGLE-3 at start-up: unsupported, not wrong",
+}
+
+
+def grade(result: ScanResult, findings: Iterable[Finding]) -> list[Finding]:
+    """Graded, reachable, deduplicated findings, in the runner's order."""
+    reach = _reachability(result)
+    kept = [g for g in (_graded(result, reach, f) for f in findings) if g is not None]
+    return merge_causes(kept)
+
+
+def _reachability(result: ScanResult) -> Reachability:
+    cc = conventions(result)
+    return Reachability(result.project, lambda row: is_target(row, result.project, cc))
+
+
+def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | None:
+    consequence = f.consequence or default_consequence(f.kind)
+    path = None
+    if consequence in _NEEDS_PATH and _names_class(result, f.symbol):
+        found = reach.path_to(f.symbol)
+        if found is None or not _ids_can_reach(result, f):
+            return None  # unreachable: no served draft runs this code
+        path = found.words()
+    severity = severity_for(consequence, f.kind, f.severity)
+    if severity is None:
+        return None
+    effect = f.effect or _default_effect(result, f, consequence)
+    return dataclasses.replace(f, consequence=consequence, severity=severity, effect=effect, entry_path=path or f.entry_path)
+
+
+def _default_effect(result: ScanResult, f: Finding, consequence: Consequence | None) -> str | None:
+    """Words for a finding whose rule did not state its consequence: a refusal quotes what the
+    engine raises (the profile's ``startup_refusal``), the rest say what the draft gets."""
+    if consequence is Consequence.REFUSED_STARTUP:
+        said = conventions(result).startup_refusal
+        if said:
+            return "the engine refuses this model at start-up: " + said.replace("<class>", _class_name(f.symbol))
+    return _EFFECT.get(consequence) if consequence is not None else None
+
+
+def _names_class(result: ScanResult, symbol: str | None) -> bool:
+    """The finding is about a model class (or one of its methods); draft-side and file-level
+    findings are not on a path from a target entry."""
+    if not symbol:
+        return False
+    classes = result.project.classes
+    return symbol in classes or symbol.rsplit(".", 1)[0] in classes
+
+
+def _ids_can_reach(result: ScanResult, f: Finding) -> bool:
+    """A first-index crash needs a draft able to ask for that index: not so where every
+    served class capturing at that site uses a layout the engine writes itself."""
+    if f.kind is not ProblemKind.INDEX0_RAISES:
+        return True
+    owner = f.symbol or ""
+    users = [r for r in result.rows if r.registered and r.source is not None and getattr(r.source, "holder", None) == owner]
+    if not users:
+        return True
+    for row in users:
+        write = fixed_layout(row)
+        if write is None or layout_can_name(write, 0) is not False:
+            return True
+    return False
+
+
+def _cause(f: Finding) -> tuple:
+    """What makes two findings one cause: the same rule on the same class name (per-platform
+    copies differ only in their package path), with the same message once paths are gone."""
+    name = (f.symbol or "").rsplit(".", 2)
+    short = ".".join(name[-2:]) if f.symbol and "." in f.symbol else f.symbol
+    words = re.sub(r"[\w./-]+\.py:\d+", "", f.message)
+    return (f.rule, f.kind, short, words)
+
+
+def merge_causes(findings: list[Finding]) -> list[Finding]:
+    """One finding per root cause: platform copies grouped by :func:`_cause`, and findings of
+    several rules on one statement grouped by place (the worst consequence stays)."""
+    out: list[Finding] = []
+    for group in _groups(findings, _cause):
+        out.append(_merged(group))
+    final: list[Finding] = []
+    for group in _groups(out, _place):
+        final.append(_merged(sorted(group, key=_rank)) if len(group) > 1 else group[0])
+    return sorted(final, key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+
+
+# Problems that are one cause when they sit on the same statement: what a setter does to the
+# draft's ids (an inconsistent transform and the embedding id it drops are one fix).
+_ID_CONVENTION = frozenset({
+    ProblemKind.TRANSFORM_INCONSISTENT, ProblemKind.EMBEDDING_ID_DROPPED,
+    ProblemKind.EMBEDDING_UNREACHABLE, ProblemKind.DEFAULT_BOUNDARIES_SHIFTED,
+})
+
+
+def _place(f: Finding) -> tuple:
+    """Findings grouped by place: the rule's own, except id-convention findings, which share one."""
+    group = "ids" if f.kind in _ID_CONVENTION else f.rule
+    return (f.file, f.line, group)
+
+
+def _rank(f: Finding) -> tuple:
+    order = tuple(Consequence)
+    return (order.index(f.consequence) if f.consequence is not None else len(order), f.rule)
+
+
+def _groups(findings: list[Finding], key) -> list[list[Finding]]:
+    groups: dict[object, list[Finding]] = {}
+    for f in sorted(findings, key=lambda f: (f.file, f.line, f.rule, f.symbol or "", f.fingerprint)):
+        groups.setdefault(key(f), []).append(f)
+    return list(groups.values())
+
+
+def _merged(group: list[Finding]) -> Finding:
+    head = group[0]
+    if len(group) == 1:
+        return head
+    places: dict[Location, None] = dict.fromkeys(head.related)
+    for other in group[1:]:
+        places.setdefault(Location(other.file, other.line), None)
+        places.update(dict.fromkeys(other.related))
+    places.pop(Location(head.file, head.line), None)
+    consequences = tuple(f.consequence for f in group if f.consequence is not None)
+    consequence = worst(consequences) if consequences else head.consequence
+    also = sorted({f.rule for f in group[1:]} - {head.rule})
+    message = head.message + (f" (same cause as {', '.join(also)})" if also else "")
+    for other in group[1:]:
+        if other.rule != head.rule:
+            message += f". {other.rule}: {other.message}"
+    others = sorted({_class_name(f.symbol) for f in group[1:]} - {_class_name(head.symbol)})
+    if others:
+        message += f"; also affects {_listed(others)}"
+    effects = list(dict.fromkeys(f.effect for f in group if f.effect))
+    return dataclasses.replace(
+        head,
+        effect="; ".join(effects) or head.effect,
+        related=tuple(places),
+        consequence=consequence,
+        severity=(severity_of(consequence) if consequence is not None else None) or head.severity,
+        message=message,
+    )
+
+
+def _class_name(symbol: str | None) -> str:
+    parts = (symbol or "?").split(".")
+    classes = [p for p in parts if p[:1].isupper()]
+    return classes[-1] if classes else parts[-1]
+
+
+def _listed(names: list[str], shown: int = 4) -> str:
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")

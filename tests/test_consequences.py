@@ -1,0 +1,134 @@
+"""Findings are graded by consequence (flowtrace.model.consequence), on fixture engines written
+for it: one model per consequence in ``consequences_like`` and the same code as a fork-like
+package (``fork_like/forkserve``: no engine's detect path matches, every profile is merged).
+
+Expected values come from reading the fixtures (each file's docstring says what it holds)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from flowtrace import api
+from flowtrace.checks.base import Finding, fingerprint
+from flowtrace.checks.grading import merge_causes
+from flowtrace.cli.check import check
+from flowtrace.lint import baseline as baselines
+from flowtrace.model.consequence import Consequence, severity_of
+from flowtrace.model.facts import Location, ProblemKind
+
+from fixture_paths import FIXTURES
+
+SW, CS, FR, RS = Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.FRAGILE, Consequence.REFUSED_STARTUP
+
+
+def _graded(root, package):
+    m = f"{package}/srt/models/"
+    found = api.findings(api.scan(root))
+    return {(f.rule, f.file.removeprefix(m), f.line, f.consequence, f.severity) for f in found if f.rule != "FT010"}, found
+
+
+EXPECTED = {
+    ("FT013", "silent.py", 19, SW, "error"),  # hidden_states appended without the residual
+    ("FT022", "crash.py", 18, CS, "error"),  # hidden_states + residual while residual is None
+    ("FT007", "fragile.py", 42, FR, "warning"),  # identity only for ids naming b = L
+    ("FT001", "refused.py", 48, RS, "info"),  # wrapper without the setter: refused at start-up
+}
+
+
+def test_severity_follows_consequence_in_one_place():
+    assert [severity_of(c) for c in Consequence] == ["error", "error", "warning", "info", None]
+
+
+def test_one_model_per_consequence():
+    graded, found = _graded(FIXTURES / "consequences_like", "sglang")
+    assert graded == EXPECTED
+    # unreachable code reports nothing: the orphan model, and the inner model only a refused wrapper builds
+    assert not [f for f in found if f.file.endswith("orphan.py") or (f.file.endswith("refused.py") and f.line != 48)]
+
+
+def test_errors_state_their_consequence_and_the_path_from_an_entry():
+    _, found = _graded(FIXTURES / "consequences_like", "sglang")
+    errors = {f.file.rsplit("/", 1)[-1]: f for f in found if f.severity == "error"}
+    assert errors["silent.py"].entry_path == "SilentForCausalLM -> SilentModel"
+    assert errors["crash.py"].entry_path == "CrashForCausalLM -> CrashModel"
+    assert "without the residual" in errors["silent.py"].effect
+    assert "raises TypeError" in errors["crash.py"].effect and "b=0 (id -1)" in errors["crash.py"].effect
+    refused = next(f for f in found if f.rule == "FT001")
+    # the profile's own start-up message, with the class named
+    assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
+
+
+def test_fork_like_package_keeps_consequences_without_borrowing_an_engines_words():
+    graded, found = _graded(FIXTURES / "fork_like", "forkserve")
+    assert graded == EXPECTED
+    refused = next(f for f in found if f.rule == "FT001")
+    assert "ValueError" not in refused.effect  # no engine's message quoted for a tree of unknown family
+    crash = next(f for f in found if f.rule == "FT022")
+    assert "id -1" not in crash.effect and "id 0" not in crash.effect  # no engine's embedding id either
+
+
+def _finding(rule, file, line, symbol, severity="warning", consequence=FR, kind=ProblemKind.TRANSFORM_INCONSISTENT, message="m"):
+    return Finding(rule, "n", severity, file, line, message, symbol, fingerprint(rule, symbol, "s"), kind=kind, consequence=consequence)
+
+
+def test_per_platform_copies_are_one_finding_with_related_locations():
+    a = _finding("FT021", "pkg/m/amd/model.py", 10, "pkg.m.amd.model.XForCausalLM", message="X declares it (pkg/m/amd/model.py:3)")
+    b = _finding("FT021", "pkg/m/nvidia/model.py", 12, "pkg.m.nvidia.model.XForCausalLM", message="X declares it (pkg/m/nvidia/model.py:4)")
+    (merged,) = merge_causes([b, a])
+    assert (merged.file, merged.line, merged.related) == ("pkg/m/amd/model.py", 10, (Location("pkg/m/nvidia/model.py", 12),))
+    assert merged.fingerprint == a.fingerprint
+
+
+def test_id_convention_findings_on_one_setter_are_one_finding_with_the_worst_consequence():
+    transform = _finding("FT007", "m.py", 5, "m.X.set", consequence=FR)
+    embedding = _finding("FT009", "m.py", 5, "m.X", severity="error", consequence=CS, kind=ProblemKind.EMBEDDING_ID_DROPPED)
+    (merged,) = merge_causes([transform, embedding])
+    assert (merged.rule, merged.consequence, merged.severity) == ("FT009", CS, "error")
+    assert "same cause as FT007" in merged.message
+
+
+def test_findings_of_one_rule_at_one_place_for_several_classes_name_the_others():
+    one = _finding("FT010", "a.py", 7, "a.AForCausalLM", consequence=None, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="A: no b=L")
+    two = _finding("FT010", "a.py", 7, "a.BForCausalLM", consequence=None, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="B: no b=L")
+    (merged,) = merge_causes([one, two])
+    assert merged.message.endswith("also affects BForCausalLM")
+
+
+def test_fingerprint_does_not_change_when_severity_does():
+    f = _finding("FT001", "w.py", 3, "w.W", severity="error", consequence=None, kind=ProblemKind.WRAPPER_WITHOUT_SETTER)
+    regraded = dataclasses.replace(f, severity="info", consequence=RS)
+    assert regraded.fingerprint == f.fingerprint == fingerprint("FT001", "w.W", "s")
+
+
+def test_baseline_written_before_the_regrading_still_matches(tmp_path):
+    """A baseline of main's findings (same rule, symbol, snippet; other severity) suppresses them."""
+    root = FIXTURES / "consequences_like"
+    found = api.findings(api.scan(root))
+    baseline = tmp_path / "baseline.json"
+    # what the same findings looked like before the regrading: every one an error
+    baselines.write(baseline, [dataclasses.replace(f, severity="error", consequence=None) for f in found])
+    res = CliRunner().invoke(check, [str(root), "--no-cache", "--baseline", str(baseline), "--output-format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["summary"]["suppressed_baseline"] == len(found) > 0
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "github", "full"])
+def test_renderers_carry_consequence_and_related_locations(fmt, tmp_path):
+    root = FIXTURES / "consequences_like"
+    res = CliRunner().invoke(check, [str(root), "--no-cache", "--output-format", fmt, "--exit-zero"])
+    assert res.exit_code == 0, res.output
+    if fmt == "sarif":
+        results = json.loads(res.stdout)["runs"][0]["results"]
+        silent = next(r for r in results if r["ruleId"] == "FT013")
+        assert silent["level"] == "error" and silent["properties"]["consequence"] == "silent_wrong"
+        assert "Consequence: the draft silently receives" in silent["message"]["text"]
+        refused = next(r for r in results if r["ruleId"] == "FT001")
+        assert refused["level"] == "note" and refused["properties"]["consequence"] == "refused_startup"
+    elif fmt == "github":
+        assert "::error " in res.stdout and "consequence: the draft silently receives" in res.stdout
+    else:
+        assert "= consequence: raises TypeError" in res.stdout and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
