@@ -91,6 +91,7 @@ EntryClass = ExForCausalLM
                 consequence=Consequence.CRASH_SERVING,
                 effect=(
                     f"{cls.name}.forward returns no aux states: unpacking (hidden_states, aux_hidden_states) from its output "
-                    f"raises in the first forward that serves a draft"
+                    f"raises in the first forward run with the draft's layers (at start-up where the engine profiles with "
+                    f"a dummy forward, else on the first request)"
                 ),
             )
