@@ -1,6 +1,7 @@
 """Findings are graded by consequence (flowtrace.model.consequence), on fixture engines written
-for it: one model per consequence in ``consequences_like`` and the same code as a fork-like
-package (``fork_like/forkserve``: no engine's detect path matches, every profile is merged).
+for it (tests/fixtures/rules/: static trees, not run as torch code by the probe agreement test):
+one model per consequence in ``consequences_like`` and the same code as a fork-like package
+(``fork_like/forkserve``: no engine's detect path matches, every profile is merged).
 
 Expected values come from reading the fixtures (each file's docstring says what it holds)."""
 
@@ -20,7 +21,7 @@ from flowtrace.lint import baseline as baselines
 from flowtrace.model.consequence import Consequence, severity_of
 from flowtrace.model.facts import Location, ProblemKind
 
-from fixture_paths import FIXTURES
+from fixture_paths import RULE_FIXTURES as FIXTURES
 
 SW, CS, FR, RS = Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.FRAGILE, Consequence.REFUSED_STARTUP
 
