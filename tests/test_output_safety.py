@@ -20,7 +20,8 @@ from flowtrace.sources.output import write_atomic
 # File names a hostile tree may use: quotes, markup, URL and SARIF/GitHub metacharacters,
 # whitespace, a newline, non-ASCII.
 WEIRD = ['we"ird <i>name & co.py', "new\nline.py", "tab\there.py", "per%20cent,co:lon.py", "hash#q?x=1.py", "ünïcødé ß.py", "back\\slash.py"]
-SETTER_ONLY = "class {cls}:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = layer_ids\n"
+# A served entry (registered) whose setter feeds no capture loop: FT004 in each file.
+SETTER_ONLY = "class {cls}:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = layer_ids\n\n\nEntryClass = {cls}\n"
 
 
 def run(*args):

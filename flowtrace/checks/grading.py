@@ -107,8 +107,10 @@ def _ids_can_reach(result: ScanResult, f: Finding) -> bool:
 def _cause(f: Finding) -> tuple:
     """What makes two findings one cause: the same rule on the same class name (per-platform
     copies differ only in their package path), with the same message once paths are gone."""
-    name = (f.symbol or "").rsplit(".", 2)
-    short = ".".join(name[-2:]) if f.symbol and "." in f.symbol else f.symbol
+    if not f.symbol:
+        return (f.rule, f.file, f.line, f.fingerprint)  # a finding about a file, not a class: never merged
+    name = f.symbol.rsplit(".", 2)
+    short = ".".join(name[-2:]) if "." in f.symbol else f.symbol
     words = re.sub(r"[\w./-]+\.py:\d+", "", f.message)
     return (f.rule, f.kind, short, words)
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from flowtrace.index.cache import atomic_write, seal, unseal, user_key
 
-_ALLOWED_MODULES = {"flowtrace.model.facts", "flowtrace.checks.base", "flowtrace.lint.runner"}
+_ALLOWED_MODULES = {"flowtrace.model.facts", "flowtrace.model.consequence", "flowtrace.checks.base", "flowtrace.lint.runner"}
 _CODE_DIGEST: list[str] = []
 
 
