@@ -108,7 +108,7 @@ def engine(tmp_path):
 def test_the_check_step_writes_sarif_and_records_the_exit_code(tmp_path, engine):
     res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002,FT004", "fail-on": "error"})
     assert res.returncode == 0, res.stderr  # the step itself succeeds so that the upload runs
-    assert out["exit-code"] == "1"  # epsilon.py has FT002 and FT004 errors
+    assert out["exit-code"] == "1"  # epsilon.py: FT004 is an error (FT002 a start-up refusal: info)
     sarif = json.loads((tmp_path / out["sarif-file"]).read_text(encoding="utf-8"))
     rules = {r["ruleId"] for r in sarif["runs"][0]["results"]}
     assert rules == {"FT002", "FT004"}
@@ -138,12 +138,13 @@ def test_upload_sarif_is_pinned_to_a_commit_and_a_failed_upload_only_warns():
 
 
 def test_one_run_writes_sarif_annotations_and_extra_outputs(tmp_path, engine):
-    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002", "extra-outputs": "json=extra.json concise=extra.txt"})
+    # FT022 (a None residual added at index 0: a crash, so an error) fires on the fixture
+    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT022", "extra-outputs": "json=extra.json concise=extra.txt"})
     assert res.returncode == 0 and out["exit-code"] == "1", res.stderr
     sarif = json.loads((tmp_path / out["sarif-file"]).read_text(encoding="utf-8"))
-    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"FT002"}
-    assert res.stdout.startswith("::error ") and "FT002" in res.stdout  # annotations from the same run
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"FT022"}
+    assert res.stdout.startswith("::error ") and "FT022" in res.stdout  # annotations from the same run
     assert json.loads((tmp_path / "extra.json").read_text(encoding="utf-8"))["schema"] == "flowtrace.check/1"
-    assert "FT002 [error]" in (tmp_path / "extra.txt").read_text(encoding="utf-8")
-    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002", "annotations": "false"})
+    assert "FT022 [error]" in (tmp_path / "extra.txt").read_text(encoding="utf-8")
+    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT022", "annotations": "false"})
     assert res.stdout == "" and out["exit-code"] == "1"
