@@ -318,9 +318,10 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
 @main.command()
 @click.option("--scan", "scan_json", required=True, type=click.Path(dir_okay=False), help="A `flowtrace scan --format json` document.")
 @click.option("--probe", "probe_json", type=click.Path(dir_okay=False), help="A `flowtrace probe ... --format json` result to merge in.")
+@click.option("--probe-engine", "engine_json", multiple=True, type=click.Path(dir_okay=False), help="`flowtrace probe engine --format json` results: runtime-confirmed / refuted per model row.")
 @click.option("-o", "--output", default="reports/flowtrace-report.html", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--link-base", help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).")
-def report(scan_json, probe_json, output, link_base):
+def report(scan_json, probe_json, engine_json, output, link_base):
     """Render the HTML report from saved scan (and probe) results."""
     import json
 
@@ -338,12 +339,27 @@ def report(scan_json, probe_json, output, link_base):
             raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
         return doc
 
+    def load_any(path: str) -> object:
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise UsageError(f"{path}: not valid JSON ({exc})") from None
+
     from flowtrace.render.report_data import report_document_from_scan
 
     doc, complete = report_document_from_scan(load(scan_json, "flowtrace.scan/"))
     if not complete:
         click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
+    if engine_json:
+        from flowtrace.probe.engine_report import engine_documents, merged_probe
+
+        runs = [d for p in engine_json for d in engine_documents(load_any(p))]
+        if not runs:
+            raise UsageError(f"{', '.join(engine_json)}: no flowtrace.probe-engine/1 document")
+        probe = merged_probe(runs, probe)
     origin = None
     if not link_base and isinstance(doc.get("root"), str) and Path(doc["root"]).is_dir():
         from flowtrace.sources.weblinks import infer_link_base

@@ -65,7 +65,8 @@ SNIPPET_CONTEXT = 3
 # Keys shown in the page but left out of its embedded JSON copy of the doc: they are bulky and
 # derived (graph, paths, examples, snippets); the copy keeps the flowtrace.scan/1 data + rules.
 RENDER_ONLY_KEYS = ("sources", "graph", "paths", "examples")
-PROBE_MARKS = {"confirmed": "confirmed", "refuted": "refuted"}
+# probe-engine runs (flowtrace probe engine): the installed engine agreed / disagreed with the static trace
+PROBE_MARKS = {"confirmed": "confirmed", "refuted": "refuted", "runtime-confirmed": "confirmed", "runtime-refuted": "refuted"}
 
 
 # --------------------------------------------------------------------------------------------

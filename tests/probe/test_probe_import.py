@@ -27,7 +27,7 @@ def test_importing_the_cli_does_not_import_torch():
         "import sys\n"
         "import flowtrace.probe, flowtrace.probe.cli, flowtrace.probe.results, flowtrace.probe.report\n"
         "from flowtrace.probe.cli import probe\n"
-        "assert sorted(probe.commands) == ['capture', 'draft', 'merge'], probe.commands\n"
+        "assert sorted(probe.commands) == ['capture', 'draft', 'engine', 'merge'], probe.commands\n"
         "import flowtrace.probe.merge\n"
         "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
         "print('TORCH' if bad else 'CLEAN')\n"

@@ -1,0 +1,69 @@
+"""Time and memory of ``flowtrace probe engine`` per architecture, on the real engine (vLLM's CPU build).
+
+    python bench/engine_probe.py [--engine-python PY] [--only llama,qwen3] [--json out.json]
+
+For each target config in tests/probe/engine_configs/ it runs one engine process with the cases
+the engine-probe tests use (two explicit id sets, then the draft config without ids, which may
+raise and so goes last) and prints one table row per case: architecture | ids | static | runtime |
+agree | seconds | peak RSS. The targets: one architecture in under 60 s and 3 GB peak RSS.
+Measured numbers belong in the issue note, not in a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flowtrace.probe.engine import Case, probe_engine  # noqa: E402
+
+CONFIGS = ROOT / "tests" / "probe" / "engine_configs"
+CASES = [Case("ids-1-2-3", "draft", (1, 2, 3)), Case("ids-0-2-4", "draft", (0, 2, 4)), Case("no-ids", "draft", None)]
+
+
+def row(doc: dict) -> str:
+    st, ob = doc["static"], doc["observed"]
+    static = str(st["boundaries"]) if st["outcome"] == "captures" else f"{st['outcome']} {st.get('raises_at') or ''}".strip()
+    runtime = str([s["boundary"] for s in ob["slots"]]) if ob["slots"] else ob["outcome"]
+    if ob["outcome"] == "raises":
+        runtime += f" + raises at {ob['raised_at']}"
+    fc = ob.get("fc_input")
+    if fc and not fc["matches"]:
+        runtime += f" (fc fed {fc['width']}, expects {fc['expected']})"
+    ids = doc["layer_ids"] if doc["layer_ids"] is not None else "none"
+    return f"| {doc['architecture']} | {ids} | {static} | {runtime} | {'yes' if doc['agree'] else 'NO'} | {doc['seconds']} | {doc['peak_rss_mb']:.0f} MB |"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine-python")
+    ap.add_argument("--only", help="comma-separated config names (file stems)")
+    ap.add_argument("--extra-ids", help="one more id set, e.g. 1,2,9 (out of range)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    names = a.only.split(",") if a.only else sorted(p.stem for p in CONFIGS.glob("*.json"))
+    cases = list(CASES)
+    if a.extra_ids:
+        cases.insert(2, Case("extra", "draft", tuple(int(x) for x in a.extra_ids.split(","))))
+    docs = []
+    print("| architecture | ids | static boundaries / outcome | runtime | agree | seconds | peak RSS |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        t0 = time.time()
+        results = probe_engine(engine="vllm", target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python)
+        for r in results:
+            print(row(r.doc), flush=True)
+            docs.append(r.doc)
+        print(f"<!-- {name}: {time.time() - t0:.1f} s wall including the static scan -->", flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(docs, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""``flowtrace probe engine``: the installed engine itself at runtime, against the static trace of its source.
+
+The engine lives in its own venv (``scripts/install-engine-venv.sh``) and is never a flowtrace
+dependency: this module runs that venv's python on :mod:`flowtrace.probe.engine_runner` in a
+subprocess, reads back plain JSON, then scans the same venv's installed engine source with
+flowtrace's static analysis and compares the two slot by slot. Keeping the engine out of this
+process means flowtrace's torch pin and the engine's never meet, and a crash in the engine is an
+observation, not a flowtrace traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowtrace.probe import engine_runner as runner
+from flowtrace.probe.errors import ProbeError
+
+SCHEMA = "flowtrace.probe-engine/1"
+DEFAULT_NUM_LAYERS = 4
+FC_SLOTS_WITHOUT_IDS = 3  # an EAGLE-3 draft is trained on three states unless its weights say otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEnv:
+    """An engine venv checked to hold the expected engine build."""
+
+    python: str
+    distribution: str
+    version: str
+    source: str  # the installed engine package folder the static trace scans
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One request to probe: how the ids reach the engine and what the draft's fc expects."""
+
+    name: str
+    mode: str  # "draft": through the draft config and the engine's plumbing; "direct": the engine's setter
+    ids: tuple[int, ...] | None
+    key: str = runner.DRAFT_IDS_KEY
+    fc_slots: int = FC_SLOTS_WITHOUT_IDS
+
+    def to_spec(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "ids": list(self.ids) if self.ids is not None else None,
+                "key": self.key, "fc_slots": self.fc_slots}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProbeResult:
+    """One case's runtime observation next to the static trace (the ``flowtrace.probe-engine/1`` document)."""
+
+    doc: dict = field(default_factory=dict)
+
+    @property
+    def agree(self) -> bool:
+        return bool(self.doc.get("agree"))
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.agree else 1
+
+    def to_json(self) -> str:
+        return json.dumps(self.doc, indent=2)
+
+
+def default_venv(engine: str, device: str) -> Path:
+    """Where the install script puts the engine venv unless told otherwise."""
+    env = os.environ.get("FLOWTRACE_ENGINE_VENV")
+    if env:
+        return Path(env)
+    dist, version = runner.ENGINES[engine]["builds"][device]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "flowtrace" / "engines" / f"{dist}-{version or 'latest'}"
+
+
+def locate_engine(engine: str, device: str, engine_python: str | None) -> EngineEnv:
+    """The engine venv's python, its engine version and source folder, or one clear usage error."""
+    if engine not in runner.ENGINES:
+        raise ProbeError(f"--engine {engine!r}: supported: {', '.join(sorted(runner.ENGINES))}")
+    dist, want = runner.ENGINES[engine]["builds"][device]
+    python = engine_python or str(default_venv(engine, device) / "bin" / "python")
+    if not os.path.exists(python):
+        raise ProbeError(f"no engine venv at {python}: run scripts/install-engine-venv.sh "
+                         "(or pass --engine-python / set FLOWTRACE_ENGINE_VENV); see docs/probe-engine.md")
+    try:
+        out = subprocess.run([python, "-I", runner.__file__, "--about", engine, dist], capture_output=True, text=True, timeout=120, check=False)
+        about = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+        raise ProbeError(f"{python} did not answer as a python interpreter of an engine venv") from None
+    if not about.get("version"):
+        raise ProbeError(f"{python}: {dist} is not installed in that venv; run scripts/install-engine-venv.sh")
+    if want and about["version"] != want:
+        raise ProbeError(f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run scripts/install-engine-venv.sh")
+    if not about.get("source"):
+        raise ProbeError(f"{python}: the {engine} package folder was not found in that venv")
+    return EngineEnv(python, dist, about["version"], about["source"])
+
+
+def read_json(path: str | os.PathLike, what: str) -> dict:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProbeError(f"{what} {p}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProbeError(f"{what} {p}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ProbeError(f"{what} {p}: not a JSON object")
+    return doc
+
+
+def draft_case(path: str, name: str = "draft") -> Case:
+    """The case a draft config describes: its ids exactly as written (or none) and its fc width."""
+    doc = read_json(path, "--draft-config")
+    raw_eagle = doc.get("eagle_config")
+    eagle: dict = raw_eagle if isinstance(raw_eagle, dict) else {}
+    ids, key = None, runner.DRAFT_IDS_KEY
+    if eagle.get(runner.IDS_NAME) is not None:
+        ids = eagle[runner.IDS_NAME]
+    elif doc.get(runner.IDS_NAME) is not None:
+        ids, key = doc[runner.IDS_NAME], runner.IDS_NAME
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
+        raise ProbeError(f"--draft-config {path}: {runner.IDS_NAME} must be a list of integers, got {ids!r}")
+    slots = _fc_slots_from_weights(Path(path)) or (len(set(ids)) if ids else FC_SLOTS_WITHOUT_IDS)
+    return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots)
+
+
+def _fc_slots_from_weights(path: Path) -> int | None:
+    """fc in_features / out_features from a draft folder's safetensors header (read without torch)."""
+    folder = path if path.is_dir() else path.parent
+    for f in sorted(folder.glob("*.safetensors")):
+        try:
+            with f.open("rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(min(n, 50_000_000)))
+        except (OSError, ValueError):
+            continue
+        for name, meta in header.items():
+            if name.endswith("fc.weight") and isinstance(meta, dict) and len(meta.get("shape", [])) == 2:
+                out_f, in_f = meta["shape"]
+                return in_f // out_f if out_f and in_f % out_f == 0 else None
+    return None
+
+
+def parse_layer_ids(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ProbeError(f"--layer-ids {text!r}: expected comma-separated integers") from None
+
+
+def run_engine(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: int | None, device: str,
+               timeout: float = 900.0, progress: Callable[[str], None] | None = None) -> dict:
+    """Run the runner in the engine venv for every case (one engine process) and return its JSON."""
+    with tempfile.TemporaryDirectory(prefix="flowtrace-engine-") as tmp:
+        spec = {"target_config": target, "num_layers": num_layers, "device": device, "workdir": tmp,
+                "cases": [c.to_spec() for c in cases], "seed": 0}
+        spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        if progress:
+            progress(f"starting {env.distribution} {env.version} in {env.python}")
+        proc = subprocess.run([env.python, "-I", runner.__file__, str(spec_path), str(out_path)],
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        if not out_path.exists():
+            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+            raise ProbeError(f"the engine process ended (exit {proc.returncode}) without a result: {tail}")
+        return json.loads(out_path.read_text(encoding="utf-8"))
+
+
+def run_all(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: int, device: str,
+            progress: Callable[[str], None] | None = None) -> dict:
+    """All cases, in as few engine processes as the engine allows.
+
+    A raise inside an engine step leaves the in-process engine core dead, so the runner stops there
+    and the cases after it run in a fresh process: order cases that may raise last."""
+    raw: dict = {}
+    pending = list(cases)
+    while pending:
+        part = run_engine(env, target, pending, num_layers, device, progress=progress)
+        if part.get("fatal_error") or part.get("build_error"):
+            raise ProbeError(f"the engine run failed: {part.get('fatal_error') or part.get('build_error')}")
+        if not raw:
+            raw = {**part, "cases": [], "processes": 0, "seconds": 0.0, "peak_rss_mb": 0.0}
+        raw["processes"] += 1
+        raw["seconds"] += float(part.get("seconds") or 0.0)
+        raw["peak_rss_mb"] = max(raw["peak_rss_mb"], float(part.get("peak_rss_mb") or 0.0))
+        done = [c for c in part.get("cases", []) if c.get("outcome") != "not_run"]
+        raw["cases"].extend(done)
+        if part.get("start_error") or not done:
+            break
+        names = {c["name"] for c in done}
+        pending = [c for c in pending if c.name not in names]
+    return raw
+
+
+def static_traces(source: str, architecture: str, cases: Sequence[Case], num_layers: int, hidden_size: int | None,
+                  target: dict) -> list[dict]:
+    """flowtrace's static trace of the installed engine's own source, one per case."""
+    from flowtrace import api
+    from flowtrace.analysis.trace import trace_json
+
+    result = api.scan(source)
+    package = Path(source).name  # file:line as the engine's own import path names it
+
+    def where(step: dict) -> str:
+        return f"{package}/{step['file']}:{step['line']}"
+
+    out = []
+    for c in cases:
+        try:
+            traced = api.trace(result, architecture, list(c.ids) if c.ids is not None else None, num_layers, hidden_size, target)
+        except api.UsageError as exc:
+            out.append({"outcome": "unknown", "boundaries": None, "raises_at": None, "reason": str(exc), "at": None})
+            continue
+        doc = trace_json(traced)
+        at = next((where(s) for s in doc["steps"] if s["kind"] == "point" and s["file"]), None)
+        at = at or next((where(s) for s in doc["steps"] if s["file"]), None)
+        raises_at = f"{package}/{doc['raises_at']}" if doc["raises_at"] else None
+        out.append({"outcome": doc["outcome"], "boundaries": doc["boundaries"], "raises_at": raises_at,
+                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"]})
+    return out
+
+
+def observed_outcome(case: dict) -> str:
+    """captures / raises / captures_nothing / unmatched / not_run, from the runner's record."""
+    if case.get("outcome") in ("raises", "not_run"):
+        return case["outcome"]
+    slots = case.get("slots") or []
+    if not slots:
+        return "captures_nothing"
+    return "captures" if all(s["boundary"] is not None for s in slots) else "unmatched"
+
+
+def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
+    """Per slot agree/disagree, and the whole verdict (outcome and boundaries both)."""
+    outcome = observed_outcome(case)
+    seen = [s.get("boundary") for s in case.get("slots") or []]
+    want = list(static.get("boundaries") or [])
+    n = max(len(seen), len(want))
+    slots = []
+    for i in range(n):
+        o = seen[i] if i < len(seen) else None
+        s = want[i] if i < len(want) else None
+        slots.append({"slot": i, "observed": o, "static": s, "agree": o is not None and o == s, "static_at": static.get("at")})
+    s_out = static.get("outcome")
+    if outcome == "raises":
+        # a raise after the target captured (the draft's fc rejecting the width) is a capture verdict
+        if seen and static.get("outcome") == "captures":
+            return seen == want, slots
+        return s_out == "raises", slots
+    if outcome == "captures_nothing":
+        return s_out == "captures_nothing" or (s_out == "captures" and not want), slots
+    return outcome == "captures" and s_out == "captures" and seen == want, slots
+
+
+def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: EngineEnv, engine: str) -> dict:
+    """The ``flowtrace.probe-engine/1`` document of one case."""
+    agree, slots = compare(raw, case, static)
+    start_error = raw.get("start_error")
+    if start_error:  # the engine refused the model at start-up: nothing ran
+        case = {**start_error}
+        agree = static.get("outcome") == "raises"
+        slots = []
+    hidden = _hidden_size(raw)
+    fc_in = case.get("fc_input") or {}
+    fc_expected = case_spec.fc_slots * hidden if hidden else None
+    width_ok = None if not fc_in else fc_in.get("width") == fc_expected
+    observed = {
+        "outcome": observed_outcome(case) if not start_error else "raises",
+        "slots": [{"boundary": s.get("boundary"), "rel_err": s.get("rel_err")} for s in case.get("slots") or []],
+        "raised_at": case.get("raised_at"), "message": case.get("message"),
+        "engine_layers": case.get("engine_layers"), "plumbing": case.get("plumbing"),
+        "fc_input": {"width": fc_in.get("width"), "expected": fc_expected, "matches": width_ok,
+                     "slots": [s.get("boundary") for s in fc_in.get("slots", [])]} if fc_in else None,
+        "after_raise": bool(case.get("after_raise")),
+    }
+    return {
+        "schema": SCHEMA, "engine": engine, "engine_version": env.version, "engine_distribution": env.distribution,
+        "engine_source": env.source, "architecture": raw.get("architecture"), "model_class": raw.get("model_class") or raw.get("architecture"),
+        "num_layers": raw.get("num_layers") or raw.get("requested_layers"), "case": case_spec.name, "mode": case_spec.mode,
+        "layer_ids": list(case_spec.ids) if case_spec.ids is not None else None,
+        "observed": observed,
+        "static": {k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features")},
+        "slots": slots, "agree": agree, "shrunk": raw.get("shrunk", []),
+        "seconds": round(float(raw.get("seconds") or 0.0), 2), "peak_rss_mb": round(float(raw.get("peak_rss_mb") or 0.0), 1),
+    }
+
+
+def _hidden_size(raw: dict) -> int | None:
+    for s in raw.get("shrunk", []):
+        if s["key"].endswith("hidden_size") and not s["key"].startswith("vision_config"):
+            return int(s["to"])
+    return raw.get("hidden_size")
+
+
+def probe_engine(*, engine: str, target_config: str | os.PathLike | dict, cases: Sequence[Case], num_layers: int | None = None,
+                 device: str = "cpu", engine_python: str | None = None,
+                 progress: Callable[[str], None] | None = None) -> list[EngineProbeResult]:
+    """Run the engine once for all ``cases`` of one target and compare each with the static trace."""
+    t0 = time.time()
+    env = locate_engine(engine, device, engine_python)
+    target = target_config if isinstance(target_config, dict) else read_json(target_config, "--target-config")
+    if not (target.get("architectures") or [None])[0]:
+        raise ProbeError("--target-config: no `architectures` entry to name the model class")
+    raw = run_all(env, target, cases, num_layers or DEFAULT_NUM_LAYERS, device, progress)
+    shrunk_cfg, _ = runner.shrink_config(target, num_layers or DEFAULT_NUM_LAYERS)
+    text = runner.text_part(shrunk_cfg)
+    L = int(raw.get("num_layers") or text["num_hidden_layers"])
+    if progress:
+        progress(f"static trace of {env.source}")
+    statics = static_traces(env.source, raw["architecture"], cases, L, text.get("hidden_size"), shrunk_cfg)
+    raw.setdefault("num_layers", L)
+    raw["hidden_size"] = text.get("hidden_size")
+    by_name = {c.get("name"): c for c in raw.get("cases", [])}
+    docs = []
+    for spec, static in zip(cases, statics):
+        doc = case_document(raw, spec, by_name.get(spec.name, {"outcome": "not_run"}), static, env, engine)
+        doc["seconds_total"] = round(time.time() - t0, 2)
+        docs.append(EngineProbeResult(doc))
+    return docs
+
+
+def engine_text(result: EngineProbeResult) -> str:
+    """Human form: one line per slot, runtime next to the static trace's file:line."""
+    d = result.doc
+    o, s = d["observed"], d["static"]
+    ids = d["layer_ids"] if d["layer_ids"] is not None else "none (engine default)"
+    lines = [f"probe engine {d['engine']} {d['engine_version']}: {d['model_class']} (L = {d['num_layers']}), ids {ids}, via {d['mode']}"]
+    for sh in d["shrunk"]:
+        lines.append(f"  shrunk {sh['key']}: {sh['from']} -> {sh['to']}")
+    for sl in d["slots"]:
+        verdict = "agree" if sl["agree"] else "disagree"
+        lines.append(f"  slot {sl['slot']}: runtime b={sl['observed']}  static b={sl['static']}  [{sl['static_at']}]  {verdict}")
+    if o["outcome"] == "raises":
+        lines.append(f"  runtime raised at {o['raised_at']}: {o['message']}")
+    if s["outcome"] != "captures":
+        lines.append(f"  static: {s['outcome']}" + (f" at {s['raises_at']}" if s["raises_at"] else "") + f": {s['reason']}")
+    fc = o.get("fc_input")
+    if fc and not fc["matches"]:
+        lines.append(f"  the draft's fc was fed width {fc['width']}, it expects {fc['expected']} (states {fc['slots']})")
+    lines.append(f"=> {'agree' if d['agree'] else 'disagree'} ({d['seconds']} s in the engine, peak RSS {d['peak_rss_mb']} MB)")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SCHEMA", "Case", "EngineEnv", "EngineProbeResult", "draft_case", "engine_text", "locate_engine", "parse_layer_ids", "probe_engine"]
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `flowtrace probe engine`")

