@@ -294,6 +294,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
         "static": {k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features")},
         "slots": slots, "agree": agree, "shrunk": raw.get("shrunk", []),
         "seconds": round(float(raw.get("seconds") or 0.0), 2), "peak_rss_mb": round(float(raw.get("peak_rss_mb") or 0.0), 1),
+        "engine_processes": raw.get("processes", 1),
     }
 
 
