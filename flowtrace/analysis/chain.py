@@ -6,14 +6,16 @@ with the file:line it rests on. The graph stores these links, and trace, the che
 renderers read them, so every consumer sees the same chain instead of re-deriving it from
 the row's flat fields.
 
-It imports neither module above at run time (``resolve`` calls it while building rows): it
-reads a ``Capture`` / ``SourceCapture`` by their fields and the project for class lookups.
+It imports neither module above (``resolve`` calls it while building rows): it reads a
+:class:`flowtrace.analysis.capture.Capture` / ``SourceCapture`` by their fields and the
+project through :class:`ChainProject`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flowtrace.model import facts as F
 from flowtrace.model.links import (
@@ -27,7 +29,18 @@ from flowtrace.model.links import (
 )
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import Capture, Project
+    from flowtrace.analysis.capture import Capture
+
+
+class ChainProject(Protocol):
+    """What a chain reads of the project (:class:`flowtrace.analysis.resolve.Project`): its
+    classes, for the holder's location, and its concatenation index."""
+
+    @property
+    def classes(self) -> Mapping[str, F.ClassFact]: ...
+
+    @property
+    def concats(self) -> ConcatIndex: ...
 
 
 # -- concat candidates, shared by every chain of one project ------------------------------
@@ -81,7 +94,7 @@ def mechanism(text: str) -> F.Mechanism:
 # -- a setter-driven chain -----------------------------------------------------------------
 
 
-def setter_chain(project: Project, qualname: str, capture: Capture) -> CaptureChain:
+def setter_chain(project: ChainProject, qualname: str, capture: Capture) -> CaptureChain:
     """The links of a row whose ids reach an entry setter (link 1 is that setter's entry)."""
     first = capture.setter
     site = capture.site
@@ -125,7 +138,7 @@ def _attribute(capture: Capture) -> str | None:
     return next((w.rsplit(".", 1)[-1] for s in capture.chain for w in s.writes), None)
 
 
-def _holder(project: Project, capture: Capture) -> HolderLink | None:
+def _holder(project: ChainProject, capture: Capture) -> HolderLink | None:
     """Link 3: the holder class and how it is built; a dynamic holder names its config key
     and the construction that reads it."""
     if capture.depends_on:
@@ -136,7 +149,7 @@ def _holder(project: Project, capture: Capture) -> HolderLink | None:
     return HolderLink(capture.holder, capture.holder_kind, _attribute(capture), _class_location(project, capture.holder))
 
 
-def _class_location(project: Project, qualname: str | None) -> F.Location | None:
+def _class_location(project: ChainProject, qualname: str | None) -> F.Location | None:
     cls = project.classes.get(qualname) if qualname else None
     return cls.location if cls is not None else None
 
@@ -162,7 +175,7 @@ def _site(capture: Capture) -> SiteLink:
     )
 
 
-def _concat(project: Project, holder: str | None, site: F.CaptureSiteFact) -> ConcatLink:
+def _concat(project: ChainProject, holder: str | None, site: F.CaptureSiteFact) -> ConcatLink:
     """Link 7: the order the states are read back, a post-loop last-layer capture, and the
     concatenation(s) they reach."""
     index = project.concats
@@ -179,7 +192,7 @@ def _concat(project: Project, holder: str | None, site: F.CaptureSiteFact) -> Co
 _SOURCE_KINDS = {"config": F.SourceKind.CONFIG_ATTRIBUTE, "context": F.SourceKind.BUILD_CONTEXT, "hook": F.SourceKind.SERVING_CONFIG}
 
 
-def source_chain(project: Project, src: Any) -> CaptureChain:
+def source_chain(project: ChainProject, src: Any) -> CaptureChain:
     """The links of a setter-less path: the id source the engine reads, the builder that
     writes the layout it serves (transform ``ignored``), the holder and the site."""
     site = src.site
@@ -215,7 +228,7 @@ def _builder_transform(src: Any) -> tuple[TransformLink, ...]:
     )
 
 
-def _source_concat(project: Project, src: Any) -> ConcatLink:
+def _source_concat(project: ChainProject, src: Any) -> ConcatLink:
     """The order a setter-less path reads the states back (``sorted`` is layer order) and a
     post-final-norm capture of b=L."""
     index = project.concats

@@ -14,53 +14,19 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from flowtrace.index.sites import PointDecision, point_decision
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
 from flowtrace.analysis.return_path import return_link
 from flowtrace.index.stream_facts import EARLY_RETURN
-from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, ReturnLink, SlotsLink, StreamLink, compose_transforms
+from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
+from flowtrace.analysis.capture import Capture
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
     F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    setter: F.SetterFact
-    inherited: bool
-    id_transform: str
-    transform_note: str | None
-    effective_transform: str
-    delegates_to: str | None
-    default_layers: str | None
-    default_location: F.Location | None
-    holder: str | None  # class that holds the capture attribute and runs the capture loop
-    site: F.CaptureSiteFact | None
-    point: str
-    point_note: str
-    point_evidence: tuple[F.Location, ...]
-    embedding_capturable: bool | None
-    last_layer_capturable: bool | None
-    chain: tuple[F.SetterFact, ...]  # setters followed, outermost first
-    problems: tuple[str, ...]  # the texts of ``issues`` (kept for readers of flat rows)
-    issues: tuple[Problem, ...] = ()  # typed problems: rules select on their kinds
-    chain_targets: tuple[str, ...] = ()  # the class each setter of ``chain`` acts on
-    holder_kind: F.HolderKind = F.HolderKind.DIRECT
-    depends_on: str | None = None  # config key a dynamic holder is built from
-    stream: StreamLink | None = None
-    slots: SlotsLink | None = None
-    concat_order: F.ConcatOrder = F.ConcatOrder.LOOP
-    returns: ReturnLink | None = None  # link 6: whether the states reach the runner
-
-    def kinds(self) -> set[F.ProblemKind]:
-        return {p.kind for p in self.issues}
-
-    def breaking(self) -> set[F.ProblemKind]:
-        """Kinds of the problems that make the row ``broken`` (those behind ``problems``)."""
-        return {p.kind for p in self.issues if p.kind not in _NOT_BREAKING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,9 +556,9 @@ class Project:
             return None, F.UNKNOWN, "no capture site found", (), None, None
         point, note, evidence = site.point, site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
-        deferred = site.mechanism in (F.CALLBACK, F.PACKER, F.Mechanism.HOOK) or (site.mechanism == F.Mechanism.DICT and site.callback_parameter)
-        if deferred and site.point == F.UNKNOWN:
-            decide = self.hook_point if site.mechanism == F.Mechanism.HOOK else self.callback_point
+        decision = point_decision(site)  # asked of the shape that found the site
+        if decision != PointDecision.IN_LOOP and site.point == F.UNKNOWN:
+            decide = self.hook_point if decision == PointDecision.HOOK_CALL else self.callback_point
             point, note, evidence = decide(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None
             last = point == F.OUTPUT if point != F.UNKNOWN else None

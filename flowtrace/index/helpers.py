@@ -16,14 +16,11 @@ holder's methods (the helper may live on a mixin in another file).
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
+from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.model import facts as F
 from flowtrace.index.streams import tested_names
 from flowtrace.index.syntax import FunctionNode, arguments, iter_nodes, last_name, names_in, parameter_names, walk_statements
-
-if TYPE_CHECKING:
-    from flowtrace.index.visitors import FileAnalyzer, _Class
 
 
 def _membership(test: ast.expr, params: list[str], attributes: set[str]) -> tuple[str, str] | None:
@@ -36,7 +33,7 @@ def _membership(test: ast.expr, params: list[str], attributes: set[str]) -> tupl
     return None
 
 
-def helper_definition(file: FileAnalyzer, info: _Class, fn: FunctionNode) -> F.HelperDefFact | None:
+def helper_definition(file: FileContext, info: ClassInfo, fn: FunctionNode) -> F.HelperDefFact | None:
     params = parameter_names(fn)[1:]  # self excluded, as at the call
     if len(params) < 2:
         return None

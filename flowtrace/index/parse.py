@@ -176,7 +176,7 @@ def _short(node, depth: int, ends: list[int] | None) -> bool:  # noqa: ANN001
 @functools.cache
 def _compound_kinds() -> frozenset[type]:
     """Statements that hold statements (``if``, ``def``, ``try``...), and ``except`` clauses."""
-    return frozenset(c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(c._fields))
+    return frozenset(c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(getattr(c, "_fields", ())))
 
 
 def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune: bool = True):  # noqa: ANN001, ANN202

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.model import facts as F
 from flowtrace.index.streams import spelled_names
 from flowtrace.index.syntax import FunctionNode, arguments, canonical, int_value, last_name, parameters
-
-if TYPE_CHECKING:
-    from flowtrace.index.visitors import FileAnalyzer, _Class
 
 _WRAPPERS = {"list": None, "tuple": None, "sorted": "sorted", "set": "deduplicated"}
 # The blocks a setter's body is read through (their bodies only, as the setter runs them).
@@ -35,7 +32,7 @@ class _Arm:
 
 
 class SetterAnalyzer:
-    def __init__(self, file: FileAnalyzer, info: _Class, fn: FunctionNode) -> None:
+    def __init__(self, file: FileContext, info: ClassInfo, fn: FunctionNode) -> None:
         self.file = file
         self.info = info
         self.fn = fn

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any
 
 from flowtrace.model import facts as F
+from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
@@ -24,14 +26,6 @@ from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arg
 from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
-
-
-@dataclass
-class _Class:
-    node: ast.ClassDef
-    qualname: str
-    name: str
-    methods: dict[str, FunctionNode] = field(default_factory=dict)
 
 
 class _Collector:
@@ -49,12 +43,12 @@ class _Collector:
         self.package = package
         self.conv = conv
         self.imports: dict[str, str] = {}
-        self.classes: list[_Class] = []
+        self.classes: list[ClassInfo] = []
         self.module_assigns: list[ast.Assign | ast.AnnAssign] = []
         self.modes: list[tuple[int, str, str]] = []
         self.concats: list[tuple[int, ast.Call, str]] = []
         self.config_reads: list[tuple[int, str, ast.expr | None, str, ast.AST]] = []
-        self._class_stack: list[_Class] = []
+        self._class_stack: list[ClassInfo] = []
         self._func_stack: list[str] = []
         self._key_names = {k.rsplit(".", 1)[-1] for k in conv.layer_id_keys}
         self._hits = _hit_lines(lines, _site_words(conv))
@@ -127,10 +121,10 @@ class _Collector:
             self.imports[local] = f"{base}.{alias.name}" if base else alias.name
 
     # -- classes and functions -------------------------------------------------
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+    def visitClassInfoDef(self, node: ast.ClassDef) -> None:
         outer = self._class_stack[-1].qualname if self._class_stack else self.module
         qual = f"{outer}.{node.name}" if outer else node.name
-        info = _Class(node, qual, node.name)
+        info = ClassInfo(node, qual, node.name)
         if not self._func_stack:
             self.classes.append(info)
         self._class_stack.append(info)
@@ -182,16 +176,16 @@ class _Collector:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NESTING = (ast.stmt, ast.excepthandler, ast.match_case)
-_STRUCTURE = {
+_STRUCTURE: dict[type, Callable[[_Collector, Any], None]] = {
     ast.Import: _Collector.visit_Import,
     ast.ImportFrom: _Collector.visit_ImportFrom,
-    ast.ClassDef: _Collector.visit_ClassDef,
+    ast.ClassDef: _Collector.visitClassInfoDef,
     ast.FunctionDef: _Collector.visit_FunctionDef,
     ast.AsyncFunctionDef: _Collector.visit_FunctionDef,
     ast.Assign: _Collector.visit_Assign,
     ast.AnnAssign: _Collector.visit_AnnAssign,
 }
-_SITES = {ast.Attribute: _Collector.visit_Attribute, ast.Call: _Collector.visit_Call, ast.Subscript: _Collector.visit_Subscript}
+_SITES: dict[type, Callable[[_Collector, Any], None]] = {ast.Attribute: _Collector.visit_Attribute, ast.Call: _Collector.visit_Call, ast.Subscript: _Collector.visit_Subscript}
 
 
 def _site_words(conv: Conventions) -> re.Pattern[str]:
@@ -206,51 +200,17 @@ def _hit_lines(lines: list[str], words: re.Pattern[str]) -> list[int]:
     return [number for number, line in enumerate(lines, 1) if search(line)]
 
 
-class FileAnalyzer:
+class FileAnalyzer(FileContext):
     """Builds :class:`FileFacts` for one module's stdlib tree."""
 
     def __init__(self, path: str, source: str, module: ast.Module, conv: Conventions) -> None:
-        self.path = path
-        self.conv = conv
-        self.modname = module_name(path)
-        is_package = path.endswith("__init__.py")
-        package = self.modname if is_package else self.modname.rpartition(".")[0]
-        self.text = SourceText(source, module)
-        self.collector = _Collector(self.modname, conv, package, self.text.lines)
+        modname = module_name(path)
+        package = modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
+        text = SourceText(source, module)
+        self.collector = _Collector(modname, conv, package, text.lines)
         self.collector.walk(module)
-        self.imports = self.collector.imports
-        self.local_classes = {c.name: c.qualname for c in self.collector.classes}
-        self.lines = self.text.lines
+        super().__init__(path, modname, text, conv, self.collector.imports, {c.name: c.qualname for c in self.collector.classes})
         self.watched = conv.attributes | conv.flags
-
-    # -- helpers ---------------------------------------------------------------
-    def text_of(self, node: ast.AST) -> str:
-        """The node's source lines (from its first line, a definition's ``def`` line, to its last)."""
-        return "\n".join(self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
-
-    def line(self, node: ast.AST) -> int:
-        return node.lineno  # type: ignore[attr-defined]
-
-    def start(self, node: ast.AST) -> tuple[int, int]:
-        """(line, column in characters) where the node starts."""
-        return node.lineno, self.text.character_column(node)  # type: ignore[attr-defined]
-
-    def loc(self, node: ast.AST) -> F.Location:
-        return F.Location(self.path, node.lineno)  # type: ignore[attr-defined]
-
-    def code(self, node: ast.AST) -> str:
-        """The node's exact source text."""
-        return self.text.segment(node).strip()
-
-    def resolve(self, name: str) -> str:
-        """Qualify a dotted name through the module's imports and local classes."""
-        head, _, rest = name.partition(".")
-        if head in self.imports:
-            base = self.imports[head]
-            return f"{base}.{rest}" if rest else base
-        if head in self.local_classes and not rest:
-            return self.local_classes[head]
-        return name
 
     # -- the whole file ----------------------------------------------------------
     def facts(self) -> F.FileFacts:
@@ -276,7 +236,7 @@ class FileAnalyzer:
                     getters.append(self.getter_fact(info, fn))
                 # Cheap substring gates on the method's own source lines keep the
                 # per-method passes off the (many) methods that cannot matter.
-                site_facts = []
+                site_facts: list[F.CaptureSiteFact] = []
                 if "for " in text and any(a in text for a in self.conv.layers_attributes):
                     loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
                     loops.extend(loop_facts)
@@ -318,7 +278,7 @@ class FileAnalyzer:
             stream_facts=tuple(streams),
         )
 
-    def class_fact(self, info: _Class) -> F.ClassFact:
+    def class_fact(self, info: ClassInfo) -> F.ClassFact:
         bases = []
         for base in info.node.bases:
             text = dotted(base)
@@ -343,7 +303,7 @@ class FileAnalyzer:
             extends=tuple(sorted(n for n, fn in info.methods.items() if f"super().{n}(" in "".join(self.text_of(fn).split()))),
         )
 
-    def assignment_via(self, info: _Class, value: ast.expr) -> str | None:
+    def assignment_via(self, info: ClassInfo, value: ast.expr) -> str | None:
         """How a subclass could change the class built here (see AttributeAssignment.via)."""
         if not isinstance(value, ast.Call):
             return None
@@ -357,7 +317,7 @@ class FileAnalyzer:
                 return f"param:{name}#{params.index(name)}"
         return None
 
-    def factories(self, info: _Class) -> tuple[F.AttributeAssignment, ...]:
+    def factories(self, info: ClassInfo) -> tuple[F.AttributeAssignment, ...]:
         """Methods that return a newly built class (``def _init_model(...): return Cls(...)``)."""
         out: list[F.AttributeAssignment] = []
         for name, fn in info.methods.items():
@@ -371,7 +331,7 @@ class FileAnalyzer:
                         break
         return tuple(out)
 
-    def super_args(self, info: _Class, init: FunctionNode | None) -> tuple[F.AttributeAssignment, ...]:
+    def super_args(self, info: ClassInfo, init: FunctionNode | None) -> tuple[F.AttributeAssignment, ...]:
         """Classes a subclass hands to its base's ``__init__`` (``super().__init__(c, q, p, Cls)``),
         a parameter of its own resolved to its default."""
         if init is None:
@@ -394,7 +354,7 @@ class FileAnalyzer:
                     out.append(F.AttributeAssignment(key, self.resolve(ref), self.line(arg.node)))
         return tuple(out)
 
-    def raise_checks(self, info: _Class) -> tuple[F.RaiseCheck, ...]:
+    def raise_checks(self, info: ClassInfo) -> tuple[F.RaiseCheck, ...]:
         """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
         (read when a trace counts fewer captures than slots)."""
         out: list[F.RaiseCheck] = []
@@ -407,7 +367,7 @@ class FileAnalyzer:
         out.sort(key=lambda c: (c.location.line, c.method))
         return tuple(out)
 
-    def init_assignments(self, info: _Class, init: FunctionNode) -> list[F.AttributeAssignment]:
+    def init_assignments(self, info: ClassInfo, init: FunctionNode) -> list[F.AttributeAssignment]:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
         class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
         out: list[F.AttributeAssignment] = []
@@ -471,7 +431,7 @@ class FileAnalyzer:
                 return f"dynamic:{parts[-1]}"
         return None
 
-    def constructed_class(self, info: _Class, value: ast.expr) -> str | None:
+    def constructed_class(self, info: ClassInfo, value: ast.expr) -> str | None:
         if isinstance(value, ast.IfExp):
             return self.constructed_class(info, value.body) or self.constructed_class(info, value.orelse)
         if not isinstance(value, ast.Call):
@@ -511,7 +471,7 @@ class FileAnalyzer:
                 return self.resolve(ref)
         return None
 
-    def class_attribute(self, info: _Class, attribute: str) -> str | None:
+    def class_attribute(self, info: ClassInfo, attribute: str) -> str | None:
         """``attribute = SomeName`` in the class body, as dotted text."""
         for stmt in info.node.body:
             if isinstance(stmt, ast.Assign) and any(is_name(t, attribute) for t in stmt.targets):
@@ -520,7 +480,7 @@ class FileAnalyzer:
                 return dotted(stmt.value)
         return None
 
-    def fc_facts(self, info: _Class) -> list[F.FcFact]:
+    def fc_facts(self, info: ClassInfo) -> list[F.FcFact]:
         init = info.methods.get("__init__")
         if init is None:
             return []
@@ -546,14 +506,14 @@ class FileAnalyzer:
                     )
         return out
 
-    def getter_fact(self, info: _Class, fn: FunctionNode) -> F.DefaultGetterFact:
+    def getter_fact(self, info: ClassInfo, fn: FunctionNode) -> F.DefaultGetterFact:
         expression = None
         for stmt in walk_statements(fn.body):
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 expression = canonical(self.code(stmt.value))
         return F.DefaultGetterFact(info.qualname, fn.name, self.loc(fn), expression, self.code(fn))
 
-    def attribute_uses(self, info: _Class, fn: FunctionNode) -> list[F.AttributeUseFact]:
+    def attribute_uses(self, info: ClassInfo, fn: FunctionNode) -> list[F.AttributeUseFact]:
         watched = self.conv.attributes | self.conv.flags
         out: list[F.AttributeUseFact] = []
         analyzer = self
@@ -573,7 +533,7 @@ class FileAnalyzer:
         visit_each(fn.body, {ast.Assign: visit_assign, ast.Attribute: visit_attribute})
         return out
 
-    def callback_uses(self, info: _Class, fn: FunctionNode) -> list[F.CallbackUse]:
+    def callback_uses(self, info: ClassInfo, fn: FunctionNode) -> list[F.CallbackUse]:
         """Where each optional parameter of a layer forward is used, relative to its compute."""
         params = [p for p in parameters(fn, kwonly=True) if p.default is not None]
         if not params:
