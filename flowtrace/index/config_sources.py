@@ -373,36 +373,61 @@ def _ids_name(node: ast.AST, attributes: set[str], aliases: dict[str, str]) -> s
 
 
 def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str, attributes: set[str], aliases: dict[str, str]) -> F.DictCaptureFact | None:
-    flag = attribute = None
+    flagged = _loop_flag(loop, attributes, aliases)
+    if flagged is None:
+        return None
+    flag, attribute = flagged
+    store = _flagged_store(loop, flag)
+    if store is None:
+        return None
+    index = ast.unparse(store.value.slice) if isinstance(store.value, ast.Subscript) else None
+    concat = _concat_in_ids_order(method, path, attribute, attributes, aliases)
+    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, _flag_keyword(loop, flag), index, concat)
+
+
+def _loop_flag(loop: ast.For, attributes: set[str], aliases: dict[str, str]) -> tuple[str, str] | None:
+    """(flag, attribute) of the loop body's last ``flag = i in self.<attr>``."""
+    found = None
     for stmt in loop.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Compare):
             cmp = stmt.value
-            if len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.In) and _ids_name(cmp.comparators[0], attributes, aliases):
-                flag, attribute = stmt.targets[0].id, _ids_name(cmp.comparators[0], attributes, aliases)
-    if flag is None:
-        return None
+            attribute = _ids_name(cmp.comparators[0], attributes, aliases) if len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.In) else None
+            if attribute:
+                found = (stmt.targets[0].id, attribute)
+    return found
+
+
+def _flag_keyword(loop: ast.For, flag: str) -> str | None:
+    """The keyword of the last call in the loop that is handed the flag."""
     keyword = None
     for node in nodes(loop):
         if isinstance(node, ast.Call):
             for kw in node.keywords:
                 if isinstance(kw.value, ast.Name) and kw.value.id == flag:
                     keyword = kw.arg
+    return keyword
+
+
+def _flagged_store(loop: ast.For, flag: str) -> ast.Assign | None:
+    """The last ``d[...] = x`` directly under an ``if <flag>:`` in the loop."""
     store = None
     for node in nodes(loop):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == flag:
             for sub in node.body:
                 if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript):
                     store = sub
-    if store is None:
-        return None
-    index = ast.unparse(store.value.slice) if isinstance(store.value, ast.Subscript) else None
+    return store
+
+
+def _concat_in_ids_order(method: ast.FunctionDef, path: str, attribute: str, attributes: set[str], aliases: dict[str, str]) -> F.Location | None:
+    """The last ``cat([d[i] for i in self.<attr>])`` of the method: the states read in ids order."""
     concat = None
     for node in nodes(method):
         if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("cat") and node.args and isinstance(node.args[0], ast.ListComp):
             gen = node.args[0].generators[0]
             if _ids_name(gen.iter, attributes, aliases) == attribute:
                 concat = F.Location(path, node.lineno)
-    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, keyword, index, concat)  # type: ignore[arg-type]  # set with flag
+    return concat
 
 
 def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) -> list[F.HookCallFact]:

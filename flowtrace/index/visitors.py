@@ -408,11 +408,8 @@ class FileAnalyzer(FileContext):
                 out.append(F.AttributeAssignment("*", resolved, analyzer.line(node)))
 
         visit_each(init.body, {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name})
-        # classes handed in as parameter defaults: def __init__(..., layer_type=FooLayer)
-        for param in parameters(init, kwonly=True):
-            default = dotted(param.default) if param.default is not None else None
-            if default and default.split(".")[-1][:1].isupper():
-                mention(default, param.node)
+        for default, node in _class_defaults(init):
+            mention(default, node)
         return out
 
     def dynamic_build(self, value: ast.expr) -> str | None:
@@ -440,35 +437,34 @@ class FileAnalyzer(FileContext):
         if not name:
             return None
         if name.startswith("self.") and name.count(".") == 1:
-            method = info.methods.get(name[5:])
-            if method is not None:
-                for stmt in walk_statements(method.body):
-                    if isinstance(stmt, ast.Return) and stmt.value is not None:
-                        return self.constructed_class(info, stmt.value)
-            alias = self.class_attribute(info, name[5:])  # model_cls = FooModel; self.model_cls(...)
-            return self.resolve(alias) if alias else None
+            return self.built_by_self(info, name[5:])
         if name.split(".")[-1][:1].isupper():
             return self.resolve(name)
-        # A class handed in as an __init__ parameter: def __init__(..., model_cls=FooModel)
+        default = self.parameter_class(info, name)
+        return self.resolve(default) if default else _factory_class(value, self.resolve)
+
+    def built_by_self(self, info: ClassInfo, attribute: str) -> str | None:
+        """The class ``self.<attribute>(...)`` builds: what the method of that name returns
+        (``def _init_model(...): return Cls(...)``), else a class attribute
+        (``model_cls = FooModel``)."""
+        method = info.methods.get(attribute)
+        if method is not None:
+            for stmt in walk_statements(method.body):
+                if isinstance(stmt, ast.Return) and stmt.value is not None:
+                    return self.constructed_class(info, stmt.value)
+        alias = self.class_attribute(info, attribute)
+        return self.resolve(alias) if alias else None
+
+    def parameter_class(self, info: ClassInfo, name: str) -> str | None:
+        """A class handed in as an ``__init__`` parameter: ``def __init__(..., model_cls=FooModel)``."""
         init = info.methods.get("__init__")
-        if init is not None and "." not in name:
-            for param in parameters(init, kwonly=True):
-                if param.name == name and param.default is not None:
-                    default = dotted(param.default)
-                    if default and default.split(".")[-1][:1].isupper():
-                        return self.resolve(default)
-        args = arguments(value)
-        # A factory handed the class: initialize_model(..., model_class=FooForCausalLM)
-        for arg in args:
-            if arg.keyword == "architectures" and isinstance(arg.value, (ast.List, ast.Tuple)):
-                first = arg.value.elts[0] if arg.value.elts else None
-                architecture = string_value(first)
-                if architecture is not None:
-                    return f"arch:{architecture}"  # resolved through the registry
-        for arg in args:
-            ref = dotted(arg.value)
-            if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword or "class" in arg.keyword):
-                return self.resolve(ref)
+        if init is None or "." in name:
+            return None
+        for param in parameters(init, kwonly=True):
+            if param.name == name and param.default is not None:
+                default = dotted(param.default)
+                if default and default.split(".")[-1][:1].isupper():
+                    return default
         return None
 
     def class_attribute(self, info: ClassInfo, attribute: str) -> str | None:
@@ -629,3 +625,30 @@ class FileAnalyzer(FileContext):
                 )
             )
         return out
+
+
+def _class_defaults(init: FunctionNode) -> list[tuple[str, ast.AST]]:
+    """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
+    out: list[tuple[str, ast.AST]] = []
+    for param in parameters(init, kwonly=True):
+        default = dotted(param.default) if param.default is not None else None
+        if default and default.split(".")[-1][:1].isupper():
+            out.append((default, param.node))
+    return out
+
+
+def _factory_class(value: ast.Call, resolve: Callable[[str], str]) -> str | None:
+    """The class a factory call is handed: an architecture name for the registry
+    (``initialize_model(..., architectures=["X"])`` gives ``arch:X``), else a class handed
+    positionally or as ``*cls*`` / ``*class*`` (``model_class=FooForCausalLM``)."""
+    args = arguments(value)
+    for arg in args:
+        if arg.keyword == "architectures" and isinstance(arg.value, (ast.List, ast.Tuple)):
+            architecture = string_value(arg.value.elts[0] if arg.value.elts else None)
+            if architecture is not None:
+                return f"arch:{architecture}"  # resolved through the registry
+    for arg in args:
+        ref = dotted(arg.value)
+        if ref and ref.split(".")[-1][:1].isupper() and (arg.keyword is None or "cls" in arg.keyword or "class" in arg.keyword):
+            return resolve(ref)
+    return None
