@@ -172,6 +172,7 @@ def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdS
     attributes = {source.attribute} | {s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute}
     site = _site_for(project, idx, holder, attributes)
     problems: list[str] = []
+    mechanism: str  # "" when no site records
     if isinstance(site, F.DictCaptureFact):
         point, note = _dict_point(idx, site)
         mechanism, order = F.DICT_STORE, "config" if site.concat else "loop"

@@ -554,7 +554,8 @@ class Project:
         if site is None:
             res.problem(F.ProblemKind.NO_CAPTURE_SITE, f"{res.holder.rsplit('.', 1)[-1]} has no capture loop reading the ids", res.setter.location)
             return None, F.UNKNOWN, "no capture site found", (), None, None
-        point, note, evidence = site.point, site.note, site.evidence
+        point: str = site.point
+        note, evidence = site.note, site.evidence
         emb, last = site.embedding_capturable, site.last_layer_capturable
         decision = point_decision(site)  # asked of the shape that found the site
         if decision != PointDecision.IN_LOOP and site.point == F.UNKNOWN:

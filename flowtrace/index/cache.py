@@ -54,10 +54,11 @@ _KEY_BYTES = 32
 def _analyzer_digest() -> str:
     """A hash of the index package's own source and of the fact records, so a changed
     analyser or a changed record layout (a dev install, a patched release) never reads facts
-    an older one wrote (an unpickled record missing a new field would break the scan)."""
+    an older one wrote (an unpickled record missing a new field would break the scan). The
+    site shapes in ``sites/`` are part of the analyser: a changed shape changes facts."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in sorted(here.glob("*.py")) + [here.parent / "model" / "facts.py"]:
+    for path in sorted(here.rglob("*.py")) + [here.parent / "model" / "facts.py"]:
         try:
             h.update(path.read_bytes())
         except OSError:

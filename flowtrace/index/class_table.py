@@ -305,7 +305,7 @@ def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]
 def _entry_classes(value: ast.expr, line: int, names: _Names, path: str) -> list[F.RegistryFact]:
     values = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
     refs = [ref for ref in map(dotted, values) if ref]
-    return [F.RegistryFact(ref.split(".")[-1], names.resolve(ref), F.Location(path, line), "entry_class") for ref in refs]
+    return [F.RegistryFact(ref.split(".")[-1], names.resolve(ref), F.Location(path, line), F.RegistryKind.ENTRY_CLASS) for ref in refs]
 
 
 def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.RegistryFact]:
@@ -316,7 +316,7 @@ def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.
             continue
         mod, cls = entry.elts[0], entry.elts[1]
         if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant) and isinstance(mod.value, str) and isinstance(cls.value, str):
-            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), "registry_dict", name))
+            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), F.RegistryKind.REGISTRY_DICT, name))
     return out
 
 

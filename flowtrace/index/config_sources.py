@@ -35,7 +35,7 @@ def registry_decorators(tree: ast.Module, path: str, modname: str, conv: Convent
             if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").rsplit(".", 1)[-1] in conv.registry_decorators:
                 for arg in deco.args:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        out.append(F.RegistryFact(arg.value, f"{modname}.{node.name}", F.Location(path, deco.lineno), "decorator", (_dotted(deco.func) or "")))
+                        out.append(F.RegistryFact(arg.value, f"{modname}.{node.name}", F.Location(path, deco.lineno), F.RegistryKind.DECORATOR, (_dotted(deco.func) or "")))
     return out
 
 
@@ -187,28 +187,28 @@ class _Gated:
 
 
 # -- config builders ----------------------------------------------------------------------------
-def _selector(method: ast.FunctionDef | None) -> tuple[str, str, tuple[str, ...]]:
+def _selector(method: ast.FunctionDef | None) -> tuple[str, F.SelectorKind, tuple[str, ...]]:
     if method is None:
-        return "", "other", ()
+        return "", F.SelectorKind.OTHER, ()
     returns = [n for n in nodes(method) if isinstance(n, ast.Return) and n.value is not None]
     if len(returns) != 1:
-        return "", "other", ()
+        return "", F.SelectorKind.OTHER, ()
     expr = returns[0].value
     if expr is None:  # filtered above; tells the type checker
-        return "", "other", ()
+        return "", F.SelectorKind.OTHER, ()
     text = ast.unparse(expr)
     if isinstance(expr, ast.Constant) and expr.value is True:
-        return text, "always", ()
+        return text, F.SelectorKind.ALWAYS, ()
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
         right = expr.comparators[0]
         values = _strings_of(right) or ((right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None)
         left = ast.unparse(expr.left)
         if values is not None and isinstance(expr.ops[0], (ast.In, ast.Eq)):
             if "architectures" in left:
-                return text, "architectures", values
+                return text, F.SelectorKind.ARCHITECTURES, values
             if "model_type" in left:
-                return text, "model_type", values
-    return text, "other", ()
+                return text, F.SelectorKind.MODEL_TYPE, values
+    return text, F.SelectorKind.OTHER, ()
 
 
 def _selector_strings(select: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> tuple[str, ...]:
@@ -241,7 +241,7 @@ def _builders(tree: ast.Module, path: str, modname: str, conv: Conventions, reso
         if kind == "other":
             named = _selector_strings(select, functions)
             if named:
-                kind, values = "architectures", named
+                kind, values = F.SelectorKind.ARCHITECTURES, named
         base = next((resolve(_dotted(b) or "") for b in node.bases if _dotted(b)), "")
         walker.calls = [base if c == "super()" else c for c in walker.calls]
         out.append(
@@ -276,20 +276,20 @@ def _feeds(tree: ast.Module, path: str, conv: Conventions) -> list[F.GatedWrite]
 
 
 # -- model side: where the ids are read, and how they are captured --------------------------------
-def _id_source(value: ast.AST, conv: Conventions) -> tuple[str, str, str | None] | None:
+def _id_source(value: ast.AST, conv: Conventions) -> tuple[F.IdSourceKind, str, str | None] | None:
     for sub in nodes(value):
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr" and len(sub.args) >= 2:
             key = sub.args[1]
             if isinstance(key, ast.Constant) and key.value in conv.config_keys:
                 default = ast.unparse(sub.args[2]) if len(sub.args) > 2 else None
-                return "config", key.value, default
+                return F.IdSourceKind.CONFIG, key.value, default
         if isinstance(sub, ast.Attribute):
             text = ast.unparse(sub)
             if sub.attr in conv.config_keys and text.split(".")[0] in ("config", "self") and "config" in text:
-                return "config", sub.attr, None
+                return F.IdSourceKind.CONFIG, sub.attr, None
             for field in conv.context_fields:
                 if text == field or text.endswith("." + field):
-                    return "context", field, None
+                    return F.IdSourceKind.CONTEXT, field, None
     return None
 
 
@@ -511,7 +511,7 @@ def registry_updates(tree: ast.Module, path: str, conv: Conventions, patterns) -
         for arch, value, line in pairs:
             target = _string_value(value, constants)
             if target and "." in target:
-                out.append(F.RegistryFact(arch, target, F.Location(path, line), "registry_dict", name))
+                out.append(F.RegistryFact(arch, target, F.Location(path, line), F.RegistryKind.REGISTRY_DICT, name))
     return out
 
 

@@ -22,8 +22,8 @@ from typing import Callable, Iterable
 
 from flowtrace.model import facts as F
 
-UNPACK, PASS, DROP = "unpack", "pass", "drop"
-TUPLE, SINGLE, OTHER = "tuple", "single", "other"
+UNPACK, PASS, DROP = F.OutputUseKind.UNPACK, F.OutputUseKind.PASS, F.OutputUseKind.DROP
+TUPLE, SINGLE, OTHER = F.ReturnShape.TUPLE, F.ReturnShape.SINGLE, F.ReturnShape.OTHER
 
 _Flag = tuple[str, bool] | None
 
@@ -144,7 +144,7 @@ class _Uses:
         self.bound: dict[str, str] = {}  # local name -> the self.<attr> whose output it holds
         self.out: list[F.OutputUseFact] = []
 
-    def add(self, attribute: str, kind: str, arity: int, flag: _Flag, node: ast.stmt) -> None:
+    def add(self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt) -> None:
         where = F.Location(self.path, node.lineno + self.offset)
         text = " ".join(ast.unparse(node).split())[:160]
         self.out.append(F.OutputUseFact(self.qualname, self.function, attribute, kind, arity,
@@ -227,7 +227,7 @@ def _bindings(fn: _Fn) -> dict[str, set[str]]:
     return out
 
 
-def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[str, int]:
+def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[F.ReturnShape, int]:
     if isinstance(value, ast.Tuple):
         return TUPLE, len(value.elts)
     if isinstance(value, ast.Name):

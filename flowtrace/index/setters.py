@@ -152,7 +152,7 @@ class SetterAnalyzer:
             return self.is_id_list(self.locals[expr.id])
         return isinstance(expr, (ast.List, ast.Tuple, ast.ListComp, ast.Call, ast.BinOp, ast.Subscript))
 
-    def transform_of(self, expr: ast.expr, depth: int = 0) -> tuple[str, list[str]]:
+    def transform_of(self, expr: ast.expr, depth: int = 0) -> tuple[F.Transform, list[str]]:
         """(transform, notes) for an expression of the ids parameter."""
         if depth > 8:
             return F.OTHER, []
@@ -187,7 +187,7 @@ class SetterAnalyzer:
             return F.OTHER, notes
         return F.OTHER, []
 
-    def overall(self, explicit: list[_Arm]) -> tuple[str, str | None]:
+    def overall(self, explicit: list[_Arm]) -> tuple[F.Transform, str | None]:
         if not explicit:
             return (F.OTHER, "no assignment of the ids found") if self.param else (F.OTHER, "setter takes no ids")
         kinds = [(a, *self.transform_of(a.expression)) for a in explicit]

@@ -22,9 +22,9 @@ import textwrap
 
 from flowtrace.model import facts as F
 
-FOLDS_RESIDUAL = "folds_residual"
-EARLY_RETURN = "early_return"
-SELF_CALLS = "self_calls"  # detail: the methods this one calls on self, comma-separated
+FOLDS_RESIDUAL = F.StreamFactKind.FOLDS_RESIDUAL
+EARLY_RETURN = F.StreamFactKind.EARLY_RETURN
+SELF_CALLS = F.StreamFactKind.SELF_CALLS  # detail: the methods this one calls on self, comma-separated
 
 
 def _parse(text: str) -> ast.FunctionDef | None:

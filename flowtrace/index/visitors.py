@@ -520,11 +520,11 @@ class FileAnalyzer(FileContext):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and target.attr in watched:
                     written.add(id(target))
-                    out.append(F.AttributeUseFact(info.qualname, function, target.attr, "write", analyzer.loc(target)))
+                    out.append(F.AttributeUseFact(info.qualname, function, target.attr, F.UseKind.WRITE, analyzer.loc(target)))
 
         def visit_attribute(node: ast.Attribute) -> None:
             if node.attr in watched and id(node) not in written:
-                out.append(F.AttributeUseFact(info.qualname, function, node.attr, "read", analyzer.loc(node)))
+                out.append(F.AttributeUseFact(info.qualname, function, node.attr, F.UseKind.READ, analyzer.loc(node)))
 
         visit_each(fn.body, {ast.Assign: visit_assign, ast.Attribute: visit_attribute})
         return out
@@ -565,7 +565,7 @@ class FileAnalyzer(FileContext):
             first, last = idx[0], idx[-1]
             compute_before = any(e[2] == "compute" for e in events[:first])
             compute_after = any(e[2] == "compute" for e in events[last + 1 :])
-            position = "before" if not compute_before else "after" if not compute_after else "middle"
+            position = F.LayerSide.BEFORE if not compute_before else F.LayerSide.AFTER if not compute_after else F.LayerSide.MIDDLE
             ev = events[first]
             out.append(
                 F.CallbackUse(info.qualname, fn.name, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
@@ -589,7 +589,7 @@ class FileAnalyzer(FileContext):
                     for element in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
                         ref = dotted(element.value if isinstance(element, ast.Starred) else element)
                         if ref:
-                            out.append(F.RegistryFact(ref.split(".")[-1], self.resolve(ref), self.loc(node), "entry_class"))
+                            out.append(F.RegistryFact(ref.split(".")[-1], self.resolve(ref), self.loc(node), F.RegistryKind.ENTRY_CLASS))
                 elif dict_file and any(p.match(name) for p in patterns) and isinstance(value, ast.Dict):
                     out += self.registry_dict(value, name, prefix)
         return out
@@ -604,7 +604,7 @@ class FileAnalyzer(FileContext):
             if isinstance(value, ast.Tuple) and len(value.elts) >= 2:
                 mod, cls = string_value(value.elts[0]), string_value(value.elts[1])
                 if mod is not None and cls is not None:
-                    out.append(F.RegistryFact(architecture, f"{registry_module(prefix, mod)}.{cls}", self.loc(key), "registry_dict", name))
+                    out.append(F.RegistryFact(architecture, f"{registry_module(prefix, mod)}.{cls}", self.loc(key), F.RegistryKind.REGISTRY_DICT, name))
         return out
 
     def concat_facts(self) -> list[F.ConcatFact]:

@@ -166,6 +166,69 @@ class ProblemKind(Word):
     UNUSED_SUPPRESSION = "unused_suppression"
 
 
+class RegistryKind(Word):
+    """How an architecture is registered."""
+
+    ENTRY_CLASS = "entry_class"  # a module's ``EntryClass = X`` value
+    REGISTRY_DICT = "registry_dict"  # an entry of an architecture dict
+    DECORATOR = "decorator"  # ``@register_x("Arch")`` on the class
+
+
+class UseKind(Word):
+    """A method's use of a capture attribute or flag."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+class LayerSide(Word):
+    """Where a layer forward uses a parameter, relative to its sub-module calls."""
+
+    BEFORE = "before"  # before the first sub-module call
+    AFTER = "after"  # after the last one
+    MIDDLE = "middle"
+
+
+class StreamFactKind(Word):
+    """What a :class:`StreamFact` observes."""
+
+    FOLDS_RESIDUAL = "folds_residual"  # a layer forward returns the stream with the residual added
+    EARLY_RETURN = "early_return"  # a return drops the aux container
+    SELF_CALLS = "self_calls"  # the methods a method calls on self (detail: comma-separated)
+
+
+class OutputUseKind(Word):
+    """How a forward handles its inner model's output."""
+
+    UNPACK = "unpack"  # ``h, aux = out``
+    PASS = "pass"  # returned as it is
+    DROP = "drop"  # ``return out[0]``
+
+
+class ReturnShape(Word):
+    """The shape of what a forward returns."""
+
+    TUPLE = "tuple"
+    SINGLE = "single"  # a name only bound as a parameter or one element of an unpacking
+    OTHER = "other"
+
+
+class IdSourceKind(Word):
+    """Where a model's ``__init__`` reads its capture ids from, when no setter writes them."""
+
+    CONFIG = "config"  # a config attribute
+    CONTEXT = "context"  # a build-context field
+
+
+class SelectorKind(Word):
+    """What a config builder's selector tests."""
+
+    ARCHITECTURES = "architectures"
+    MODEL_TYPE = "model_type"
+    ALWAYS = "always"
+    OTHER = "other"
+
+
 # Module-level aliases: older code and profiles name the words as constants.
 PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, IGNORED, OTHER = (
     Transform.PLUS_ONE, Transform.IDENTITY, Transform.CONDITIONAL, Transform.DELEGATES, Transform.IGNORED, Transform.OTHER,
@@ -276,7 +339,7 @@ class RegistryFact:
     architecture: str  # the architecture string, or the class name for EntryClass
     target: str  # qualified class name
     location: Location
-    kind: str  # "entry_class" | "registry_dict"
+    kind: RegistryKind
     group: str = ""  # the registry dict's name, for registry_dict entries
 
 
@@ -297,7 +360,7 @@ class SetterFact:
     method: str
     location: Location
     parameter: str | None  # name of the ids parameter
-    id_transform: str
+    id_transform: Transform
     transform_note: str | None
     default_layers: str | None  # source text of the default-ids expression
     writes: tuple[str, ...]  # attribute targets written with ids (source text)
@@ -324,8 +387,8 @@ class CaptureSiteFact:
     class_qualname: str
     function: str
     location: Location
-    mechanism: str  # APPEND | CALLBACK | PACKER | HELPER | DICT | HOOK | BUFFER
-    point: str  # INPUT | OUTPUT | UNKNOWN
+    mechanism: Mechanism
+    point: Point
     attribute: str | None  # capture attribute read, e.g. "layers_to_capture"
     loop_range: str | None  # source of the iterated range, e.g. "range(self.start_layer, self.end_layer)"
     loop_variable: str | None
@@ -354,7 +417,7 @@ class CaptureSiteFact:
     empty_return_at: Location | None = None  # `if len(aux) == 0: return` before the finalize call
     post_loop_at: Location | None = None  # a capture after the loop (the last layer's output)
     helper_method: str | None = None  # a structurally found helper: confirmed by a HelperDefFact
-    concat_order: str = "loop"  # ConcatOrder: how the recorded states are read back
+    concat_order: ConcatOrder = ConcatOrder.LOOP  # how the recorded states are read back
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,7 +486,7 @@ class AttributeUseFact:
     class_qualname: str
     function: str
     attribute: str
-    kind: str  # "read" | "write"
+    kind: UseKind
     location: Location
 
 
@@ -484,7 +547,7 @@ class CallbackUse:
     class_qualname: str
     function: str
     parameter: str
-    position: str
+    position: LayerSide
     location: Location
     handed_to: str | None = None
     arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
@@ -502,7 +565,7 @@ class StreamFact:
     class_qualname: str
     function: str
     location: Location
-    kind: str
+    kind: StreamFactKind
     detail: str
 
 
@@ -517,7 +580,7 @@ class OutputUseFact:
     class_qualname: str
     function: str
     attribute: str
-    kind: str
+    kind: OutputUseKind
     arity: int
     flag: str | None
     flag_on: bool | None
@@ -533,7 +596,7 @@ class ReturnShapeFact:
     class_qualname: str
     function: str
     location: Location
-    shape: str
+    shape: ReturnShape
     arity: int
     text: str
 
@@ -578,8 +641,8 @@ class IndexResult:
 
 # -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as
 # profiles). Appended here so that the setter-centred facts above stay as they are.
-DICT_STORE = "dict_store"  # by_layer[idx] = out[k] under a local flag, cat([by_layer[i] for i in ids])
-HOOK = "hook"  # metadata.<hook>(self.layer_idx, h, r) called by the decoder layer itself
+DICT_STORE = Mechanism.DICT_STORE  # by_layer[idx] = out[k] under a local flag, cat([by_layer[i] for i in ids])
+HOOK = Mechanism.HOOK  # metadata.<hook>(self.layer_idx, h, r) called by the decoder layer itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,7 +653,7 @@ class IdSourceFact:
 
     class_qualname: str
     attribute: str
-    kind: str  # "config" | "context"
+    kind: IdSourceKind
     key: str
     default: str | None
     location: Location
@@ -616,7 +679,7 @@ class BuilderFact:
     class_qualname: str
     location: Location
     selector: str  # the selector's returned expression
-    selector_kind: str  # "architectures" | "model_type" | "always" | "other"
+    selector_kind: SelectorKind
     selector_values: tuple[str, ...]
     writes: tuple[GatedWrite, ...]
     allowed_methods: tuple[str, ...] | None  # from `assert m in [...]` / a raise for others
