@@ -58,7 +58,7 @@ class SetterAnalyzer:
         writes = tuple(dict.fromkeys(a.target for a in self.arms if not a.delegation))
         branches = tuple(
             F.SetterBranch(
-                " and ".join(a.conditions) or None, a.target, a.text, self.transform_of(a.expression)[0] if self.uses_param(a.expression) else "default", a.line
+                " and ".join(a.conditions) or None, a.target, a.text, self.transform_of(a.expression)[0] if self.uses_param(a.expression) else F.DefaultArm.DEFAULT, a.line
             )
             for a in self.arms
         )

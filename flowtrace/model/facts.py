@@ -166,6 +166,12 @@ class ProblemKind(Word):
     UNUSED_SUPPRESSION = "unused_suppression"
 
 
+class DefaultArm(Word):
+    """A setter arm that writes the default ids instead of the draft's (no transform of them)."""
+
+    DEFAULT = "default"
+
+
 class RegistryKind(Word):
     """How an architecture is registered."""
 
@@ -350,7 +356,7 @@ class SetterBranch:
     condition: str | None  # conjunction of the enclosing if-tests, "not (...)" for else arms
     target: str  # e.g. "self.model.layers_to_capture" or "self.language_model.set_eagle3_layers_to_capture()"
     expression: str  # the assigned value or the call's first argument
-    transform: str  # transform of this arm alone
+    transform: Transform | DefaultArm  # transform of this arm alone, or ``default`` for an arm that writes the default ids
     line: int
 
 
