@@ -191,11 +191,16 @@ class ForwardContext:
 
     def local_helper(self, call: ast.Call) -> bool:
         """``self.<m>(aux, 0, h, r)`` where ``m`` is a helper-shaped method of this class."""
+        return self.local_helper_def(call) is not None
+
+    def local_helper_def(self, call: ast.Call) -> F.HelperDefFact | None:
+        """The helper definition of ``self.<m>(...)`` when ``m`` is a method of this class that
+        records a state for the label it is handed (:func:`flowtrace.index.helpers.helper_definition`)."""
         func = call.func
         if not (isinstance(func, ast.Attribute) and is_local(func.value, "self")):
-            return False
+            return None
         method = self.info.methods.get(func.attr)
-        return method is not None and helper_definition(self.file, self.info, method) is not None
+        return helper_definition(self.file, self.info, method) if method is not None else None
 
     def hands_collector(self, call: ast.Call) -> bool:
         """``final_norm(h, ..., capture=aux.capture if L in self.<attr> else None)``: a

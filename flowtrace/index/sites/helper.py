@@ -3,7 +3,10 @@
 ``self.<helper>(aux, i + 1, h, r)``: a helper named by the profile (which also fixes the
 label's position), or any ``self.<m>(...)`` call handing over a collector and exactly one
 offset of the loop index; the latter's body is checked at resolution against the holder's
-methods (:class:`flowtrace.model.facts.HelperDefFact`: the helper may live on a mixin).
+methods (:class:`flowtrace.model.facts.HelperDefFact`: the helper may live on a mixin). A
+method of the class itself is read here: when it tests the label it is handed against the
+ids and records the stream, its call is a site whatever the collector is (built by a call,
+handed in, or kept on ``self``), and its own parameters say where the label is.
 """
 
 from __future__ import annotations
@@ -31,10 +34,36 @@ class HelperShape(SiteShape):
                     self._keep(aux, i + 1, h, r)
                 return h, aux
             """,
-            ((F.Mechanism.HELPER, F.Point.INPUT),)  # recorded after layer i, labelled i + 1: index k is boundary k,
+            ((F.Mechanism.HELPER, F.Point.INPUT),),  # recorded after layer i, labelled i + 1: index k is boundary k
+        ),
+        (
+            """
+            def _stash(self, into, label, h):
+                if label in self.layers_to_capture:
+                    into.append(h)
+
+            def forward(self, h):
+                aux = list()
+                for i, layer in enumerate(self.layers):
+                    self._stash(aux, i, h)
+                    h = layer(h)
+                return h, aux
+            """,
+            ((F.Mechanism.HELPER, F.Point.INPUT),),  # a method of the class, whatever the collector
         ),
     )
     INVALID = (
+        """
+        def _stash(self, into, label, h):
+            into.append(h)
+
+        def forward(self, h):
+            aux = list()
+            for i, layer in enumerate(self.layers):
+                self._stash(aux, i, h)
+                h = layer(h)
+            return h, aux
+        """,
         """
         def forward(self, h, r):
             aux = []
@@ -60,6 +89,9 @@ def site(ctx: LoopContext, call: ast.Call, after: bool) -> F.CaptureSiteFact | N
     helper = next((h for h in ctx.forward.conv.helpers if h.name == method), None)
     label_arg, structural = (helper.label_arg, None) if helper is not None else (structural_label(ctx, call), method)
     args = arguments(call)
+    container_arg = 0
+    if label_arg is None and helper is None:
+        label_arg, container_arg = own_helper(ctx, call)
     if label_arg is None or not isinstance(call.func, ast.Attribute) or len(args) <= label_arg:
         return None
     label = offset_of(args[label_arg].value, ctx.index)
@@ -69,7 +101,7 @@ def site(ctx: LoopContext, call: ast.Call, after: bool) -> F.CaptureSiteFact | N
         F.Mechanism.HELPER,
         side_point(after, label),
         None,
-        ctx.file.code(args[0].value) if args else None,
+        ctx.file.code(args[container_arg].value) if 0 <= container_arg < len(args) else None,
         f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {ctx.file.code(args[label_arg].value)}",
         reach=ctx.reach(after),  # recorded before layer idx: boundaries from 0; after it: up to L
         captured=" + ".join(ctx.file.code(a) for a in stored),
@@ -77,6 +109,19 @@ def site(ctx: LoopContext, call: ast.Call, after: bool) -> F.CaptureSiteFact | N
         label=label,
         helper_method=structural,
     )
+
+
+def own_helper(ctx: LoopContext, call: ast.Call) -> tuple[int | None, int]:
+    """(label position, collector position) for ``self.<m>(..., i + k, ...)`` where ``m`` is a
+    method of this class that tests the label it is handed against the ids and records the
+    stream, whatever collector it records into: a list built by a call (``aux = list()``), one
+    handed in as a parameter, or one kept on ``self`` (position -1). The label must be an
+    offset of the loop index."""
+    helper = ctx.forward.local_helper_def(call)
+    args = arguments(call)
+    if helper is None or helper.label_arg >= len(args) or offset_of(args[helper.label_arg].value, ctx.index) is None:
+        return None, 0
+    return helper.label_arg, helper.container_arg
 
 
 def structural_label(ctx: LoopContext, call: ast.Call) -> int | None:

@@ -1,0 +1,34 @@
+"""Capture shapes found by what the code does, not by profile names (issue 25, item 3).
+
+Expected values are written from reading tests/fixtures/engines/sglang_like/sglang/srt/models/sampi.py."""
+
+from __future__ import annotations
+
+from flowtrace import api
+from flowtrace.model import facts as F
+
+SAMPI = "sglang/srt/models/sampi.py"
+
+
+def _site(scan, cls: str) -> F.CaptureSiteFact:
+    return next(s for ff in scan.files for s in ff.capture_sites if s.class_qualname.endswith("." + cls))
+
+
+def test_helper_not_named_by_the_profile_with_a_collector_built_by_a_call(sglang_scan) -> None:
+    site = _site(sglang_scan, "SampiModel")
+    assert (site.mechanism, site.point) == (F.Mechanism.HELPER, F.Point.INPUT)
+    assert (site.helper_method, site.container, site.label_offset) == ("_stash", "aux", 1)
+    assert site.location == F.Location(SAMPI, 40)  # the call after layer idx
+    assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _stash(aux, 0, ...) before the loop
+    row = sglang_scan.project.row("SampiForCausalLM")
+    assert row.support == F.Support.SUPPORTED
+    assert api.trace(sglang_scan, "SampiForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)
+
+
+def test_helper_recording_into_its_own_object(sglang_scan) -> None:
+    site = _site(sglang_scan, "SanModel")
+    assert (site.mechanism, site.point) == (F.Mechanism.HELPER, F.Point.INPUT)
+    assert (site.helper_method, site.container, site.label_offset) == ("_note", None, 1)  # kept on self: no collector handed
+    assert site.captured_expression == "hidden_states"
+    assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _note(0, ...) before the loop
+    assert api.trace(sglang_scan, "SanForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)
