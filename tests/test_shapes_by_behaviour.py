@@ -4,10 +4,18 @@ Expected values are written from reading tests/fixtures/engines/sglang_like/sgla
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flowtrace import api
 from flowtrace.model import facts as F
 
 SAMPI = "sglang/srt/models/sampi.py"
+
+
+def _line(text: str) -> int:
+    """The line of the fixture that holds ``text``."""
+    source = (Path(__file__).parent / "fixtures" / "engines" / "sglang_like" / SAMPI).read_text().splitlines()
+    return next(n for n, line in enumerate(source, 1) if text in line)
 
 
 def _site(scan, cls: str) -> F.CaptureSiteFact:
@@ -18,7 +26,7 @@ def test_helper_not_named_by_the_profile_with_a_collector_built_by_a_call(sglang
     site = _site(sglang_scan, "SampiModel")
     assert (site.mechanism, site.point) == (F.Mechanism.HELPER, F.Point.INPUT)
     assert (site.helper_method, site.container, site.label_offset) == ("_stash", "aux", 1)
-    assert site.location == F.Location(SAMPI, 40)  # the call after layer idx
+    assert site.location == F.Location(SAMPI, _line("self._stash(aux, idx + 1"))  # the call after layer idx
     assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _stash(aux, 0, ...) before the loop
     row = sglang_scan.project.row("SampiForCausalLM")
     assert row.support == F.Support.SUPPORTED
@@ -32,3 +40,13 @@ def test_helper_recording_into_its_own_object(sglang_scan) -> None:
     assert site.captured_expression == "hidden_states"
     assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _note(0, ...) before the loop
     assert api.trace(sglang_scan, "SanForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)
+
+
+def test_layer_marked_by_a_flag_from_the_ids_whose_stream_the_loop_records(sglang_scan) -> None:
+    site = _site(sglang_scan, "ShoModel")
+    assert (site.mechanism, site.point, site.callback_parameter) == (F.Mechanism.FLAGGED, F.Point.UNKNOWN, "keep_prev")  # decided in the layer
+    assert (site.attribute, site.container, site.label_offset) == ("layers_to_capture", "aux", 0)
+    capture = sglang_scan.project.row("ShoForCausalLM").capture
+    assert capture.point == F.Point.INPUT  # the layer returns the stream it was handed, before self.proj
+    assert (capture.embedding_capturable, capture.last_layer_capturable) == (True, True)  # b=L: the append after the loop
+    assert api.trace(sglang_scan, "ShoForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)

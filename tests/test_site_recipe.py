@@ -113,6 +113,6 @@ def test_a_new_shape_is_one_module_and_one_enum_member(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    assert out["registered"] == ["callback", "dict", "hook", "buffer", "slot", "append", "helper"]  # by rank
+    assert out["registered"] == ["callback", "dict", "flagged", "hook", "buffer", "slot", "append", "helper"]  # by rank
     assert out["valid"] == [["slot", "output"]]  # recorded after layer i, tested with i: boundary i + 1
     assert out["invalid"] == []

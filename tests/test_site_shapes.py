@@ -36,7 +36,7 @@ def test_every_module_of_the_package_is_a_registered_shape() -> None:
     """A new module is found by the walk, or this fails (a module without SHAPE)."""
     modules = {m.name for m in pkgutil.iter_modules(sites_pkg.__path__)} - sites.INFRASTRUCTURE
     assert modules == set(sites.shape_modules())
-    assert {s.name for s in sites.registered()} == {"append", "buffer", "callback", "dict", "helper", "hook"}
+    assert {s.name for s in sites.registered()} == {"append", "buffer", "callback", "dict", "flagged", "helper", "hook"}
     assert len(sites.registered()) == len(modules)
 
 
@@ -82,6 +82,7 @@ def test_point_decision_is_asked_of_the_shape(conv: Conventions) -> None:
         ("dict", False): PointDecision.IN_LOOP,
         ("dict", True): PointDecision.LAYER_FORWARD,
         ("callback", True): PointDecision.LAYER_FORWARD,
+        ("flagged", True): PointDecision.LAYER_FORWARD,
         ("hook", True): PointDecision.HOOK_CALL,
     }
 

@@ -555,7 +555,13 @@ class FileAnalyzer(FileContext):
                     at = analyzer.start(arg.node)
                     events.append((at[0], at[1], "use:" + arg.value.id, func, ()))
 
-        visit_each(fn.body, {ast.Call: visit_call})
+        def visit_test(node: ast.If | ast.IfExp) -> None:
+            # `if <flag>:` guards what a flagged layer records: a use of the flag where it is tested
+            if isinstance(node.test, ast.Name) and node.test.id in names:
+                line, column = analyzer.start(node.test)
+                events.append((line, column, "use:" + node.test.id, None, ()))
+
+        visit_each(fn.body, {ast.Call: visit_call, ast.If: visit_test, ast.IfExp: visit_test})
         events.sort()
         out: list[F.CallbackUse] = []
         for name in sorted(names):

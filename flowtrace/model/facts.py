@@ -54,6 +54,7 @@ class Mechanism(Word):
     DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
     HOOK = "hook"  # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
     BUFFER = "buffer"  # buf[k].copy_(h + r) / buf[:, a:b] = h: a slice of a preallocated buffer written in the loop
+    FLAGGED = "flagged"  # h, r, prev = layer(..., kw=i in ids); if prev is not None: aux.append(prev)
     UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
 
 

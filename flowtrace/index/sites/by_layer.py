@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 
 from flowtrace.index.sites.base import Found, PointDecision, SiteShape
-from flowtrace.index.sites.context import LoopContext, Reach, Tests, depends_on_residual, is_none, offset_of, point_for
-from flowtrace.index.syntax import arguments, start_of
+from flowtrace.index.sites.context import LoopContext, Reach, Tests, depends_on_residual, offset_of, point_for
+from flowtrace.index.syntax import start_of
 from flowtrace.model import facts as F
 
 
@@ -76,7 +76,7 @@ class DictShape(SiteShape):
         fwd = ctx.forward
         label = offset_of(target.slice, ctx.index)
         attribute = next((a for a in map(fwd.condition_attribute, tests) if a), None)
-        flagged = flagged_output(ctx, tests) if attribute is None else None
+        flagged = ctx.flagged_output(tests) if attribute is None else None
         if flagged is not None and flagged[2] == label == 0:  # the point is then relative to layer i itself
             return flagged_site(ctx, stmt, target, container, flagged)
         if label is None or attribute is None:
@@ -99,26 +99,6 @@ class DictShape(SiteShape):
 
     def decision(self, site: F.CaptureSiteFact) -> PointDecision:
         return PointDecision.LAYER_FORWARD if site.callback_parameter else PointDecision.IN_LOOP
-
-
-def flagged_output(ctx: LoopContext, tests: Tests) -> tuple[str, str, int | None] | None:
-    """(attribute, keyword, label) when a test is ``v is not None`` for a value the layer
-    call returns and the call is handed ``kw=i + k in self.<attr>``: the layer returns the
-    state only when flagged, so the None test stands for the membership test."""
-    returned = ctx.layer_outputs()
-    for test in tests:
-        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in returned):
-            continue
-        if len(test.ops) != 1 or not isinstance(test.ops[0], ast.IsNot) or not is_none(test.comparators[0]):
-            continue
-        for arg in arguments(ctx.layer_call):
-            value = arg.value
-            if arg.keyword is None or not (isinstance(value, ast.Compare) and isinstance(value.ops[0], ast.In)):
-                continue
-            attribute = ctx.forward.condition_attribute(value)
-            if attribute is not None:
-                return attribute, arg.keyword, ctx.forward.condition_label(value, ctx.index)
-    return None
 
 
 def flagged_site(ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, container: str, flagged: tuple[str, str, int | None]) -> F.CaptureSiteFact:

@@ -340,6 +340,25 @@ class LoopContext:
                 return node
         return None
 
+    def flagged_output(self, tests: Tests) -> tuple[str, str, int | None] | None:
+        """(attribute, keyword, label) when a test is ``v is not None`` for a value the layer
+        call returns and the call is handed ``kw=i + k in self.<attr>``: the layer returns the
+        state only when flagged, so the None test stands for the membership test."""
+        returned = self.layer_outputs()
+        for test in tests:
+            if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in returned):
+                continue
+            if len(test.ops) != 1 or not isinstance(test.ops[0], ast.IsNot) or not is_none(test.comparators[0]):
+                continue
+            for arg in arguments(self.layer_call):
+                value = arg.value
+                if arg.keyword is None or not (isinstance(value, ast.Compare) and isinstance(value.ops[0], ast.In)):
+                    continue
+                attribute = self.forward.condition_attribute(value)
+                if attribute is not None:
+                    return attribute, arg.keyword, self.forward.condition_label(value, self.index)
+        return None
+
     def layer_outputs(self) -> set[str]:
         """Names the loop binds from the layer call's result (``h, r, extra = layer(...)``)."""
         for stmt in walk_statements(self.loop.body):
