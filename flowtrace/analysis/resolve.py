@@ -319,18 +319,28 @@ class Project:
         for _ in range(2):
             nxt = []
             for q in frontier:
-                for cls_q in self.mro(q):
-                    cls = self.classes.get(cls_q)
-                    for a in cls.assignments if cls else ():
-                        if a.attribute == "*":
-                            continue
-                        found = self.find_class(a.callee, near=cls_q)
-                        if found and defines(found):
-                            return found
-                        if found:
-                            nxt.append(found)
+                for found in self.instance_attributes(q).values():
+                    if defines(found):
+                        return found
+                    nxt.append(found)
             frontier = nxt
         return None
+
+    def instance_attributes(self, qualname: str) -> dict[str, str]:
+        """``self.<attribute>`` -> the class an instance of ``qualname`` really holds there, in
+        MRO order. A more derived class's assignment shadows the base's (a wrapper whose own
+        ``__init__`` builds its language model by another architecture name holds that one,
+        never the base's), as :meth:`attribute_class` decides for one attribute."""
+        out: dict[str, str] = {}
+        for q in self.mro(qualname):
+            cls = self.classes.get(q)
+            for a in cls.assignments if cls else ():
+                if a.attribute == "*" or a.attribute in out:
+                    continue
+                found = self.attribute_class(qualname, a.attribute)
+                if found:
+                    out[a.attribute] = found
+        return out
 
     def site_for(self, holder: str, attribute_hint: set[str]) -> F.CaptureSiteFact | None:
         """The capture site the holder really runs: a base class's site is skipped when a class
@@ -488,6 +498,17 @@ class Project:
         q, a = chosen[0]
         return f"{a.callee[len('dynamic:'):]}.architectures", a, q
 
+    def _unresolved_text(self, qualname: str, setter: F.SetterFact) -> str:
+        """Why no class receives the ids: unknown, or none of the objects the instance holds
+        (its own construction, not a base's it overrides) defines the method."""
+        text = f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved"
+        held = self.instance_attributes(qualname)
+        if not setter.delegate_method or not held or (setter.delegate or "").startswith("self"):
+            return text
+        inner = [f"self.{a}.{b} = {c.rsplit('.', 1)[-1]}" for a, q in held.items() for b, c in self.instance_attributes(q).items()]
+        reached = ", ".join([f"self.{a} = {q.rsplit('.', 1)[-1]}" for a, q in held.items()] + inner)
+        return f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), which no object this class holds defines ({reached})"
+
     def _follow_delegate(self, res: _Resolution, depth: int) -> None:
         setter = res.setter
         if setter.delegate == "super()" and setter.delegate_method:
@@ -504,11 +525,7 @@ class Project:
             return
         if target is None:
             if setter.delegate != "super()":
-                res.problem(
-                    F.ProblemKind.DELEGATE_UNRESOLVED,
-                    f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved",
-                    setter.location,
-                )
+                res.problem(F.ProblemKind.DELEGATE_UNRESOLVED, self._unresolved_text(res.qualname, setter), setter.location)
             return
         res.delegates_to = target
         inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)

@@ -91,7 +91,8 @@ def _leads_to(project, inner: str | None, holder: str | None) -> bool:
     if inner == holder:
         return True
     first = project.constructed(inner)
-    return holder in first or any(holder in project.constructed(c) for c in first)
+    held = list(project.instance_attributes(inner).values())  # what a subclass's factory builds instead
+    return holder in first or holder in held or any(holder in project.constructed(c) for c in first)
 
 
 def _effective(uses: Sequence[F.OutputUseFact], value: bool | None) -> F.OutputUseFact | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from flowtrace.model import facts as F
 from flowtrace.index.returns import module_facts, nodes as _walk
-from flowtrace.index.syntax import all_statements, dotted, module_name
+from flowtrace.index.syntax import all_statements, dotted, module_name, string_value
 from flowtrace.engines.profiles import Conventions
 
 
@@ -155,16 +155,30 @@ _ASSIGNS = frozenset({ast.Assign, ast.AnnAssign})
 
 
 def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names) -> list[F.AttributeAssignment]:
-    """``self.x = Cls(...)`` (plain or annotated): x's class."""
-    callee = dotted(sub.value.func)  # type: ignore[union-attr]  # a Call: checked by the caller
-    if not _is_class_name(callee):
+    """``self.x = Cls(...)`` (plain or annotated): x's class; ``self.x = build(...,
+    architectures=["Arch"])``: the class the registry names for that architecture (``arch:``)."""
+    call = sub.value
+    callee = dotted(call.func)  # type: ignore[union-attr]  # a Call: checked by the caller
+    built = names.resolve(callee) if _is_class_name(callee) else _registry_built(call)  # type: ignore[arg-type]
+    if built is None:
         return []
     found = []
     for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
         t = dotted(target)
         if t and t.startswith("self.") and t.count(".") == 1:
-            found.append(F.AttributeAssignment(t[5:], names.resolve(callee), sub.lineno))  # type: ignore[arg-type]
+            found.append(F.AttributeAssignment(t[5:], built, sub.lineno))
     return found
+
+
+def _registry_built(call: ast.Call) -> str | None:
+    """A factory handed a literal architecture list builds the registry's class for its first
+    name (as the full analysers record it): the wrapper's own construction, whatever its base
+    builds."""
+    for kw in call.keywords:
+        if kw.arg == "architectures" and isinstance(kw.value, (ast.List, ast.Tuple)) and kw.value.elts:
+            first = string_value(kw.value.elts[0])
+            return f"arch:{first}" if first is not None else None
+    return None
 
 
 def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
