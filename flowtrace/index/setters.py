@@ -168,6 +168,8 @@ class SetterAnalyzer:
                 inner, notes = self.transform_of(args[0].value, depth + 1)
                 extra = _WRAPPERS[expr.func.id]
                 return inner, notes + ([extra] if extra else [])
+        if isinstance(expr, ast.IfExp):
+            return self.defaulted(expr, depth)
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             if len(expr.generators) != 1 or expr.generators[0].ifs or not isinstance(expr.generators[0].target, ast.Name):
                 return F.OTHER, []
@@ -186,6 +188,27 @@ class SetterAnalyzer:
                 return F.OTHER, notes + [f"adds {offset}"]
             return F.OTHER, notes
         return F.OTHER, []
+
+    def defaulted(self, expr: ast.IfExp, depth: int) -> tuple[F.Transform, list[str]]:
+        """``f(ids) if ids is not None else {defaults}`` (or ``if ids``, or the arms swapped
+        under ``is None`` / ``not ids``): the transform of the arm that reads the ids, with the
+        other arm recorded as the default; anything else is ``other``."""
+        test = expr.test
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if negated:
+            test = test.operand  # type: ignore[attr-defined]
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) and _is_none(test.comparators[0]):
+            negated ^= isinstance(test.ops[0], ast.Is)
+            test = test.left
+        if not (isinstance(test, ast.Name) and test.id == self.param):
+            return F.OTHER, []
+        used, default = (expr.orelse, expr.body) if negated else (expr.body, expr.orelse)
+        if self.uses_param(default) or not self.uses_param(used):
+            return F.OTHER, []
+        if self.param_default is None:
+            self.param_default = self.file.code(default)
+        transform, notes = self.transform_of(used, depth + 1)
+        return transform, notes + ["default when no ids"]
 
     def overall(self, explicit: list[_Arm]) -> tuple[F.Transform, str | None]:
         if not explicit:
@@ -213,6 +236,10 @@ class SetterAnalyzer:
         if others:
             text += f"; else {others[0]}"
         return F.CONDITIONAL, text or None
+
+
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
 
 
 def _offset(expr: ast.expr, var: str) -> int | None:
