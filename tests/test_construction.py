@@ -39,7 +39,7 @@ def test_own_init_building_another_architecture_is_not_the_bases_language_model(
     r = row(scan, name)
     assert r.support == "broken"
     assert r.capture.holder != LLAMA_MODEL
-    assert F.ProblemKind.DELEGATE_UNRESOLVED in {p.kind for p in r.chain.problems}
+    assert F.ProblemKind.DELEGATE_LACKS_SETTER in {p.kind for p in r.chain.problems}
     assert "PlainModel" in " ".join(r.capture.problems)
 
 

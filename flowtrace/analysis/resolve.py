@@ -498,13 +498,13 @@ class Project:
         q, a = chosen[0]
         return f"{a.callee[len('dynamic:'):]}.architectures", a, q
 
-    def _unresolved_text(self, qualname: str, setter: F.SetterFact) -> str:
-        """Why no class receives the ids: unknown, or none of the objects the instance holds
-        (its own construction, not a base's it overrides) defines the method."""
-        text = f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved"
+    def _held_text(self, qualname: str, setter: F.SetterFact) -> str | None:
+        """Why a local holder (``holder = getattr(owner, "model", owner)``) receives no ids:
+        the objects the instance holds (its own construction, not a base's it overrides),
+        none of which defines the method; None when the class holds nothing known."""
         held = self.instance_attributes(qualname)
         if not setter.delegate_method or not held or (setter.delegate or "").startswith("self"):
-            return text
+            return None
         inner = [f"self.{a}.{b} = {c.rsplit('.', 1)[-1]}" for a, q in held.items() for b, c in self.instance_attributes(q).items()]
         reached = ", ".join([f"self.{a} = {q.rsplit('.', 1)[-1]}" for a, q in held.items()] + inner)
         return f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), which no object this class holds defines ({reached})"
@@ -525,7 +525,11 @@ class Project:
             return
         if target is None:
             if setter.delegate != "super()":
-                res.problem(F.ProblemKind.DELEGATE_UNRESOLVED, self._unresolved_text(res.qualname, setter), setter.location)
+                lacking = self._held_text(res.qualname, setter)
+                if lacking is not None:  # every object it holds is known, and none defines the method
+                    res.problem(F.ProblemKind.DELEGATE_LACKS_SETTER, lacking, setter.location)
+                else:
+                    res.problem(F.ProblemKind.DELEGATE_UNRESOLVED, f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved", setter.location)
             return
         res.delegates_to = target
         inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
