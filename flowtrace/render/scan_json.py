@@ -79,11 +79,33 @@ def _returns(c: CaptureChain) -> dict[str, Any] | None:
     }
 
 
+def _answer(row: ModelRow, point: str | None) -> dict[str, Any]:
+    """The members every ``capture`` object carries whatever the engine (docs/scan-json.md):
+    where the ids come from, the point, and the row's outcome without concrete ids."""
+    from flowtrace.analysis.answer import id_source, verdict
+
+    source, v = id_source(row), verdict(row)
+    return {
+        "id_source": {
+            "kind": source.kind,
+            "label": source.label,
+            "at": _where(source.location),
+            "inherited": source.inherited,
+        } if source is not None else None,
+        "point": point,
+        "outcome": str(v.outcome),
+        "outcome_reason": v.reason,
+        "outcome_at": _where(v.location),
+    }  # fmt: skip
+
+
 def _capture(row: ModelRow) -> dict[str, Any] | None:
-    """A setter row's ``capture`` object: a view of its chain's links (the entry transform,
-    holder, site, stream, slots, concat); the row adds what no link holds (defaults found
-    through a getter, the delegate, the problems' texts, the pipeline guard)."""
+    """A row's ``capture`` object, one shape for every engine: a setter row's view of its
+    chain's links, or a setter-less row's (config attribute, build context, metadata hook)
+    in the same members (:func:`_source_capture`)."""
     c, chain = row.capture, row.chain
+    if c is None and row.source is not None:
+        return _source_capture(row)
     if c is None or chain is None or not chain.transforms:
         return None
     entry, holder, site = chain.transforms[0], chain.holder, chain.site
@@ -113,7 +135,55 @@ def _capture(row: ModelRow) -> dict[str, Any] | None:
         "stream": _stream(chain),
         "slots": _slots(chain),
         "returns": _returns(chain),
+        **_answer(row, str(site.point) if site is not None else None),
     }
+
+
+def _source_capture(row: ModelRow) -> dict[str, Any]:
+    """A setter-less row in the setter rows' members: no setter, the source's transform
+    (``ignored``: the engine's own layout; ``serving_config``: the engine's serving ids), its
+    holder and site, capturability from the site or the point (analysis/answer.py)."""
+    from flowtrace.analysis.answer import source_capturability
+
+    src: Any = row.source
+    emb, last = source_capturability(src)
+    site = src.site
+    owner = getattr(site, "class_qualname", None)
+    default = src.write.expression if src.write is not None else (
+        f"{src.default.class_qualname.rsplit('.', 1)[-1]}.{src.default.method}" if src.default is not None else None
+    )
+    return {
+        "setter": None,
+        "id_transform": src.transform,
+        "transform_note": None,
+        "delegates_to": None,
+        "default_layers": default,
+        "capture_site": {
+            "qualname": f"{owner}.{site.function.rsplit('.', 1)[-1]}" if owner else None,
+            "file": site.location.file,
+            "line": site.location.line,
+            "mechanism": src.mechanism or None,
+            "point": src.point,
+            "note": src.point_note,
+            "loop_range": " ".join((getattr(site, "loop_range", None) or "").split()) or None,
+            "attribute": getattr(site, "attribute", None),
+            "captured_expression": getattr(site, "captured_expression", None),
+        } if site is not None else None,
+        "embedding_capturable": emb,
+        "last_layer_capturable": last,
+        "effective_transform": src.transform,
+        "holder": src.holder,
+        "pp_guard": False,
+        "problems": list(src.problems),
+        "problem_kinds": sorted({str(p.kind) for p in row.chain.problems}) if row.chain is not None else [],
+        "holder_kind": str(F.HolderKind.DIRECT),
+        "depends_on": None,
+        "concat_order": src.concat_order,
+        "stream": _stream(row.chain) if row.chain is not None else None,
+        "slots": None,
+        "returns": _returns(row.chain) if row.chain is not None else None,
+        **_answer(row, src.point),
+    }  # fmt: skip
 
 
 def model_json(row: ModelRow) -> dict[str, Any]:

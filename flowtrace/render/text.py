@@ -51,7 +51,7 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> 
         if c is None:
             rows.append([r.name, "reg" if r.registered else "-", kind, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
             continue
-        setter = f"{c.setter.location}" + (" (inherited)" if c.inherited else "")
+        setter = f"setter: {c.setter.location}" + (" (inherited)" if c.inherited else "")
         transform = c.id_transform if c.effective_transform == c.id_transform else f"{c.id_transform}->{c.effective_transform}"
         site = f"{c.site.location}" if c.site else "-"
         rows.append(
@@ -69,12 +69,16 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> 
                 f"{r.location}",
             ]
         )
-    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "setter", "capture site", "class at"]
+    # "id source": a setter, a config attribute, a build context or the serving config (a
+    # hook engine has no setter); the same columns for every engine.
+    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "id source", "capture site", "class at"]
     return _table(headers, rows)
 
 
 def _source_row(r, kind: str) -> list[str]:  # noqa: ANN001
     """A row whose ids come from a config attribute, build context or metadata hook."""
+    from flowtrace.analysis.answer import source_capturability
+
     src = r.source
     where = f"{src.location}" if src.location else "-"
     if src.write is not None:
@@ -85,7 +89,8 @@ def _source_row(r, kind: str) -> list[str]:  # noqa: ANN001
         default = src.outcome.replace("_", " ") if src.outcome != "captures" else "-"
     site = f"{src.site.location}" if src.site is not None else "-"
     point = src.point + (f" ({src.mechanism})" if src.mechanism else "")
-    return [r.name, "reg" if r.registered else "-", kind, src.transform, " ".join(default.split()), point, "-", "-", f"{src.kind}: {where}", site, f"{r.location}"]
+    emb, last = source_capturability(src)
+    return [r.name, "reg" if r.registered else "-", kind, src.transform, " ".join(default.split()), point, _yn(emb), _yn(last), f"{src.kind}: {where}", site, f"{r.location}"]
 
 
 def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
