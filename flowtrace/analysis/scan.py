@@ -14,7 +14,8 @@ from pathlib import Path
 from flowtrace.errors import UsageError
 from flowtrace.model import facts as F
 from flowtrace.index.build import IndexOptions, build_index
-from flowtrace.engines.profiles import Conventions, Profile, select_profiles
+from flowtrace.engines.family import ProfileChoice, choose
+from flowtrace.engines.profiles import Conventions, Profile
 from flowtrace.analysis.resolve import ModelRow, Project
 
 
@@ -24,6 +25,7 @@ class ScanResult:
     profiles: tuple[Profile, ...]
     index: F.IndexResult
     project: Project
+    choice: ProfileChoice | None = None  # which profiles were applied, how and why
 
     @property
     def rows(self) -> tuple[ModelRow, ...]:
@@ -75,7 +77,7 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
         root = resolve_root(path)
-    profiles = select_profiles(root, profile, extra=tuple(Path(f) for f in profile_files))
+    profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
     index = build_index(root, profiles, options)
     project = Project(index.files, Conventions.merge(profiles))
-    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
+    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice)

@@ -227,6 +227,14 @@ def source_json(src) -> dict[str, Any]:  # noqa: ANN001 - a config_capture.Sourc
     }
 
 
+def _choice(result: ScanResult) -> Any:
+    """Which profile(s) the scan applied, how (forced, user, path, content, all) and why."""
+    c = result.choice
+    if c is None:
+        return ABSENT
+    return {"profiles": list(c.names), "how": c.how, "reason": c.reason, "package_map": {a: b for a, b in c.package_map}}
+
+
 def drafts_json(files) -> list[dict[str, Any]]:  # noqa: ANN001
     """Draft classes: their fc width expression and where their module reads layer ids."""
     out = []
@@ -269,6 +277,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
         ("tool", False, lambda: {"name": "flowtrace", "version": __version__}),
         ("root", False, lambda: result.root.resolve().as_posix()),
         ("profiles", False, lambda: sorted(p.name for p in result.profiles)),
+        ("profile_choice", False, lambda: _choice(result)),
         ("stats", False, lambda: {
             "files_total": stats.files_total,
             "files_parsed": stats.files_parsed + stats.files_cached,

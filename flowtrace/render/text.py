@@ -132,7 +132,8 @@ def summary_line(result: ScanResult, findings: list[Finding] | None = None, coun
 
 
 def scan_text(result: ScanResult, findings: list[Finding] | None) -> str:
-    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", model_matrix(result)]
+    chosen = f" (by {result.choice.how}: {result.choice.reason})" if result.choice is not None else ""
+    out = [f"engine profile(s): {result.engine}{chosen}    root: {result.root}", "", model_matrix(result)]
     if findings:
         out += ["", f"findings ({len(findings)}):", findings_text(findings, concise=True)]
     if result.index.diagnostics:
