@@ -56,7 +56,7 @@ def test_hook_rows_answer_point_embedding_and_last_layer(scans):
     # modeling_beta.py: opts in, its layers never call the hook: nothing is recorded.
     beta = models["BetaForCausalLM"]["capture"]
     assert beta["outcome"] == "captures_nothing" and beta["point"] == "unknown"
-    assert (beta["embedding_capturable"], beta["last_layer_capturable"]) == (None, None)
+    assert (beta["embedding_capturable"], beta["last_layer_capturable"]) == (False, False)  # no layer ever writes a slot
     assert "uninitialised memory" in beta["outcome_reason"]
 
 

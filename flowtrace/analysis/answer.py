@@ -89,10 +89,13 @@ def source_capturability(src: object) -> tuple[bool | None, bool | None]:
     """(embedding, last layer) of a setter-less path. A recorded capture site knows both; a
     metadata hook called after layer i's feed-forward records b = i + 1, so b = 0 can never be
     asked for (the post-norm id is no boundary) and b = L is id L - 1; a dict store keyed by
-    layer records the layer's input or output the same way; an unknown point decides neither."""
+    layer records the layer's input or output the same way; a hook no layer calls writes no
+    boundary at all; an unknown point decides neither."""
     site = getattr(src, "site", None)
     if isinstance(site, F.CaptureSiteFact):
         return site.embedding_capturable, site.last_layer_capturable
+    if site is None and getattr(src, "kind", None) == "hook":
+        return False, False  # no layer it builds calls the hook: no boundary is ever written
     point = getattr(src, "point", F.UNKNOWN)
     if site is None or point not in (F.INPUT, F.OUTPUT):
         return None, None

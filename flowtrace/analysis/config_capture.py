@@ -41,6 +41,9 @@ class SourceCapture:
     default: F.MetadataDefaultFact | None  # hook engines: where defaults are applied
     problems: tuple[str, ...]
     post_norm_site: F.Location | None = None  # hook engines: the wrapper's post-final-norm capture
+    # Hook engines: the serving paths the class can capture on ("one_model": it subclasses an
+    # opt-in base, which builds the draft beside it; "two_model": its layers call the hook).
+    modes: tuple[str, ...] = ()
 
     @property
     def support(self) -> str:
@@ -116,7 +119,7 @@ def resolve_source(project, row_qualname: str, architectures: tuple[str, ...]) -
             sources = [s for s in idx.id_sources.get(q, []) if s.alias_of is None]
             if sources:
                 return _config_capture(project, idx, holder, q, sources[0], architectures)
-    if conv.hooks and opts_in(project, row_qualname):
+    if conv.hooks:  # every registered class of a hook engine answers, opted in or not
         return _hook_capture(project, idx, row_qualname)
     return None
 
@@ -228,31 +231,40 @@ def opts_in(project, qualname: str) -> bool:  # noqa: ANN001
 
 
 def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa: ANN001
+    """A metadata-hook path. The layers a class builds calling the hook make it capture on the
+    two-model path (the metadata is handed down; the draft runs as its own model); subclassing
+    an opt-in base adds the one-model path (the base builds the draft beside it and records the
+    post-final-norm id). Layers that never call it leave the buffer's slots unwritten."""
     conv = project.conv
     key = conv.serving_keys[0] if conv.serving_keys else "serving config"
     default = next((d for d in idx.defaults if d.method == "__post_init__"), idx.defaults[0] if idx.defaults else None)
     opt_in = next((q for q in project.mro(qualname)[1:] if q.rsplit(".", 1)[-1] in conv.opt_in_bases), None)
-    layer_sites = []
+    base = (opt_in or "").rsplit(".", 1)[-1] or "/".join(sorted(conv.opt_in_bases)) or "an opt-in base"
     for holder in _reachable(project, qualname):
         if holder == qualname or holder == opt_in:
             continue
-        for q in project.mro(holder):
-            layer_sites += [h for h in idx.hooks.get(q, []) if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes]
-        if layer_sites:
-            site = layer_sites[0]
-            point, note = _hook_point(site)
-            wrapper = next((h.location for h in idx.hooks.get(opt_in or "", [])), None)
-            return SourceCapture(
-                "hook", holder, key, None, SERVING, site, F.HOOK, point, note, "sorted", CAPTURES,
-                f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving config's {key}, sorted", site.location,
-                None, None, default, (), wrapper,
-            )
-    where = project.classes[opt_in].location if opt_in in project.classes else None
+        layer_sites = [h for q in project.mro(holder) for h in idx.hooks.get(q, []) if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes]
+        if not layer_sites:
+            continue
+        site = layer_sites[0]
+        point, note = _hook_point(site)
+        wrapper = next((h.location for h in idx.hooks.get(opt_in or "", [])), None)
+        calls = f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving config's {key}, sorted"
+        if opt_in is None:
+            calls += (f"; two-model path only: {qualname.rsplit('.', 1)[-1]} does not subclass {base}, so the one-model path "
+                      "(the draft built beside the target) is not available to it")
+        modes = ("one_model", "two_model") if opt_in else ("two_model",)
+        return SourceCapture(
+            "hook", holder, key, None, SERVING, site, F.HOOK, point, note, "sorted", CAPTURES, calls, site.location,
+            None, None, default, (), wrapper, modes,
+        )
+    where = project.classes[opt_in].location if opt_in in project.classes else project.classes[qualname].location if qualname in project.classes else None
+    how = f"opts in through {base}, but" if opt_in else f"does not subclass {base}, and"
     return SourceCapture(
         "hook", qualname, key, None, SERVING, None, F.HOOK, F.UNKNOWN, "no decoder layer built by this model calls the hook", "sorted", CAPTURES_NOTHING,
-        f"{qualname.rsplit('.', 1)[-1]} opts in through {(opt_in or '?').rsplit('.', 1)[-1]}, but no layer it builds calls {'/'.join(sorted(conv.hooks))}: "
+        f"{qualname.rsplit('.', 1)[-1]} {how} no layer it builds calls {'/'.join(sorted(conv.hooks))}: "
         "the captured slots of the preallocated buffer are never written and the draft reads uninitialised memory (no error is raised)", where,
-        None, None, default, (),
+        None, None, default, (), None, ("one_model",) if opt_in else (),
     )
 
 

@@ -56,7 +56,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
     problems: list[str] = []
     ending: dict[str, Any] = {}
 
-    def done(indices=None, boundaries=None, dropped=()) -> TraceResult:
+    def done(indices=None, boundaries=None, dropped=(), extra_slots=0) -> TraceResult:
         if "outcome" in ending:
             outcome = ending["outcome"]
         elif boundaries:
@@ -68,6 +68,7 @@ def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hid
         return TraceResult(
             row.qualname, num_layers, tuple(layer_ids) if layer_ids is not None else None, indices, boundaries, tuple(dropped), tuple(steps), tuple(problems), hidden_size,
             outcome=outcome, raises_at=ending.get("raises_at"), reason=("; ".join(problems) or None) if outcome != F.Outcome.CAPTURES else None,
+            extra_slots=extra_slots,
         )
 
     if src.outcome == REFUSES:
@@ -148,6 +149,7 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
     emb = bool(getattr(site, "embedding_capturable", False)) or (offset == 0 and src.mechanism == F.DICT_STORE)
     reachable = set(range(1, num_layers)) | ({0} if emb else set()) | ({num_layers} if offset == 1 else set())
     out: list[int] = []
+    unwritten: list[int] = []  # hook engines: ids no layer matches, each still a buffer slot
     post = [i for i in indices if src.kind == "hook" and i in post_norm]
     first = getattr(site, "label_offset", None)
     none_operand = getattr(site, "first_none", None)
@@ -170,21 +172,27 @@ def _boundaries(src, indices, offset, num_layers, hidden_size, steps, problems, 
             steps.append(TraceStep("concat", f"by_layer[{i}] does not exist: KeyError", at))
             ending.update(outcome=F.Outcome.RAISES, raises_at=at)
             return done(indices)
+        elif src.kind == "hook":
+            unwritten.append(i)
+            dropped.append((i, f"id {i} matches no layer (0..{num_layers - 1}); it still takes a slot of the preallocated buffer, "
+                               "which no layer writes: the draft reads uninitialised memory there and nothing raises"))
         elif b == 0:
             dropped.append((i, "the embedding (b=0) is not captured here"))
         else:
             dropped.append((i, f"index {i} is outside range(0, {num_layers})"))
+    if unwritten:
+        problems.append(f"ids {unwritten} match no layer but each takes a buffer slot the fc reads: uninitialised memory, no error")
     if src.concat_order != "config":
         out.sort()
     for i, why in dropped:
         steps.append(TraceStep("dropped", f"dropped id {i}: {why}", (src.post_norm_site if i in post else None) or site.location, i))
     order = {"config": "in config order (duplicates repeat)", "sorted": "in ascending id order (buffer slots)", "loop": "in loop order"}[src.concat_order]
     steps.append(TraceStep("boundaries", f"captured, {order}: " + ", ".join(describe_boundary(b, num_layers) for b in out) if out else "nothing is captured"))
-    slots = len(out) + len(post)
+    slots = len(out) + len(post) + len(unwritten)
     width = f"{slots} x {hidden_size} = {slots * hidden_size}" if hidden_size else f"{slots} x hidden_size"
-    extra = f" + {len(post)} post-final-norm slot" if post else ""
+    extra = (f" + {len(post)} post-final-norm slot" if post else "") + (f" + {len(unwritten)} unwritten slot(s) (uninitialised)" if unwritten else "")
     steps.append(TraceStep("concat", f"{len(out)} states{extra}; fc in_features = {width}", getattr(site, "concat", None)))
-    return done(indices, tuple(out), dropped)
+    return done(indices, tuple(out), dropped, len(post) + len(unwritten))
 
 
 def _at(location: F.Location | None) -> str:

@@ -47,6 +47,9 @@ class TraceResult:
     outcome: F.Outcome = F.Outcome.UNKNOWN
     raises_at: F.Location | None = None
     reason: str | None = None
+    # Buffer slots the fc reads that hold no boundary (hook engines: the post-final-norm id,
+    # ids no layer matches): they count in the fc width all the same.
+    extra_slots: int = 0
 
     @property
     def ok(self) -> bool:
@@ -56,7 +59,7 @@ class TraceResult:
     def fc_in_features(self) -> int | None:
         if self.boundaries is None or self.hidden_size is None:
             return None
-        return len(self.boundaries) * self.hidden_size
+        return (len(self.boundaries) + self.extra_slots) * self.hidden_size
 
 
 def describe_boundary(b: int, num_layers: int) -> str:
@@ -611,6 +614,7 @@ def trace_json(result: TraceResult) -> dict:
         "dropped": [{"id": i, "reason": r} for i, r in result.dropped],
         "hidden_size": result.hidden_size,
         "fc_in_features": result.fc_in_features,
+        "extra_slots": result.extra_slots,
         "steps": [{"kind": s.kind, "text": s.text, "file": s.location.file if s.location else None, "line": s.location.line if s.location else None} for s in result.steps],
         "problems": list(result.problems),
         "outcome": str(result.outcome),

@@ -379,7 +379,9 @@ class _IndexRun:
         self.parser = _Parser(self.conv, (options.max_bytes, options.timeout_s), jobs)
         self.progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty())
         self.fixpoint = _Fixpoint(self.select)
-        self.registration = tuple(v.encode() for v in self.conv.entry_variables)
+        # Registration variables and registering decorators (``@register("Arch")``): a file
+        # naming one registers a model, which gets a row even without a capture marker.
+        self.registration = tuple(v.encode() for v in sorted(self.conv.entry_variables | self.conv.registry_decorators))
 
     def _open_cache(self) -> FactCache | None:
         if not self.options.use_cache:
