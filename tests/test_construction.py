@@ -54,3 +54,14 @@ def test_interface_holder_finding_names_the_real_holder(scan):
     flagged = {f.message.split(" ", 1)[0] for f in findings}
     assert flagged == {"OwnInitVLForConditionalGeneration", "TowerForConditionalGeneration"}
     assert all("PlainModel" in f.message for f in findings)
+
+
+def test_a_subclass_setting_the_class_attribute_its_base_builds_from(scan):
+    # modelcls.py: BaseCausalLM builds self.model = self.model_cls(config) with model_cls =
+    # LlamaModel; SwappedCausalLM only sets model_cls = PlainModel (no EagleModelMixin).
+    assert row(scan, "BaseCausalLM").capture.holder == LLAMA_MODEL
+    swapped = row(scan, "SwappedCausalLM")
+    assert swapped.support == "broken" and swapped.capture.holder != LLAMA_MODEL
+    assert "self.model = PlainModel" in " ".join(swapped.capture.problems)
+    base = scan.project.classes["vllm.model_executor.models.modelcls.BaseCausalLM"]
+    assert [(a.attribute, a.via) for a in base.assignments if a.attribute == "model"] == [("model", "attr:model_cls")]

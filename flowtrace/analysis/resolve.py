@@ -280,6 +280,8 @@ class Project:
                 continue
             if kind == "method":
                 hit = next((f.callee for f in cls.factories if f.attribute == name), None)
+            elif kind == "attr":  # the subclass sets the class attribute the base builds from
+                hit = next((v.callee for v in cls.class_values if v.attribute == name), None)
             else:
                 hit = next((s.callee for s in cls.super_args if s.attribute in (name, f"#{position}")), None)
             if hit:

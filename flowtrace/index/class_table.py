@@ -132,7 +132,7 @@ def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
     return tuple(bases)
 
 
-def _init_mentions(init_nodes: list[ast.AST], names: _Names) -> list[F.AttributeAssignment]:
+def _init_mentions(init_nodes: list[ast.AST], names: _Names, values: dict[str, str]) -> list[F.AttributeAssignment]:
     """``self.x = Cls(...)`` in ``__init__`` (all its nodes, breadth first), plus every class
     constructed or named there (``*``)."""
     found = []
@@ -147,26 +147,32 @@ def _init_mentions(init_nodes: list[ast.AST], names: _Names) -> list[F.Attribute
             if sub.id in local and sub.ctx.__class__ is load:  # type: ignore[attr-defined]
                 found.append(F.AttributeAssignment("*", local[sub.id], sub.lineno))  # type: ignore[attr-defined]
         elif kind in _ASSIGNS and sub.value.__class__ is call:  # type: ignore[attr-defined]
-            found += _self_assignments(sub, names)  # type: ignore[arg-type]
+            found += _self_assignments(sub, names, values)  # type: ignore[arg-type]
     return found
 
 
 _ASSIGNS = frozenset({ast.Assign, ast.AnnAssign})
 
 
-def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names) -> list[F.AttributeAssignment]:
+def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names, values: dict[str, str]) -> list[F.AttributeAssignment]:
     """``self.x = Cls(...)`` (plain or annotated): x's class; ``self.x = build(...,
-    architectures=["Arch"])``: the class the registry names for that architecture (``arch:``)."""
+    architectures=["Arch"])``: the class the registry names for that architecture (``arch:``);
+    ``self.x = self.model_cls(...)``: the class attribute's class, which a subclass may set."""
     call = sub.value
     callee = dotted(call.func)  # type: ignore[union-attr]  # a Call: checked by the caller
-    built = names.resolve(callee) if _is_class_name(callee) else _registry_built(call)  # type: ignore[arg-type]
+    via = None
+    if callee and callee.startswith("self.") and callee.count(".") == 1 and callee[5:] in values:
+        built: str | None = values[callee[5:]]
+        via = f"attr:{callee[5:]}"
+    else:
+        built = names.resolve(callee) if _is_class_name(callee) else _registry_built(call)  # type: ignore[arg-type]
     if built is None:
         return []
     found = []
     for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
         t = dotted(target)
         if t and t.startswith("self.") and t.count(".") == 1:
-            found.append(F.AttributeAssignment(t[5:], built, sub.lineno))
+            found.append(F.AttributeAssignment(t[5:], built, sub.lineno, via))
     return found
 
 
@@ -181,6 +187,21 @@ def _registry_built(call: ast.Call) -> str | None:
     return None
 
 
+def class_values(node: ast.ClassDef, resolve) -> tuple[F.AttributeAssignment, ...]:  # noqa: ANN001 - name -> qualified name
+    """Class-body ``name = Cls`` / ``name: T = Cls`` naming a class (``model_cls = FooModel``),
+    as both extraction tiers record them."""
+    out = []
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
+        value = dotted(stmt.value) if targets else None  # type: ignore[union-attr, arg-type]
+        if not _is_class_name(value):
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.append(F.AttributeAssignment(target.id, resolve(value), stmt.lineno))
+    return tuple(out)
+
+
 def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
     """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
     defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
@@ -192,11 +213,11 @@ def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Name
     return found
 
 
-def _assignments(init: ast.FunctionDef | ast.AsyncFunctionDef | None, init_nodes: list[ast.AST], names: _Names) -> tuple[F.AttributeAssignment, ...]:
+def _assignments(init: ast.FunctionDef | ast.AsyncFunctionDef | None, init_nodes: list[ast.AST], names: _Names, values: dict[str, str]) -> tuple[F.AttributeAssignment, ...]:
     if init is None:
         return ()
     unique: dict[tuple[str, str], F.AttributeAssignment] = {}
-    for a in _init_mentions(init_nodes, names) + _default_mentions(init, names):
+    for a in _init_mentions(init_nodes, names, values) + _default_mentions(init, names):
         unique.setdefault((a.attribute, a.callee), a)
     return tuple(sorted(unique.values(), key=lambda a: (a.line, a.attribute != "*")))
 
@@ -214,8 +235,11 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
         if source.may_loop_layers(texts[method_name])
         for loop_line in _layer_loops(method, conv.layers_attributes, source)
     ]
+    values = class_values(node, names.resolve)
     fact = F.ClassFact(
-        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)), _assignments(init, init_nodes, names),
+        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)),
+        _assignments(init, init_nodes, names, {v.attribute: v.callee for v in values}),
+        class_values=values,
         factories=_factories({n: m for n, m in methods.items() if b"return" in texts[n]}, names),
         super_args=_super_args(init, names),
         extends=tuple(sorted(n for n, fn in methods.items() if b"super" in texts[n] and _calls_super(init_nodes if fn is init else _walk(fn), n))),

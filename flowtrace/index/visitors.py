@@ -20,7 +20,7 @@ from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
-from flowtrace.index.class_table import registry_module
+from flowtrace.index.class_table import class_values, registry_module
 from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, canonical, child_nodes, clip, dotted, is_name, iter_nodes, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
@@ -301,6 +301,7 @@ class FileAnalyzer(FileContext):
             factories=self.factories(info),
             super_args=self.super_args(info, init),
             extends=tuple(sorted(n for n, fn in info.methods.items() if f"super().{n}(" in "".join(self.text_of(fn).split()))),
+            class_values=class_values(info.node, self.resolve),
         )
 
     def assignment_via(self, info: ClassInfo, value: ast.expr) -> str | None:
@@ -310,6 +311,8 @@ class FileAnalyzer(FileContext):
         name = dotted(value.func) or ""
         if name.startswith("self.") and name.count(".") == 1 and name[5:] in info.methods:
             return f"method:{name[5:]}"
+        if name.startswith("self.") and name.count(".") == 1 and self.class_attribute(info, name[5:]):
+            return f"attr:{name[5:]}"  # model_cls = FooModel; self.model_cls(...): a subclass may set it
         init = info.methods.get("__init__")
         if init is not None and "." not in name:
             params = [p.name for p in parameters(init) if p.name != "self"]

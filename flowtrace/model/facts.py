@@ -274,8 +274,9 @@ class AttributeAssignment:
     callee: str
     line: int
     # How the class is chosen, when a subclass may change it: "method:<m>" (built by
-    # ``self.<m>()``, which a subclass may override) or "param:<name>#<position>" (an
-    # ``__init__`` parameter default a subclass may pass through ``super().__init__``).
+    # ``self.<m>()``, which a subclass may override), "param:<name>#<position>" (an
+    # ``__init__`` parameter default a subclass may pass through ``super().__init__``) or
+    # "attr:<name>" (built by ``self.<name>(...)`` from a class attribute a subclass may set).
     via: str | None = None
 
 
@@ -291,6 +292,9 @@ class ClassFact:
     factories: tuple[AttributeAssignment, ...] = ()  # method -> the class it returns (`return Cls(...)`)
     super_args: tuple[AttributeAssignment, ...] = ()  # `super().__init__(..., k=Cls)`: "k" or "#<pos>" -> Cls
     extends: tuple[str, ...] = ()  # methods that call the base's own version (`super().forward(...)`)
+    # Class-body `name = Cls` (`model_cls = FooModel`): what `self.name(...)` builds, and what a
+    # subclass overriding only that attribute makes its base's `__init__` build instead.
+    class_values: tuple[AttributeAssignment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
