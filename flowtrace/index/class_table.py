@@ -192,8 +192,12 @@ def class_values(node: ast.ClassDef, resolve) -> tuple[F.AttributeAssignment, ..
     as both extraction tiers record them."""
     out = []
     for stmt in node.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
-        value = dotted(stmt.value) if targets else None  # type: ignore[union-attr, arg-type]
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, dotted(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], dotted(stmt.value)
+        else:
+            continue
         if not _is_class_name(value):
             continue
         for target in targets:
