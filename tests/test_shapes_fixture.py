@@ -53,3 +53,11 @@ def test_heads_whose_model_never_captures_are_not_capturing_rows(scan, name):
     kinds = {p.kind for p in r.chain.problems}
     assert F.ProblemKind.NO_CAPTURE_SITE in kinds
     assert r.chain.returns is not None and r.chain.returns.raises  # the wrapper unpacks (hidden, aux)
+
+
+def test_a_head_overriding_forward_hands_the_states_to_itself(scan):
+    # mtp_head.py: `hidden_states = self.model(...)`; `return self.head(input_ids, hidden_states)`.
+    r = row(scan, "MtpHeadForCausalLM")
+    assert r.capture.holder == "sglang.srt.models.base_lm.BaseModel" and r.support == "broken"
+    assert r.chain.returns is not None and str(r.chain.returns.kind) == "not_unpacked"
+    assert r.chain.returns.location.file == "sglang/srt/models/mtp_head.py"

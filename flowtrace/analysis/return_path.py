@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from flowtrace.index.returns import DROP, SINGLE, UNPACK, flag_test
+from flowtrace.index.returns import CONSUME, DROP, SINGLE, UNPACK, flag_test
 from flowtrace.model import facts as F
 from flowtrace.model.links import ReturnLink
 
@@ -191,6 +191,14 @@ def return_link(project, qualname: str, setters: Sequence[F.SetterFact], targets
         reason = (
             f"{use.function} keeps only the first element of what self.{attribute}(...) returns: "
             f"`{use.text.removeprefix('return ')}` ({use.location}); the captured states are dropped"
+        )
+        return ReturnLink(R.NOT_UNPACKED, use.location, reason)
+    if use.kind == CONSUME and site is None:
+        return early  # nothing is recorded to lose: the missing site is the root cause
+    if use.kind == CONSUME:  # an overriding head forward never hands the states to the runner
+        reason = (
+            f"{use.function} hands what self.{attribute}(...) returns on as one value: "
+            f"`{use.text.removeprefix('return ')}` ({use.location}); the captured states never reach the runner"
         )
         return ReturnLink(R.NOT_UNPACKED, use.location, reason)
     if use.kind == UNPACK:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 
 from flowtrace.model import facts as F
 
-UNPACK, PASS, DROP = F.OutputUseKind.UNPACK, F.OutputUseKind.PASS, F.OutputUseKind.DROP
+UNPACK, PASS, DROP, CONSUME = F.OutputUseKind.UNPACK, F.OutputUseKind.PASS, F.OutputUseKind.DROP, F.OutputUseKind.CONSUME
 TUPLE, SINGLE, OTHER = F.ReturnShape.TUPLE, F.ReturnShape.SINGLE, F.ReturnShape.OTHER
 
 _Flag = tuple[str, bool] | None
@@ -178,6 +178,10 @@ class _Uses:
 
     def returned(self, stmt: ast.Return, value: ast.expr, flag: _Flag) -> None:
         called = _inner_call(value)
+        if isinstance(value, ast.Call):  # `return self.head(x, out)`: the output handed on whole
+            handed = [a for a in (*value.args, *(k.value for k in value.keywords)) if isinstance(a, ast.Name)]
+            for attribute in dict.fromkeys(self.bound[a.id] for a in handed if a.id in self.bound and self.bound[a.id] != called):
+                self.add(attribute, CONSUME, 0, flag, stmt)
         if called:
             self.add(called, PASS, 0, flag, stmt)
             return

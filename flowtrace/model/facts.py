@@ -210,6 +210,7 @@ class OutputUseKind(Word):
     UNPACK = "unpack"  # ``h, aux = out``
     PASS = "pass"  # returned as it is
     DROP = "drop"  # ``return out[0]``
+    CONSUME = "consume"  # ``out = self.model(...); return self.head(x, out)``: handed on as one value
 
 
 class ReturnShape(Word):
