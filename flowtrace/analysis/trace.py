@@ -398,6 +398,8 @@ class _Tracer:
         defines no such method: Python raises AttributeError at that call, whatever the ids."""
         lacking = next((p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
         target = self.row.capture.delegates_to if self.row.capture is not None else None
+        if lacking is not None and setter.delegate and setter.delegate_method and not target:
+            self.local_holder_fails(setter, lacking.text)
         if lacking is None or not setter.delegate or not setter.delegate_method or not target:
             return
         defined = {m for q in self.project.mro(target) for m in getattr(self.project.classes.get(q), "methods", ())}
@@ -410,6 +412,25 @@ class _Tracer:
         at = self.line_of(setter, call.line)
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         reason = f"{owner}.{setter.method} calls {callee}() but {lacking.text}: AttributeError"
+        self.steps.append(TraceStep("setter", reason, at))
+        self.end(F.Outcome.RAISES, reason, at)
+
+    def local_holder_fails(self, setter: F.SetterFact, why: str) -> None:
+        """A setter handing the ids to a local holder (``holder = getattr(owner, "model", owner)``)
+        none of whose candidates defines the method (resolve decided it from the instance's own
+        construction): it fails whichever it picks — at an ``assert`` on the holder when the
+        setter checks it first, else at the call (AttributeError)."""
+        lines = setter.source.splitlines()
+        method = f".{setter.delegate_method}("
+        call = next((n for n, text in enumerate(lines, 1) if method in text), None)
+        check = next((n for n, text in enumerate(lines, 1) if text.strip().startswith("assert ") and (call is None or n < call)), None)
+        line = check or call
+        if line is None:
+            return
+        at = self.line_of(setter, line)
+        owner = setter.class_qualname.rsplit(".", 1)[-1]
+        error = "AssertionError" if check else "AttributeError"
+        reason = f"{owner}.{setter.method}: {why}: {error}"
         self.steps.append(TraceStep("setter", reason, at))
         self.end(F.Outcome.RAISES, reason, at)
 

@@ -1,12 +1,12 @@
 """Which engine family a tree belongs to, when its paths do not say: detection by content.
 
-A profile's ``detect_paths`` name the engine's package (``<pkg>/model_executor/models``). A
+A profile's ``detect_paths`` name the engine's package (``<pkg>/<models folder>``). A
 fork that renames its package matches none of them, and merging every profile then applies
 another engine's conventions to it (its setters, its registry prefix). The family is better
 told by what the tree *defines*: the interfaces, holders and opt-in bases its classes are,
 the setters, default getters and hooks its functions are, the registry files it keeps — each
 named by a profile. The profile whose names the tree defines most wins, and the package its
-detect path names is mapped onto the tree's own (``vllm`` -> ``myllm``), so registry entries
+detect path names is mapped onto the tree's own (``pkg`` -> ``forkpkg``), so registry entries
 resolve inside the fork. The choice and its reason travel with the scan result (the JSON's
 ``profile_choice``, the text header), so a user sees which conventions were applied and why.
 """
@@ -94,7 +94,7 @@ def _evidence(root: Path, profiles: list[Profile]) -> dict[str, dict[str, str]]:
 
 def _package_map(root: Path, p: Profile, evidence: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """The profile's package -> the tree's: the folder that holds the detect path's tail
-    (``model_executor/models`` of ``vllm/model_executor/models``) beside the evidence."""
+    (``sub/models`` of ``pkg/sub/models``) beside the evidence."""
     for detect in p.detect_paths:
         head, _, tail = detect.partition("/")
         if not tail:
