@@ -1,7 +1,7 @@
 """Findings are graded by consequence (flowtrace.model.consequence), on fixture engines written
 for it (tests/fixtures/rules/: static trees, not run as torch code by the probe agreement test):
 one model per consequence in ``consequences_like`` and the same code as a fork-like package
-(``fork_like/forkserve``: no engine's detect path matches, every profile is merged).
+(``fork_like/forkserve``: no engine's detect path matches; its family is chosen by content).
 
 Expected values come from reading the fixtures (each file's docstring says what it holds)."""
 
@@ -63,13 +63,18 @@ def test_errors_state_their_consequence_and_the_path_from_an_entry():
     assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
 
 
-def test_fork_like_package_keeps_consequences_without_borrowing_an_engines_words():
+def test_fork_like_package_keeps_consequences_and_speaks_its_own_familys_words():
+    # No detect path matches the renamed package; the tree defines the SGLang-shaped setter and
+    # registry variable, so its family is chosen by content (engines/family.py) and the refusal
+    # quotes that family's start-up message with the fork's own class name.
     graded, found = _graded(FIXTURES / "fork_like", "forkserve")
     assert graded == EXPECTED
+    choice = api.scan(FIXTURES / "fork_like").choice
+    assert choice is not None and choice.names == ("sglang",) and choice.how == "content"
     refused = next(f for f in found if f.rule == "FT001")
-    assert "ValueError" not in refused.effect  # no engine's message quoted for a tree of unknown family
+    assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
     crash = next(f for f in found if f.rule == "FT022")
-    assert "id -1" not in crash.effect and "id 0" not in crash.effect  # no engine's embedding id either
+    assert "b=0 (id -1)" in crash.effect  # the family's own embedding id (ids mean "output of layer i")
 
 
 def _finding(rule, file, line, symbol, severity="warning", consequence=FR, kind=ProblemKind.TRANSFORM_INCONSISTENT, message="m"):
