@@ -1,0 +1,68 @@
+"""One fix run: scan, find the fixable findings, plan each patch, verify it, report.
+
+Patches are planned one finding at a time against the tree as the earlier accepted patches
+left it (:class:`flowtrace.fix.source.Sources`), so two fixes of one file compose; each is
+verified on top of the accepted ones and dropped alone if it fails.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flowtrace.analysis.scan import ScanResult
+from flowtrace.checks.run import run_rules
+from flowtrace.fix.model import CannotFix, FixReport, Verified, Withheld
+from flowtrace.fix.registry import codemod
+from flowtrace.fix.source import Sources
+from flowtrace.fix.verify import Workspace, verify
+from flowtrace.index.build import IndexOptions
+
+
+def fix_findings(
+    result: ScanResult,
+    findings: list,
+    *,
+    profile: str | None = None,
+    options: IndexOptions | None = None,
+    profile_files: tuple[str | Path, ...] = (),
+    all_findings: list | None = None,
+) -> FixReport:
+    """Plan and verify a patch for each fixable finding in ``findings`` (others are counted).
+    ``all_findings``: every finding of the unpatched tree (default: all rules' findings),
+    the reference for "no new finding"."""
+    before = all_findings if all_findings is not None else run_rules(result)
+    fixable = [(f, codemod(f.rule)) for f in findings]
+    todo = [(f, mod) for f, mod in fixable if mod is not None]
+    offered: list[Verified] = []
+    withheld: list[Withheld] = []
+    if todo:
+        sources = Sources(result.root)
+        workspace = Workspace(result.root, profile=profile, options=options, profile_files=profile_files)
+        try:
+            for finding, mod in sorted(todo, key=lambda fm: (fm[0].file, fm[0].line, fm[0].rule)):
+                try:
+                    proposal = mod(result, finding, sources)
+                except CannotFix as exc:
+                    withheld.append(Withheld(finding.rule, finding.fingerprint, finding.symbol, finding.file, finding.line, str(exc)))
+                    continue
+                judged, found = verify(workspace, proposal, dict(sources.current), before)
+                if isinstance(judged, Verified):
+                    sources.accept(proposal.edits)
+                    before = found
+                    offered.append(judged)
+                else:
+                    withheld.append(judged)
+        finally:
+            workspace.close()
+    return FixReport(tuple(offered), tuple(withheld), len(fixable) - len(todo))
+
+
+def unified_diff(report: FixReport, root_label: str = "") -> str:
+    """One unified diff over every offered edit (``a/`` and ``b/`` prefixes, as git prints)."""
+    import difflib
+
+    out: list[str] = []
+    for e in sorted(report.edits(), key=lambda e: e.path):
+        name = f"{root_label}{e.path}"
+        out += difflib.unified_diff(e.before.splitlines(keepends=True), e.after.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
