@@ -273,6 +273,19 @@ def _convention(draft: dict, trained_with: str | None) -> TrainingConvention:
     return detect_training(draft, conventions)
 
 
+RECORD_KEY, RECORD_FIELD = "flowtrace", "trained_boundaries"  # written by `compat --fix`
+
+
+def recorded_boundaries(draft: dict, where: str) -> list[int] | None:
+    """The trained layout ``compat --fix`` recorded in the draft config (``"flowtrace":
+    {"trained_boundaries": [...]}``): once it rewrote the ids for the engine, converting them
+    under the training convention would no longer give what the draft was trained on."""
+    record = draft.get(RECORD_KEY)
+    if not isinstance(record, dict) or RECORD_FIELD not in record:
+        return None
+    return _ids(record[RECORD_FIELD], f"{where}: {RECORD_KEY}.{RECORD_FIELD}")
+
+
 def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int] | None, str | None]:
     for key in keys:
         ids = _ids(lookup(draft, key), f"{where}: {key}")
@@ -538,7 +551,11 @@ def read_inputs(
     if row is None:
         raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    if trained_boundaries_given is not None:
+    recorded = recorded_boundaries(draft, str(draft_config)) if trained_boundaries_given is None else None
+    if recorded is not None:
+        trained, notes, used = recorded, [f"training layout recorded in the draft config by `flowtrace compat --fix` ({RECORD_KEY}.{RECORD_FIELD})"], draft_ids
+        convention_name = "recorded"
+    elif trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:
             raise ConfigError(f"--trained-boundaries {bad} outside 0..{L} (0 = embedding, {L} = last layer's output)")
@@ -548,7 +565,7 @@ def read_inputs(
         trained, notes, used = trained_boundaries(conv, draft_ids, L)
         convention_name = conv.name
     return CompatInputs(
-        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes), trained_boundaries_given is not None,
+        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes), trained_boundaries_given is not None or recorded is not None,
         Path(draft_config) if Path(draft_config).is_dir() else None,
     )
 

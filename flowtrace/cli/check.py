@@ -61,9 +61,11 @@ def _guard(ctx: click.Context, fn):
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
+@click.option("--fix", "apply_fixes", is_flag=True, help="Write the verified fixes of the fixable findings, then report what is left.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the verified fixes as a unified diff instead of the findings; exit 1 when there is one. Writes nothing.")
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
@@ -83,24 +85,39 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
             return EXIT_CLEAN
         refuse_non_python_file(path)
         extra = _also_write(also_write)
-        outcome = run_check(path, CheckOptions.of(
-            select=select or None,
-            extend_select=extend_select,
-            ignore=ignore,
-            fail_on=fail_on,
-            exit_zero=exit_zero,
-            baseline=baseline,
-            write_baseline=write_baseline,
-            profile=profile,
-            profile_files=profile_file,
-            exclude=only + tuple(exclude),
-            jobs=jobs,
-            use_cache=not no_cache,
-            cache_dir=cache_dir,
-            config=config_file,
-            isolated=isolated,
-            progress=None,
-        ))
+
+        def run():
+            return run_check(path, CheckOptions.of(
+                select=select or None,
+                extend_select=extend_select,
+                ignore=ignore,
+                fail_on=fail_on,
+                exit_zero=exit_zero,
+                baseline=baseline,
+                write_baseline=write_baseline,
+                profile=profile,
+                profile_files=profile_file,
+                exclude=only + tuple(exclude),
+                jobs=jobs,
+                use_cache=not no_cache,
+                cache_dir=cache_dir,
+                config=config_file,
+                isolated=isolated,
+                progress=None,
+            ))
+
+        outcome = run()
+        if apply_fixes or show_diff:
+            from flowtrace.cli.fix import check_fix
+            from flowtrace.cli.options import index_options
+
+            cfg = outcome.config  # the same excludes and profiles the check scanned with
+            options = index_options(jobs, no_cache, cache_dir, tuple(cfg.exclude) + only + tuple(exclude))
+            files = tuple(cfg.profile_files) + tuple(profile_file)
+            fixed = check_fix(ctx, outcome, show_diff=show_diff, options=options, profile=profile or cfg.profile, profile_files=files)
+            if fixed is not None:
+                return fixed
+            outcome = run()  # after --fix: report what is left, as before
         if statistics:
             from flowtrace.cli.ui import statistics_text
 

@@ -246,7 +246,9 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @scan_options
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
-def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
+@click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH).")
+@click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
+def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
@@ -256,6 +258,12 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
     from flowtrace.render.compat_text import compat_text
 
     result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
+    if show_diff and not fix_config:
+        raise click.UsageError("--diff goes with --fix")
+    if fix_config:
+        from flowtrace.cli.fix import compat_fix
+
+        sys.exit(compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff))
     verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     if fmt == "json":
         import json
@@ -380,6 +388,9 @@ def _register_optional_commands() -> None:
     main.add_command(check)
     main.add_command(rules)
     main.add_command(explain)
+    from flowtrace.cli.fix import fix
+
+    main.add_command(fix)
     try:
         from flowtrace.probe.cli import probe
     except Exception:  # noqa: BLE001 - a broken optional part must not break scan

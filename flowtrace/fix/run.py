@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowtrace.analysis.scan import ScanResult
-from flowtrace.checks.run import run_rules
 from flowtrace.fix.model import CannotFix, FixReport, Verified, Withheld
 from flowtrace.fix.registry import codemod
 from flowtrace.fix.source import Sources
@@ -25,12 +24,10 @@ def fix_findings(
     profile: str | None = None,
     options: IndexOptions | None = None,
     profile_files: tuple[str | Path, ...] = (),
-    all_findings: list | None = None,
 ) -> FixReport:
     """Plan and verify a patch for each fixable finding in ``findings`` (others are counted).
-    ``all_findings``: every finding of the unpatched tree (default: all rules' findings),
-    the reference for "no new finding"."""
-    before = all_findings if all_findings is not None else run_rules(result)
+    The reference for "no new finding" is every rule's findings on the unpatched copy, scanned
+    exactly as the patched copies are (same options), so the two sides compare like with like."""
     fixable = [(f, codemod(f.rule)) for f in findings]
     todo = [(f, mod) for f, mod in fixable if mod is not None]
     offered: list[Verified] = []
@@ -39,6 +36,7 @@ def fix_findings(
         sources = Sources(result.root)
         workspace = Workspace(result.root, profile=profile, options=options, profile_files=profile_files)
         try:
+            before = workspace.scan()[1]
             for finding, mod in sorted(todo, key=lambda fm: (fm[0].file, fm[0].line, fm[0].rule)):
                 try:
                     proposal = mod(result, finding, sources)

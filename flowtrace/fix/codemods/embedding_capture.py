@@ -130,9 +130,8 @@ class _InsertBefore(cst.CSTTransformer):
         if self.loop not in original.body:
             return updated
         k = list(original.body).index(self.loop)
-        body = list(updated.body)
-        moved = body[k].with_changes(leading_lines=())  # the loop's comments stay above the new capture
-        return updated.with_changes(body=[*body[:k], self.statement.with_changes(leading_lines=body[k].leading_lines), moved, *body[k + 1:]])
+        body = list(updated.body)  # the loop keeps its own comment lines, below the new capture
+        return updated.with_changes(body=[*body[:k], self.statement, *body[k:]])
 
 
 def plan(result, finding, sources: Sources) -> Proposal:
@@ -183,7 +182,7 @@ def plan(result, finding, sources: Sources) -> Proposal:
         symbol=finding.symbol,
         file=finding.file,
         line=finding.line,
-        title=f"record the embedding before {short(site.owner)}.{site.function}'s loop when index {probe} (id {emb} after the setter) is requested",
+        title=f"record the embedding before {site.function}'s loop when index {probe} (id {emb} after the setter) is requested",
         edits=(sources.edit(file, patched.code),),
         expect=expect,
     )

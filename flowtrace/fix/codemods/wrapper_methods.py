@@ -48,7 +48,8 @@ def _plain(params: cst.Parameters, where: str) -> cst.Parameters:
     def strip(p: cst.Param) -> cst.Param:
         if p.default is not None and not isinstance(p.default, _PLAIN_DEFAULTS):
             raise CannotFix(f"{where}: a default that is not a literal ({cst.Module([]).code_for_node(p.default)}); copying it could need imports")
-        return p.with_changes(annotation=None, equal=cst.MaybeSentinel.DEFAULT)
+        tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+        return p.with_changes(annotation=None, equal=tight if p.default is not None else cst.MaybeSentinel.DEFAULT)
 
     star = params.star_arg
     return params.with_changes(

@@ -1,0 +1,136 @@
+"""``flowtrace fix`` and the fix flags of ``check`` and ``compat``: thin click glue over
+:mod:`flowtrace.fix` (which alone imports libcst, and only when one of these runs).
+
+``fix PATH`` lists what it would patch and what it withholds (and why); ``--diff`` prints one
+unified diff (exit 1 when there is one, ruff's contract); ``--write`` writes the verified
+patches, each only if the file still reads as it did (exit 2 when a write is refused).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from flowtrace.cli.options import index_options, scan_options
+
+
+def report_lines(report) -> list[str]:
+    """One line per offered patch (with its evidence) and per withheld finding (with why)."""
+    out = []
+    for v in report.offered:
+        p = v.proposal
+        out.append(f"{p.file}:{p.line}: {p.rule} fix: {p.title}")
+        out += [f"    verified: {e}" for e in v.evidence]
+    for w in report.withheld:
+        out.append(f"{w.file}:{w.line}: {w.rule} no fix offered: {w.why}")
+    return out
+
+
+def summary(report) -> str:
+    return f"flowtrace: {len(report.offered)} fix(es) verified, {len(report.withheld)} withheld, {report.not_fixable} finding(s) without a codemod"
+
+
+def write_report(root, report) -> int:
+    """Write the offered edits; 0 when all were written, 2 when any was refused."""
+    from flowtrace.fix.write import write_edits
+
+    results = write_edits(root, report.edits())
+    for r in results:
+        click.echo(f"flowtrace: {'fixed' if r.written else 'not written'} {r.path}{'' if r.written else ': ' + r.why}", err=True)
+    return 0 if all(r.written for r in results) else 2
+
+
+def emit_diff(report, label: str = "") -> int:
+    from flowtrace.fix.run import unified_diff
+
+    text = unified_diff(report, label)
+    if text:
+        click.echo(text, nl=False)
+    return 1 if text else 0
+
+
+@click.command("fix")
+@click.argument("path")
+@click.option("--select", multiple=True, metavar="CODES", help="Fix only findings of these code prefixes (comma-separated, repeatable).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Leave findings of these code prefixes alone.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the verified patches as one unified diff; exit 1 when there is one. Writes nothing.")
+@click.option("--write", "write", is_flag=True, help="Write the verified patches into the tree.")
+@scan_options
+def fix(path, select, ignore, show_diff, write, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+    """Patch the fixable findings of PATH: each patch is verified by re-running the analysis on
+    the patched tree (finding gone, nothing new, the trace serving the promised boundaries).
+
+    \b
+    Without --diff or --write it only lists what it would do. Exit 0 nothing to fix (or all
+    written), 1 fixes available (--diff: a diff printed), 2 error or a refused write.
+    """
+    from flowtrace import api
+    from flowtrace.fix.run import fix_findings
+
+    if show_diff and write:
+        raise click.UsageError("--diff and --write exclude each other")
+    codes = tuple(c.strip() for s in select for c in s.split(",") if c.strip())
+    skip = tuple(c.strip() for s in ignore for c in s.split(",") if c.strip())
+    options = index_options(jobs, no_cache, cache_dir, exclude)
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=options)
+    report = fix_findings(result, api.findings(result, codes, skip), profile=profile, options=options, profile_files=profile_file)
+    lines = report_lines(report)
+    if show_diff:
+        click.echo("\n".join(lines), err=True)
+        code = emit_diff(report)
+    elif write:
+        click.echo("\n".join(lines), err=True)
+        code = write_report(result.root, report) if report.offered else 0
+    else:
+        click.echo("\n".join(lines) + ("\n" if lines else ""), nl=False)
+        code = 1 if report.offered else 0
+    click.echo(summary(report), err=True)
+    sys.exit(code)
+
+
+def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files) -> int | None:
+    """``check --fix`` / ``check --diff`` on the reported findings (after suppressions and
+    baseline). --diff: the diff only, exit 1 when there is one. --fix: write, then None
+    (the caller re-runs the check and reports what is left, as before)."""
+    from flowtrace.fix.run import fix_findings
+
+    report = fix_findings(outcome.result, list(outcome.findings), profile=profile, options=options, profile_files=profile_files)
+    if show_diff:
+        click.echo(summary(report), err=True)
+        return emit_diff(report)
+    if report.offered:
+        code = write_report(outcome.result.root, report)
+        if code:
+            return code
+    click.echo(summary(report), err=True)
+    return None
+
+
+def compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool) -> int:
+    """``compat --fix``: rewrite the draft config (or, with --diff, show the rewrite)."""
+    from flowtrace.analysis.compat import parse_boundaries
+    from flowtrace.fix.draft_config import fix_draft_config
+    from flowtrace.fix.model import FixReport, Proposal, Verified
+
+    from flowtrace.analysis.compat import ConfigError
+    from flowtrace.errors import UsageError
+
+    try:
+        given = parse_boundaries(trained_boundaries) if trained_boundaries else None
+        planned = fix_draft_config(result, target_config, draft_config, trained_with=trained_with, trained_boundaries=given)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"flowtrace: {planned.path}: {planned.why}", err=True)
+    if planned.edit is None:
+        return 0 if planned.why.startswith("already MATCH") else 1
+    proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))
+    report = FixReport((Verified(proposal, ()),), (), 0)
+    if show_diff:
+        return emit_diff(report, str(planned.path.parent) + "/")
+    from flowtrace.fix.write import write_edits
+
+    results = write_edits(planned.path.parent, (planned.edit,))
+    for r in results:
+        click.echo(f"flowtrace: {'rewrote' if r.written else 'not written'} {planned.path}{'' if r.written else ': ' + r.why}", err=True)
+    return 0 if all(r.written for r in results) else 2

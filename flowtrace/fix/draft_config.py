@@ -1,0 +1,102 @@
+"""Fix 4 (``compat --fix``): rewrite the draft's config.json with ids that serve its training.
+
+compat already searches, on a MISMATCH, the ids that make the engine serve the trained layout
+and re-traces each (:mod:`flowtrace.analysis.suggest`). This module writes the first verified
+list under the key the engine reads, keeping the file's key order, indentation and final
+newline, and records the trained layout under ``"flowtrace": {"trained_boundaries": [...]}``:
+the new ids are the engine's, no longer the training convention's, so a later ``compat`` must
+read the layout from the record instead of converting the ids again. The new text is checked
+by running compat on it (in a temporary folder) before it is offered: MATCH, or nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowtrace.fix.model import FileEdit
+
+RECORD_KEY = "flowtrace"
+RECORD_FIELD = "trained_boundaries"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFix:
+    """The rewritten config (``edit`` None when nothing is offered) and why."""
+
+    path: Path
+    edit: FileEdit | None
+    why: str
+
+
+def config_path(draft_config: str | Path) -> Path:
+    p = Path(draft_config)
+    return p / "config.json" if p.is_dir() else p
+
+
+def indentation(text: str) -> int | str | None:
+    """The indent unit of a JSON document as json.dumps takes it (None: one line)."""
+    match = re.search(r"\n([ \t]+)\S", text)
+    if match is None:
+        return None
+    unit = match.group(1)
+    return len(unit) if set(unit) == {" "} else unit
+
+
+def set_dotted(doc: dict, dotted: str, value: object) -> None:
+    """``doc[a][b] = value`` for ``"a.b"``, creating missing objects at the end of their parent."""
+    parts = dotted.split(".")
+    current = doc
+    for part in parts[:-1]:
+        nxt = current.get(part)
+        if not isinstance(nxt, dict):
+            nxt = current[part] = {}
+        current = nxt
+    current[parts[-1]] = value
+
+
+def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...], convention: str, old_ids: tuple[int, ...] | None) -> str:
+    """The config text with ``key`` set to ``ids`` and the trained layout recorded."""
+    doc = json.loads(text)
+    set_dotted(doc, key, list(ids))
+    record = {RECORD_FIELD: list(trained), "trained_with": convention}
+    if old_ids is not None:
+        record["trained_ids"] = list(old_ids)
+    doc[RECORD_KEY] = record
+    indent = indentation(text)
+    out = json.dumps(doc, indent=indent, ensure_ascii=False)
+    return out + ("\n" if text.endswith("\n") else "")
+
+
+def fix_draft_config(result, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
+    """Plan the config rewrite for one deployment and verify it with compat (MATCH).
+    Raises :class:`flowtrace.analysis.compat.ConfigError` for unusable configs, as compat does."""
+    from flowtrace.analysis.compat import compat
+
+    def run(draft: str | Path, given: list[int] | None = None):
+        return compat(result.project, target_config, draft, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
+
+    path = config_path(draft_config)
+    before = run(draft_config, trained_boundaries)
+    if before.verdict == "MATCH":
+        return ConfigFix(path, None, "already MATCH: nothing to change")
+    usable = [s for s in before.suggestions if s.ids is not None and s.key and s.config == "draft config"]
+    if not usable:
+        blocked = next((s for s in before.suggestions if s.ids is None), None)
+        why = f"{blocked.why}" + (f" [{blocked.location}]" if blocked and blocked.location else "") if blocked else "no verified ids"
+        return ConfigFix(path, None, f"no draft-config ids can serve the trained layout: {why} (see `flowtrace fix` for code changes)")
+    chosen = usable[0]
+    text = path.read_bytes().decode("utf-8")
+    after = rewrite(text, str(chosen.key), tuple(chosen.ids or ()), before.trained, before.convention, before.draft_ids)
+    edit = FileEdit(path.name, text, after)
+    with tempfile.TemporaryDirectory(prefix="flowtrace-compat-fix-") as tmp:
+        trial = Path(tmp) / "config.json"
+        trial.write_text(after, encoding="utf-8")
+        again = run(trial)
+    if again.verdict != "MATCH":
+        return ConfigFix(path, None, f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config: {'; '.join(again.differences)}")
+    return ConfigFix(path, edit, f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained layout {list(before.trained)} is recorded under \"{RECORD_KEY}\"")
