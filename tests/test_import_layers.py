@@ -1,6 +1,6 @@
 """The package layout reads as the pipeline: no import cycle, and imports point down the stages.
 
-errors -> model -> engines -> sources -> index -> analysis -> checks -> lint -> render -> api -> cli,
+errors -> model -> engines -> sources -> index -> analysis -> checks -> lint -> fix -> render -> api -> cli,
 with probe beside (it may use the pipeline; only the command line registers it). Module- and
 function-level imports both count (a lazy import is still a dependency); ``TYPE_CHECKING``
 blocks do not, and a package's ``__init__`` may re-export its own modules.
@@ -14,7 +14,7 @@ from pathlib import Path
 import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "flowtrace"
-STAGES = ("errors", "model", "engines", "sources", "index", "analysis", "checks", "lint", "render", "api", "cli")
+STAGES = ("errors", "model", "engines", "sources", "index", "analysis", "checks", "lint", "fix", "render", "api", "cli")
 BESIDE = {"probe": "cli"}  # stage -> the only stage that may import it
 
 

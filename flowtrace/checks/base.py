@@ -73,6 +73,18 @@ class Example:
     severity: str = ""  # INVALID: the severity that follows from it
 
 
+@dataclass(frozen=True, slots=True)
+class FixExample:
+    """An INVALID module and, written by hand, the source the rule's codemod must turn it into
+    (Fixit's ``expected_replacement``). tests/test_fix_examples.py runs each through the whole
+    fix pipeline (plan, re-scan, trace check) in the examples' engine tree."""
+
+    code: str
+    expected: str
+    note: str = ""
+    profile: str = ""
+
+
 class Rule:
     """Subclass, set the metadata, implement :meth:`check`; registration is automatic."""
 
@@ -85,6 +97,10 @@ class Rule:
     valid: ClassVar[tuple[Example, ...]] = ()
     invalid: ClassVar[tuple[Example, ...]] = ()
     kind: ClassVar[ProblemKind | None] = None  # the rule's usual problem kind; finding(kind=) overrides
+    # The rule's codemod as a lazy "module:function" reference (flowtrace.fix imports it, and
+    # libcst with it, only when a fix runs), and its INVALID -> fixed examples.
+    autofix: ClassVar[str | None] = None
+    fix_examples: ClassVar[tuple[FixExample, ...]] = ()
 
     registry: ClassVar[dict[str, type[Rule]]] = {}
 

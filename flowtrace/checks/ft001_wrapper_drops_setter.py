@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model.consequence import Consequence
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, FixExample, Rule
 from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
@@ -29,6 +29,48 @@ class WrapperDropsSetter(Rule):
         "not targets; a wrapped model whose own capture is broken is reported by the rule for that defect."
     )
     fix = "Add the missing methods to the wrapper and hand each call to the wrapped model (self.language_model.<method>(...))."
+    autofix = "flowtrace.fix.codemods.wrapper_methods:plan"
+    fix_examples = (
+        FixExample(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM
+
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.vision_tower = None  # images are merged into the embeddings first
+        self.language_model = SibAForCausalLM(config)
+
+    def forward(self, input_ids, hidden_states):
+        return self.language_model(input_ids, hidden_states)
+
+
+EntryClass = ExVLForConditionalGeneration
+""",
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM
+
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.vision_tower = None  # images are merged into the embeddings first
+        self.language_model = SibAForCausalLM(config)
+
+    def forward(self, input_ids, hidden_states):
+        return self.language_model(input_ids, hidden_states)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+
+EntryClass = ExVLForConditionalGeneration
+""",
+            "both target methods added, each handing the call to self.language_model",
+        ),
+    )
     valid = (
         Example(
             """\

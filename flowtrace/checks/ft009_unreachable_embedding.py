@@ -9,7 +9,7 @@ from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.draft_outcomes import first_wrong
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, FixExample, Rule
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_chain, setter_groups
 from flowtrace.checks.targets import conventions
 from flowtrace.model import facts as F
@@ -38,6 +38,27 @@ def _majority_transform(result) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+_OUTPUT_MODEL = """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+"""
+"""An inner model that records each layer's output (index i is b = i + 1): the fix example."""
+
+
 class UnreachableEmbedding(Rule):
     code = "FT009"
     name = "unreachable-embedding"
@@ -51,6 +72,22 @@ class UnreachableEmbedding(Rule):
         "draft one state fewer, or a shifted one. Classes whose trace cannot be decided are left to FT017."
     )
     fix = "Map the engine's embedding id to the index the loop records before layer 0, as the engine's other setters do."
+    autofix = "flowtrace.fix.codemods.embedding_capture:plan"
+    fix_examples = (
+        FixExample(
+            module(_OUTPUT_MODEL, causal_lm(setter("list(layer_ids)"))),
+            module(
+                _OUTPUT_MODEL.replace(
+                    "        aux_hidden_states = []\n",
+                    "        aux_hidden_states = []\n"
+                    "        if -1 in self.layers_to_capture:\n"
+                    "            aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)\n",
+                ),
+                causal_lm(setter("list(layer_ids)")),
+            ),
+            "the founding story: output-point loop, ids unchanged; -1 is recorded before the loop",
+        ),
+    )
     valid = (
         Example(
             module(CAPTURING_MODEL, causal_lm()), 'SGLang: -1 + 1 = 0, recorded before layer 0'

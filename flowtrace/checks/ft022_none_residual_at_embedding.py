@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.example_code import causal_lm
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, FixExample, Rule
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.targets import conventions, short
 from flowtrace.model import facts as F
@@ -30,6 +30,55 @@ def _users(result) -> dict[str, str]:
     return {k: ", ".join(sorted(v)[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for k, v in out.items()}
 
 
+_UNGUARDED = """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class ExForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = ExModel(config)
+        self.capture_aux_hidden_states = False
+
+    def forward(self, input_ids, hidden_states):
+        out = self.model(input_ids, hidden_states)
+        if self.capture_aux_hidden_states:
+            hidden_states, aux = out
+            return hidden_states, aux
+        return out
+
+    def get_embed_and_head(self):
+        return None, None
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = ExForCausalLM
+"""
+"""A registered model whose loop adds the None residual before layer 0 (fix examples)."""
+
+
 class NoneResidualAtEmbedding(Rule):
     code = "FT022"
     name = "none-residual-at-embedding"
@@ -44,6 +93,32 @@ class NoneResidualAtEmbedding(Rule):
         "are fine."
     )
     fix = "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper does)."
+    autofix = "flowtrace.fix.codemods.guard_residual:plan"
+    fix_examples = (
+        FixExample(
+            _UNGUARDED,
+            _UNGUARDED.replace(
+                "aux_hidden_states.append(hidden_states + residual)",
+                "aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)",
+            ),
+            "the append's argument is guarded in place",
+        ),
+        FixExample(
+            _UNGUARDED.replace(
+                "                aux_hidden_states.append(hidden_states + residual)\n",
+                "                # the stream entering layer i\n"
+                "                aux = (hidden_states + residual).contiguous()\n"
+                "                aux_hidden_states.append(aux)\n",
+            ),
+            _UNGUARDED.replace(
+                "                aux_hidden_states.append(hidden_states + residual)\n",
+                "                # the stream entering layer i\n"
+                "                aux = (hidden_states if residual is None else hidden_states + residual).contiguous()\n"
+                "                aux_hidden_states.append(aux)\n",
+            ),
+            "a local computed from the sum: the parentheses stay, the comment too",
+        ),
+    )
     valid = (
         Example(
             """\

@@ -1,8 +1,7 @@
 """Which rules have a codemod: lazy ``"module:function"`` references, resolved on use.
 
 A rule names its codemod in its ``autofix`` class attribute (a string, so importing the rules
-never imports libcst); :data:`CODEMODS` holds the references for rules that do not name one
-themselves.
+never imports libcst), next to its examples.
 """
 
 from __future__ import annotations
@@ -10,25 +9,16 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-CODEMODS: dict[str, str] = {
-    "FT001": "flowtrace.fix.codemods.wrapper_methods:plan",
-    "FT009": "flowtrace.fix.codemods.embedding_capture:plan",
-    "FT022": "flowtrace.fix.codemods.guard_residual:plan",
-}
-
-
 def reference(code: str) -> str | None:
-    """The codemod reference for a rule code: the rule's own ``autofix``, else :data:`CODEMODS`."""
-    from flowtrace.checks.base import Rule
+    """The codemod reference a rule declares (``autofix``), or None."""
+    from flowtrace.checks.base import Rule, all_rules
 
+    all_rules()  # registers every rule
     rule = Rule.registry.get(code)
-    return getattr(rule, "autofix", None) or CODEMODS.get(code)
+    return rule.autofix if rule is not None else None
 
 
 def fixable(code: str) -> bool:
-    from flowtrace.checks.base import all_rules
-
-    all_rules()  # registers every rule
     return reference(code) is not None
 
 
