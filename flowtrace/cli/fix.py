@@ -127,7 +127,7 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
     proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))
     report = FixReport((Verified(proposal, ()),), (), 0)
     if show_diff:
-        return emit_diff(report, str(planned.path.parent) + "/")
+        return emit_diff(report)
     from flowtrace.fix.write import write_edits
 
     results = write_edits(planned.path.parent, (planned.edit,))
