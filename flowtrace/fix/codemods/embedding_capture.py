@@ -135,7 +135,6 @@ class _InsertBefore(cst.CSTTransformer):
 
 
 def plan(result, finding, sources: Sources) -> Proposal:
-    project = result.project
     row = next((r for r in result.rows if r.qualname == finding.symbol), None)
     chain = row.chain if row is not None else None
     if row is None or chain is None or chain.site is None or chain.site.owner is None:
