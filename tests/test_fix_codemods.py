@@ -127,7 +127,7 @@ def test_fix3_refuses_an_input_point_loop(tmp_path):
     )})
     report = run(root, "FT009")
     assert not report.offered
-    assert "the loop records layer inputs" in report.withheld[0].why
+    assert "the loop already records b=0 (index 0)" in report.withheld[0].why
 
 
 def test_fix3_refuses_when_the_setter_maps_the_id_onto_a_loop_index(tmp_path):
@@ -135,7 +135,7 @@ def test_fix3_refuses_when_the_setter_maps_the_id_onto_a_loop_index(tmp_path):
     root = tree(tmp_path, {"seek.py": ("self.model.layers_to_capture = list(layer_ids)", "self.model.layers_to_capture = [val + 1 for val in layer_ids]")})
     report = run(root, "FT009")
     assert not report.offered
-    assert "maps id -1 to index 0, which the loop records as b=1" in report.withheld[0].why
+    assert "maps id -1 to index 0, which this loop's convention makes b=1" in report.withheld[0].why
 
 
 # -- verification withholds what the codemod cannot prove ----------------------------------

@@ -22,12 +22,14 @@ def embedding_id(result) -> int:
 
 
 def site_rows(result, holder: str) -> list:
-    """Registered rows whose capture chain ends at a site in ``holder``."""
+    """Rows whose capture chain ends at a site in ``holder``, registered ones first (a class
+    the registry cannot name, e.g. defined twice under one module path, is still traced)."""
     rows = []
     for row in result.rows:
         site = row.chain.site if row.chain is not None else None
-        if row.registered and site is not None and site.owner == holder:
+        if site is not None and site.owner == holder:
             rows.append(row)
+    rows.sort(key=lambda r: not r.registered)
     return rows[:MAX_ROWS]
 
 

@@ -120,5 +120,5 @@ def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], b
             return withheld(f"the trace does not serve what the fix promises: {wrong}"), before
         evidence.append(f"trace {expectation.model.rsplit('.', 1)[-1]} ids {list(expectation.ids)} L={expectation.num_layers}: boundaries {list(expectation.boundaries)}")
     if not proposal.expect:
-        evidence.append("no trace expectation (the fixed class has no traceable model row)")
+        return withheld("no model row captures through the patched code, so no trace can confirm what the fix serves"), before
     return Verified(proposal, tuple(evidence)), found

@@ -14,10 +14,11 @@ test the loop uses::
 
 Only where the loop's shape allows: an append into a list the function builds before the
 loop, a recorded expression made of names bound before the loop (a split residual that is
-still None there is guarded as fix 1 does), and an index the setter produces for the
-embedding id that no loop index can equal (< 0). An input-point loop (index i yields b = i)
-already records b = 0 at index 0: there the setter's mapping is what to change (``compat
---fix`` finds the ids), so the codemod refuses.
+still None there is guarded as fix 1 does), a loop that records nothing at b = 0 today, and a
+setter that maps the engine's embedding id to the index this loop's convention reads as b = 0
+(-1 after the layer, 0 before it: an input-point loop testing ``i + 1``). A loop that already
+records b = 0 is refused: there the setter's mapping is what to change (``compat --fix`` finds
+the ids).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def _names(node: cst.CSTNode) -> set[str]:
 
         def visit_Attribute(self, n: cst.Attribute) -> bool:
             n.value.visit(self)  # `self.x`: only the base is a name
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)  # `f(dim=1)`: the keyword is no name
             return False
 
     node.visit(_Names())
@@ -144,13 +149,16 @@ def plan(result, finding, sources: Sources) -> Proposal:
     probe = traced_indices(result, row, emb)
     if probe is None:
         raise CannotFix(f"the setter's mapping of id {emb} cannot be evaluated")
-    if site.point != F.OUTPUT:
+    if site.point not in (F.INPUT, F.OUTPUT):
+        raise CannotFix(f"the capture point is {site.point}: where the stream before the loop would land is unknown")
+    offset = 0 if site.point == F.INPUT else 1  # index i yields b = i + offset
+    if site.embedding_capturable:
         raise CannotFix(
-            f"the loop records layer inputs ({site.point}: index 0 is already b=0); the setter maps id {emb} to index {probe}: "
+            f"the loop already records b=0 (index {-offset}); the setter maps id {emb} to index {probe}: "
             "change the ids (`flowtrace compat --fix`) or the setter, not the loop"
         )
-    if probe >= 0:
-        raise CannotFix(f"the setter maps id {emb} to index {probe}, which the loop records as b={probe + 1}: a capture before the loop cannot tell them apart")
+    if probe + offset != 0:
+        raise CannotFix(f"the setter maps id {emb} to index {probe}, which this loop's convention makes b={probe + offset}, not the embedding")
     if site.mechanism not in _LIST_SITES or not site.container or not site.attribute:
         raise CannotFix(f"the capture is a {site.mechanism} site, not an append into a list the forward builds")
     fact = next((s for ff in result.files for s in ff.capture_sites if s.location == site.location), None)

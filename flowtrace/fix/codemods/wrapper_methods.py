@@ -104,6 +104,19 @@ def _inner_params(result, sources: Sources, inner: str, name: str) -> cst.Parame
     return _plain(fn.params, f"{short(owner)}.{name}")
 
 
+def _served_by(result, inner: str) -> tuple[int, ...]:
+    """What the wrapped model serves for TRACE_IDS: what the wrapper must serve once patched.
+    Without a trace of it the fix cannot be confirmed, so it is not offered."""
+    from flowtrace.fix.expect import traced
+
+    inner_row = result.project.row(inner)
+    served = traced(result, Expectation(inner_row.qualname, TRACE_IDS, PROBE_LAYERS, ())) if inner_row is not None else None
+    if served is None or not served.boundaries:
+        why = (getattr(served, "reason", None) or "no boundary") if served is not None else "no model row"
+        raise CannotFix(f"the wrapped {short(inner)}'s own capture cannot be traced ({why}): nothing would confirm the wrapper serves it")
+    return tuple(served.boundaries)
+
+
 class _AddMethods(cst.CSTTransformer):
     def __init__(self, target: cst.ClassDef, methods: list[cst.FunctionDef]) -> None:
         super().__init__()
@@ -131,14 +144,7 @@ def plan(result, finding, sources: Sources) -> Proposal:
     if not isinstance(cls.body, cst.IndentedBlock):
         raise CannotFix(f"{row.name} is a one-line class")
     patched = wrapper.module.visit(_AddMethods(cls, methods))
-    inner_row = project.row(inner)
-    expect: tuple[Expectation, ...] = ()
-    if inner_row is not None:
-        from flowtrace.fix.expect import traced
-
-        served = traced(result, Expectation(inner_row.qualname, TRACE_IDS, PROBE_LAYERS, ()))
-        if served is not None and served.boundaries:
-            expect = (Expectation(row.qualname, TRACE_IDS, PROBE_LAYERS, tuple(served.boundaries)),)
+    expect = (Expectation(row.qualname, TRACE_IDS, PROBE_LAYERS, _served_by(result, inner)),)
     return Proposal(
         rule=finding.rule,
         fingerprint=finding.fingerprint,
