@@ -165,3 +165,9 @@ def test_compat_fix_refuses_when_no_ids_can_serve_the_layout(root, tmp_path):
 def test_compat_diff_needs_fix(root, tmp_path):
     target, draft = _configs(tmp_path, DRAFT)
     assert invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--diff").exit_code == 2
+
+
+def test_fix_of_a_path_without_engine_code_is_an_error(tmp_path):
+    out = invoke("fix", str(tmp_path))
+    assert out.exit_code == 2
+    assert "no engine code" in out.output

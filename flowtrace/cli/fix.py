@@ -74,6 +74,9 @@ def fix(path, select, ignore, show_diff, write, profile, profile_file, exclude, 
     skip = tuple(c.strip() for s in ignore for c in s.split(",") if c.strip())
     options = index_options(jobs, no_cache, cache_dir, exclude)
     result = api.scan(path, profile=profile, profile_files=profile_file, options=options)
+    from flowtrace.lint.runner import _require_engine_code
+
+    _require_engine_code(result, path)  # as check: no engine code is an error, not "nothing to fix"
     report = fix_findings(result, api.findings(result, codes, skip), profile=profile, options=options, profile_files=profile_file)
     lines = report_lines(report)
     if show_diff:
