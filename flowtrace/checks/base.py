@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
 from flowtrace.model.consequence import Consequence, default_consequence, severity_for
 from flowtrace.model.facts import Location, ProblemKind
@@ -43,6 +43,15 @@ class Finding:
     # base): SARIF relatedLocations, "and N more" in text. The finding's own place comes first.
     related: tuple[Location, ...] = ()
     entry_path: str | None = None  # how a draft reaches the defect: "Entry -> Model -> Layer"
+    # Other rules' findings merged into this one (same statement, one root cause), each as its
+    # rule reported it: the fix stage offers an absorbed rule's codemod and judges it by the
+    # absorbed finding's own fingerprint.
+    causes: tuple[Finding, ...] = ()
+
+
+def with_causes(findings: Iterable[Finding]) -> list[Finding]:
+    """Every finding and every finding merged into one, flattened (the fix stage's view)."""
+    return [g for f in findings for g in (f, *f.causes)]
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:

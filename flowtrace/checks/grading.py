@@ -180,6 +180,7 @@ def _merged(group: list[Finding]) -> Finding:
         consequence=consequence,
         severity=(severity_of(consequence) if consequence is not None else None) or head.severity,
         message=message,
+        causes=tuple(f for f in group[1:] if f.rule != head.rule),
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from flowtrace.analysis.scan import ScanResult
 from flowtrace.fix.model import CannotFix, FixReport, Verified, Withheld
 from flowtrace.fix.registry import codemod
+from flowtrace.checks.base import with_causes
 from flowtrace.fix.source import Sources
 from flowtrace.fix.verify import Workspace, verify
 from flowtrace.index.build import IndexOptions
@@ -28,7 +29,7 @@ def fix_findings(
     """Plan and verify a patch for each fixable finding in ``findings`` (others are counted).
     The reference for "no new finding" is every rule's findings on the unpatched copy, scanned
     exactly as the patched copies are (same options), so the two sides compare like with like."""
-    fixable = [(f, codemod(f.rule)) for f in findings]
+    fixable = [(f, codemod(f.rule)) for f in with_causes(findings)]
     todo = [(f, mod) for f, mod in fixable if mod is not None]
     offered: list[Verified] = []
     withheld: list[Withheld] = []

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from flowtrace.analysis.scan import ScanResult, scan
 from flowtrace.checks.run import run_rules
+from flowtrace.checks.base import with_causes
 from flowtrace.fix.expect import check
 from flowtrace.fix.model import Proposal, Verified, Withheld
 from flowtrace.fix.write import replace_atomically, resolve_inside
@@ -102,16 +103,16 @@ def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], b
         result, found = workspace.scan()
     finally:
         workspace.reset(accepted)
-    after = {f.fingerprint: f for f in found}
+    after = {f.fingerprint: f for f in with_causes(found)}
     if proposal.fingerprint in after:
         return withheld(f"the re-run analysis still reports it: {after[proposal.fingerprint].message}"), before
-    known = {f.fingerprint for f in before}
+    known = {f.fingerprint for f in with_causes(before)}
     fresh = [f for fp, f in after.items() if fp not in known]
     new = [f for f in fresh if not inherited(f, before, proposal)]
     if new:
         shown = "; ".join(f"{f.rule} {f.file}:{f.line}: {f.message}" for f in new[:2])
         return withheld(f"the patched tree has {len(new)} new finding(s): {shown}"), before
-    evidence = [f"re-scan: {proposal.rule} gone, no new finding ({len(after)} findings left)"]
+    evidence = [f"re-scan: {proposal.rule} gone, no new finding ({len(found)} findings left)"]
     if fresh:
         evidence.append("takes on known limits of the code it now reaches: " + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in fresh))
     for expectation in proposal.expect:
