@@ -209,12 +209,17 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     """flowtrace's static trace of the installed engine's own source, one per case."""
     from flowtrace import api
     from flowtrace.analysis.trace import trace_json
+    from flowtrace.index.build import IndexOptions
 
-    result = api.scan(source)
-    package = Path(source).name  # file:line as the engine's own import path names it
+    # Scan the folder that holds the package, with everything else excluded: the engine's
+    # absolute imports (``from <package>.models.llama import ...``) then resolve inside the tree,
+    # and its profile is chosen by path, as for any checkout (rooted at the package folder
+    # itself, ``<package>.`` prefixes name no module of the tree). Paths read ``<package>/...``.
+    package = Path(source).name
+    result = api.scan(Path(source).parent, options=IndexOptions(excludes=("/*", f"!/{package}/")))
 
     def where(step: dict) -> str:
-        return f"{package}/{step['file']}:{step['line']}"
+        return f"{step['file']}:{step['line']}"
 
     out = []
     for c in cases:
@@ -226,7 +231,7 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
         doc = trace_json(traced)
         at = next((where(s) for s in doc["steps"] if s["kind"] == "point" and s["file"]), None)
         at = at or next((where(s) for s in doc["steps"] if s["file"]), None)
-        raises_at = f"{package}/{doc['raises_at']}" if doc["raises_at"] else None
+        raises_at = doc["raises_at"] or None
         out.append({"outcome": doc["outcome"], "boundaries": doc["boundaries"], "raises_at": raises_at,
                     "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"]})
     return out
