@@ -332,46 +332,63 @@ def _open_dirs(root: Path, parts: tuple[str, ...]) -> None:
 def _extract_tar(archive: Path, root: Path) -> None:
     budget = _Budget()
     with tarfile.open(archive) as tf:
-        members = []
-        declared = 0
-        for member in tf:
-            budget.member()
-            parts = _member_parts(member.name)
-            if member.issym():
-                if not _link_inside(parts, member.linkname, relative_to_member=True):
-                    raise UnsafeArchive(f"symlink {member.name!r} points outside the target ({member.linkname!r})")
-                continue
-            if member.islnk():
-                if not _link_inside(parts, member.linkname, relative_to_member=False):
-                    raise UnsafeArchive(f"hard link {member.name!r} points outside the target ({member.linkname!r})")
-                _member_parts(member.linkname)
-                members.append((member, parts))
-                continue
-            if not (member.isreg() or member.isdir()):
-                raise UnsafeArchive(f"member {member.name!r} is a device, FIFO or other special file")
-            if not parts:
-                continue
-            declared += member.size
+        members = _plan_tar(tf, budget)
+        _write_tar(tf, members, root, budget)
+
+
+def _plan_tar(tf: tarfile.TarFile, budget: _Budget) -> list[tuple[tarfile.TarInfo, tuple[str, ...]]]:
+    """The members to write, in archive order, checked before anything touches the disk.
+
+    Every member is vetted (and counted against the budget) first, so that an unsafe
+    archive is refused whole rather than half unpacked; links are checked here too."""
+    members = []
+    declared = 0
+    for member in tf:
+        budget.member()
+        parts = _member_parts(member.name)
+        if member.issym():
+            if not _link_inside(parts, member.linkname, relative_to_member=True):
+                raise UnsafeArchive(f"symlink {member.name!r} points outside the target ({member.linkname!r})")
+            continue
+        if member.islnk():
+            if not _link_inside(parts, member.linkname, relative_to_member=False):
+                raise UnsafeArchive(f"hard link {member.name!r} points outside the target ({member.linkname!r})")
+            _member_parts(member.linkname)
             members.append((member, parts))
-        if declared > MAX_TOTAL_BYTES:
-            raise UnsafeArchive(f"declares more than {MAX_TOTAL_BYTES} unpacked bytes")
-        written: set[tuple[str, ...]] = set()
-        for member, parts in members:
-            if member.isdir():
-                if not _skipped(parts):
-                    _open_dirs(root, parts)
-            elif member.islnk():
-                # A hard link is written as a copy of an earlier member (never os.link).
-                source_parts = _member_parts(member.linkname)
-                if source_parts not in written or _skipped(parts):
-                    continue
-                with open(root.joinpath(*source_parts), "rb") as source:
-                    _copy(source, root, parts, budget)
-                written.add(parts)
-            elif not _skipped(parts):
-                member_file = tf.extractfile(member)
-                if member_file is None:
-                    continue
-                with member_file:
-                    _copy(member_file, root, parts, budget)
-                written.add(parts)
+            continue
+        if not (member.isreg() or member.isdir()):
+            raise UnsafeArchive(f"member {member.name!r} is a device, FIFO or other special file")
+        if not parts:
+            continue
+        declared += member.size
+        members.append((member, parts))
+    if declared > MAX_TOTAL_BYTES:
+        raise UnsafeArchive(f"declares more than {MAX_TOTAL_BYTES} unpacked bytes")
+    return members
+
+
+def _write_tar(
+    tf: tarfile.TarFile, members: list[tuple[tarfile.TarInfo, tuple[str, ...]]], root: Path, budget: _Budget
+) -> None:
+    """Write the vetted ``members`` under ``root``; kept apart from the vetting so that
+    nothing is written until the whole archive has passed it."""
+    written: set[tuple[str, ...]] = set()
+    for member, parts in members:
+        if member.isdir():
+            if not _skipped(parts):
+                _open_dirs(root, parts)
+        elif member.islnk():
+            # A hard link is written as a copy of an earlier member (never os.link).
+            source_parts = _member_parts(member.linkname)
+            if source_parts not in written or _skipped(parts):
+                continue
+            with open(root.joinpath(*source_parts), "rb") as source:
+                _copy(source, root, parts, budget)
+            written.add(parts)
+        elif not _skipped(parts):
+            member_file = tf.extractfile(member)
+            if member_file is None:
+                continue
+            with member_file:
+                _copy(member_file, root, parts, budget)
+            written.add(parts)
