@@ -174,51 +174,85 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
         if listed is None:
             continue
         subdirs, entries = listed
-        gitignore = next((e for e in entries if e.name == ".gitignore"), None)
-        if gitignore is not None and _is_plain_file(gitignore):
-            try:
-                with open(gitignore.path, encoding="utf-8", errors="replace") as handle:
-                    problems: list[tuple[int, str]] = []
-                    spec = _spec(handle.read().splitlines(), problems)
-                    if spec is not None:
-                        ignore_specs.append((rel_dir, spec))
-                    where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
-                    diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", "skipped") for number, reason in problems)
-            except OSError:
-                pass
-        keep = []
-        for entry in subdirs:
-            name = entry.name
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if _undecodable(name):
-                diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", "skipped"))
-                continue
-            if name in ALWAYS_EXCLUDED or ignored(rel, True):
-                continue
-            if entry.is_symlink():
-                if name.endswith(".py"):
-                    diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", "skipped"))
-                continue
-            if name.endswith(".py"):
-                diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", "skipped"))
-            keep.append((entry.path, rel))
-        if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:
-            diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", "skipped"))
-            keep = []
-        pending.extend(reversed(keep))
-        for entry in entries:
-            name = entry.name
-            if not name.endswith(".py"):
-                continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if _undecodable(name):
-                diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", "skipped"))
-                continue
-            if ignored(rel, False):
-                continue
-            found = _source_file(entry, rel, real_root, diagnostics)
-            if found is not None:
-                files.append(found)
+        _read_gitignore(entries, rel_dir, ignore_specs, diagnostics)
+        pending.extend(reversed(_folders_to_descend(subdirs, rel_dir, ignored, diagnostics)))
+        files.extend(_python_files(entries, rel_dir, ignored, real_root, diagnostics))
     files.sort(key=lambda f: f.path)
     diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
     return files, diagnostics
+
+
+def _read_gitignore(
+    entries: list[os.DirEntry], rel_dir: str, ignore_specs: list[tuple[str, pathspec.PathSpec]], diagnostics: list[Diagnostic]
+) -> None:
+    """Add the folder's own ``.gitignore`` (if a plain, readable file) to ``ignore_specs``
+    before its entries are filtered, so its patterns apply to this folder and below;
+    its malformed lines become diagnostics rather than errors."""
+    gitignore = next((e for e in entries if e.name == ".gitignore"), None)
+    if gitignore is None or not _is_plain_file(gitignore):
+        return
+    try:
+        with open(gitignore.path, encoding="utf-8", errors="replace") as handle:
+            problems: list[tuple[int, str]] = []
+            spec = _spec(handle.read().splitlines(), problems)
+            if spec is not None:
+                ignore_specs.append((rel_dir, spec))
+            where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
+            diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", "skipped") for number, reason in problems)
+    except OSError:
+        pass
+
+
+def _folders_to_descend(
+    subdirs: list[os.DirEntry], rel_dir: str, ignored: Callable[[str, bool], bool], diagnostics: list[Diagnostic]
+) -> list[tuple[str, str]]:
+    """The subfolders of ``rel_dir`` to walk next, as (path, relative path), in listing order.
+
+    Kept apart from the walk so that the reasons a folder is not descended (undecodable
+    name, excluded, symlinked, too deep) read in one place, each with its diagnostic."""
+    keep = []
+    for entry in subdirs:
+        name = entry.name
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        if _undecodable(name):
+            diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", "skipped"))
+            continue
+        if name in ALWAYS_EXCLUDED or ignored(rel, True):
+            continue
+        if entry.is_symlink():
+            if name.endswith(".py"):
+                diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", "skipped"))
+            continue
+        if name.endswith(".py"):
+            diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", "skipped"))
+        keep.append((entry.path, rel))
+    if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:
+        diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", "skipped"))
+        keep = []
+    return keep
+
+
+def _python_files(
+    entries: list[os.DirEntry],
+    rel_dir: str,
+    ignored: Callable[[str, bool], bool],
+    real_root: str,
+    diagnostics: list[Diagnostic],
+) -> list[SourceFile]:
+    """The ``.py`` files among ``entries`` that a scan reads, in listing order; the
+    others are dropped here, with a diagnostic where the user should hear why."""
+    files: list[SourceFile] = []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".py"):
+            continue
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        if _undecodable(name):
+            diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", "skipped"))
+            continue
+        if ignored(rel, False):
+            continue
+        found = _source_file(entry, rel, real_root, diagnostics)
+        if found is not None:
+            files.append(found)
+    return files
