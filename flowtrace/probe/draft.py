@@ -258,16 +258,7 @@ def load_draft(path: str | Path, target_hidden_size: int | None = None) -> Loade
     raw, wfile = _read_weights(p)
     sd = _normalise_keys(raw)
     where = p / wfile
-    missing = [k for k in REQUIRED if k not in sd]
-    if missing:
-        extra = "" if not any(k.startswith("layers.1.") for k in raw) else " (multi-layer drafts are not supported)"
-        raise ProbeError(
-            f"draft {where}: missing required key {missing[0]!r}"
-            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-            + f"; keys may be named midlayer.* or layers.0.*{extra}"
-        )
-    if any(k.startswith("midlayer.") is False and k.startswith("layers.") for k in sd):
-        raise ProbeError(f"draft {where}: has more than one decoder layer; multi-layer drafts are not supported")
+    _check_required_keys(raw, sd, where)
     hidden = _get_int(cfg, "hidden_size", p)
     heads = _get_int(cfg, "num_attention_heads", p)
     kv = _get_int(cfg, "num_key_value_heads", p, heads)
@@ -318,12 +309,46 @@ def load_draft(path: str | Path, target_hidden_size: int | None = None) -> Loade
             module.fc_norm = nn.ModuleList(RMSNorm(thid, dc.rms_norm_eps) for _ in range(dc.n_aux))
     expected = module.state_dict()
     optional = {"d2t", "t2d"}
+    _check_against_module(expected, sd, dc, where)
+    unknown = sorted(k for k in sd if k not in expected and k not in optional)
+    if unknown:
+        warnings.append(f"ignored {len(unknown)} unknown checkpoint keys, e.g. {unknown[0]!r}")
+    load = {k: v for k, v in sd.items() if k in expected}
+    _set_d2t(load, dvocab, vocab, where)
+    load = {k: (v.float() if v.is_floating_point() else v) for k, v in load.items()}
+    module.load_state_dict(load, strict=True, assign=True)
+    module.eval()
+    return LoadedDraft(module, dc, str(p), wfile, has_emb, warnings)
+
+
+def _check_required_keys(raw: dict[str, torch.Tensor], sd: dict[str, torch.Tensor], where: Path) -> None:
+    """Refuse a checkpoint that lacks a key every EAGLE-3 draft has, or holds more than one
+    decoder layer, before the config is read: these name the real problem better than a
+    shape mismatch would."""
+    missing = [k for k in REQUIRED if k not in sd]
+    if missing:
+        extra = "" if not any(k.startswith("layers.1.") for k in raw) else " (multi-layer drafts are not supported)"
+        raise ProbeError(
+            f"draft {where}: missing required key {missing[0]!r}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + f"; keys may be named midlayer.* or layers.0.*{extra}"
+        )
+    if any(k.startswith("midlayer.") is False and k.startswith("layers.") for k in sd):
+        raise ProbeError(f"draft {where}: has more than one decoder layer; multi-layer drafts are not supported")
+
+
+def _check_against_module(
+    expected: dict[str, torch.Tensor], sd: dict[str, torch.Tensor], dc: DraftConfig, where: Path
+) -> None:
+    """Every key the module built from config.json expects is in the checkpoint, with the
+    same shape; the error names the config values the shape came from, since a wrong
+    config is the usual cause. A missing d2t is allowed only when the vocabularies match."""
     for k, t in expected.items():
         if k not in sd:
             if k == "d2t":
-                if dvocab != vocab:
+                if dc.draft_vocab_size != dc.vocab_size:
                     raise ProbeError(
-                        f"draft {where}: draft_vocab_size {dvocab} != vocab_size {vocab} but there "
+                        f"draft {where}: draft_vocab_size {dc.draft_vocab_size} != vocab_size {dc.vocab_size} but there "
                         "is no d2t table to map draft ids to target ids"
                     )
                 continue
@@ -331,13 +356,15 @@ def load_draft(path: str | Path, target_hidden_size: int | None = None) -> Loade
         if tuple(sd[k].shape) != tuple(t.shape):
             raise ProbeError(
                 f"draft {where}: {k} has shape {tuple(sd[k].shape)}, expected {tuple(t.shape)} "
-                f"from config.json (hidden {hidden}, heads {heads}x{head_dim}, kv heads {kv}, "
-                f"intermediate {inter}, draft vocab {dvocab}, {dc.n_aux} aux x {thid})"
+                f"from config.json (hidden {dc.hidden_size}, heads {dc.num_attention_heads}x{dc.head_dim}, "
+                f"kv heads {dc.num_key_value_heads}, intermediate {dc.intermediate_size}, "
+                f"draft vocab {dc.draft_vocab_size}, {dc.n_aux} aux x {dc.target_hidden_size})"
             )
-    unknown = sorted(k for k in sd if k not in expected and k not in optional)
-    if unknown:
-        warnings.append(f"ignored {len(unknown)} unknown checkpoint keys, e.g. {unknown[0]!r}")
-    load = {k: v for k, v in sd.items() if k in expected}
+
+
+def _set_d2t(load: dict[str, torch.Tensor], dvocab: int, vocab: int, where: Path) -> None:
+    """Put the draft-to-target id table in ``load`` as long ints: the checkpoint's, checked
+    to land inside the target vocabulary, or all zeros (identity) when it has none."""
     if "d2t" in load:
         load["d2t"] = load["d2t"].to(torch.long)
         d2t = load["d2t"]
@@ -349,10 +376,6 @@ def load_draft(path: str | Path, target_hidden_size: int | None = None) -> Loade
             )
     else:
         load["d2t"] = torch.zeros(dvocab, dtype=torch.long)
-    load = {k: (v.float() if v.is_floating_point() else v) for k, v in load.items()}
-    module.load_state_dict(load, strict=True, assign=True)
-    module.eval()
-    return LoadedDraft(module, dc, str(p), wfile, has_emb, warnings)
 
 
 def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | None = None,
