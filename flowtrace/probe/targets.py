@@ -482,20 +482,10 @@ def _looks_like_positions(t: torch.Tensor) -> bool:
     return bool(torch.equal(t.reshape(-1, n)[0].cpu(), torch.arange(n)))
 
 
-def inputs_for_tokens(target: Target, tokens: torch.Tensor) -> Any:
-    """Inputs that run the target on ``tokens`` (1-D), derived from the example inputs.
-
-    The factory's ``make_inputs`` wins when given. Otherwise the example's ``input_ids`` (or first
-    integer tensor) is replaced, keeping its rank; integer tensors of the same shape called
-    positions/position_ids/cache_position become ``arange``; attention_mask becomes ones.
-    """
-    tokens = tokens.to(target.device)
-    if target.make_inputs is not None:
-        return move_inputs(target.make_inputs(tokens), target.device, target.dtype)
-    ex = target.inputs
-    items: list[tuple[Any, Any]] = list(ex.items()) if isinstance(ex, Mapping) else (
-        list(enumerate(ex)) if isinstance(ex, (tuple, list)) else [(0, ex)]
-    )
+def _ids_key(target: Target, items: list[tuple[Any, Any]]) -> Any:
+    """The key (or position) of the token ids among the example inputs: ``input_ids`` when
+    present, else the first integer tensor. Its own step because the other inputs are
+    rebuilt relative to its shape, and a target without one cannot be re-run at all."""
     ids_key = None
     for k, v in items:
         if k == "input_ids" and isinstance(v, torch.Tensor):
@@ -511,6 +501,24 @@ def inputs_for_tokens(target: Target, tokens: torch.Tensor) -> Any:
             "tokens; return (model, example_inputs, make_inputs) where make_inputs(tokens) "
             "builds the inputs"
         )
+    return ids_key
+
+
+def inputs_for_tokens(target: Target, tokens: torch.Tensor) -> Any:
+    """Inputs that run the target on ``tokens`` (1-D), derived from the example inputs.
+
+    The factory's ``make_inputs`` wins when given. Otherwise the example's ``input_ids`` (or first
+    integer tensor) is replaced, keeping its rank; integer tensors of the same shape called
+    positions/position_ids/cache_position become ``arange``; attention_mask becomes ones.
+    """
+    tokens = tokens.to(target.device)
+    if target.make_inputs is not None:
+        return move_inputs(target.make_inputs(tokens), target.device, target.dtype)
+    ex = target.inputs
+    items: list[tuple[Any, Any]] = list(ex.items()) if isinstance(ex, Mapping) else (
+        list(enumerate(ex)) if isinstance(ex, (tuple, list)) else [(0, ex)]
+    )
+    ids_key = _ids_key(target, items)
     ex_ids = dict(items)[ids_key]
     shape = ex_ids.shape
     t = tokens.shape[0]
