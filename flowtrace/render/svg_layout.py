@@ -268,18 +268,14 @@ def _columns(g: nx.MultiDiGraph) -> dict[str, int]:
     return {n: depth[mapping[n]] for n in g.nodes}
 
 
-def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
-    """Place the nodes in columns and route edges as cubic curves; None for an empty graph."""
-    if g.number_of_nodes() == 0:
-        return None
-    col = _columns(g)
-    ncols = max(col.values()) + 1
-    columns: list[list[str]] = [[] for _ in range(ncols)]
-    for n in sorted(g.nodes, key=lambda n: (_kind_rank(_text(g.nodes[n].get("kind"))), _text(g.nodes[n].get("label")), n)):
-        columns[col[n]].append(n)
+def _barycenter_sweeps(g: nx.MultiDiGraph, columns: list[list[str]]) -> None:
+    """Reorder ``columns`` in place to reduce edge crossings, a phase of its own because it
+    only permutes rows and needs nothing of the geometry placed after it.
 
-    # Barycenter sweeps: order each column by the mean row of its neighbours in the previous
-    # (then next) column. Stable sorts keep the deterministic initial order for ties.
+    Barycenter sweeps: order each column by the mean row of its neighbours in the previous
+    (then next) column. Stable sorts keep the deterministic initial order for ties."""
+    ncols = len(columns)
+
     def sweep(forward: bool) -> None:
         rng = range(1, ncols) if forward else range(ncols - 2, -1, -1)
         for c in rng:
@@ -297,6 +293,19 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
     for _ in range(3):
         sweep(True)
         sweep(False)
+
+
+def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
+    """Place the nodes in columns and route edges as cubic curves; None for an empty graph."""
+    if g.number_of_nodes() == 0:
+        return None
+    col = _columns(g)
+    ncols = max(col.values()) + 1
+    columns: list[list[str]] = [[] for _ in range(ncols)]
+    for n in sorted(g.nodes, key=lambda n: (_kind_rank(_text(g.nodes[n].get("kind"))), _text(g.nodes[n].get("label")), n)):
+        columns[col[n]].append(n)
+
+    _barycenter_sweeps(g, columns)
 
     widths: dict[str, float] = {}
     wrapped: dict[str, tuple[str, ...]] = {}
