@@ -436,8 +436,6 @@ def probe_draft(
     if random_tokens is not None and random_tokens < 2:
         raise ProbeError("--random-tokens must be at least 2 (one label needs two positions)")
     eager = force_eager()
-    import torch
-
     from flowtrace.probe.draft import load_draft
     from flowtrace.probe.layout_scoring import (
         candidate_layouts,
@@ -487,27 +485,7 @@ def probe_draft(
             )
         module.use_embeddings(target.embed)
     module.to(device=dev, dtype=dt)
-    # sequences
-    if tokens is None:
-        n = 256 if random_tokens is None else random_tokens
-        if target.vocab_size is None:
-            raise ProbeError("cannot draw random tokens: the target's vocabulary size is unknown; use --tokens")
-        gen = torch.Generator().manual_seed(seed)
-        sequences = [torch.randint(0, target.vocab_size, (n,), generator=gen).tolist()]
-        token_source = f"{n} random tokens (seed {seed})"
-    else:
-        sequences = read_token_file(tokens) if isinstance(tokens, str) else [list(s) for s in tokens]
-        token_source = tokens if isinstance(tokens, str) else "given sequences"
-        if target.vocab_size is not None:
-            for si, s in enumerate(sequences):
-                bad = [t for t in s if t < 0 or t >= target.vocab_size]
-                if bad:
-                    raise ProbeError(
-                        f"--tokens {token_source}: sequence {si + 1} has id {bad[0]} outside the "
-                        f"target vocabulary 0..{target.vocab_size - 1}"
-                    )
-        if not any(len(s) >= 2 for s in sequences):
-            raise ProbeError(f"--tokens {token_source}: every sequence needs at least 2 tokens")
+    sequences, token_source = _draft_sequences(tokens, random_tokens, seed, target.vocab_size)
     with timer.phase("target_forward"):
         data = _teacher_data(target, sequences, progress, warnings)
     named: list[tuple[str, tuple[int, ...] | None]] = []
@@ -561,6 +539,38 @@ def probe_draft(
         min_accuracy=min_accuracy,
         min_margin=min_margin,
     )
+
+
+def _draft_sequences(
+    tokens: str | Sequence[Sequence[int]] | None, random_tokens: int | None, seed: int, vocab_size: int | None
+) -> tuple[list[list[int]], str]:
+    """The token sequences to teacher-force, and how to name their source in the report.
+
+    A phase of its own because it depends only on the options and the target's vocabulary:
+    random ids drawn with ``seed``, or the given ones checked against the vocabulary."""
+    import torch
+
+    if tokens is None:
+        n = 256 if random_tokens is None else random_tokens
+        if vocab_size is None:
+            raise ProbeError("cannot draw random tokens: the target's vocabulary size is unknown; use --tokens")
+        gen = torch.Generator().manual_seed(seed)
+        sequences = [torch.randint(0, vocab_size, (n,), generator=gen).tolist()]
+        token_source = f"{n} random tokens (seed {seed})"
+    else:
+        sequences = read_token_file(tokens) if isinstance(tokens, str) else [list(s) for s in tokens]
+        token_source = tokens if isinstance(tokens, str) else "given sequences"
+        if vocab_size is not None:
+            for si, s in enumerate(sequences):
+                bad = [t for t in s if t < 0 or t >= vocab_size]
+                if bad:
+                    raise ProbeError(
+                        f"--tokens {token_source}: sequence {si + 1} has id {bad[0]} outside the "
+                        f"target vocabulary 0..{vocab_size - 1}"
+                    )
+        if not any(len(s) >= 2 for s in sequences):
+            raise ProbeError(f"--tokens {token_source}: every sequence needs at least 2 tokens")
+    return sequences, token_source
 
 
 def _judge_claim(claim: Claim, ranked, verdict: str, n_aux: int) -> tuple[str, str]:
