@@ -228,30 +228,10 @@ class BoundaryRecorder:
     def tape(self) -> Tape:
         """Assemble streams and views; cross-check output of layer k against input of layer k+1."""
         L = len(self.layers)
-        warnings: list[str] = []
+        warnings: list[str] = self._capture_warnings()
         streams: dict[int, torch.Tensor] = {}
         views: list[View] = []
-        if self.unreadable:
-            warnings.append(
-                "could not read the hidden state at: " + ", ".join(self.unreadable[:5])
-                + " (name the modules with --layers-module/--embed-module)"
-            )
-        if self.repeats:
-            warnings.append(
-                f"the decoder layers ran {self.repeats + 1} times in one call; "
-                "kept the first pass"
-            )
-        in0 = self._stream(self.inputs[0]) if 0 in self.inputs else None
-        if in0 is not None:
-            streams[0] = in0
-            if self.embed_out is not None and not _same(self.embed_out, in0):
-                views.append(View(0, "embedding output (before the layer-0 input)", self.embed_out, True))
-                warnings.append(
-                    "the embedding output differs from layer 0's input (scaled embeddings?); "
-                    "b=0 uses layer 0's input, the raw embedding output is kept as a view"
-                )
-        elif self.embed_out is not None:
-            streams[0] = self.embed_out
+        self._boundary_zero(streams, views, warnings)
         delta = self._delta_streams(L)
         for k in range(L):
             if delta is not None and k + 1 in delta:
@@ -263,7 +243,57 @@ class BoundaryRecorder:
         if delta is not None:
             warnings.append(DELTA_NOTE)
             views += self._delta_views()
-        for k in range(1, L if delta is None else 1):
+        self._cross_check(range(1, L if delta is None else 1), streams, views, warnings)
+        if self.final_norm_out is not None and L in streams:
+            # not a confirmation of b=L: b=L is defined before the final norm, and training
+            # stacks that read HF hidden_states[-1] get the normed value (a real mismatch)
+            views.append(View(L, "after the final norm", self.final_norm_out, False))
+        if self.keep_partials:
+            views += self._partial_views()
+        missing = [b for b in range(L + 1) if b not in streams]
+        if missing:
+            warnings.append(f"no value recorded for boundaries {missing}")
+        return Tape(L, self.hidden, streams, views, warnings)
+
+    def _capture_warnings(self) -> list[str]:
+        """What went wrong while recording (unreadable hooks, repeated passes), said first
+        because it qualifies every stream that follows."""
+        warnings: list[str] = []
+        if self.unreadable:
+            warnings.append(
+                "could not read the hidden state at: " + ", ".join(self.unreadable[:5])
+                + " (name the modules with --layers-module/--embed-module)"
+            )
+        if self.repeats:
+            warnings.append(
+                f"the decoder layers ran {self.repeats + 1} times in one call; "
+                "kept the first pass"
+            )
+        return warnings
+
+    def _boundary_zero(self, streams: dict[int, torch.Tensor], views: list[View], warnings: list[str]) -> None:
+        """Set b=0: layer 0's input when recorded (it is what layer 0 reads, e.g. after an
+        embedding scale), else the embedding output; a differing embedding output is kept as
+        a view so that a layout reading it can still be matched."""
+        in0 = self._stream(self.inputs[0]) if 0 in self.inputs else None
+        if in0 is not None:
+            streams[0] = in0
+            if self.embed_out is not None and not _same(self.embed_out, in0):
+                views.append(View(0, "embedding output (before the layer-0 input)", self.embed_out, True))
+                warnings.append(
+                    "the embedding output differs from layer 0's input (scaled embeddings?); "
+                    "b=0 uses layer 0's input, the raw embedding output is kept as a view"
+                )
+        elif self.embed_out is not None:
+            streams[0] = self.embed_out
+
+    def _cross_check(
+        self, ks: range, streams: dict[int, torch.Tensor], views: list[View], warnings: list[str]
+    ) -> None:
+        """For each k in ``ks``, compare layer k's input with the stream taken from layer
+        k-1's output; a mismatch is warned about and the input kept as a view, since either
+        may be what a training stack read."""
+        for k in ks:
             if k in self.inputs and k - 1 in self.outputs:
                 inp = self._stream(self.inputs[k])
                 if not _same(inp, streams[k]):
@@ -273,22 +303,19 @@ class BoundaryRecorder:
                         f"b={k} uses the output, the input is kept as a view"
                     )
                     views.append(View(k, f"layer {k} input", inp, True))
-        if self.final_norm_out is not None and L in streams:
-            # not a confirmation of b=L: b=L is defined before the final norm, and training
-            # stacks that read HF hidden_states[-1] get the normed value (a real mismatch)
-            views.append(View(L, "after the final norm", self.final_norm_out, False))
-        if self.keep_partials:
-            for k, (h, r) in sorted(self.outputs.items()):
-                if r is not None:
-                    views.append(View(k + 1, "hidden part only (residual not added)", h, False))
-                    views.append(View(k + 1, "residual part only (hidden not added)", r, False))
-            for k, (h, r) in sorted(self.inputs.items()):
-                if r is not None and (k == 0 or k - 1 not in self.outputs):
-                    views.append(View(k, "hidden part only (residual not added)", h, False))
-        missing = [b for b in range(L + 1) if b not in streams]
-        if missing:
-            warnings.append(f"no value recorded for boundaries {missing}")
-        return Tape(L, self.hidden, streams, views, warnings)
+
+    def _partial_views(self) -> list[View]:
+        """The hidden and residual halves of split layer values, as separate views, for
+        stacks that read one half only (asked for with ``keep_partials``)."""
+        views: list[View] = []
+        for k, (h, r) in sorted(self.outputs.items()):
+            if r is not None:
+                views.append(View(k + 1, "hidden part only (residual not added)", h, False))
+                views.append(View(k + 1, "residual part only (hidden not added)", r, False))
+        for k, (h, r) in sorted(self.inputs.items()):
+            if r is not None and (k == 0 or k - 1 not in self.outputs):
+                views.append(View(k, "hidden part only (residual not added)", h, False))
+        return views
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
