@@ -67,3 +67,76 @@ def test_every_broken_row_of_the_report_shows_a_finding(tmp_path):
     broken = {q: int(n) for q, n, kind in rows if kind == "broken"}
     assert "sglang.srt.models.lambda_model.LambdaForCausalLM" in broken
     assert all(n > 0 for n in broken.values()), broken
+
+
+# A multi-token-prediction head in the shape of SGLang's DeepseekV3ForCausalLMNextN: it inherits
+# the capturing wrapper's setter, but the model it builds is a one-layer head that projects
+# [embedding, target hidden state] through ``eh_proj`` and never captures. Written for this test
+# beside shapes_like's own NextNForCausalLM (same shape without a projection).
+_EH_HEAD = '''\
+from sglang.srt.layers.base import Module
+from sglang.srt.models.base_lm import BaseDecoderLayer, BaseForCausalLM
+
+
+class Linear(Module):
+    def __init__(self, n_in, n_out, bias=False):
+        self.n_in, self.n_out = n_in, n_out
+
+
+class EhModelNextN(Module):
+    def __init__(self, config):
+        self.config = config
+        self.eh_proj = Linear(2 * config.hidden_size, config.hidden_size, bias=False)
+        self.decoder = BaseDecoderLayer()
+
+    def forward(self, input_ids, hidden_states):
+        hidden_states, _ = self.decoder(hidden_states, None)
+        return hidden_states
+
+
+class EhForCausalLMNextN(BaseForCausalLM):
+    def __init__(self, config):
+        self.config = config
+        self.model = EhModelNextN(config)
+        self.capture_aux_hidden_states = False
+
+
+class EhSubclassNextN(EhForCausalLMNextN):
+    pass
+
+
+class EhLookalike(BaseForCausalLM):
+    def __init__(self, config):
+        self.config = config
+        self.model = EhModelNextN(config)
+        self.capture_aux_hidden_states = False
+
+
+EntryClass = [EhForCausalLMNextN, EhSubclassNextN, EhLookalike]
+'''
+
+
+def test_a_draft_head_is_a_draft_by_its_name_and_its_projection(tmp_path):
+    import shutil
+
+    from flowtrace.analysis.categories import categories
+    from flowtrace.analysis.scan import scan
+    from flowtrace.api import findings
+
+    tree = tmp_path / "shapes_like"
+    shutil.copytree(ENGINES / "shapes_like", tree)
+    (tree / "sglang" / "srt" / "models" / "eh_head.py").write_text(_EH_HEAD, encoding="utf-8")
+    result = scan(tree, profile="sglang")
+    kinds = {q.rsplit(".", 1)[-1]: k for q, k in categories(result).items()}
+    support = {r.name: r.support for r in result.rows}
+    # The capture verdict stays what the chain says; the category calls the head a draft.
+    assert support["EhForCausalLMNextN"] == "broken"
+    assert kinds["EhForCausalLMNextN"] == "draft"
+    assert kinds["EhSubclassNextN"] == "draft"  # a subclass of a draft
+    # Name without projection (shapes_like's NextNForCausalLM) or projection without a draft
+    # name (EhLookalike): not enough, the row keeps its capture verdict.
+    assert kinds["NextNForCausalLM"] == "broken"
+    assert kinds["EhLookalike"] == "broken"
+    # `check` speaks about targets only: no finding on a draft, as the report shows it.
+    symbols = {f.symbol.rsplit(".", 1)[-1] for f in findings(result)}
+    assert not symbols & {"EhForCausalLMNextN", "EhSubclassNextN"}

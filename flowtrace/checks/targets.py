@@ -1,7 +1,8 @@
 """Which classes are EAGLE-3 targets, and the engine facts the rules share.
 
 A registered generation model is an EAGLE-3 target unless the profile says it is served as a
-draft (MTP / NextN / EAGLE heads) or does not decode autoregressively (block diffusion).
+draft (MTP / NextN / EAGLE heads; :mod:`flowtrace.analysis.categories` decides, for every
+output alike) or does not decode autoregressively (block diffusion).
 Rules that say "cannot capture" only speak about targets: a draft head without a setter is
 not a defect.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowtrace.analysis.categories import project_drafts
 from flowtrace.engines.check_conventions import CheckConventions, check_conventions
 from flowtrace.model.links import NOT_BREAKING
 
@@ -32,8 +34,8 @@ def conventions(result: ScanResult) -> CheckConventions:
 
 def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     """A generation model the engine may serve an EAGLE-3 draft for."""
-    if not row.generation_target:
-        return False
+    if not row.generation_target or row.qualname in project_drafts(project, cc):
+        return False  # a draft (what every output calls ``draft``) consumes the states
     names = [project.classes[q].name for q in project.mro(row.qualname) if q in project.classes]
     if any(cc.is_draft_class(n) for n in names[:1]) or cc.is_draft_class(row.name):
         return False

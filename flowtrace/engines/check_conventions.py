@@ -12,6 +12,10 @@ Keys (all optional):
   wrapper that lacks one cannot serve a draft).
 - ``draft_class_patterns``: regular expressions on class names of draft heads (MTP, NextN,
   EAGLE drafts): they are served *as* drafts, never as EAGLE-3 targets.
+- ``draft_projection_attributes``: attributes a draft head assigns for its projection of the
+  embedding and the target's hidden state (``eh_proj`` of an MTP head), beside ``[draft]
+  fc_attribute``; with a name matching ``draft_class_patterns`` they make the class a draft
+  (:mod:`flowtrace.analysis.categories`).
 - ``non_target_patterns``: regular expressions on class names or registered architectures of
   models that do not decode autoregressively (block diffusion): never EAGLE-3 targets.
 - ``speculative_entry_points``: the methods of a target that run while a draft is served;
@@ -46,6 +50,7 @@ class CheckConventions:
 
     target_methods: tuple[str, ...] = ()
     draft_class_patterns: tuple[str, ...] = ()
+    draft_projection_attributes: tuple[str, ...] = ()
     non_target_patterns: tuple[str, ...] = ()
     speculative_entry_points: tuple[str, ...] = ()
     capture_families: tuple[CaptureFamily, ...] = ()

@@ -124,6 +124,7 @@ class Profile:
     # -- read by the checks, not the scan (flowtrace.engines.check_conventions) -----------------
     target_methods: tuple[str, ...] = _key("checks", merged="")
     draft_class_patterns: tuple[str, ...] = _key("checks", regex=True, merged="")
+    draft_projection_attributes: tuple[str, ...] = _key("checks", merged="")
     non_target_patterns: tuple[str, ...] = _key("checks", regex=True, merged="")
     speculative_entry_points: tuple[str, ...] = _key("checks", merged="")
     capture_families: tuple[CaptureFamily, ...] = _key("checks", FAMILIES, merged="")

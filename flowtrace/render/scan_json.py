@@ -262,15 +262,15 @@ Keep = Callable[[str, Callable[[], Any]], Any]
 
 def members(result: ScanResult, findings: list[Finding] | None = None) -> list[Member]:
     """The document's members in order (see :func:`scan_document`)."""
-    from flowtrace.analysis.drafts import draft_classes
+    from flowtrace.analysis.categories import DRAFT, categories
 
     files = result.files
     stats = result.index.stats
 
     def models() -> list[dict[str, Any]]:
-        drafts = draft_classes(files)
         # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
-        return [{**model_json(r), "draft": r.qualname in drafts, "category": "draft" if r.qualname in drafts else r.support} for r in sorted(result.rows, key=lambda r: r.qualname)]
+        kinds = categories(result)
+        return [{**model_json(r), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
 
     return [
         ("schema", False, lambda: SCHEMA),

@@ -26,16 +26,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def categories(result: ScanResult) -> dict[str, str]:
-    """qualname -> the one category every output shows (text, JSON ``category``, HTML).
+    """qualname -> the one category every output shows (see :mod:`flowtrace.analysis.categories`)."""
+    from flowtrace.analysis.categories import categories as row_categories
 
-    The capture support of the row, except for EAGLE-3 drafts: they consume the captured
-    states, so their capture verdict (often *broken*: the draft's layers never capture) is not
-    a defect to count; they are ``draft``.
-    """
-    from flowtrace.analysis.drafts import draft_classes
-
-    drafts = draft_classes(result.files)
-    return {r.qualname: "draft" if r.qualname in drafts else r.support for r in result.rows}
+    return row_categories(result)
 
 
 def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> str:
