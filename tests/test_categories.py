@@ -73,7 +73,7 @@ def test_every_broken_row_of_the_report_shows_a_finding(tmp_path):
 # the capturing wrapper's setter, but the model it builds is a one-layer head that projects
 # [embedding, target hidden state] through ``eh_proj`` and never captures. Written for this test
 # beside shapes_like's own NextNForCausalLM (same shape without a projection).
-_EH_HEAD = '''\
+_EH_HEAD = """\
 from sglang.srt.layers.base import Module
 from sglang.srt.models.base_lm import BaseDecoderLayer, BaseForCausalLM
 
@@ -113,7 +113,7 @@ class EhLookalike(BaseForCausalLM):
 
 
 EntryClass = [EhForCausalLMNextN, EhSubclassNextN, EhLookalike]
-'''
+"""
 
 
 def test_a_draft_head_is_a_draft_by_its_name_and_its_projection(tmp_path):
