@@ -75,3 +75,65 @@ def test_scan_html_links_are_web_links_and_link_base_overrides(tmp_path):
     res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/src"])
     hrefs = re.findall(r'<a class="src[^"]*" href="([^"]+)"', report.read_text(encoding="utf-8"))
     assert hrefs and all(h.startswith("https://mirror.example/src/sglang/") for h in hrefs)
+
+
+def _release(tmp_path, profile_subdir: str | None):
+    """sglang_like unpacked as a release whose project URL is a GitHub repository; with
+    ``profile_subdir``, a user profile copied from the bundled sglang one with that
+    ``[source] repository_subdir`` (None: the bundled profile as it ships)."""
+    from flowtrace.engines.profiles import available_profiles
+
+    tree = tmp_path / "eng-0.9"
+    shutil.copytree(SGLANG_LIKE, tree)
+    dist = tree / "eng-0.9.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eng\nVersion: 0.9\nProject-URL: Repository, https://github.com/owner/eng\n", encoding="utf-8")
+    args = ["--profile", "sglang"]
+    if profile_subdir is not None:
+        text = available_profiles()["sglang"].read_text(encoding="utf-8")
+        text = re.sub(r'repository_subdir = "[^"]*"', f'repository_subdir = "{profile_subdir}"', text)
+        assert f'repository_subdir = "{profile_subdir}"' in text
+        (tmp_path / "sglang.toml").write_text(text, encoding="utf-8")
+        args += ["--profile-file", str(tmp_path / "sglang.toml")]
+    return tree, args
+
+
+def _hrefs(path) -> list[str]:
+    return re.findall(r'<a class="src[^"]*" href="([^"]+)"', path.read_text(encoding="utf-8"))
+
+
+def test_a_release_in_a_repository_subfolder_links_below_that_folder(tmp_path):
+    # The bundled sglang profile says the package lives under python/ in its repository.
+    tree, args = _release(tmp_path, None)
+    report = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), *args])
+    assert res.exit_code == 0, res.output
+    hrefs = _hrefs(report)
+    assert hrefs and all(h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in hrefs), hrefs[:3]
+    # `report` from the saved scan infers the same base from the document's profiles.
+    doc = tmp_path / "scan.json"
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--format", "json", "-o", str(doc), *args])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["report", "--scan", str(doc), "-o", str(tmp_path / "r2.html")])
+    assert res.exit_code == 0, res.output
+    assert _hrefs(tmp_path / "r2.html") and all(h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in _hrefs(tmp_path / "r2.html"))
+    # --link-base still overrides.
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/x", *args])
+    assert _hrefs(report) and all(h.startswith("https://mirror.example/x/sglang/srt/") for h in _hrefs(report))
+
+
+def test_a_profile_without_a_subfolder_links_at_the_tag_root(tmp_path):
+    tree, args = _release(tmp_path, "")
+    report = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), *args])
+    assert res.exit_code == 0, res.output
+    assert _hrefs(report) and all(h.startswith("https://github.com/owner/eng/blob/v0.9/sglang/srt/") for h in _hrefs(report))
+
+
+@pytest.mark.parametrize(("subdir", "url"), [("python", "python"), ("/python/", "python"), ("src/pkg/", "src/pkg"), ("../elsewhere", ""), ("", "")])
+def test_the_subfolder_never_leaves_the_repository(tmp_path, subdir, url):
+    dist = tmp_path / "eng-1.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eng\nVersion: 1.2\nHome-page: https://github.com/owner/eng\n", encoding="utf-8")
+    base = infer_link_base(tmp_path, subdir)
+    assert base is not None and base.url == "https://github.com/owner/eng/blob/v1.2" + (f"/{url}" if url else "")

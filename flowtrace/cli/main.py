@@ -370,9 +370,10 @@ def report(scan_json, probe_json, engine_json, output, link_base):
         probe = merged_probe(runs, probe)
     origin = None
     if not link_base and isinstance(doc.get("root"), str) and Path(doc["root"]).is_dir():
+        from flowtrace.cli.ui import repository_subdir_of
         from flowtrace.sources.weblinks import infer_link_base
 
-        inferred = infer_link_base(doc["root"])
+        inferred = infer_link_base(doc["root"], repository_subdir_of(doc.get("profiles")))
         if inferred is not None:
             link_base, origin = inferred.url, inferred.origin
     from flowtrace.cli.ui import write_output

@@ -43,7 +43,15 @@ def _store(name: str):
 
 def ui_options(f):
     """-q/--quiet, -v/--verbose, --color auto|always|never."""
-    f = click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, expose_value=False, callback=_store("color"), help="Colour the text output (auto: only on a terminal).")(f)
+    f = click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        expose_value=False,
+        callback=_store("color"),
+        help="Colour the text output (auto: only on a terminal).",
+    )(f)
     f = click.option("-v", "--verbose", is_flag=True, default=None, expose_value=False, callback=_store("verbose"), help="Say which settings were applied (config file, profiles).")(f)
     f = click.option("-q", "--quiet", is_flag=True, default=None, expose_value=False, callback=_store("quiet"), help="Print only the requested output and errors (no summary or status lines).")(f)
     return f
@@ -122,10 +130,34 @@ def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001
 
     origin = None
     if not link_base:
-        inferred = infer_link_base(result.root)
+        inferred = infer_link_base(result.root, repository_subdir(result.profiles))
         if inferred is not None:
             link_base, origin = inferred.url, inferred.origin
     return render_html(report_document(result, findings), link_base=link_base, link_origin=origin)
+
+
+def repository_subdir(profiles) -> str:  # noqa: ANN001 - Profile objects
+    """The package's folder in its repository (``[source] repository_subdir``) when every
+    applied profile says the same; "" otherwise (a tree scanned with several engines' profiles
+    must not borrow one engine's layout)."""
+    values = {p.repository_subdir for p in profiles}
+    return values.pop() if len(values) == 1 else ""
+
+
+def repository_subdir_of(names: object) -> str:
+    """:func:`repository_subdir` of the bundled profiles a saved scan document names."""
+    from flowtrace.engines.profiles import available_profiles, load_profile
+    from flowtrace.errors import ProfileError
+
+    if not isinstance(names, list) or not names:
+        return ""
+    try:
+        files = available_profiles()
+        if not all(isinstance(n, str) and n in files for n in names):
+            return ""  # a user's own profile (not bundled): its layout is unknown here
+        return repository_subdir([load_profile(files[n]) for n in names])
+    except ProfileError:
+        return ""
 
 
 def several_paths(paths: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

@@ -121,6 +121,8 @@ class Profile:
     post_norm_id: int | None = _key("metadata_hook", INT, merged="post_norm_ids", how="each")
     # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
     registry_decorators: tuple[str, ...] = _key("registry_extra:decorators")
+    # -- where the engine's package sits in its source repository (web links of a release) -------
+    repository_subdir: str = _key("source", TEXT, merged="")
     # -- read by the checks, not the scan (flowtrace.engines.check_conventions) -----------------
     target_methods: tuple[str, ...] = _key("checks", merged="")
     draft_class_patterns: tuple[str, ...] = _key("checks", regex=True, merged="")

@@ -8,8 +8,9 @@ Two sources, read from files (nothing is executed, no network):
   SUBDIR being the scanned root's place in the repository: exact;
 * an unpacked release: the dist-info ``METADATA``'s GitHub/GitLab project URL and version give
   ``.../blob/vVERSION`` (the tag most projects use). The package may sit in a subfolder of its
-  repository, which a wheel does not record: that base is marked as a guess and
-  ``--link-base`` overrides it.
+  repository, which a wheel does not record: the engine's profile says which (``[source]
+  repository_subdir``, e.g. ``python`` for a repository holding ``python/PKG/...``). That base
+  is marked as a guess and ``--link-base`` overrides it.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def _from_git(root: Path) -> LinkBase | None:
     return LinkBase(f"{web}/blob/{sha}" + (f"/{sub}" if sub != "." else ""), f"git remote origin at commit {sha[:12]}", True)
 
 
-def _from_release(root: Path) -> LinkBase | None:
+def _from_release(root: Path, subdir: str = "") -> LinkBase | None:
+    sub = clean_subdir(subdir)
     for meta in sorted(root.glob("*.dist-info/METADATA"))[:4]:
         try:
             headers = HeaderParser().parsestr(meta.read_text(encoding="utf-8", errors="replace"))
@@ -101,12 +103,27 @@ def _from_release(root: Path) -> LinkBase | None:
         for url in urls:
             web = web_repository(url)
             if web and version:
-                return LinkBase(f"{web}/blob/v{version}", f"the release's project URL {web}, tag v{version} (a guess: pass --link-base if the tag or the package's folder differs)", False)
+                where = f", package folder {sub}/ (the profile's [source] repository_subdir)" if sub else ""
+                return LinkBase(
+                    f"{web}/blob/v{version}" + (f"/{sub}" if sub else ""),
+                    f"the release's project URL {web}, tag v{version}{where} (a guess: pass --link-base if the tag or the package's folder differs)",
+                    False,
+                )
     return None
 
 
-def infer_link_base(root: str | Path) -> LinkBase | None:
-    """The web base for a scanned tree's files, or None (then links open the local editor)."""
+def clean_subdir(subdir: str) -> str:
+    """A repository subfolder as a URL path (``python``, ``/src/pkg/`` -> ``src/pkg``); "" for
+    none or for one that would climb out of the repository (``..``)."""
+    parts = [p for p in subdir.replace("\\", "/").split("/") if p not in ("", ".")]
+    return "" if ".." in parts else "/".join(parts)
+
+
+def infer_link_base(root: str | Path, subdir: str = "") -> LinkBase | None:
+    """The web base for a scanned tree's files, or None (then links open the local editor).
+
+    ``subdir``: where the package sits in its repository, used for a release only (a git
+    checkout knows the scanned root's place itself)."""
     path = Path(root)
     folder = (path if path.is_dir() else path.parent).resolve()
-    return _from_git(folder) or _from_release(folder)
+    return _from_git(folder) or _from_release(folder, subdir)
