@@ -145,8 +145,7 @@ def _visible_rows(driver) -> list[Any]:
 
 def _in_viewport(driver, element_id: str) -> bool:
     return driver.execute_script(
-        "var r = document.getElementById(arguments[0]).getBoundingClientRect();"
-        "return r.height > 0 && r.top < window.innerHeight && r.bottom > 0;",
+        "var r = document.getElementById(arguments[0]).getBoundingClientRect();return r.height > 0 && r.top < window.innerHeight && r.bottom > 0;",
         element_id,
     )
 
@@ -231,9 +230,7 @@ def test_graph_svg_per_model(driver, fixture_page, tmp_path):
     beta = "model-sglang.srt.models.beta.BetaForCausalLM"
     Select(driver.find_element(By.ID, "model-select")).select_by_value(beta)
     assert driver.find_element(By.ID, beta).is_displayed()
-    size = driver.execute_script(
-        "var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta
-    )
+    size = driver.execute_script("var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta)
     assert size[0] > 100 and size[1] > 30
     assert len([a for a in driver.find_elements(By.CSS_SELECTOR, "article.model-detail") if a.is_displayed()]) == 1
     # clicking a class in the matrix switches the inspector to it
@@ -253,9 +250,7 @@ def test_graph_svg_per_model(driver, fixture_page, tmp_path):
 def test_csp_blocks_injected_script(driver, sample_page):
     """Defence in depth: even markup that got into the page could not run its inline script."""
     _open(driver, sample_page)
-    driver.execute_script(
-        "var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);"
-    )
+    driver.execute_script("var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);")
     assert driver.execute_script("return typeof window.__pwned") == "undefined"
     logs = driver.get_log("browser")
     assert any("Content Security Policy" in e.get("message", "") for e in logs)
@@ -272,10 +267,7 @@ def test_no_scroll_box_inside_the_page(driver, fixture_page):
     driver.set_window_size(1400, 420)  # much shorter than the matrix
     try:
         _open(driver, path)
-        inner, page = driver.execute_script(
-            "var w = document.querySelector('.table-wrap');"
-            "return [w.scrollHeight > w.clientHeight + 1, document.documentElement.scrollHeight > window.innerHeight];"
-        )
+        inner, page = driver.execute_script("var w = document.querySelector('.table-wrap');return [w.scrollHeight > w.clientHeight + 1, document.documentElement.scrollHeight > window.innerHeight];")
         assert not inner, "the matrix must not scroll inside its own box"
         assert page, "the page itself scrolls"
     finally:
@@ -390,3 +382,27 @@ def test_the_model_graph_folds_the_config_readers(driver, fixture_page):
     readers = [t for t in texts if "read" in t]
     assert len(readers) == 1 and "read in 2 places" in readers[0], texts
     assert "draft_layer_ids" in readers[0] and "aux_count" in readers[0]
+
+
+def test_the_matrix_names_the_id_source_where_a_row_has_no_setter(driver, tmp_path):
+    """lmdeploy_like's AlphaModel.__init__ reads ``getattr(config, 'aux_hidden_state_layers', ())``
+    (alpha.py:28): AlphaForCausalLM has no setter, so the column says "Id source" and shows that
+    config attribute with its place, not "—" under a "Setter" header."""
+    from fixture_paths import LMDEPLOY_LIKE
+
+    from flowtrace import api
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.render.scan_json import scan_document
+
+    result = api.scan(LMDEPLOY_LIKE, options=IndexOptions(use_cache=False, jobs=1))
+    page = tmp_path / "lmdeploy.html"
+    page.write_text(render_html(scan_document(result, api.findings(result)), link_base="https://example.org/src"), encoding="utf-8")
+    _open(driver, page)
+    headers = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#matrix-table thead th")]
+    assert "Id source" in headers and "Setter" not in headers
+    column = headers.index("Id source")
+    row = driver.find_element(By.CSS_SELECTOR, "#matrix-table tbody tr[data-model='model-lmdeploy.pytorch.models.alpha.AlphaForCausalLM']")
+    cell = row.find_elements(By.TAG_NAME, "td")[column]
+    assert "config" in cell.text and "aux_hidden_state_layers" in cell.text
+    assert cell.find_element(By.CSS_SELECTOR, "a.src").get_attribute("href") == "https://example.org/src/lmdeploy/pytorch/models/alpha.py#L28"
+    assert not _errors(driver)

@@ -44,13 +44,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 SUPPORT_ORDER = ("broken", "supported", "inherited", "delegated", "conditional", "draft", "none")
 # The matrix legend: every support word, and the id transform a reader stumbles on.
 LEGEND = (
-    ("supported", "support-supported", "defines its capture setter, and a layer loop of the model it sets reads the ids"),
+    ("supported", "support-supported", "captures in its own code: its id source (a capture setter, config attribute or serving-config hook) reaches a layer loop that reads the ids"),
     ("inherited", "support-inherited", "captures through a setter and loop inherited from a base class"),
     ("delegated", "support-delegated", "hands the ids to an inner model (self.model, self.language_model) that captures"),
     ("conditional", "transform", "id transform that depends on the ids themselves, e.g. add one only if the first id is 1"),
     ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
     ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
-    ("none", "support-none", "no capture setter: EAGLE-3 cannot be enabled for this class"),
+    ("none", "support-none", "no capture path (no capture setter, config attribute or serving-config hook): EAGLE-3 cannot be enabled for this class"),
 )
 SEVERITY_ORDER = ("error", "warning", "info")
 PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
@@ -116,6 +116,12 @@ def wbr(text: Any) -> Markup:
     so that long qualified names wrap in narrow table columns instead of widening them."""
     parts = re.split(r"(?<=\.)|(?<=[a-z0-9_])(?=[A-Z])", _str(text))
     return Markup("<wbr>").join(escape(p) for p in parts if p)
+
+
+def _file_line(at: str) -> tuple[str | None, int | None]:
+    """``"pkg/m.py:40"`` -> ``("pkg/m.py", 40)``; ``(at or None, None)`` without a line."""
+    file, _, line = at.rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else (at or None, None)
 
 
 def _setter_owner(model: str, setter: str) -> str:
@@ -352,6 +358,10 @@ class ModelView:
     default_layers: str
     delegates: str  # short form of capture.delegates_to for the matrix
     setter_owner: str  # "own" when the class defines its setter, else the defining class
+    # A row without a setter: (kind, label, where) of its id source (config attribute, build
+    # context, serving-config hook), what the matrix's "Id source" column shows instead.
+    id_source: tuple[str, str, str] | None
+    id_source_href: str | None
     emb: tuple[str, str]
     last: tuple[str, str]
     problems: list[str]
@@ -394,6 +404,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
     capture = raw.get("capture") if isinstance(raw.get("capture"), dict) else None
     c = capture or {}
     setter = c.get("setter") if isinstance(c.get("setter"), dict) else None
+    source = c.get("id_source") if isinstance(c.get("id_source"), dict) else None
     site = c.get("capture_site") if isinstance(c.get("capture_site"), dict) else None
     verdict = _str(raw.get("support")) or "none"
     draft = raw.get("draft") is True
@@ -407,6 +418,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         cls, qualname, _str(raw.get("file")), support, " ".join(archs), _str(c.get("default_layers")), transform,
         effective, point, mechanism, _str((setter or {}).get("qualname")), _str((site or {}).get("qualname")),
         _str(c.get("delegates_to")), _str(c.get("holder")), "draft" if raw.get("draft") is True else "",
+        _str((source or {}).get("label")),
     ]  # fmt: skip
     return ModelView(
         id=ids.take("model-" + _slug(qualname)),
@@ -434,6 +446,8 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         mechanism=mechanism,
         default_layers=_one_line(_str(c.get("default_layers"))),
         setter_owner=_setter_owner(qualname, _str((setter or {}).get("qualname"))),
+        id_source=(_str(source.get("kind")), _str(source.get("label")), _str(source.get("at"))) if source and not setter else None,
+        id_source_href=link(*_file_line(_str(source.get("at")))) if source and not setter else None,
         delegates=_short_qualname(_str(c.get("delegates_to")), 1) if "." in _str(c.get("delegates_to")).removeprefix("self.") else _str(c.get("delegates_to")),
         emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
         last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
@@ -621,10 +635,24 @@ def _probe_views(probe: Any, index: ModelIndex) -> tuple[ProbeView | None, dict[
     counts = Counter(v.status or "no verdict" for v in views)
     worst = min((v.mark for v in views), key=lambda m: _MARK_RANK.get(m, 1), default="other")
     panel = ProbeView(
-        command="merge", status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())), mark=worst,
-        verdict="", target=f"{len(per_model)} models in this matrix, {len(views)} runs", num_layers=None,
-        claim_model=None, claim_source="", claim_boundaries=[], observed=None, slots=[], candidates=[],
-        reason="", evidence="", warnings=[], strip=None, model_id=None, device="",
+        command="merge",
+        status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+        mark=worst,
+        verdict="",
+        target=f"{len(per_model)} models in this matrix, {len(views)} runs",
+        num_layers=None,
+        claim_model=None,
+        claim_source="",
+        claim_boundaries=[],
+        observed=None,
+        slots=[],
+        candidates=[],
+        reason="",
+        evidence="",
+        warnings=[],
+        strip=None,
+        model_id=None,
+        device="",
     )
     return panel, per_model
 
