@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.example_code import causal_lm, module
+from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
@@ -12,7 +12,12 @@ from flowtrace.model.facts import ProblemKind
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
 
-_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED})
+_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED, ProblemKind.SETTER_WRITES_NOTHING})
+# What a class holds itself (its delegate, its holder): unresolved for that class even when the
+# setter is inherited (an interface's setter walks each class's own language model), so it is
+# reported on the registered class. The other kinds are about the setter's own body: reported
+# once, on the class that defines it.
+_OWN = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED})
 
 
 class UnresolvedCapture(Rule):
@@ -24,14 +29,16 @@ class UnresolvedCapture(Rule):
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
     valid = (
         Example(
-            module("""\
+            module(
+                """\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""", """\
+""",
+                """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -46,19 +53,24 @@ class ExModel(Module):
                 hidden_states, residual, capture_output=aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""", causal_lm()), 'a keyword callback is followed into the layer'
+""",
+                causal_lm(),
+            ),
+            "a keyword callback is followed into the layer",
         ),
     )
     invalid = (
         Example(
-            module("""\
+            module(
+                """\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""", """\
+""",
+                """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -73,7 +85,26 @@ class ExModel(Module):
                 hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally', consequence=None, severity="info"
+""",
+                causal_lm(),
+            ),
+            "positional: cannot be followed",
+            line=20,
+            kind=ProblemKind.POINT_UNKNOWN,
+            message="handed to layer i positionally",
+            consequence=None,
+            severity="info",
+        ),
+        Example(
+            module(
+                CAPTURING_MODEL, causal_lm('    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        for i in layer_ids:\n            self.model.record_outputs[f"layer_{i}"] = True\n')
+            ),
+            "the setter records its ids under another attribute (output hooks, say): not decided statically",
+            line=35,
+            kind=ProblemKind.SETTER_WRITES_NOTHING,
+            message="the setter writes no capture attribute named by the profile",
+            consequence=None,
+            severity="info",
         ),
     )
 
@@ -98,11 +129,11 @@ class ExModel(Module):
             if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
                 continue
             entry = chain.transforms[0]
-            if entry.owner == row.qualname:  # an inherited setter is reported on the class that defines it
-                issue = next((p for p in chain.problems if p.kind in _UNRESOLVED), None)
-                if issue is not None:
-                    where = issue.location or entry.location
-                    yield self.finding(entry.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
+            own = entry.owner == row.qualname  # an inherited setter is reported on the class that defines it
+            issue = next((p for p in chain.problems if p.kind in _UNRESOLVED and (own or (row.registered and p.kind in _OWN))), None)
+            if issue is not None:
+                where = issue.location or entry.location
+                yield self.finding(entry.location if own else row.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
             site = chain.site
             if site is None or site.point != F.UNKNOWN or site.location in seen:
                 continue

@@ -473,10 +473,39 @@ class ModelIndex:
         # too. Not its setter's class: a setter shared by many rows carries findings about the
         # setter's own model, which explain nothing about another row.
         self.by_cause: dict[str, list[ModelView]] = {}
+        # Also shown on a row: a finding at the row's class definition (a per-platform copy
+        # merged into another's finding keeps its place in ``related``); for a setter-less row,
+        # at the place that decides its outcome (a config builder refusing the method); a finding on
+        # the row's setter class whose problem kind the row's own chain has (the setter's
+        # defect is this row's defect, not a remark about the setter's own model).
+        self.by_place: dict[tuple[str, int], list[ModelView]] = {}
+        self.by_setter_kind: dict[tuple[str, str], list[ModelView]] = {}
         for m in models:
             c = m.capture or {}
             for cause in {_str(c.get("holder")), _str(c.get("delegates_to"))} - {"", m.qualname}:
                 self.by_cause.setdefault(cause, []).append(m)
+            places = {(m.file, m.line)}
+            if m.id_source is not None:  # a setter's row: its outcome_at is often the shared setter
+                places.add(_file_line(_str(c.get("outcome_at"))))
+            for file, line in places:
+                if file and line is not None:
+                    self.by_place.setdefault((file, line), []).append(m)
+            setter_class = _str((m.setter or {}).get("qualname")).rpartition(".")[0]
+            for kind in _list(c.get("problem_kinds")) if setter_class and setter_class != m.qualname else ():
+                self.by_setter_kind.setdefault((setter_class, _str(kind)), []).append(m)
+
+    def affected_by(self, f: dict[str, Any]) -> list[ModelView]:
+        """Every model a finding concerns besides the one its symbol names (see ``__init__``)."""
+        out = self.affected(f.get("symbol"))
+        for where in [f, *(_dict(r) for r in _list(f.get("related")))]:
+            line = _int(where.get("line"))
+            if line is not None:
+                out += self.by_place.get((_str(where.get("file")), line), [])
+        kind, probe = _str(f.get("kind")), _str(f.get("symbol"))
+        while kind and probe:
+            out += self.by_setter_kind.get((probe, kind), [])
+            probe = probe.rpartition(".")[0]
+        return out
 
     def affected(self, name: Any) -> list[ModelView]:
         """The models whose capture chain runs through the class ``name`` (or its method) names."""
@@ -551,7 +580,7 @@ def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sourc
                 )
             )
             seen: set[int] = set()
-            for target in (model, *index.affected(f.get("symbol"))):
+            for target in (model, *index.affected_by(f)):
                 if target is not None and id(target) not in seen:
                     seen.add(id(target))
                     target.findings.append(views[-1])
