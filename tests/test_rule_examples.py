@@ -1,7 +1,7 @@
 """Every rule's VALID / INVALID examples (Fixit style) run: INVALID ones fire, VALID ones do not.
 
 Each example is a complete module. It is written to ``models/example.py`` of a small engine tree
-(SGLang-shaped by default, vLLM-shaped for ``profile="vllm"``) next to three sibling models
+(SGLang-shaped by default, vLLM- or LMDeploy-shaped for ``profile="vllm"`` / ``"lmdeploy"``) next to three sibling models
 with the engine's usual conventions (plus-one setter, capture before layer i, guarded residual),
 so rules that compare a class with its siblings can judge it. Only findings in example.py of the
 rule under test count. FT016 (suppressions) is produced by the check runner, so its examples go
@@ -22,7 +22,7 @@ from flowtrace.lint.runner import run_check
 
 from fixture_paths import FIXTURES
 
-SIBLING = '''from sglang.srt.layers.base import Module, ModuleList
+SIBLING = """from sglang.srt.layers.base import Module, ModuleList
 
 
 class Sib{X}Model(Module):
@@ -69,7 +69,7 @@ class Sib{X}ForCausalLM(Module):
 
 
 EntryClass = Sib{X}ForCausalLM
-'''
+"""
 
 SGLANG_HEADER = "from sglang.srt.layers.base import Module, ModuleList\n\n"
 VLLM_HEADER = "from vllm.model_executor.models.interfaces import EagleModelMixin, Module, SupportsEagle3\n\n"
@@ -81,9 +81,7 @@ def _sglang_tree(root: Path, code: str) -> str:
     models.mkdir(parents=True)
     for pkg in ("sglang", "sglang/srt", "sglang/srt/layers", "sglang/srt/models"):
         (root / pkg / "__init__.py").write_text("")
-    (root / "sglang/srt/layers/base.py").write_text(
-        "class Module:\n    def __call__(self, *a, **k):\n        return self.forward(*a, **k)\n\n\nclass ModuleList(list):\n    pass\n"
-    )
+    (root / "sglang/srt/layers/base.py").write_text("class Module:\n    def __call__(self, *a, **k):\n        return self.forward(*a, **k)\n\n\nclass ModuleList(list):\n    pass\n")
     for x in "ABC":
         (models / f"sib_{x.lower()}.py").write_text(SIBLING.replace("{X}", x))
     (models / "example.py").write_text(SGLANG_HEADER + code)
@@ -104,9 +102,29 @@ def _vllm_tree(root: Path, code: str) -> str:
     return "vllm/model_executor/models/example.py"
 
 
+LMDEPLOY_HEADER = "import torch\nfrom torch import nn\n\n"
+
+
+def _lmdeploy_tree(root: Path, code: str) -> str:
+    """An LMDeploy-shaped tree: ids come from a config attribute or build-context field (no
+    setter), config builders may sit in the example, and ``MODULE_MAP`` registers its classes."""
+    models = root / "lmdeploy/pytorch/models"
+    models.mkdir(parents=True)
+    for pkg in ("lmdeploy", "lmdeploy/pytorch", "lmdeploy/pytorch/models"):
+        (root / pkg / "__init__.py").write_text("")
+    classes = re.findall(r"^class (\w+(?:ForCausalLM|ForConditionalGeneration))\b", code, re.M)
+    entries = "".join(f"    '{c}': 'lmdeploy.pytorch.models.example.{c}',\n" for c in classes)
+    (models / "module_map.py").write_text(f"MODULE_MAP = dict()\n\nMODULE_MAP.update({{\n{entries}}})\n")
+    (models / "example.py").write_text(LMDEPLOY_HEADER + code)
+    return "lmdeploy/pytorch/models/example.py"
+
+
+_TREES = {"": _sglang_tree, "vllm": _vllm_tree, "lmdeploy": _lmdeploy_tree}
+
+
 def _findings(tmp_path: Path, code: str, rule: str, profile: str) -> list:
     root = tmp_path / "engine"
-    example = (_vllm_tree if profile == "vllm" else _sglang_tree)(root, code)
+    example = _TREES[profile](root, code)
     if rule == "FT016":
         outcome = run_check(root, select=["FT009", "FT016"], jobs=1, use_cache=False, isolated=True, exit_zero=True)
         found = outcome.findings
@@ -123,7 +141,7 @@ CASES = [
 ]
 
 
-HEADER_LINES = {"": SGLANG_HEADER.count("\n"), "vllm": VLLM_HEADER.count("\n")}
+HEADER_LINES = {"": SGLANG_HEADER.count("\n"), "vllm": VLLM_HEADER.count("\n"), "lmdeploy": LMDEPLOY_HEADER.count("\n")}
 
 
 @pytest.mark.parametrize("code, kind, index, example", CASES)
@@ -132,16 +150,9 @@ def test_rule_example(tmp_path, code, kind, index, example):
     if kind == "invalid":
         assert found, f"{code} INVALID example {index} ({example.note or 'no note'}) does not fire"
         line = example.line + HEADER_LINES[example.profile]
-        matching = [
-            f for f in found
-            if f.line == line and f.kind == example.kind and example.message in f.message
-            and f.consequence == example.consequence and f.severity == example.severity
-        ]
+        matching = [f for f in found if f.line == line and f.kind == example.kind and example.message in f.message and f.consequence == example.consequence and f.severity == example.severity]
         got = [(f.line - HEADER_LINES[example.profile], f.kind, f.consequence, f.severity, f.message) for f in found]
-        assert matching, (
-            f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind}, "
-            f"{example.consequence}, {example.severity} and {example.message!r}: {got}"
-        )
+        assert matching, f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind}, {example.consequence}, {example.severity} and {example.message!r}: {got}"
     else:
         assert not found, f"{code} VALID example {index} fires: {[f.message for f in found]}"
 

@@ -3,7 +3,8 @@ by hand from reading it, and the rule's findings on it must be exactly those.
 
 Codes with a file in ``tests/fixtures/rules/codes/`` (``ftNNN.py``): the file is a complete
 model module, placed as ``models/example.py`` of the example harness's engine tree (three
-SGLang-shaped siblings with the usual conventions), and its docstring lists the findings as
+SGLang-shaped siblings with the usual conventions; another engine's tree where the docstring
+says ``tree: lmdeploy``), and its docstring lists the findings as
 ``expect: LINE KIND "message fragment"`` lines. Codes whose cases live in the shared rule
 fixture engines (``rules_sglang`` / ``rules_vllm``, one module per case) use the expectations
 of ``tests/test_rule_fixtures.py``, compared here one code at a time. Every registered code
@@ -24,7 +25,7 @@ from flowtrace.lint.runner import run_check
 from flowtrace.model.facts import ProblemKind
 
 from fixture_paths import RULE_FIXTURES
-from test_rule_examples import _sglang_tree
+from test_rule_examples import _TREES
 from test_rule_fixtures import EXPECTED_SGLANG, EXPECTED_VLLM, _keyed
 
 CODES = RULE_FIXTURES / "codes"
@@ -35,9 +36,16 @@ def _expected(path: Path) -> list[tuple[int, ProblemKind, str]]:
     return [(int(line), ProblemKind(kind), fragment) for line, kind, fragment in EXPECT.findall(path.read_text())]
 
 
+TREE = re.compile(r"^tree: (\w+)$", re.M)
+
+
 def _own_findings(tmp_path: Path, code: str, text: str) -> list:
+    """The fixture as ``models/example.py`` of the example harness's tree: SGLang-shaped, or the
+    engine its docstring names (``tree: lmdeploy``), written without the harness's header so
+    that its line numbers are the file's own."""
     root = tmp_path / "engine"
-    example = _sglang_tree(root, "")
+    tree = TREE.search(text)
+    example = _TREES[tree.group(1) if tree else ""](root, text)
     (root / example).write_text(text)
     if code == "FT016":
         found = run_check(root, select=["FT009", "FT016"], jobs=1, use_cache=False, isolated=True, exit_zero=True).findings

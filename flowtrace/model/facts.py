@@ -164,6 +164,11 @@ class ProblemKind(Word):
     CONFIG_READERS_DISAGREE = "config_readers_disagree"
     UNREADABLE_FILE = "unreadable_file"
     REGISTRY_TARGET_MISSING = "registry_target_missing"
+    # A setter-less id source (config attribute, build-context field) that EAGLE-3 never fills:
+    # the engine's config builder refuses the method at start-up, or nothing writes the ids and
+    # the model captures nothing.
+    METHOD_REFUSED = "method_refused"
+    IDS_NEVER_SUPPLIED = "ids_never_supplied"
     UNUSED_SUPPRESSION = "unused_suppression"
 
 
