@@ -35,6 +35,8 @@ DOC = {
         _model("pkg.nv.m.Vl", "pkg/nv/m.py", 30, _setter_capture(["delegate_lacks_setter"])),
         _model("pkg.f.F", "pkg/f.py", 12, _source_capture("pkg/cfg.py:88")),
         _model("pkg.g.G", "pkg/g.py", 14, _source_capture("pkg/cfg.py:88")),
+        _model("pkg.h.RegForCausalLM", "pkg/h.py", 3, None),
+        _model("pkg.h.RegModel", "pkg/h.py", 20, _setter_capture(["capture_without_setter"])),
     ],
     "findings": [
         # on the class defining the setter, about the setter's own body
@@ -43,6 +45,8 @@ DOC = {
         _finding("FT021", "pkg.amd.m.Vl", "pkg/amd/m.py", 20, "interface_holder_cannot_capture", [{"file": "pkg/nv/m.py", "line": 30}]),
         # at the config builder line that decides two setter-less rows
         _finding("FT023", "pkg.f.F", "pkg/cfg.py", 88, "method_refused"),
+        # on an inner model, its path running through the registered class that builds it
+        {**_finding("FT002", "pkg.h.RegModel", "pkg/h.py", 24, "capture_without_setter"), "flow": [{"file": "pkg/h.py", "line": 3, "label": "registered class"}]},
     ],
 }
 
@@ -67,3 +71,9 @@ def test_a_setter_less_row_shows_the_finding_where_its_outcome_is_decided():
     shown = _shown()
     assert shown["pkg.f.F"] == {"FT023"} and shown["pkg.g.G"] == {"FT023"}
     assert "FT023" not in shown["pkg.c.Other"]  # a setter row's outcome_at is not a cause of its own
+
+
+def test_a_finding_shows_on_the_classes_its_path_runs_through():
+    shown = _shown()
+    assert shown["pkg.h.RegModel"] == {"FT002"} and shown["pkg.h.RegForCausalLM"] == {"FT002"}
+    assert "FT002" not in shown["pkg.g.G"]

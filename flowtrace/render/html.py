@@ -474,7 +474,8 @@ class ModelIndex:
         # setter's own model, which explain nothing about another row.
         self.by_cause: dict[str, list[ModelView]] = {}
         # Also shown on a row: a finding at the row's class definition (a per-platform copy
-        # merged into another's finding keeps its place in ``related``); for a setter-less row,
+        # merged into another's finding keeps its place in ``related``; a wrapped model is a
+        # step of the wrapper's finding's ``flow``); for a setter-less row,
         # at the place that decides its outcome (a config builder refusing the method); a finding on
         # the row's setter class whose problem kind the row's own chain has (the setter's
         # defect is this row's defect, not a remark about the setter's own model).
@@ -497,7 +498,8 @@ class ModelIndex:
     def affected_by(self, f: dict[str, Any]) -> list[ModelView]:
         """Every model a finding concerns besides the one its symbol names (see ``__init__``)."""
         out = self.affected(f.get("symbol"))
-        for where in [f, *(_dict(r) for r in _list(f.get("related")))]:
+        # its own place, the merged copies' places, and the classes its path runs through
+        for where in [f, *(_dict(r) for r in _list(f.get("related"))), *(_dict(s) for s in _list(f.get("flow")))]:
             line = _int(where.get("line"))
             if line is not None:
                 out += self.by_place.get((_str(where.get("file")), line), [])
