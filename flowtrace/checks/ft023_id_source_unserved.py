@@ -120,7 +120,7 @@ class IdSourceUnserved(Rule):
             outcome = getattr(src, "outcome", None)
             where = getattr(src, "reason_location", None) or getattr(src, "location", None)
             if outcome in (REFUSES, CAPTURES_NOTHING) and where is not None:
-                causes.setdefault((outcome, where, src.reason), []).append(row)
+                causes.setdefault((outcome, where, getattr(src, "reason", "")), []).append(row)
         for (outcome, where, reason), rows in sorted(causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])):
             yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname))
 

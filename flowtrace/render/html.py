@@ -485,7 +485,7 @@ class ModelIndex:
             c = m.capture or {}
             for cause in {_str(c.get("holder")), _str(c.get("delegates_to"))} - {"", m.qualname}:
                 self.by_cause.setdefault(cause, []).append(m)
-            places = {(m.file, m.line)}
+            places: set[tuple[str | None, int | None]] = {(m.file, m.line)}
             if m.id_source is not None:  # a setter's row: its outcome_at is often the shared setter
                 places.add(_file_line(_str(c.get("outcome_at"))))
             for file, line in places:
