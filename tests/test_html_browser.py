@@ -145,7 +145,8 @@ def _visible_rows(driver) -> list[Any]:
 
 def _in_viewport(driver, element_id: str) -> bool:
     return driver.execute_script(
-        "var r = document.getElementById(arguments[0]).getBoundingClientRect();return r.height > 0 && r.top < window.innerHeight && r.bottom > 0;",
+        "var r = document.getElementById(arguments[0]).getBoundingClientRect();"
+        "return r.height > 0 && r.top < window.innerHeight && r.bottom > 0;",
         element_id,
     )
 
@@ -230,7 +231,9 @@ def test_graph_svg_per_model(driver, fixture_page, tmp_path):
     beta = "model-sglang.srt.models.beta.BetaForCausalLM"
     Select(driver.find_element(By.ID, "model-select")).select_by_value(beta)
     assert driver.find_element(By.ID, beta).is_displayed()
-    size = driver.execute_script("var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta)
+    size = driver.execute_script(
+        "var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta
+    )
     assert size[0] > 100 and size[1] > 30
     assert len([a for a in driver.find_elements(By.CSS_SELECTOR, "article.model-detail") if a.is_displayed()]) == 1
     # clicking a class in the matrix switches the inspector to it
@@ -250,7 +253,9 @@ def test_graph_svg_per_model(driver, fixture_page, tmp_path):
 def test_csp_blocks_injected_script(driver, sample_page):
     """Defence in depth: even markup that got into the page could not run its inline script."""
     _open(driver, sample_page)
-    driver.execute_script("var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);")
+    driver.execute_script(
+        "var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);"
+    )
     assert driver.execute_script("return typeof window.__pwned") == "undefined"
     logs = driver.get_log("browser")
     assert any("Content Security Policy" in e.get("message", "") for e in logs)
@@ -267,7 +272,10 @@ def test_no_scroll_box_inside_the_page(driver, fixture_page):
     driver.set_window_size(1400, 420)  # much shorter than the matrix
     try:
         _open(driver, path)
-        inner, page = driver.execute_script("var w = document.querySelector('.table-wrap');return [w.scrollHeight > w.clientHeight + 1, document.documentElement.scrollHeight > window.innerHeight];")
+        inner, page = driver.execute_script(
+            "var w = document.querySelector('.table-wrap');"
+            "return [w.scrollHeight > w.clientHeight + 1, document.documentElement.scrollHeight > window.innerHeight];"
+        )
         assert not inner, "the matrix must not scroll inside its own box"
         assert page, "the page itself scrolls"
     finally:

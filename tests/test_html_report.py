@@ -68,79 +68,37 @@ def sample_doc() -> dict[str, Any]:
 
     models = [
         {
-            "class": "AlphaForCausalLM",
-            "qualname": alpha,
-            "file": "pkg/models/alpha.py",
-            "line": 30,
-            "registered": True,
-            "architectures": ["AlphaForCausalLM"],
-            "support": "supported",
+            "class": "AlphaForCausalLM", "qualname": alpha, "file": "pkg/models/alpha.py", "line": 30, "registered": True,
+            "architectures": ["AlphaForCausalLM"], "support": "supported",
             "capture": capture(f"{alpha}.set_eagle3_layers_to_capture", "pkg/models/alpha.py", "plus_one", "input", "hidden_states + residual"),
         },
         {
-            "class": HOSTILE,
-            "qualname": evil,
-            "file": HOSTILE_FILE,
-            "line": 7,
-            "registered": True,
-            "architectures": [HOSTILE_PWN],
-            "support": "broken",
+            "class": HOSTILE, "qualname": evil, "file": HOSTILE_FILE, "line": 7, "registered": True,
+            "architectures": [HOSTILE_PWN], "support": "broken",
             "capture": capture(f"{evil}.set_eagle3_layers_to_capture", HOSTILE_FILE, "identity", "output", HOSTILE_PWN, problems=[HOSTILE]),
         },
         {
-            "class": "VLForConditionalGeneration",
-            "qualname": deleg,
-            "file": "pkg/models/vl.py",
-            "line": 5,
-            "registered": True,
-            "architectures": ["VLForConditionalGeneration"],
-            "support": "delegated",
+            "class": "VLForConditionalGeneration", "qualname": deleg, "file": "pkg/models/vl.py", "line": 5, "registered": True,
+            "architectures": ["VLForConditionalGeneration"], "support": "delegated",
             "capture": {
                 **capture(f"{deleg}.set_eagle3_layers_to_capture", "pkg/models/vl.py", "delegates", "input", "hidden_states"),
-                "delegates_to": "language_model",
-                "effective_transform": "plus_one",
+                "delegates_to": "language_model", "effective_transform": "plus_one",
             },
         },
         {
-            "class": "PlainForCausalLM",
-            "qualname": plain,
-            "file": "pkg/models/plain.py",
-            "line": 3,
-            "registered": False,
-            "architectures": [],
-            "support": "none",
-            "capture": None,
+            "class": "PlainForCausalLM", "qualname": plain, "file": "pkg/models/plain.py", "line": 3, "registered": False,
+            "architectures": [], "support": "none", "capture": None,
         },
     ]
     findings = [
-        {
-            "rule": "FT003",
-            "name": "inconsistent-conventions",
-            "severity": "warning",
-            "file": "pkg/models/vl.py",
-            "line": 9,
-            "message": "delegation changes the transform",
-            "symbol": deleg,
-            "fingerprint": "c3",
-        },
-        {
-            "rule": "FT003",
-            "name": "inconsistent-conventions",
-            "severity": "warning",
-            "file": "pkg/models/alpha.py",
-            "line": 41,
-            "message": "plus_one here, identity elsewhere",
-            "symbol": f"{alpha}.set_eagle3_layers_to_capture",
-            "fingerprint": "a1",
-        },
+        {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": "pkg/models/vl.py", "line": 9, "message": "delegation changes the transform", "symbol": deleg, "fingerprint": "c3"},
+        {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": "pkg/models/alpha.py", "line": 41, "message": "plus_one here, identity elsewhere", "symbol": f"{alpha}.set_eagle3_layers_to_capture", "fingerprint": "a1"},
         {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": HOSTILE_FILE, "line": 7, "message": HOSTILE_PWN, "symbol": evil, "fingerprint": "b2"},
         {"rule": "FT001", "name": "missing-capture", "severity": "error", "file": "pkg/models/plain.py", "line": 3, "message": f"no setter {HOSTILE}", "symbol": plain, "fingerprint": "d4"},
         {"rule": "FT010", "name": "unreachable-last-layer", "severity": "info", "file": "pkg/other.py", "line": 1, "message": "not tied to a model", "symbol": None, "fingerprint": "e5"},
     ]
     graph = {
-        "directed": True,
-        "multigraph": True,
-        "graph": {},
+        "directed": True, "multigraph": True, "graph": {},
         "nodes": [
             {"id": "config:eagle_aux_hidden_state_layer_ids", "kind": "config", "label": "eagle_aux_hidden_state_layer_ids", "file": "", "line": 0, "model": ""},
             {"id": f"model:{alpha}", "kind": "model", "label": "AlphaForCausalLM", "file": "pkg/models/alpha.py", "line": 30, "model": alpha},
@@ -205,24 +163,16 @@ def sample_doc() -> dict[str, Any]:
 
 def capture_probe(model: str, verdict: str = "refuted") -> dict[str, Any]:
     return {
-        "schema": "flowtrace.probe/1",
-        "command": "capture",
+        "schema": "flowtrace.probe/1", "command": "capture",
         "target": {"name": "tiny-alpha", "source": "factory", "num_layers": 32, "hidden_size": 64, "vocab_size": 128, "embed_module": "embed", "layers_module": "layers", "parameters": 1000},
-        "device": "cpu",
-        "dtype": "float32",
-        "execution": "eager",
-        "timings": {"build": 0.1},
-        "boundaries": [0, 3, 30],
-        "primary_observation": 0,
-        "observations": [],
+        "device": "cpu", "dtype": "float32", "execution": "eager", "timings": {"build": 0.1},
+        "boundaries": [0, 3, 30], "primary_observation": 0, "observations": [],
         "claim": {"source": "--expect", "model": model, "boundaries": [0, 3, 31]},
         "slots": [
             {"slot": 0, "expected": 0, "observed": 0, "verdict": "confirmed", "evidence": "exact"},
             {"slot": 2, "expected": 31, "observed": 30, "verdict": "refuted", "evidence": f"exact match of b=30 {HOSTILE}"},
         ],
-        "verdict": verdict,
-        "exit_code": 1,
-        "warnings": [HOSTILE_PWN],
+        "verdict": verdict, "exit_code": 1, "warnings": [HOSTILE_PWN],
     }
 
 
@@ -582,12 +532,7 @@ def test_minimal_and_empty_docs():
     doc = {"schema": "flowtrace.scan/1", "models": [], "findings": []}
     tb = check_report(render_html(doc), doc)
     assert "No findings." in by_id(tb)["findings"].text()
-    doc2 = {
-        "schema": "flowtrace.scan/1",
-        "models": [{"class": "X", "qualname": "X", "support": "weird", "capture": None}],
-        "findings": [],
-        "graph": {"nodes": [{"id": 1, "kind": "model", "model": "X", "label": "X"}, {"id": [2, "b"], "kind": "odd"}], "edges": [{"source": 1, "target": [2, "b"], "label": "e"}]},
-    }
+    doc2 = {"schema": "flowtrace.scan/1", "models": [{"class": "X", "qualname": "X", "support": "weird", "capture": None}], "findings": [], "graph": {"nodes": [{"id": 1, "kind": "model", "model": "X", "label": "X"}, {"id": [2, "b"], "kind": "odd"}], "edges": [{"source": 1, "target": [2, "b"], "label": "e"}]}}
     tb2 = check_report(render_html(doc2), doc2)
     assert [n for n in tb2.root.walk() if n.tag == "svg" and "graph" in n.classes()]
 
@@ -608,17 +553,10 @@ def test_probe_marks_model_and_findings():
     assert data_block(tb)["ui"]["default_model"] == "model-" + alpha
     # a draft probe with a confirmed claim, naming the model by class name
     draft = {
-        "schema": "flowtrace.probe/1",
-        "command": "draft",
-        "target": {"name": "t", "num_layers": 32},
-        "boundaries": [0, 3, 31],
+        "schema": "flowtrace.probe/1", "command": "draft", "target": {"name": "t", "num_layers": 32}, "boundaries": [0, 3, 31],
         "candidates": [{"boundaries": [0, 3, 31], "sources": ["claim"], "correct": 90, "total": 100, "accuracy": 0.9}],
-        "verdict": "clear winner",
-        "reason": "margin 0.4",
-        "claim": {"source": "x", "model": "AlphaForCausalLM", "boundaries": [0, 3, 31]},
-        "claim_verdict": "confirmed",
-        "claim_evidence": "winner",
-        "warnings": [],
+        "verdict": "clear winner", "reason": "margin 0.4", "claim": {"source": "x", "model": "AlphaForCausalLM", "boundaries": [0, 3, 31]},
+        "claim_verdict": "confirmed", "claim_evidence": "winner", "warnings": [],
     }
     tb2 = check_report(render_html(doc, probe=draft), doc)
     assert any("probe-confirmed" in n.classes() for n in rows_by_model(tb2)["model-" + alpha].walk())
@@ -659,7 +597,10 @@ def test_deterministic_across_hash_seeds(tmp_path):
 
     doc_path = tmp_path / "doc.json"
     doc_path.write_text(json.dumps(sample_doc()), encoding="utf-8")
-    code = "import json, sys, hashlib; from flowtrace.render.html import render_html; print(hashlib.sha256(render_html(json.load(open(sys.argv[1]))).encode()).hexdigest())"
+    code = (
+        "import json, sys, hashlib; from flowtrace.render.html import render_html; "
+        "print(hashlib.sha256(render_html(json.load(open(sys.argv[1]))).encode()).hexdigest())"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code, str(doc_path)], env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert out == hashlib.sha256(render_html(sample_doc()).encode()).hexdigest()

@@ -22,7 +22,7 @@ from flowtrace.lint.runner import run_check
 
 from fixture_paths import FIXTURES
 
-SIBLING = """from sglang.srt.layers.base import Module, ModuleList
+SIBLING = '''from sglang.srt.layers.base import Module, ModuleList
 
 
 class Sib{X}Model(Module):
@@ -69,7 +69,7 @@ class Sib{X}ForCausalLM(Module):
 
 
 EntryClass = Sib{X}ForCausalLM
-"""
+'''
 
 SGLANG_HEADER = "from sglang.srt.layers.base import Module, ModuleList\n\n"
 VLLM_HEADER = "from vllm.model_executor.models.interfaces import EagleModelMixin, Module, SupportsEagle3\n\n"
@@ -81,7 +81,9 @@ def _sglang_tree(root: Path, code: str) -> str:
     models.mkdir(parents=True)
     for pkg in ("sglang", "sglang/srt", "sglang/srt/layers", "sglang/srt/models"):
         (root / pkg / "__init__.py").write_text("")
-    (root / "sglang/srt/layers/base.py").write_text("class Module:\n    def __call__(self, *a, **k):\n        return self.forward(*a, **k)\n\n\nclass ModuleList(list):\n    pass\n")
+    (root / "sglang/srt/layers/base.py").write_text(
+        "class Module:\n    def __call__(self, *a, **k):\n        return self.forward(*a, **k)\n\n\nclass ModuleList(list):\n    pass\n"
+    )
     for x in "ABC":
         (models / f"sib_{x.lower()}.py").write_text(SIBLING.replace("{X}", x))
     (models / "example.py").write_text(SGLANG_HEADER + code)
@@ -150,9 +152,16 @@ def test_rule_example(tmp_path, code, kind, index, example):
     if kind == "invalid":
         assert found, f"{code} INVALID example {index} ({example.note or 'no note'}) does not fire"
         line = example.line + HEADER_LINES[example.profile]
-        matching = [f for f in found if f.line == line and f.kind == example.kind and example.message in f.message and f.consequence == example.consequence and f.severity == example.severity]
+        matching = [
+            f for f in found
+            if f.line == line and f.kind == example.kind and example.message in f.message
+            and f.consequence == example.consequence and f.severity == example.severity
+        ]
         got = [(f.line - HEADER_LINES[example.profile], f.kind, f.consequence, f.severity, f.message) for f in found]
-        assert matching, f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind}, {example.consequence}, {example.severity} and {example.message!r}: {got}"
+        assert matching, (
+            f"{code} INVALID example {index} fires, but not at line {example.line} with {example.kind}, "
+            f"{example.consequence}, {example.severity} and {example.message!r}: {got}"
+        )
     else:
         assert not found, f"{code} VALID example {index} fires: {[f.message for f in found]}"
 

@@ -29,16 +29,14 @@ class UnresolvedCapture(Rule):
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
     valid = (
         Example(
-            module(
-                """\
+            module("""\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""",
-                """\
+""", """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -53,24 +51,19 @@ class ExModel(Module):
                 hidden_states, residual, capture_output=aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""",
-                causal_lm(),
-            ),
-            "a keyword callback is followed into the layer",
+""", causal_lm()), 'a keyword callback is followed into the layer'
         ),
     )
     invalid = (
         Example(
-            module(
-                """\
+            module("""\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""",
-                """\
+""", """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -85,26 +78,15 @@ class ExModel(Module):
                 hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""",
-                causal_lm(),
-            ),
-            "positional: cannot be followed",
-            line=20,
-            kind=ProblemKind.POINT_UNKNOWN,
-            message="handed to layer i positionally",
-            consequence=None,
-            severity="info",
+""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally', consequence=None, severity="info"
         ),
         Example(
-            module(
-                CAPTURING_MODEL, causal_lm('    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        for i in layer_ids:\n            self.model.record_outputs[f"layer_{i}"] = True\n')
-            ),
-            "the setter records its ids under another attribute (output hooks, say): not decided statically",
-            line=35,
-            kind=ProblemKind.SETTER_WRITES_NOTHING,
-            message="the setter writes no capture attribute named by the profile",
-            consequence=None,
-            severity="info",
+            module(CAPTURING_MODEL, causal_lm(
+                "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+                "        for i in layer_ids:\n"
+                "            self.model.record_outputs[f\"layer_{i}\"] = True\n"
+            )), 'the setter records its ids under another attribute (output hooks, say): not decided statically', line=35,
+            kind=ProblemKind.SETTER_WRITES_NOTHING, message='the setter writes no capture attribute named by the profile', consequence=None, severity="info"
         ),
     )
 

@@ -43,15 +43,7 @@ def _store(name: str):
 
 def ui_options(f):
     """-q/--quiet, -v/--verbose, --color auto|always|never."""
-    f = click.option(
-        "--color",
-        type=click.Choice(["auto", "always", "never"]),
-        default="auto",
-        show_default=True,
-        expose_value=False,
-        callback=_store("color"),
-        help="Colour the text output (auto: only on a terminal).",
-    )(f)
+    f = click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, expose_value=False, callback=_store("color"), help="Colour the text output (auto: only on a terminal).")(f)
     f = click.option("-v", "--verbose", is_flag=True, default=None, expose_value=False, callback=_store("verbose"), help="Say which settings were applied (config file, profiles).")(f)
     f = click.option("-q", "--quiet", is_flag=True, default=None, expose_value=False, callback=_store("quiet"), help="Print only the requested output and errors (no summary or status lines).")(f)
     return f

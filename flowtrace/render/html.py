@@ -486,7 +486,7 @@ class ModelIndex:
             for cause in {_str(c.get("holder")), _str(c.get("delegates_to"))} - {"", m.qualname}:
                 self.by_cause.setdefault(cause, []).append(m)
             places: set[tuple[str | None, int | None]] = {(m.file, m.line)}
-            if m.id_source is not None:  # a setter's row: its outcome_at is often the shared setter
+            if m.id_source is not None:  # setter-less rows only: a setter row's outcome_at is often its shared setter
                 places.add(_file_line(_str(c.get("outcome_at"))))
             for file, line in places:
                 if file and line is not None:
@@ -666,24 +666,10 @@ def _probe_views(probe: Any, index: ModelIndex) -> tuple[ProbeView | None, dict[
     counts = Counter(v.status or "no verdict" for v in views)
     worst = min((v.mark for v in views), key=lambda m: _MARK_RANK.get(m, 1), default="other")
     panel = ProbeView(
-        command="merge",
-        status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-        mark=worst,
-        verdict="",
-        target=f"{len(per_model)} models in this matrix, {len(views)} runs",
-        num_layers=None,
-        claim_model=None,
-        claim_source="",
-        claim_boundaries=[],
-        observed=None,
-        slots=[],
-        candidates=[],
-        reason="",
-        evidence="",
-        warnings=[],
-        strip=None,
-        model_id=None,
-        device="",
+        command="merge", status=", ".join(f"{n} {s}" for s, n in sorted(counts.items())), mark=worst,
+        verdict="", target=f"{len(per_model)} models in this matrix, {len(views)} runs", num_layers=None,
+        claim_model=None, claim_source="", claim_boundaries=[], observed=None, slots=[], candidates=[],
+        reason="", evidence="", warnings=[], strip=None, model_id=None, device="",
     )
     return panel, per_model
 
