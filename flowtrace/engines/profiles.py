@@ -133,6 +133,14 @@ class Profile:
     embedding_id: int | None = _key("checks", INT, merged="")
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
     startup_refusal: str = _key("checks", TEXT, merged="")
+    # -- read by `flowtrace probe engine`, not the scan (flowtrace.probe.settings) ---------------
+    package: str = _key("probe", TEXT, merged="")
+    runner: str = _key("probe", TEXT, merged="")
+    builds: tuple[str, ...] = _key("probe", merged="")
+    env: tuple[str, ...] = _key("probe", merged="")
+    draft_architecture: str = _key("probe", TEXT, merged="")
+    draft_model_type: str = _key("probe", TEXT, merged="")
+    draft_ids_key: str = _key("probe", TEXT, merged="")
 
 
 def _where(field_name: str, spec: KeySpec) -> tuple[str, str]:
