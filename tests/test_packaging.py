@@ -97,6 +97,8 @@ def test_the_wheel_ships_the_profiles_and_templates(wheel_env, tmp_path):
     assert Path(rules).is_relative_to(wheel_env) and Path(rules).name == "bundled_rules"
     assert {p.name for p in Path(rules, "engines").glob("*.toml")} == {p.name for p in (REPO / "rules" / "engines").glob("*.toml")}
     assert {p.name for p in Path(rules, "training").glob("*.toml")} == {p.name for p in (REPO / "rules" / "training").glob("*.toml")}
+    # the engine runner scripts the [probe] tables name travel with their profiles
+    assert {p.name for p in Path(rules, "engines").glob("*.py")} == {p.name for p in (REPO / "rules" / "engines").glob("*.py")} != set()
 
 
 def test_the_installed_script_scans_and_checks_a_tree(wheel_env, tmp_path):

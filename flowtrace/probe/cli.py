@@ -188,7 +188,7 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 
 
 @probe.command("engine")
-@click.option("--engine", default="vllm", show_default=True, help="The engine to run (its own venv, see docs/probe-engine.md).")
+@click.option("--engine", help="The engine to run: a profile with a [probe] table (default: the only one; see docs/probe-engine.md).")
 @click.option("--target-config", required=True, type=click.Path(), help="The target's config.json (or its folder).")
 @click.option("--draft-config", type=click.Path(), help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).")
 @click.option("--layer-ids", metavar="I0,I1,...", help="Ids handed to the engine's setter directly (no draft).")
@@ -196,15 +196,20 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="cpu: the engine's CPU build; cuda: its regular GPU build.")
 @click.option("--engine-python", type=click.Path(dir_okay=False), help="The engine venv's python (default: $FLOWTRACE_ENGINE_VENV or the install script's cache path).")
+@click.option("--profile-file", "profile_files", multiple=True, type=click.Path(dir_okay=False), metavar="PATH",
+              help="Add an engine profile from this TOML file (its [probe] table and runner script; repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
-def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, device, engine_python, fmt, output) -> None:
+def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, device, engine_python, profile_files, fmt, output) -> None:
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
     Records which boundaries reach the draft's fc at runtime and compares them with flowtrace's
     static trace of the same engine's installed source. Exit 0 agree, 1 disagree, 2 usage.
     """
+    from pathlib import Path
+
     from flowtrace.probe.engine import Case, draft_case, engine_text, parse_layer_ids, probe_engine
+    from flowtrace.probe.settings import probe_settings
 
     if draft_config and layer_ids:
         raise ProbeUsageError("give --draft-config or --layer-ids, not both")
@@ -212,8 +217,9 @@ def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, devic
         raise ProbeUsageError("give --draft-config D (ids from the draft config) or --layer-ids 1,2,3")
 
     def go():
-        case = draft_case(draft_config) if draft_config else Case("layer-ids", "direct", parse_layer_ids(layer_ids))
-        return probe_engine(engine=engine, target_config=target_config, cases=[case], num_layers=num_layers,
+        settings = probe_settings(engine, tuple(Path(p) for p in profile_files))
+        case = draft_case(draft_config, settings=settings) if draft_config else Case("layer-ids", "direct", parse_layer_ids(layer_ids))
+        return probe_engine(settings=settings, target_config=target_config, cases=[case], num_layers=num_layers,
                             device=device, engine_python=engine_python, progress=_progress())[0]
 
     result = _run(go)

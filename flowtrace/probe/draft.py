@@ -54,11 +54,13 @@ class DraftConfig:
             return None
         return tuple(i + 1 for i in self.aux_layer_ids)
 
-    def to_json_dict(self) -> dict[str, Any]:
-        """A config.json an EAGLE-3 loader understands (used to write test/synthetic drafts)."""
+    def to_json_dict(self, architecture: str, model_type: str) -> dict[str, Any]:
+        """A config.json an EAGLE-3 loader understands (used to write test/synthetic drafts);
+        ``architecture`` / ``model_type`` name the engine's draft class (a profile's
+        ``[probe] draft_architecture`` / ``draft_model_type``)."""
         d: dict[str, Any] = {
-            "architectures": ["LlamaForCausalLMEagle3"],
-            "model_type": "llama",
+            "architectures": [architecture],
+            "model_type": model_type,
             "hidden_size": self.hidden_size,
             "num_attention_heads": self.num_attention_heads,
             "num_key_value_heads": self.num_key_value_heads,
@@ -379,11 +381,15 @@ def _set_d2t(load: dict[str, torch.Tensor], dvocab: int, vocab: int, where: Path
 
 
 def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | None = None,
-               include_embeddings: bool | None = None, layer_prefix: str = "midlayer.") -> Path:
+               include_embeddings: bool | None = None, layer_prefix: str = "midlayer.", engine: str | None = None) -> Path:
     """Write config.json + model.safetensors the way EAGLE-3 checkpoints are laid out.
 
-    Used by tests and by the synthetic GPU check to produce drafts without any engine code.
+    Used by tests and by the synthetic GPU check to produce drafts without any engine code; the
+    config names the draft class of ``engine``'s profile (default: the only ``[probe]`` profile).
     """
+    from flowtrace.probe.settings import probe_settings
+
+    settings = probe_settings(engine)
     try:
         from safetensors.torch import save_file
     except ImportError:
@@ -402,5 +408,5 @@ def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | No
             t = t.to(dtype)
         sd[nk] = t.contiguous()
     save_file(sd, str(out / "model.safetensors"))
-    (out / "config.json").write_text(json.dumps(module.cfg.to_json_dict(), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(module.cfg.to_json_dict(settings.draft_architecture, settings.draft_model_type), indent=2) + "\n")
     return out

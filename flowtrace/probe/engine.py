@@ -2,7 +2,8 @@
 
 The engine lives in its own venv (``scripts/install-engine-venv.sh``) and is never a flowtrace
 dependency: this module runs that venv's python on :mod:`flowtrace.probe.engine_runner` in a
-subprocess, reads back plain JSON, then scans the same venv's installed engine source with
+subprocess, handing it the engine profile's ``[probe]`` settings (:mod:`flowtrace.probe.settings`:
+which package, which runner script, which environment), reads back plain JSON, then scans the same venv's installed engine source with
 flowtrace's static analysis and compares the two slot by slot. Keeping the engine out of this
 process means flowtrace's torch pin and the engine's never meet, and a crash in the engine is an
 observation, not a flowtrace traceback.
@@ -17,11 +18,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flowtrace.probe import engine_runner as runner
 from flowtrace.probe.errors import ProbeError
+from flowtrace.probe.settings import ProbeSettings, probe_settings
 
 SCHEMA = "flowtrace.probe-engine/1"
 DEFAULT_NUM_LAYERS = 4
@@ -45,7 +47,7 @@ class Case:
     name: str
     mode: str  # "draft": through the draft config and the engine's plumbing; "direct": the engine's setter
     ids: tuple[int, ...] | None
-    key: str = runner.DRAFT_IDS_KEY
+    key: str | None = None  # the draft-config key of the ids (None: the profile's draft_ids_key)
     fc_slots: int = FC_SLOTS_WITHOUT_IDS
 
     def to_spec(self) -> dict:
@@ -71,27 +73,27 @@ class EngineProbeResult:
         return json.dumps(self.doc, indent=2)
 
 
-def default_venv(engine: str, device: str) -> Path:
+def default_venv(settings: ProbeSettings, device: str) -> Path:
     """Where the install script puts the engine venv unless told otherwise."""
     env = os.environ.get("FLOWTRACE_ENGINE_VENV")
     if env:
         return Path(env)
-    dist, version = runner.ENGINES[engine]["builds"][device]
+    build = settings.build(device)
+    dist, version = build.distribution, build.version
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "flowtrace" / "engines" / f"{dist}-{version or 'latest'}"
 
 
-def locate_engine(engine: str, device: str, engine_python: str | None) -> EngineEnv:
+def locate_engine(settings: ProbeSettings, device: str, engine_python: str | None) -> EngineEnv:
     """The engine venv's python, its engine version and source folder, or one clear usage error."""
-    if engine not in runner.ENGINES:
-        raise ProbeError(f"--engine {engine!r}: supported: {', '.join(sorted(runner.ENGINES))}")
-    dist, want = runner.ENGINES[engine]["builds"][device]
-    python = engine_python or str(default_venv(engine, device) / "bin" / "python")
+    build = settings.build(device)
+    dist, want = build.distribution, build.version
+    python = engine_python or str(default_venv(settings, device) / "bin" / "python")
     if not os.path.exists(python):
         raise ProbeError(f"no engine venv at {python}: run scripts/install-engine-venv.sh "
                          "(or pass --engine-python / set FLOWTRACE_ENGINE_VENV); see docs/probe-engine.md")
     try:
-        out = subprocess.run([python, "-I", runner.__file__, "--about", engine, dist], capture_output=True, text=True, timeout=120, check=False)
+        out = subprocess.run([python, "-I", runner.__file__, "--about", settings.package, dist], capture_output=True, text=True, timeout=120, check=False)
         about = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
         raise ProbeError(f"{python} did not answer as a python interpreter of an engine venv") from None
@@ -100,7 +102,7 @@ def locate_engine(engine: str, device: str, engine_python: str | None) -> Engine
     if want and about["version"] != want:
         raise ProbeError(f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run scripts/install-engine-venv.sh")
     if not about.get("source"):
-        raise ProbeError(f"{python}: the {engine} package folder was not found in that venv")
+        raise ProbeError(f"{python}: the {settings.package} package folder was not found in that venv")
     return EngineEnv(python, dist, about["version"], about["source"])
 
 
@@ -119,18 +121,26 @@ def read_json(path: str | os.PathLike, what: str) -> dict:
     return doc
 
 
-def draft_case(path: str, name: str = "draft") -> Case:
-    """The case a draft config describes: its ids exactly as written (or none) and its fc width."""
+def _dotted(doc: dict, key: str) -> object:
+    """The value at a dotted key of a JSON object (None when any part is missing)."""
+    value: object = doc
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def draft_case(path: str, name: str = "draft", settings: ProbeSettings | None = None) -> Case:
+    """The case a draft config describes: its ids exactly as written (or none), read at the
+    profile's draft-config keys in the engine's order, and its fc width."""
     doc = read_json(path, "--draft-config")
-    raw_eagle = doc.get("eagle_config")
-    eagle: dict = raw_eagle if isinstance(raw_eagle, dict) else {}
-    ids, key = None, runner.DRAFT_IDS_KEY
-    if eagle.get(runner.IDS_NAME) is not None:
-        ids = eagle[runner.IDS_NAME]
-    elif doc.get(runner.IDS_NAME) is not None:
-        ids, key = doc[runner.IDS_NAME], runner.IDS_NAME
+    settings = settings or probe_settings()
+    ids, key = None, settings.draft_ids_key
+    for k in settings.id_keys:
+        if _dotted(doc, k) is not None:
+            ids, key = _dotted(doc, k), k
+            break
     if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
-        raise ProbeError(f"--draft-config {path}: {runner.IDS_NAME} must be a list of integers, got {ids!r}")
+        raise ProbeError(f"--draft-config {path}: {key} must be a list of integers, got {ids!r}")
     slots = _fc_slots_from_weights(Path(path)) or (len(set(ids)) if ids else FC_SLOTS_WITHOUT_IDS)
     return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots)
 
@@ -159,12 +169,12 @@ def parse_layer_ids(text: str) -> tuple[int, ...]:
         raise ProbeError(f"--layer-ids {text!r}: expected comma-separated integers") from None
 
 
-def run_engine(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: int | None, device: str,
+def run_engine(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequence[Case], num_layers: int | None, device: str,
                timeout: float = 900.0, progress: Callable[[str], None] | None = None) -> dict:
     """Run the runner in the engine venv for every case (one engine process) and return its JSON."""
     with tempfile.TemporaryDirectory(prefix="flowtrace-engine-") as tmp:
         spec = {"target_config": target, "num_layers": num_layers, "device": device, "workdir": tmp,
-                "cases": [c.to_spec() for c in cases], "seed": 0}
+                "cases": [c.to_spec() for c in cases], "seed": 0, "probe": settings.to_spec(device)}
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         if progress:
@@ -178,7 +188,7 @@ def run_engine(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: 
         return json.loads(out_path.read_text(encoding="utf-8"))
 
 
-def run_all(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: int, device: str,
+def run_all(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequence[Case], num_layers: int, device: str,
             progress: Callable[[str], None] | None = None) -> dict:
     """All cases, in as few engine processes as the engine allows.
 
@@ -187,7 +197,7 @@ def run_all(env: EngineEnv, target: dict, cases: Sequence[Case], num_layers: int
     raw: dict = {}
     pending = list(cases)
     while pending:
-        part = run_engine(env, target, pending, num_layers, device, progress=progress)
+        part = run_engine(env, settings, target, pending, num_layers, device, progress=progress)
         if part.get("fatal_error") or part.get("build_error"):
             raise ProbeError(f"the engine run failed: {part.get('fatal_error') or part.get('build_error')}")
         if not raw:
@@ -310,16 +320,21 @@ def _hidden_size(raw: dict) -> int | None:
     return raw.get("hidden_size")
 
 
-def probe_engine(*, engine: str, target_config: str | os.PathLike | dict, cases: Sequence[Case], num_layers: int | None = None,
+def probe_engine(*, engine: str | None = None, settings: ProbeSettings | None = None, target_config: str | os.PathLike | dict, cases: Sequence[Case], num_layers: int | None = None,
                  device: str = "cpu", engine_python: str | None = None,
                  progress: Callable[[str], None] | None = None) -> list[EngineProbeResult]:
-    """Run the engine once for all ``cases`` of one target and compare each with the static trace."""
+    """Run the engine once for all ``cases`` of one target and compare each with the static trace.
+
+    ``engine`` names a profile with a ``[probe]`` table (None: the only one there is), unless
+    ``settings`` are given (a user's profile file, read by the caller)."""
     t0 = time.time()
-    env = locate_engine(engine, device, engine_python)
+    settings = settings or probe_settings(engine)
+    cases = [c if c.key else replace(c, key=settings.draft_ids_key) for c in cases]
+    env = locate_engine(settings, device, engine_python)
     target = target_config if isinstance(target_config, dict) else read_json(target_config, "--target-config")
     if not (target.get("architectures") or [None])[0]:
         raise ProbeError("--target-config: no `architectures` entry to name the model class")
-    raw = run_all(env, target, cases, num_layers or DEFAULT_NUM_LAYERS, device, progress)
+    raw = run_all(env, settings, target, cases, num_layers or DEFAULT_NUM_LAYERS, device, progress)
     shrunk_cfg, _ = runner.shrink_config(target, num_layers or DEFAULT_NUM_LAYERS)
     text = runner.text_part(shrunk_cfg)
     L = int(raw.get("num_layers") or text["num_hidden_layers"])
@@ -331,7 +346,7 @@ def probe_engine(*, engine: str, target_config: str | os.PathLike | dict, cases:
     by_name = {c.get("name"): c for c in raw.get("cases", [])}
     docs = []
     for spec, static in zip(cases, statics):
-        doc = case_document(raw, spec, by_name.get(spec.name, {"outcome": "not_run"}), static, env, engine)
+        doc = case_document(raw, spec, by_name.get(spec.name, {"outcome": "not_run"}), static, env, settings.engine)
         doc["seconds_total"] = round(time.time() - t0, 2)
         docs.append(EngineProbeResult(doc))
     return docs

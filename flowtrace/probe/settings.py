@@ -1,0 +1,127 @@
+"""What ``flowtrace probe engine`` knows about an engine: the ``[probe]`` table of its profile.
+
+Engine knowledge is data (rules/engines/*.toml): the import package, the distribution each device
+needs, the environment the engine process wants, the draft class the probe's tiny draft names and
+the runner script (a file next to the profile) that drives the engine's own Python API. This
+module reads and checks that table, so the rest of the probe names no engine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowtrace.engines.profiles import Profile, ProfileError, load_all
+from flowtrace.probe.errors import ProbeError
+
+DEVICES = ("cpu", "cuda")
+_BUILD = re.compile(r"(?P<device>[a-z]+)=(?P<dist>[A-Za-z0-9_.-]+)(?:==(?P<version>[A-Za-z0-9_.+!-]+))?")
+_ENV = re.compile(r"(?:(?P<device>[a-z]+):)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)")
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """The distribution an engine venv must hold for one device (version None: any)."""
+
+    device: str
+    distribution: str
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSettings:
+    """One profile's ``[probe]`` table, checked."""
+
+    engine: str
+    package: str
+    runner: Path
+    builds: tuple[Build, ...]
+    env: tuple[tuple[str, str, str], ...]  # (device or "", name, value)
+    draft_architecture: str
+    draft_model_type: str
+    draft_ids_key: str
+    id_keys: tuple[str, ...]  # [draft] layer_id_keys: where a draft config keeps its ids
+
+    def build(self, device: str) -> Build:
+        for b in self.builds:
+            if b.device == device:
+                return b
+        raise ProbeError(f"--device {device}: the {self.engine} profile's [probe] builds name no {device} build "
+                         f"(it has: {', '.join(b.device for b in self.builds) or 'none'})")
+
+    def env_for(self, device: str) -> dict[str, str]:
+        """The variables the engine process gets for ``device`` (set there unless already set)."""
+        return {name: value for dev, name, value in self.env if dev in ("", device)}
+
+    def to_spec(self, device: str) -> dict:
+        """The part of the runner's spec that tells it which engine to drive and how."""
+        return {"engine": self.engine, "package": self.package, "runner": str(self.runner), "env": self.env_for(device),
+                "draft": {"architectures": [self.draft_architecture], "model_type": self.draft_model_type},
+                "id_keys": list(self.id_keys)}
+
+
+def _builds(profile: Profile) -> tuple[Build, ...]:
+    out = []
+    for entry in profile.builds:
+        m = _BUILD.fullmatch(entry)
+        if not m or m["device"] not in DEVICES:
+            raise ProbeError(f"{profile.path}: [probe] builds entry {entry!r}: expected DEVICE=DISTRIBUTION[==VERSION], "
+                             f"DEVICE one of {', '.join(DEVICES)}")
+        out.append(Build(m["device"], m["dist"], m["version"]))
+    return tuple(out)
+
+
+def _env(profile: Profile) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for entry in profile.env:
+        m = _ENV.fullmatch(entry)
+        if not m or (m["device"] and m["device"] not in DEVICES):
+            raise ProbeError(f"{profile.path}: [probe] env entry {entry!r}: expected NAME=VALUE or DEVICE:NAME=VALUE")
+        out.append((m["device"] or "", m["name"], m["value"]))
+    return tuple(out)
+
+
+def settings_of(profile: Profile) -> ProbeSettings:
+    """The checked ``[probe]`` table of a profile that has one."""
+    where = f"{profile.path}: [probe]"
+    if not profile.package:
+        raise ProbeError(f"{where} has no package")
+    runner = Path(profile.path).parent / profile.runner
+    if not profile.runner or Path(profile.runner).name != profile.runner or not runner.is_file():
+        raise ProbeError(f"{where} runner {profile.runner!r}: expected the name of a script next to the profile")
+    if not profile.draft_architecture:
+        raise ProbeError(f"{where} has no draft_architecture (the draft class the engine loads the probe's draft with)")
+    ids_key = profile.draft_ids_key or (profile.layer_id_keys[-1] if profile.layer_id_keys else "")
+    if not ids_key:
+        raise ProbeError(f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids")
+    id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
+    return ProbeSettings(profile.name, profile.package, runner, _builds(profile), _env(profile), profile.draft_architecture,
+                         profile.draft_model_type, ids_key, id_keys)
+
+
+def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:
+    """The profiles (bundled, plus the user's files) that say how to probe their engine."""
+    try:
+        profiles = load_all(extra=extra)
+    except ProfileError as exc:
+        raise ProbeError(str(exc)) from None
+    return {p.name: p for p in profiles if p.runner or p.package}
+
+
+def probe_settings(engine: str | None = None, extra: tuple[Path, ...] = ()) -> ProbeSettings:
+    """The settings of ``engine``, or of the only probe-able engine when none is named."""
+    found = probe_profiles(extra)
+    names = ", ".join(sorted(found)) or "none"
+    if engine is None:
+        if len(found) != 1:
+            raise ProbeError(f"give --engine: profiles with a [probe] table: {names}")
+        (profile,) = found.values()
+    elif engine not in found:
+        raise ProbeError(f"--engine {engine!r}: no profile with a [probe] table by that name (have: {names})")
+    else:
+        profile = found[engine]
+    return settings_of(profile)
+
+
+__all__ = ["Build", "ProbeSettings", "probe_profiles", "probe_settings", "settings_of"]

