@@ -8,11 +8,12 @@ patches, each only if the file still reads as it did (exit 2 when a write is ref
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from flowtrace.cli.options import index_options, scan_options
+from flowtrace.cli.options import scan_options
 
 
 def report_lines(report) -> list[str]:
@@ -31,14 +32,15 @@ def summary(report) -> str:
     return f"flowtrace: {len(report.offered)} fix(es) verified, {len(report.withheld)} withheld, {report.not_fixable} finding(s) without a codemod"
 
 
-def write_report(root, report) -> int:
-    """Write the offered edits; 0 when all were written, 2 when any was refused."""
+def write_report(root, report, *, echo: bool = True):
+    """Write the offered edits: (the write results, 0 when all were written, 2 when any was refused)."""
     from flowtrace.fix.write import write_edits
 
     results = write_edits(root, report.edits())
-    for r in results:
-        click.echo(f"flowtrace: {'fixed' if r.written else 'not written'} {r.path}{'' if r.written else ': ' + r.why}", err=True)
-    return 0 if all(r.written for r in results) else 2
+    if echo:
+        for r in results:
+            click.echo(f"flowtrace: {'fixed' if r.written else 'not written'} {r.path}{'' if r.written else ': ' + r.why}", err=True)
+    return results, 0 if all(r.written for r in results) else 2
 
 
 def emit_diff(report, label: str = "") -> int:
@@ -52,44 +54,74 @@ def emit_diff(report, label: str = "") -> int:
 
 @click.command("fix")
 @click.argument("path")
-@click.option("--select", multiple=True, metavar="CODES", help="Fix only findings of these code prefixes (comma-separated, repeatable).")
+@click.option("--select", multiple=True, metavar="CODES", help="Fix only findings of these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Add these code prefixes to the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Leave findings of these code prefixes alone.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file instead of the nearest pyproject.toml (as check does).")
+@click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified patches as one unified diff; exit 1 when there is one. Writes nothing.")
 @click.option("--write", "write", is_flag=True, help="Write the verified patches into the tree.")
-@scan_options
-def fix(path, select, ignore, show_diff, write, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one flowtrace.fix/1 document on stdout (per finding: verified or refused and why, what was written).")
+@scan_options(config_aware=True)
+def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, write, fmt, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Patch the fixable findings of PATH: each patch is verified by re-running the analysis on
     the patched tree (finding gone, nothing new, the trace serving the promised boundaries).
 
     \b
-    Without --diff or --write it only lists what it would do. Exit 0 nothing to fix (or all
-    written), 1 fixes available (--diff: a diff printed), 2 error or a refused write.
+    The findings are the ones `flowtrace check PATH` reports: [tool.flowtrace] selection,
+    per-file-ignores and `# flowtrace: ignore[...]` comments apply, so a suppressed finding is
+    never patched. Without --diff or --write it only lists what it would do. Exit 0 nothing to
+    fix (or all written), 1 fixes available (--diff: a diff printed), 2 error or a refused write.
     """
-    from flowtrace import api
-    from flowtrace.fix.run import fix_findings
+    from flowtrace.fix.document import fix_document
 
     if show_diff and write:
         raise click.UsageError("--diff and --write exclude each other")
-    codes = tuple(c.strip() for s in select for c in s.split(",") if c.strip())
-    skip = tuple(c.strip() for s in ignore for c in s.split(",") if c.strip())
-    options = index_options(jobs, no_cache, cache_dir, exclude)
-    result = api.scan(path, profile=profile, profile_files=profile_file, options=options)
-    from flowtrace.lint.runner import _require_engine_code
-
-    _require_engine_code(result, path)  # as check: no engine code is an error, not "nothing to fix"
-    report = fix_findings(result, api.findings(result, codes, skip), profile=profile, options=options, profile_files=profile_file)
+    if show_diff and fmt == "json":
+        raise click.UsageError("--diff prints a diff; --format json carries each patch's diff already")
+    outcome, report = _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir)
     lines = report_lines(report)
+    written = None
     if show_diff:
         click.echo("\n".join(lines), err=True)
         code = emit_diff(report)
     elif write:
-        click.echo("\n".join(lines), err=True)
-        code = write_report(result.root, report) if report.offered else 0
+        if fmt == "text":
+            click.echo("\n".join(lines), err=True)
+        written, code = write_report(outcome.result.root, report, echo=fmt == "text") if report.offered else ((), 0)
     else:
-        click.echo("\n".join(lines) + ("\n" if lines else ""), nl=False)
+        if fmt == "text":
+            click.echo("\n".join(lines) + ("\n" if lines else ""), nl=False)
         code = 1 if report.offered else 0
+    if fmt == "json":
+        click.echo(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2))
     click.echo(summary(report), err=True)
     sys.exit(code)
+
+
+def _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+    """The findings `check` would report for PATH (config, suppressions and all), then a fix
+    report on them, scanned with the same excludes and profiles the check used."""
+    from flowtrace.cli.options import index_options
+    from flowtrace.fix.run import fix_findings
+    from flowtrace.fix.selection import suppressed_by
+    from flowtrace.lint.runner import CheckOptions, run_check
+
+    def codes(values):
+        return tuple(c.strip() for v in values for c in v.split(",") if c.strip())
+
+    outcome = run_check(path, CheckOptions.of(
+        select=codes(select) or None, extend_select=codes(extend_select), ignore=codes(ignore), exit_zero=True,
+        profile=profile, profile_files=profile_file, exclude=tuple(exclude), jobs=jobs, use_cache=not no_cache,
+        cache_dir=cache_dir, config=config_file, isolated=isolated, progress=None,
+    ))
+    cfg = outcome.config
+    options = index_options(jobs, no_cache, cache_dir, tuple(cfg.exclude) + tuple(exclude))
+    files = tuple(cfg.profile_files) + tuple(profile_file)
+    report = fix_findings(outcome.result, list(outcome.findings), profile=profile or cfg.profile, options=options, profile_files=files,
+                          suppressed=suppressed_by(outcome))
+    return outcome, report
 
 
 def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files) -> int | None:
@@ -97,13 +129,15 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
     baseline). --diff: the diff only, exit 1 when there is one. --fix: write, then None
     (the caller re-runs the check and reports what is left, as before)."""
     from flowtrace.fix.run import fix_findings
+    from flowtrace.fix.selection import suppressed_by
 
-    report = fix_findings(outcome.result, list(outcome.findings), profile=profile, options=options, profile_files=profile_files)
+    report = fix_findings(outcome.result, list(outcome.findings), profile=profile, options=options, profile_files=profile_files,
+                          suppressed=suppressed_by(outcome))
     if show_diff:
         click.echo(summary(report), err=True)
         return emit_diff(report)
     if report.offered:
-        code = write_report(outcome.result.root, report)
+        _, code = write_report(outcome.result.root, report)
         if code:
             return code
     click.echo(summary(report), err=True)

@@ -81,6 +81,7 @@ class FixReport:
     offered: tuple[Verified, ...]
     withheld: tuple[Withheld, ...]
     not_fixable: int  # findings whose rule has no codemod (reported as before)
+    unfixable: tuple[Withheld, ...] = ()  # those findings, for the JSON report ("why": no codemod)
 
     def edits(self) -> tuple[FileEdit, ...]:
         """The offered edits merged per file (a later proposal on the same file starts from

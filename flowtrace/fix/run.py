@@ -7,12 +7,13 @@ verified on top of the accepted ones and dropped alone if it fails.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flowtrace.analysis.scan import ScanResult
 from flowtrace.fix.model import CannotFix, FixReport, Verified, Withheld
 from flowtrace.fix.registry import codemod
-from flowtrace.checks.base import with_causes
+from flowtrace.checks.base import Finding, with_causes
 from flowtrace.fix.source import Sources
 from flowtrace.fix.verify import Workspace, verify
 from flowtrace.index.build import IndexOptions
@@ -25,11 +26,14 @@ def fix_findings(
     profile: str | None = None,
     options: IndexOptions | None = None,
     profile_files: tuple[str | Path, ...] = (),
+    suppressed: Callable[[Finding], bool] | None = None,
 ) -> FixReport:
     """Plan and verify a patch for each fixable finding in ``findings`` (others are counted).
     The reference for "no new finding" is every rule's findings on the unpatched copy, scanned
-    exactly as the patched copies are (same options), so the two sides compare like with like."""
-    fixable = [(f, codemod(f.rule)) for f in with_causes(findings)]
+    exactly as the patched copies are (same options), so the two sides compare like with like.
+    ``suppressed`` drops merged causes the user silenced (a finding reported under another
+    rule's root cause still carries them; :func:`flowtrace.fix.selection.suppressed_by`)."""
+    fixable = [(f, codemod(f.rule)) for f in with_causes(findings) if suppressed is None or not suppressed(f)]
     todo = [(f, mod) for f, mod in fixable if mod is not None]
     offered: list[Verified] = []
     withheld: list[Withheld] = []
@@ -53,7 +57,8 @@ def fix_findings(
                     withheld.append(judged)
         finally:
             workspace.close()
-    return FixReport(tuple(offered), tuple(withheld), len(fixable) - len(todo))
+    unfixable = tuple(Withheld(f.rule, f.fingerprint, f.symbol, f.file, f.line, f"no codemod for {f.rule}") for f, mod in fixable if mod is None)
+    return FixReport(tuple(offered), tuple(withheld), len(fixable) - len(todo), unfixable)
 
 
 def unified_diff(report: FixReport, root_label: str = "") -> str:
