@@ -7,8 +7,8 @@ name and line sit here too, shared by the codemods.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Iterator
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -36,6 +36,13 @@ class Sources:
                 raise CannotFix(f"cannot read {relative}: {exc}") from None
         return self._original[relative]
 
+    def fork(self) -> Sources:
+        """A trial copy: edits accepted on it do not reach this one (files read once, shared)."""
+        trial = Sources(self.root)
+        trial._original = self._original
+        trial.current = dict(self.current)
+        return trial
+
     def accept(self, edits: tuple[FileEdit, ...]) -> None:
         for e in edits:
             self.current[e.path] = e.after
@@ -48,33 +55,37 @@ class Sources:
 
 
 def parse(text: str, where: str) -> MetadataWrapper:
+    """The libcst tree of ``text``, with its metadata resolved once per text.
+
+    Codemods read the same files again and again (every wrapper of one language model parses
+    that model's file; a group of patches is planned again when the fix run halves it), and a
+    libcst parse plus positions costs about a second on a large model file, so trees are kept
+    per text. A tree is never mutated (transformers return new ones), so sharing it is safe."""
     try:
-        return MetadataWrapper(cst.parse_module(text))
+        return _parsed(text)
     except cst.ParserSyntaxError as exc:
         raise CannotFix(f"{where}: libcst cannot parse it ({exc.message})") from None
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> MetadataWrapper:
+    return MetadataWrapper(cst.parse_module(text))
+
+
 def positions(wrapper: MetadataWrapper) -> dict[cst.CSTNode, CodeRange]:
+    return _positions(wrapper)
+
+
+@functools.lru_cache(maxsize=64)
+def _positions(wrapper: MetadataWrapper) -> dict[cst.CSTNode, CodeRange]:
     return dict(wrapper.resolve(PositionProvider))
-
-
-def classes_named(module: cst.Module, name: str) -> Iterator[cst.ClassDef]:
-    """Classes called ``name`` at any depth (a fixture may nest them under ``if``)."""
-    found: list[cst.ClassDef] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            if node.name.value == name:
-                found.append(node)
-            return True
-
-    module.visit(_Find())
-    return iter(found)
 
 
 def one_class(module: cst.Module, name: str, line: int, pos: dict[cst.CSTNode, CodeRange], where: str) -> cst.ClassDef:
     """The class ``name`` defined at ``line`` (the facts' location), else the only one so named."""
-    found = list(classes_named(module, name))
+    # the positions hold every node of the tree already: no second walk over a large module
+    found = [n for n in pos if isinstance(n, cst.ClassDef) and n.name.value == name]
+    found.sort(key=lambda c: (pos[c].start.line, pos[c].start.column))
     at_line = [c for c in found if pos[c].start.line <= line <= pos[c].end.line]
     pick = at_line or found
     if len(pick) != 1:

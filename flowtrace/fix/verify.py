@@ -87,6 +87,39 @@ def inherited(finding, before: list, proposal: Proposal) -> bool:
     return any(g.rule == finding.rule and g.kind == finding.kind and g.symbol in proposal.inherits_from for g in before)
 
 
+def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict[str, str], texts: dict[str, str],
+                 before: list) -> tuple[list[Verified] | None, list]:
+    """Judge several proposals with one re-scan of the tree holding ``texts`` (the accepted
+    texts with every proposal applied, in order). All pass the checks of :func:`verify`, each
+    on the combined tree, or the batch is refused (None) and the caller judges smaller groups:
+    a failure says only that *some* proposal, or two of them together, is wrong. A new finding
+    counts as inherited when one proposal of the batch explains it."""
+    if any(_parse_errors(p) for p in proposals):
+        return None, before
+    workspace.reset(accepted)
+    workspace.put(texts)
+    try:
+        result, found = workspace.scan()
+    finally:
+        workspace.reset(accepted)
+    after = {f.fingerprint for f in with_causes(found)}
+    known = {f.fingerprint for f in with_causes(before)}
+    fresh = [f for f in with_causes(found) if f.fingerprint not in known]
+    if any(p.fingerprint in after for p in proposals) or any(not any(inherited(f, before, p) for p in proposals) for f in fresh):
+        return None, before
+    verified = []
+    for p in proposals:
+        if not p.expect or any(check(result, e) for e in p.expect):
+            return None, before
+        evidence = [f"re-scan of {len(proposals)} patches together: {p.rule} gone, no new finding ({len(found)} findings left)"]
+        mine = [f for f in fresh if inherited(f, before, p)]
+        if mine:
+            evidence.append("takes on known limits of the code it now reaches: " + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in mine))
+        evidence += [f"trace {e.model.rsplit('.', 1)[-1]} ids {list(e.ids)} L={e.num_layers}: boundaries {list(e.boundaries)}" for e in p.expect]
+        verified.append(Verified(p, tuple(evidence)))
+    return verified, found
+
+
 def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], before: list) -> tuple[Verified | Withheld, list]:
     """Judge ``proposal`` on top of the ``accepted`` texts; ``before``: the findings (every
     rule) of the tree with the accepted texts. Returns the judgement and the patched tree's
