@@ -93,3 +93,22 @@ def test_a_patch_that_fails_is_found_by_halving(seed, scans, monkeypatch):
     # reference, the group of 3 (fails), then its halves ([FT022] alone at noneres.py, sorted first;
     # [FT009, FT001] together): 4 scans, not one per patch plus one
     assert scans[0] == 4
+
+
+def test_a_known_defect_merged_into_another_finding_counts_as_known():
+    """SGLang 0.5.23: FT009 at deepseek_v2.py:3458 is reported merged into another rule's root
+    cause; a wrapper patched to serve DeepseekV2 takes it on (the finding now names one more
+    class, so its fingerprint is new) and must not be refused as a new defect."""
+    from flowtrace.checks.base import Finding
+    from flowtrace.fix.verify import inherited
+    from flowtrace.model.facts import ProblemKind
+
+    kind = next(iter(ProblemKind))
+
+    def finding(rule, fp, causes=()):
+        return Finding(rule, "n", "error", "m/deepseek_v2.py", 3458, "msg", "m.DeepseekV2ForCausalLM", fp, kind=kind, causes=causes)
+
+    before = [finding("FT007", "a", causes=(finding("FT009", "b"),))]
+    proposal = Proposal("FT001", "c", "m.OcrForCausalLM", "m/ocr.py", 1, "t", ())
+    assert inherited(finding("FT009", "b2"), before, proposal)
+    assert not inherited(Finding("FT009", "n", "error", "m/other.py", 1, "msg", None, "z", kind=kind), before, proposal)

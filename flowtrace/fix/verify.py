@@ -81,10 +81,11 @@ def inherited(finding, before: list, proposal: Proposal) -> bool:
     """A finding the patched tree has that is an existing defect reaching one more class: the
     same rule and kind at the same place (a grouped finding now naming the patched class too),
     or the same rule and kind as a finding of a class the proposal says it inherits from."""
+    known = with_causes(before)  # a known defect may be reported merged into another rule's root cause
     place = (finding.rule, finding.kind, finding.file, finding.line)
-    if any((g.rule, g.kind, g.file, g.line) == place for g in before):
+    if any((g.rule, g.kind, g.file, g.line) == place for g in known):
         return True
-    return any(g.rule == finding.rule and g.kind == finding.kind and g.symbol in proposal.inherits_from for g in before)
+    return any(g.rule == finding.rule and g.kind == finding.kind and g.symbol in proposal.inherits_from for g in known)
 
 
 def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict[str, str], texts: dict[str, str],
@@ -112,7 +113,8 @@ def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict
         if not p.expect or any(check(result, e) for e in p.expect):
             return None, before
         evidence = [f"re-scan of {len(proposals)} patches together: {p.rule} gone, no new finding ({len(found)} findings left)"]
-        mine = [f for f in fresh if inherited(f, before, p)]
+        # shown with the patch whose class the finding names (display only: the group decided)
+        mine = [f for f in fresh if inherited(f, before, p) and p.symbol and p.symbol.rsplit(".", 1)[-1] in f.message]
         if mine:
             evidence.append("takes on known limits of the code it now reaches: " + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in mine))
         evidence += [f"trace {e.model.rsplit('.', 1)[-1]} ids {list(e.ids)} L={e.num_layers}: boundaries {list(e.boundaries)}" for e in p.expect]
