@@ -138,3 +138,32 @@ def test_renderers_carry_consequence_and_related_locations(fmt, tmp_path):
         assert "::error " in res.stdout and "consequence: the draft silently receives" in res.stdout
     else:
         assert "= consequence: raises TypeError" in res.stdout and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
+
+
+def test_wrappers_sharing_a_base_without_the_setter_are_one_finding_at_the_base(tmp_path):
+    """FT001's base-class example: ExBaseForCausalLM (line 4 of the example, after the 2-line
+    header: 6) defines forward and get_embed_and_head but no setter; ExA (line 13 -> 15) and
+    ExB (line 18 -> 20) each build self.language_model. One finding at the base, the two
+    wrappers as related locations; their own findings kept as causes, so a baseline written
+    when each wrapper had its own finding still accepts the grouped one, and the fix stage
+    (with_causes) plans the per-wrapper patches, not one for the base."""
+    from flowtrace.checks.base import Rule, with_causes
+
+    from test_rule_examples import _findings
+
+    example = Rule.registry["FT001"].invalid[1]
+    (found,) = _findings(tmp_path, example.code, "FT001", "")
+    m = "sglang/srt/models/example.py"
+    assert (found.line, found.symbol, found.grouped) == (6, "sglang.srt.models.example.ExBaseForCausalLM", True)
+    assert found.related == (Location(m, 15), Location(m, 20))
+    assert [c.symbol.rsplit(".", 1)[1] for c in found.causes] == ["ExAForCausalLM", "ExBForCausalLM"]
+    assert [c.fingerprint for c in found.causes] == [
+        fingerprint("FT001", "sglang.srt.models.example.ExAForCausalLM", "language_model:sglang.srt.models.sib_a.SibAForCausalLM"),
+        fingerprint("FT001", "sglang.srt.models.example.ExBForCausalLM", "language_model:sglang.srt.models.sib_b.SibBForCausalLM"),
+    ]
+    assert with_causes([found]) == list(found.causes)
+    before = baselines.from_findings(found.causes)
+    assert before.apply([found]) == ([], 1)
+    partial = baselines.from_findings(found.causes[:1])  # a wrapper added since: the group is new
+    assert partial.apply([found]) == ([found], 0)
+    assert "likewise for ExBForCausalLM" in (found.effect or "")

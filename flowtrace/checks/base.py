@@ -47,11 +47,16 @@ class Finding:
     # rule reported it: the fix stage offers an absorbed rule's codemod and judges it by the
     # absorbed finding's own fingerprint.
     causes: tuple[Finding, ...] = ()
+    # The finding stands for its causes (one report at the place to fix, a base class, for the
+    # per-class findings of one rule): it has no patch of its own, the fix stage plans the
+    # causes', and a baseline that accepted every cause accepts it.
+    grouped: bool = False
 
 
 def with_causes(findings: Iterable[Finding]) -> list[Finding]:
-    """Every finding and every finding merged into one, flattened (the fix stage's view)."""
-    return [g for f in findings for g in (f, *f.causes)]
+    """Every finding and every finding merged into one, flattened (the fix stage's view); a
+    grouped finding is represented by its causes only."""
+    return [g for f in findings for g in ((*f.causes,) if f.grouped else (f, *f.causes))]
 
 
 def fingerprint(rule: str, symbol: str | None, snippet: str) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, FixExample, Rule
-from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short
+from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short, wrapper_bases
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -117,11 +118,41 @@ class ExVLForConditionalGeneration(Module):
 EntryClass = ExVLForConditionalGeneration
 """, line=3, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message='builds self.language_model = SibAForCausalLM', consequence=Consequence.REFUSED_STARTUP, severity="info"
         ),
+        Example(
+            """\
+from sglang.srt.models.sib_a import SibAForCausalLM
+from sglang.srt.models.sib_b import SibBForCausalLM
+
+class ExBaseForCausalLM(Module):
+    def forward(self, input_ids, hidden_states):
+        return self.language_model(input_ids, hidden_states)
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+    # no set_eagle3_layers_to_capture: neither subclass can serve a draft; one method here fixes both
+
+
+class ExAForCausalLM(ExBaseForCausalLM):
+    def __init__(self, config):
+        self.language_model = SibAForCausalLM(config)
+
+
+class ExBForCausalLM(ExBaseForCausalLM):
+    def __init__(self, config):
+        self.language_model = SibBForCausalLM(config)
+
+
+EntryClass = [ExAForCausalLM, ExBForCausalLM]
+""", note="one finding at the base both wrappers share, not one per wrapper",
+            line=4, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message="ExBaseForCausalLM is the base of 2 registered wrappers",
+            consequence=Consequence.REFUSED_STARTUP, severity="info",
+        ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
         cc = conventions(result)
+        found: list[tuple[Finding, str]] = []
         for row in result.rows:
             if row.support != NONE or not is_target(row, project, cc):
                 continue
@@ -132,8 +163,46 @@ EntryClass = ExVLForConditionalGeneration
                     continue
                 if not capture_works(project, inner):
                     continue  # the wrapped model cannot capture either: FT004/FT005/FT021 say why
-                yield self._finding(result, row, a, inner)
+                found.append((self._finding(result, row, a, inner), a.attribute))
                 break
+        yield from self._at_shared_bases(result, found)
+
+    def _at_shared_bases(self, result: ScanResult, found: list[tuple[Finding, str]]) -> Iterator[Finding]:
+        """One finding per base class that lacks the delegation for all its wrappers (the place
+        to fix: one method there serves every subclass), the wrappers as related locations;
+        the per-class findings are kept as its causes (their fingerprints, their codemods)."""
+        project = result.project
+        cc = conventions(result)
+        bases = {f.fingerprint: wrapper_bases(project, f.symbol or "", cc.speculative_entry_points) for f, _ in found}
+        by_base: dict[tuple[str, str], list[Finding]] = {}
+        for f, attribute in found:
+            shared = [b for b in bases[f.fingerprint] if any(b in bases[g.fingerprint] and a == attribute for g, a in found if g is not f)]
+            by_base.setdefault((shared[0] if shared else "", attribute), []).append(f)
+        for (base, attribute), group in sorted(by_base.items()):
+            if not base or len(group) < 2:
+                yield from group
+                continue
+            yield self._base_finding(result, base, attribute, group)
+
+    def _base_finding(self, result: ScanResult, base: str, attribute: str, group: list[Finding]) -> Finding:
+        fact = result.project.classes[base]
+        names = [short(f.symbol) for f in group]
+        archs = [a for f in group for r in result.rows if r.qualname == f.symbol for a in (r.architectures or (r.name,))]
+        lacks = group[0].message.split(", but ", 1)[1].split("; EAGLE-3 cannot", 1)[0] if ", but " in group[0].message else "lacks the EAGLE-3 methods"
+        lacks = lacks.replace(names[0], fact.name)
+        message = (
+            f"{fact.name} is the base of {len(group)} registered wrappers that each build self.{attribute} with a model that "
+            f"captures ({', '.join(names)}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(dict.fromkeys(archs))}"
+        )
+        fix = (group[0].hint or self.fix).replace(names[0], fact.name) + f" One method on {fact.name} serves all {len(group)} subclasses."
+        head = self.finding(
+            fact.location, message, base, f"{attribute}:base", kind=group[0].kind, fix=fix,
+            steps=(("base class", fact.location), *((f"wrapper {short(f.symbol)}", F.Location(f.file, f.line)) for f in group)),
+            consequence=Consequence.REFUSED_STARTUP, effect=group[0].effect or _refusal_words(result, names),
+        )
+        return dataclasses.replace(
+            head, related=tuple(F.Location(f.file, f.line) for f in group), causes=tuple(group), grouped=True,
+        )
 
     def _finding(self, result, row, assignment, inner) -> Finding:
         project = result.project
@@ -169,3 +238,13 @@ EntryClass = ExVLForConditionalGeneration
             row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix,
             consequence=Consequence.REFUSED_STARTUP, effect=effect,
         )
+
+
+def _refusal_words(result: ScanResult, names: list[str]) -> str | None:
+    """The engine's start-up refusal (profile ``startup_refusal``) as it reads for the first
+    wrapper, the others named: the engine names the class it was asked to serve, not the base."""
+    said = conventions(result).startup_refusal
+    if not said:
+        return None
+    words = "the engine refuses each of them at start-up: " + said.replace("<class>", names[0])
+    return words + (f" (likewise for {', '.join(names[1:])})" if len(names) > 1 else "")

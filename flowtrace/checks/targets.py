@@ -55,6 +55,28 @@ def methods_on_mro(project: Project, qualname: str) -> set[str]:
     return out
 
 
+def wrapper_bases(project: Project, qualname: str, entry_points: tuple[str, ...]) -> list[str]:
+    """The bases of a wrapper, nearest first, where one delegating method would serve the whole
+    family: a model class of the tree (not an interface or holder the profile names) that
+    defines a speculative entry point itself (its forward runs the wrapped model) and none of
+    whose subclasses has a setter (the gap is the base's, not one subclass's)."""
+    conv = project.conv
+    skip = set(conv.interfaces) | set(conv.holders)
+    methods = set(entry_points) or {"forward"}
+    out = []
+    for base in project.mro(qualname)[1:]:
+        cls = project.classes.get(base)
+        if cls is None or cls.name in skip or not methods & set(cls.methods):
+            continue
+        if all(project.find_setter(q) is None for q in _subclasses(project, base)):
+            out.append(base)
+    return out
+
+
+def _subclasses(project: Project, base: str) -> list[str]:
+    return [q for q in project.classes if base in project.mro(q)]
+
+
 def capture_works(project: Project, qualname: str) -> bool:
     """The class's own capture path resolves to a capture site with no problem that breaks
     the chain (selected on the problems' kinds)."""

@@ -39,12 +39,25 @@ class Baseline:
         kept: list[Finding] = []
         suppressed = 0
         for f in findings:
-            if left[f.fingerprint] > 0:
-                left[f.fingerprint] -= 1
+            if _accepts(left, f):
                 suppressed += 1
             else:
                 kept.append(f)
         return kept, suppressed
+
+
+def _accepts(left: Counter, f: Finding) -> bool:
+    """Take ``f`` from the counts: by its own fingerprint, or, for a finding that stands for
+    several per-class findings (one report at their base class), when the baseline accepted
+    every one of them (a baseline written before they were grouped still holds)."""
+    if left[f.fingerprint] > 0:
+        left[f.fingerprint] -= 1
+        return True
+    members = Counter(c.fingerprint for c in f.causes) if f.grouped else Counter()
+    if not members or any(left[fp] < n for fp, n in members.items()):
+        return False
+    left.subtract(members)
+    return True
 
 
 def from_findings(findings: Iterable[Finding]) -> Baseline:
