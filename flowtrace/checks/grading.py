@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from flowtrace.analysis.platform_copies import selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence, default_consequence, severity_for, severity_of, worst
@@ -46,7 +48,25 @@ def grade(result: ScanResult, findings: Iterable[Finding]) -> list[Finding]:
     """Graded, reachable, deduplicated findings, in the runner's order."""
     reach = _reachability(result)
     kept = [g for g in (_graded(result, reach, f) for f in findings) if g is not None]
-    return merge_causes(kept)
+    return [_on_platform(result.root, f) for f in merge_causes(kept)]
+
+
+def _on_platform(root: Path, f: Finding) -> Finding:
+    """Name the platform of a finding in a per-platform copy (a module its package imports only
+    under a condition, :mod:`flowtrace.analysis.platform_copies`): the defect reaches a draft
+    only there. The severity stays what the consequence is on that platform; the words say
+    where, quoting the engine's own condition, for the finding and each merged copy."""
+    if not f.symbol:
+        return f
+    files = list(dict.fromkeys([f.file, *(w.file for w in f.related)]))
+    chosen = [(file, selection(root, file)) for file in files]
+    said = [f"{file} {sel.words()} ({sel.where})" for file, sel in chosen if sel is not None]
+    if not said or chosen[0][1] is None:
+        return f
+    head = chosen[0][1]
+    assert head is not None
+    effect = (f.effect or "") + f" (only where the package imports this copy: {head.words()}, {head.where})"
+    return dataclasses.replace(f, message=f"{f.message} [per-platform copy: {'; '.join(said)}]", effect=effect.lstrip())
 
 
 def _reachability(result: ScanResult) -> Reachability:

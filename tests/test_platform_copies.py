@@ -1,0 +1,107 @@
+"""Per-platform copies: which condition of a package's ``__init__.py`` imports a module
+(flowtrace.analysis.platform_copies), and the words a finding in such a copy gets (grading).
+
+The dispatching ``__init__.py`` files are written here, so each expectation is read off them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from flowtrace.analysis.platform_copies import selection
+from flowtrace.checks.base import Finding
+from flowtrace.checks.grading import _on_platform
+from flowtrace.model.facts import Location
+
+DISPATCH = '''\
+from typing import TYPE_CHECKING
+
+from eng.platforms import current_platform
+
+if TYPE_CHECKING:
+    from .nvidia.model import XForCausalLM
+elif current_platform.is_cuda():
+    from .nvidia.model import XForCausalLM
+elif current_platform.is_rocm():
+    from .amd.model import XForCausalLM
+else:
+    from eng.models.generic import XForCausalLM
+from .common import helpers
+'''
+
+LAZY = '''\
+from eng.platforms import current_platform
+
+
+def __getattr__(name):
+    if name in {"YForCausalLM"}:
+        if current_platform.is_rocm():
+            from .amd import model
+        else:
+            from .nvidia import model
+        return getattr(model, name)
+    raise AttributeError(name)
+'''
+
+NEGATED = '''\
+from typing import TYPE_CHECKING
+
+from eng.platforms import current_platform
+
+if TYPE_CHECKING or not current_platform.is_rocm():
+    from .nvidia.model import ZForCausalLM
+else:
+    from .amd.model import ZForCausalLM
+'''
+
+
+def _tree(root: Path, package: str, init: str) -> None:
+    for sub in ("", "/amd", "/nvidia", "/common"):
+        (root / package / sub.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / package / "__init__.py").write_text(init)
+
+
+def test_a_branch_is_named_by_its_own_test_and_type_checking_never_runs(tmp_path):
+    _tree(tmp_path, "eng/models/x", DISPATCH)
+    amd = selection(tmp_path, "eng/models/x/amd/model.py")
+    nvidia = selection(tmp_path, "eng/models/x/nvidia/model.py")
+    assert amd is not None and nvidia is not None
+    assert (amd.words(), amd.where) == ("when `current_platform.is_rocm()`", Location("eng/models/x/__init__.py", 10))
+    # the TYPE_CHECKING import (line 6) is static only: the run-time import is line 8
+    assert (nvidia.words(), nvidia.where.line) == ("when `current_platform.is_cuda()`", 8)
+    assert selection(tmp_path, "eng/models/x/common/helpers.py") is None  # imported on every platform
+    assert selection(tmp_path, "eng/models/x/other.py") is None  # never imported by the package
+
+
+def test_a_lazy_getattr_keeps_the_platform_test_and_drops_the_name_test(tmp_path):
+    _tree(tmp_path, "eng/models/y", LAZY)
+    amd = selection(tmp_path, "eng/models/y/amd/model.py")
+    nvidia = selection(tmp_path, "eng/models/y/nvidia/model.py")
+    assert amd is not None and amd.words() == "when `current_platform.is_rocm()`"
+    assert nvidia is not None and nvidia.words() == "unless `current_platform.is_rocm()`"
+
+
+def test_an_else_after_a_negated_test_is_the_positive_test(tmp_path):
+    _tree(tmp_path, "eng/models/z", NEGATED)
+    amd = selection(tmp_path, "eng/models/z/amd/model.py")
+    nvidia = selection(tmp_path, "eng/models/z/nvidia/model.py")
+    assert amd is not None and amd.words() == "when `current_platform.is_rocm()`"
+    assert nvidia is not None and nvidia.words() == "when `not current_platform.is_rocm()`"
+
+
+def test_a_finding_in_a_copy_names_the_platform_and_keeps_severity_and_fingerprint(tmp_path):
+    _tree(tmp_path, "eng/models/x", DISPATCH)
+    f = Finding(
+        "FT022", "none-residual-at-embedding", "error", "eng/models/x/amd/model.py", 40, "X raises at index 0",
+        "eng.models.x.amd.model.XModel", "abc", effect="raises TypeError",
+        related=(Location("eng/models/x/nvidia/model.py", 50),),
+    )
+    said = _on_platform(tmp_path, f)
+    assert said.message == (
+        "X raises at index 0 [per-platform copy: eng/models/x/amd/model.py when `current_platform.is_rocm()` "
+        "(eng/models/x/__init__.py:10); eng/models/x/nvidia/model.py when `current_platform.is_cuda()` (eng/models/x/__init__.py:8)]"
+    )
+    assert said.effect == "raises TypeError (only where the package imports this copy: when `current_platform.is_rocm()`, eng/models/x/__init__.py:10)"
+    assert (said.severity, said.fingerprint) == ("error", "abc")
+    generic = dataclasses.replace(f, file="eng/models/generic.py", related=())
+    assert _on_platform(tmp_path, generic) == generic  # not a copy: unchanged
