@@ -105,3 +105,34 @@ def test_a_finding_in_a_copy_names_the_platform_and_keeps_severity_and_fingerpri
     assert (said.severity, said.fingerprint) == ("error", "abc")
     generic = dataclasses.replace(f, file="eng/models/generic.py", related=())
     assert _on_platform(tmp_path, generic) == generic  # not a copy: unchanged
+
+
+CUDA_OR_GENERIC = '''\
+from eng.platforms import current_platform
+
+if current_platform.is_cuda():
+    from .nvidia.model import XForCausalLM
+else:
+    from eng.models.generic import XForCausalLM
+'''
+
+
+def test_a_copy_the_dispatch_never_names_is_left_behind(tmp_path):
+    """The package picks nvidia or the generic model: its amd copy runs on no platform, unless
+    a module outside it imports it."""
+    from types import SimpleNamespace
+
+    from flowtrace.analysis.platform_copies import never_selected
+    from flowtrace.checks.grading import _left_behind
+    from flowtrace.model.facts import FileFacts, ImportFact
+
+    _tree(tmp_path, "eng/models/x", CUDA_OR_GENERIC)
+    assert never_selected(tmp_path, "eng/models/x/amd/model.py") == Location("eng/models/x/__init__.py", 1)
+    assert never_selected(tmp_path, "eng/models/x/nvidia/model.py") is None
+    _tree(tmp_path, "eng/models/w", DISPATCH)  # names amd: selected on its platform
+    assert never_selected(tmp_path, "eng/models/w/amd/model.py") is None
+    own = FileFacts("eng/models/x/amd/mtp.py", "eng.models.x.amd.mtp", imports=(ImportFact("M", "eng.models.x.amd.model.M"),))
+    alone = SimpleNamespace(root=tmp_path, files=(own,))
+    assert _left_behind(alone, "eng/models/x/amd/model.py")  # only its own sibling imports it
+    user = FileFacts("eng/tools/t.py", "eng.tools.t", imports=(ImportFact("M", "eng.models.x.amd.model.M"),))
+    assert not _left_behind(SimpleNamespace(root=tmp_path, files=(own, user)), "eng/models/x/amd/model.py")

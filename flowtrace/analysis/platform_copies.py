@@ -36,6 +36,24 @@ _STATIC_ONLY = "TYPE_CHECKING"
 _NOT = "\0not "  # marks an excluded test (an else branch) in a conjunction
 
 
+def never_selected(root: Path, file: str) -> Location | None:
+    """The dispatching ``__init__.py`` of a package that picks between its subpackages under
+    conditions and never names the subpackage holding ``file`` (a copy left behind: the
+    registered name resolves to another copy on every platform); None otherwise."""
+    parts = Path(file).with_suffix("").parts
+    for up in range(2, min(_MAX_LEVELS, len(parts) - 1) + 1):
+        package = parts[:-up]
+        init = Path(*package, "__init__.py").as_posix()
+        found = _imports(str(root), init)
+        if not any(conds for _, conds, _ in found):
+            continue  # no conditional import here: not a dispatch
+        sub = parts[len(package)]
+        absolute = ".".join((*package, sub))
+        named = any(m == sub or m.startswith(sub + ".") or m == absolute or m.startswith(absolute + ".") for m, _, _ in found)
+        return None if named else Location(init, 1)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """A module imported only under conditions: each alternative is a conjunction of source

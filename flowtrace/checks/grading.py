@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from flowtrace.analysis.platform_copies import selection
+from flowtrace.analysis.platform_copies import never_selected, selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence, default_consequence, severity_for, severity_of, worst
@@ -76,6 +76,8 @@ def _reachability(result: ScanResult) -> Reachability:
 
 def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | None:
     consequence = f.consequence or default_consequence(f.kind)
+    if _names_class(result, f.symbol) and _left_behind(result, f.file):
+        return None  # a per-platform copy its package never imports: no platform runs it
     path = None
     if consequence in _NEEDS_PATH and _names_class(result, f.symbol):
         found = reach.path_to(f.symbol)
@@ -87,6 +89,22 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
         return None
     effect = f.effect or _default_effect(result, f, consequence)
     return dataclasses.replace(f, consequence=consequence, severity=severity, effect=effect, entry_path=path or f.entry_path)
+
+
+def _left_behind(result: ScanResult, file: str) -> bool:
+    """A copy in a subpackage that the package's dispatching ``__init__.py`` never names, and
+    that no indexed module outside it imports."""
+    where = never_selected(result.root, file)
+    if where is None:
+        return False
+    package = where.file.rsplit("/", 1)[0]
+    sub = file[len(package) + 1:].split("/", 1)[0]
+    inside = f"{package}/{sub}/"
+    dotted = f"{package}/{sub}".replace("/", ".")
+    return not any(
+        i.qualified == dotted or i.qualified.startswith(dotted + ".")
+        for ff in result.files if not ff.path.startswith(inside) for i in ff.imports
+    )
 
 
 def _default_effect(result: ScanResult, f: Finding, consequence: Consequence | None) -> str | None:
