@@ -9,6 +9,7 @@ from flowtrace.analysis.trace import trace_row
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.targets import conventions
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -45,7 +46,21 @@ class InconsistentDefaultLayers(Rule):
             num_layers = self.config.num_hidden_layers
             layer_ids = [2, num_layers // 2, num_layers - 3]
         self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
-""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message='(shifted by +1)', consequence=Consequence.FRAGILE, severity="warning"
+""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="what a draft naming ids [2, 16, 29] gets in this engine's convention",
+            consequence=Consequence.FRAGILE, severity="warning",
+            note="the default goes through the draft ids' +1: the finding says it is the other reading of the same numbers",
+        ),
+        Example(
+            module(CAPTURING_MODEL, causal_lm("""\
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            self.model.layers_to_capture = [1, num_layers // 2 - 1, num_layers - 4]  # one below the others
+        else:
+            self.model.layers_to_capture = [val + 1 for val in layer_ids]
+""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="(shifted by -1)",
+            consequence=Consequence.FRAGILE, severity="warning", note="a default no reading of the usual numbers gives",
         ),
     )
 
@@ -73,16 +88,59 @@ class InconsistentDefaultLayers(Rule):
             shift = {b - m for b, m in zip(boundaries, majority)} if len(boundaries) == len(majority) else set()
             how = f" (shifted by {shift.pop():+d})" if len(shift) == 1 else ""
             names = ", ".join(sorted({r.name for r in rows})[:3])
+            snippet = f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}"
+            steps = (("default ids", where), ("capture site", row.chain.site.location))
+            if _mapped_like_draft_ids(result, row, boundaries, majority):
+                yield self._as_draft_ids(where, names, row, boundaries, majority, n, len(by_setter), snippet, steps)
+                continue
             yield self.finding(
                 where,
                 f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}{how}, "
                 f"while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
                 row.qualname,
-                f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}",
-                steps=(("default ids", where), ("capture site", row.chain.site.location)),
+                snippet,
+                steps=steps,
                 consequence=Consequence.FRAGILE,
                 effect=(
                     f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's other "
                     f"models: right only for drafts trained on this class's own default"
                 ),
             )
+
+    def _as_draft_ids(self, where, names, row, boundaries, majority, n, total, snippet, steps) -> Finding:
+        """The default serves what the same numbers name as draft ids in the engine's convention:
+        two readings of one default, not a slip; say so, and which drafts each one serves."""
+        ids = list(majority)
+        return self.finding(
+            where,
+            f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}, "
+            f"what a draft naming ids {ids} gets in this engine's convention, while {n} of {total} setters' defaults capture "
+            f"b={ids}, the same numbers taken as capture indices",
+            row.qualname,
+            snippet,
+            steps=steps,
+            consequence=Consequence.FRAGILE,
+            fix=(
+                f"Two readings of one default: keep this one if the drafts served for {row.name} were trained on "
+                f"b={list(boundaries)} (a checkpoint shipped without ids); either way, write the ids in the draft config so "
+                f"neither default decides."
+            ),
+            effect=(
+                f"a draft config without ids gets b={list(boundaries)} here and b={ids} on the engine's other models; "
+                f"which is right depends on what this model's drafts were trained on, not on the majority"
+            ),
+        )
+
+
+def _mapped_like_draft_ids(result: ScanResult, row, boundaries: tuple[int, ...], majority: tuple[int, ...]) -> bool:
+    """The class serves "no ids" exactly as it serves a draft naming the majority's default
+    numbers as ids, and that is what those ids name in the engine's convention (b = id -
+    embedding_id): its default is the convention applied, where the others take the numbers
+    as capture indices."""
+    embedding = conventions(result).embedding_id
+    if embedding is None or len(boundaries) != len(majority):
+        return False
+    if tuple(m - embedding for m in majority) != boundaries:
+        return False
+    as_ids = trace_row(result.project, row, list(majority), PROBE_LAYERS).boundaries
+    return as_ids is not None and tuple(as_ids) == boundaries
