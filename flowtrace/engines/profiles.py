@@ -133,6 +133,7 @@ class Profile:
     embedding_id: int | None = _key("checks", INT, merged="")
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
     startup_refusal: str = _key("checks", TEXT, merged="")
+    platform_builds: tuple[str, ...] = _key("checks", merged="")
     # -- read by `flowtrace probe engine`, not the scan (flowtrace.probe.settings) ---------------
     package: str = _key("probe", TEXT, merged="")
     runner: str = _key("probe", TEXT, merged="")
