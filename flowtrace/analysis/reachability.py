@@ -49,7 +49,9 @@ class Reachability:
         self.project = project
         self._paths: dict[str, Path] = {}
         self._modules: dict[str, str] = {}  # module -> an accepted entry defined in it
-        for row in sorted(project.rows, key=lambda r: r.qualname):
+        # Bases before their subclasses (fewer classes on the MRO first), so a path names the
+        # class that defines the chain (LlamaForCausalLM) rather than a thin subclass of it.
+        for row in sorted(project.rows, key=lambda r: (len(project.mro(r.qualname)), r.qualname)):
             if row.registered and accepts_draft(row) and is_entry(row):
                 self._walk(row)
                 self._modules.setdefault(row.qualname.rpartition(".")[0], row.qualname)
