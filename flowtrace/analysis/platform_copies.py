@@ -37,6 +37,31 @@ _STATIC_ONLY = "TYPE_CHECKING"
 _NOT = "\0not "  # marks an excluded test (an else branch) in a conjunction
 
 
+def inputs_key(root: Path, files: list[str]) -> tuple[tuple[str, int, int], ...]:
+    """What this module reads besides the indexed facts, as (path, size, mtime_ns): the package
+    ``__init__.py`` files above ``files`` and the tree's dist-info METADATA. A memo of findings
+    keys on it, since the index fingerprint hashes facts only."""
+    paths: set[str] = set()
+    for file in files:
+        parts = Path(file).parts[:-1]
+        for up in range(1, min(_MAX_LEVELS, len(parts)) + 1):
+            paths.add(Path(*parts[: len(parts) - up + 1], "__init__.py").as_posix())
+    out = []
+    for rel in sorted(paths):
+        try:
+            st = Path(root, rel).stat()
+        except OSError:
+            continue
+        out.append((rel, st.st_size, st.st_mtime_ns))
+    for meta in sorted(Path(root).glob("*.dist-info/METADATA"))[:8]:
+        try:
+            st = meta.stat()
+        except OSError:
+            continue
+        out.append((meta.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def build_test(root: Path, builds: tuple[str, ...]) -> str | None:
     """The platform test that holds in this tree when it is a one-platform build named by the
     profile (``[checks] platform_builds``: ``"<dist-info Name>: <test>"``), else None."""

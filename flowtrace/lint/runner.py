@@ -347,7 +347,13 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     def rules() -> list[Finding]:
         return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
 
-    return memo.get("rules", (), rules) if memo is not None else rules()
+    if memo is None:
+        return rules()
+    # the grading also reads package __init__.py files and dist-info (per-platform copies),
+    # which are not facts: their stat is part of the key
+    from flowtrace.analysis.platform_copies import inputs_key
+
+    return memo.get("rules", inputs_key(result.root, [ff.path for ff in result.files]), rules)
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
