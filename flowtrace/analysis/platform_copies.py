@@ -1,16 +1,16 @@
 """Which copy of a module a package selects at import time, and under which condition.
 
-Engines ship per-platform copies of one model (``pkg/amd/model.py``, ``pkg/nvidia/model.py``)
+Engines ship per-platform copies of one model (``pkg/vendor_a/model.py``, ``pkg/vendor_b/model.py``)
 and pick one in the package's ``__init__.py``::
 
-    if current_platform.is_cuda():
-        from .nvidia.model import XForCausalLM
-    elif current_platform.is_rocm():
-        from .amd.model import XForCausalLM
+    if platform.is_a():
+        from .vendor_a.model import XForCausalLM
+    elif platform.is_b():
+        from .vendor_b.model import XForCausalLM
     else:
         from generic.x import XForCausalLM
 
-A defect in the ``amd`` copy only reaches a draft where that branch runs. This module reads
+A defect in the ``vendor_b`` copy only reaches a draft where that branch runs. This module reads
 the nearest ancestor ``__init__.py`` that imports a file and returns the conditions of the
 branches that import it, as the engine's own source text (no platform is named by flowtrace:
 the condition is quoted). The shape is structural (imports nested in ``if``/``elif``/``else``),
@@ -32,7 +32,7 @@ from pathlib import Path
 from flowtrace.model.facts import Location
 
 _MAX_INIT_BYTES = 256 * 1024  # a package __init__ is small; anything larger is not a dispatch
-_MAX_LEVELS = 3  # pkg/amd/model.py -> pkg/amd/__init__.py, pkg/__init__.py, parent/__init__.py
+_MAX_LEVELS = 3  # pkg/vendor_b/model.py -> pkg/vendor_b/__init__.py, pkg/__init__.py, parent/__init__.py
 _STATIC_ONLY = "TYPE_CHECKING"
 _NOT = "\0not "  # marks an excluded test (an else branch) in a conjunction
 

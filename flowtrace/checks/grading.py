@@ -109,7 +109,7 @@ def _left_behind(result: ScanResult, file: str) -> bool:
 
 def _other_platform(result: ScanResult, file: str) -> bool:
     """A copy imported only on platforms a one-platform build (profile ``platform_builds``)
-    never is: the CPU wheel's ROCm copy."""
+    never is (a CPU-only wheel's copy for a GPU vendor)."""
     test = build_test(result.root, conventions(result).platform_builds)
     if test is None:
         return False

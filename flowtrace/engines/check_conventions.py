@@ -29,7 +29,7 @@ Keys (all optional):
 - ``startup_refusal``: what the engine says when it refuses a model for EAGLE-3 at start-up
   (its error message, and where it raises); findings whose consequence is a refusal quote it.
 - ``platform_builds``: distributions built for one platform, as ``"<dist-info Name>:
-  <platform test that holds there>"`` (``"eng-cpu: current_platform.is_cpu()"``): in such a
+  <platform test that holds there>"`` (``"eng-cpu: platform.is_cpu()"``): in such a
   tree the other ``is_*()`` tests of that object are false, so a per-platform copy the
   package imports only under one of them runs nowhere.
 """
