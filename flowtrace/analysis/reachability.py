@@ -36,6 +36,13 @@ class Path:
         return " -> ".join(q.rsplit(".", 1)[-1] for q in self.steps)
 
 
+def _rank(path: Path, target: str) -> tuple[int, int]:
+    """Which of two paths to a class to show: the shorter, then one whose entry is defined in
+    the class's own module (the model's causal LM rather than a wrapper elsewhere)."""
+    same_module = path.entry.rpartition(".")[0] == target.rpartition(".")[0]
+    return (len(path.steps), 0 if same_module else 1)
+
+
 def accepts_draft(row: ModelRow) -> bool:
     """The engine gets past start-up with a draft for this row: it has a capture path (a
     setter that resolves, or a setter-less id source). A row without one is refused."""
@@ -81,7 +88,10 @@ class Reachability:
     def _mark(self, entry: str, qualname: str, steps: tuple[str, ...]) -> None:
         for base in self.project.mro(qualname) or [qualname]:
             path = steps if base == qualname else (*steps, base)
-            self._paths.setdefault(base, Path(entry, tuple(dict.fromkeys(path))))
+            found = Path(entry, tuple(dict.fromkeys(path)))
+            known = self._paths.get(base)
+            if known is None or _rank(found, base) < _rank(known, base):
+                self._paths[base] = found
 
     def _built(self, entry: str, qualname: str, steps: tuple[str, ...], depth: int) -> None:
         """The modules an instance builds in ``__init__`` run inside its forward (the
