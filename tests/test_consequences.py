@@ -167,3 +167,28 @@ def test_wrappers_sharing_a_base_without_the_setter_are_one_finding_at_the_base(
     partial = baselines.from_findings(found.causes[:1])  # a wrapper added since: the group is new
     assert partial.apply([found]) == ([found], 0)
     assert "likewise for ExBForCausalLM" in (found.effect or "")
+
+
+def test_suppressions_at_every_grouped_wrapper_still_suppress_the_finding_at_the_base(tmp_path):
+    """Comments written when each wrapper had its own FT001 finding (lines 13 and 18 of the
+    FT001 base-class example, 15 and 20 of the file) still suppress the grouped finding and
+    count as used (no FT016); with one of them gone, the grouped finding is reported."""
+    from flowtrace.checks.base import Rule
+    from flowtrace.lint.runner import run_check
+
+    from test_rule_examples import _sglang_tree
+
+    code = Rule.registry["FT001"].invalid[1].code.splitlines()
+    for line in (13, 18):
+        code[line - 1] += "  # flowtrace: ignore[FT001]"
+    root = tmp_path / "engine"
+    _sglang_tree(root, "\n".join(code) + "\n")
+    out = run_check(root, select=["FT001", "FT016"], jobs=1, use_cache=False, isolated=True, exit_zero=True)
+    example = [f for f in out.findings if f.file.endswith("example.py")]
+    assert example == [] and out.suppressed_inline == 1
+
+    code[17] = code[17].split("  # flowtrace")[0]
+    root2 = tmp_path / "engine2"
+    _sglang_tree(root2, "\n".join(code) + "\n")
+    out = run_check(root2, select=["FT001"], jobs=1, use_cache=False, isolated=True, exit_zero=True)
+    assert [(f.rule, f.line, f.grouped) for f in out.findings if f.file.endswith("example.py")] == [("FT001", 6, True)]

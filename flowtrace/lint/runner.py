@@ -357,7 +357,8 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
-    files = {f.file for f in kept}
+    # a finding grouped at a base class is also suppressed by comments at all its causes' lines
+    files = {f.file for f in kept} | {c.file for f in kept if f.grouped for c in f.causes}
     # suppression comments are text, not facts: keyed by the content of every file they are read from
     read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
     if memo is not None and read_key is not None:
@@ -372,9 +373,20 @@ def _apply_inline(kept: list[Finding], comments: Mapping[tuple[str, int], Suppre
         comment = comments.get((f.file, f.line))
         if comment is not None and f.rule in comment.codes:
             used[(f.file, f.line)].add(f.rule)
+        elif _suppressed_at_causes(f, comments):
+            for c in f.causes:
+                used[(c.file, c.line)].add(f.rule)
         else:
             reported.append(f)
     return _Inline(tuple(reported), {k: frozenset(v) for k, v in used.items()}, len(kept) - len(reported))
+
+
+def _suppressed_at_causes(f: Finding, comments: Mapping[tuple[str, int], SuppressionComment]) -> bool:
+    """A finding grouped at a base class (it stands for per-wrapper findings) whose every
+    wrapper's line carries a suppression of its rule: written before the grouping, still honoured."""
+    if not f.grouped or not f.causes:
+        return False
+    return all((c := comments.get((x.file, x.line))) is not None and f.rule in c.codes for x in f.causes)
 
 
 def _unused_suppressions(comments: Mapping[tuple[str, int], SuppressionComment], used: Mapping[tuple[str, int], frozenset[str]], plan: _Plan, enabled: frozenset[str]) -> tuple[list[Finding], int]:
