@@ -511,6 +511,52 @@ class Project:
         reached = ", ".join([f"self.{a} = {q.rsplit('.', 1)[-1]}" for a, q in held.items()] + inner)
         return f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), which no object this class holds defines ({reached})"
 
+    def unresolved_in_tree(self, qualname: str) -> list[str]:
+        """Names a class of this tree, written as a base or built as an attribute, that could
+        not be resolved, for ``qualname`` and the objects it holds (two levels, as
+        :meth:`holder_for_method` searches). Saying that no held object defines a method
+        (the engine raises) needs none: an unresolved base may well define it (a tree
+        scanned under another package name than its absolute imports use)."""
+        out: list[str] = []
+        frontier, seen = [qualname], set()
+        for _ in range(3):
+            nxt: list[str] = []
+            for q in frontier:
+                if q in seen:
+                    continue
+                seen.add(q)
+                out.extend(n for n in self._unresolved_names(q) if n not in out)
+                nxt.extend(self.instance_attributes(q).values())
+            frontier = nxt
+        return out
+
+    def _unresolved_names(self, qualname: str) -> list[str]:
+        """In ``qualname``'s MRO: bases and built classes whose simple name the tree defines
+        (so they are no library's) that :meth:`find_class` cannot pin to one class."""
+        out: list[str] = []
+        for q in self.mro(qualname):
+            cls = self.classes.get(q)
+            if cls is None:
+                continue
+            built = [a.callee for a in cls.assignments if a.attribute != "*" and not a.callee.startswith(("dynamic:", "arch:"))]
+            out.extend(n for n in cls.bases if self._named_here(n) and self.find_class(n) is None)  # as mro() resolves
+            out.extend(n for n in built if self._named_here(n) and self.find_class(n, near=q) is None)  # as attribute_class()
+        return out
+
+    def _named_here(self, name: str) -> bool:
+        """``name`` means a class of this tree, not a library's (``torch.nn.LayerNorm`` is
+        not the tree's ``LayerNorm``): its simple name is defined here and its module is one
+        of the tree's, under the tree's package or another one (a copy whose absolute
+        imports still name the original package: ``pkg.models.x`` for ``copy.models.x``)."""
+        module, _, simple = name.rpartition(".")
+        if simple not in self.by_name:
+            return False
+        if not module:
+            return True
+        head, _, rest = module.partition(".")
+        modules = {q.rpartition(".")[0] for q in self.by_name[simple]}
+        return any(m.partition(".")[0] == head for m in modules) or any(m == rest or m.endswith("." + rest) for m in modules if rest)
+
     def _follow_delegate(self, res: _Resolution, depth: int) -> None:
         setter = res.setter
         if setter.delegate == "super()" and setter.delegate_method:
@@ -528,7 +574,15 @@ class Project:
         if target is None:
             if setter.delegate != "super()":
                 lacking = self._held_text(res.qualname, setter)
-                if lacking is not None:  # every object it holds is known, and none defines the method
+                doubt = self.unresolved_in_tree(res.qualname) if lacking is not None else []
+                if doubt:  # an object it holds may inherit the method from a class not resolved
+                    res.problem(
+                        F.ProblemKind.DELEGATE_UNRESOLVED,
+                        f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(); no object this class holds is known to define it, "
+                        f"but {', '.join(doubt)} (a class this tree defines) could not be resolved, so one may inherit it",
+                        setter.location,
+                    )
+                elif lacking is not None:  # every object it holds is known, and none defines the method
                     res.problem(F.ProblemKind.DELEGATE_LACKS_SETTER, lacking, setter.location)
                 else:
                     res.problem(F.ProblemKind.DELEGATE_UNRESOLVED, f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved", setter.location)

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowtrace.engines.profiles import Profile, select_profiles
+from flowtrace.engines.profiles import Profile, detects, select_profiles
 
 _MAX_FILE = 2_000_000  # bytes: larger sources are data, not model code
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", "tests", "test", "docs"})
@@ -151,7 +151,7 @@ def choose(root: Path, forced: str | None = None, extra: tuple[Path, ...] = ()) 
         return profiles, ProfileChoice(names, How.USER, "the user's profile file(s) " + ", ".join(str(e) for e in extra))
     if root.is_file():
         return profiles, ProfileChoice(names, How.ALL, "a single file: every profile merged")
-    found = [f"{d}/" for p in profiles for d in p.detect_paths if (root / d).is_dir()]
+    found = [f"{d}/" for p in profiles for d in p.detect_paths if detects(root, d)]
     if found:
         return profiles, ProfileChoice(names, How.PATH, "found " + ", ".join(found))
     return by_content(root, profiles)

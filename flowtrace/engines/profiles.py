@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flowtrace.errors import ProfileError
+from flowtrace.sources.discover import root_package
 
 try:  # the stdlib's own parser of regular expressions (renamed in 3.11)
     import re._parser as _sre_parse  # type: ignore[import-not-found]
@@ -392,8 +393,17 @@ def select_profiles(root: Path, forced: str | None = None, directory: Path | Non
     if root.is_file():
         return profiles
     user_names = {p.name for p in users}
-    detected = [p for p in profiles if p.name in user_names or any((root / d).is_dir() for d in p.detect_paths)]
+    detected = [p for p in profiles if p.name in user_names or any(detects(root, d) for d in p.detect_paths)]
     return detected or profiles
+
+
+def detects(root: Path, detect_path: str) -> bool:
+    """``detect_path`` exists under ``root``, or ``root`` is a package the path runs through
+    (scanning ``engine/pkg`` itself: ``pkg/models`` is then ``models`` inside it)."""
+    if (root / detect_path).is_dir():
+        return True
+    package = root_package(root).replace(".", "/")
+    return bool(package) and detect_path.startswith(package + "/") and (root / detect_path[len(package) + 1 :]).is_dir()
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,6 +449,15 @@ class Conventions:
     opt_in_bases: frozenset[str] = frozenset()
     post_norm_ids: frozenset[int] = frozenset()
     registry_decorators: frozenset[str] = frozenset()
+    # The package the scanned folder itself is (``index.syntax.root_package``): the prefix of
+    # every module name, so the tree's absolute imports of its own modules resolve.
+    package: str = ""
+
+    def is_dict_file(self, path: str) -> bool:
+        """``path`` (relative to the scanned root) is a registry file a profile names; the
+        names are written from the engine's package down, so the root's own package counts."""
+        full = f"{self.package.replace('.', '/')}/{path}" if self.package else path
+        return any(full.endswith(d) for d in self.dict_files)
 
     @classmethod
     def merge(cls, profiles: list[Profile]) -> Conventions:

@@ -26,6 +26,7 @@ How the work flows (every step is there for speed; none changes a fact):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import os
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
-from flowtrace.sources.discover import SourceFile, discover
+from flowtrace.sources.discover import SourceFile, discover, root_package
 from flowtrace.index.syntax import module_name
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
 from flowtrace.engines.profiles import Conventions, Profile
@@ -85,7 +86,7 @@ def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[
     run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
-            return F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", "too-large"),))
+            return F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", "too-large"),))
         from flowtrace.index.class_table import table_facts
 
         return table_facts(path, data, conv)
@@ -114,7 +115,7 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
     try:
         facts = analyze(path, data, tier, conv, limits)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        facts = F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
+        facts = F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
     return path, content_hash(data), dumps(facts)
 
 
@@ -149,8 +150,8 @@ def mentions(data: bytes) -> frozenset[str]:
     return frozenset(name.decode("ascii") for name in found)
 
 
-def _suffixes(path: str) -> set[str]:
-    parts = module_name(path).split(".")
+def _suffixes(path: str, package: str = "") -> set[str]:
+    parts = module_name(path, package).split(".")
     return {".".join(parts[i:]) for i in range(len(parts))}
 
 
@@ -159,8 +160,8 @@ class _Fixpoint:
     mentions is relevant (owns capture facts, is a registry target, or subclasses a relevant
     class, transitively), or when a registry target lives in its module."""
 
-    def __init__(self, select) -> None:  # noqa: ANN001
-        self.select = select
+    def __init__(self, select, package: str = "") -> None:  # noqa: ANN001
+        self.select, self.package = select, package
         self.names: set[str] = set()
         self.modules: set[str] = set()
         self.children: dict[str, set[str]] = {}
@@ -169,7 +170,7 @@ class _Fixpoint:
 
     def watch(self, path: str, names: frozenset[str]) -> None:
         """A file the prefilter did not select: select it if it matches now, else wait."""
-        suffixes = _suffixes(path)
+        suffixes = _suffixes(path, self.package)
         if not names.isdisjoint(self.names) or not suffixes.isdisjoint(self.modules):
             self.select(path)
             return
@@ -317,7 +318,7 @@ class _Parser:
             return []
         from flowtrace.index.workers import Lost
 
-        return [_lost_outcome(item) if isinstance(item, Lost) else item[1] for item in finished]
+        return [_lost_outcome(item, self.conv.package) if isinstance(item, Lost) else item[1] for item in finished]
 
     def close(self, cancel: bool = False) -> None:
         if self.pool is not None:
@@ -331,11 +332,21 @@ def hard_limit(timeout_s: float) -> float:
     return timeout_s + max(1.0, timeout_s / 4) if timeout_s > 0 else 0.0
 
 
-def _lost_outcome(lost: Lost) -> _Outcome:
+def _rooted(conv: Conventions, root: Path) -> Conventions:
+    """The conventions with the package the scanned folder is (module names get its prefix;
+    the digest changes with it, so cached facts of the unprefixed names are not reused)."""
+    package = root_package(root) if root.is_dir() else ""
+    if not package:
+        return conv
+    digest = hashlib.sha256(f"{conv.digest}\0{package}".encode()).hexdigest()[:16]
+    return dataclasses.replace(conv, package=package, digest=digest)
+
+
+def _lost_outcome(lost: Lost, package: str = "") -> _Outcome:
     """A task whose worker was killed or crashed: the file becomes one counted diagnostic."""
     path, _, _, _, digest = lost.task
     kind = "timeout" if lost.kind == "timeout" else "internal"
-    facts = F.FileFacts(path, module_name(path), diagnostics=(F.Diagnostic(path, 0, lost.reason, kind),))
+    facts = F.FileFacts(path, module_name(path, package), diagnostics=(F.Diagnostic(path, 0, lost.reason, kind),))
     return path, digest, dumps(facts)
 
 
@@ -363,7 +374,7 @@ class _IndexRun:
     def __init__(self, root: Path, profiles: list[Profile], options: IndexOptions) -> None:
         self.root, self.profiles, self.options = root, profiles, options
         self.started = time.perf_counter()
-        self.conv = Conventions.merge(profiles)
+        self.conv = _rooted(Conventions.merge(profiles), root)
         self.sources, self.diagnostics = discover(root, options.excludes)
         self.cache = self._open_cache()
         self.by_path: dict[str, SourceFile] = {s.path: s for s in self.sources}
@@ -378,7 +389,7 @@ class _IndexRun:
         jobs = options.jobs if options.jobs is not None else available_cores()
         self.parser = _Parser(self.conv, (options.max_bytes, options.timeout_s), jobs)
         self.progress = _Progress(options.progress if options.progress is not None else sys.stderr.isatty())
-        self.fixpoint = _Fixpoint(self.select)
+        self.fixpoint = _Fixpoint(self.select, self.conv.package)
         # Registration variables and registering decorators (``@register("Arch")``): a file
         # naming one registers a model, which gets a row even without a capture marker.
         self.registration = tuple(v.encode() for v in sorted(self.conv.entry_variables | self.conv.registry_decorators))
@@ -451,7 +462,7 @@ class _IndexRun:
     # ------------------------------------------------------------------ classification
 
     def _selected_up_front(self, path: str, verdict: int) -> bool:
-        return bool(verdict) or any(path.endswith(d) for d in self.conv.dict_files)
+        return bool(verdict) or self.conv.is_dict_file(path)
 
     def classify(self, src: SourceFile, state: FileState, names: frozenset[str] | None = None) -> None:
         """Record ``state`` and select the file or watch it; ``names``: its mentions as a set,

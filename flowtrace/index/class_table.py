@@ -363,7 +363,7 @@ def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.
 
 
 def _registrations(body: list[ast.stmt], names: _Names, path: str, conv: Conventions) -> list[F.RegistryFact]:
-    dict_file = any(path.endswith(d) for d in conv.dict_files)
+    dict_file = conv.is_dict_file(path)
     patterns = [re.compile(p) for p in conv.dict_name_patterns]
     prefix = conv.dict_module_prefixes[0] if conv.dict_module_prefixes else ""
     registry: list[F.RegistryFact] = []
@@ -391,7 +391,7 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
 
 
 def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
-    modname = module_name(path)
+    modname = module_name(path, conv.package)
     try:
         tree = ast.parse(data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -428,7 +428,7 @@ def _setterless_registrations(tree: ast.Module, path: str, modname: str, conv: C
     from flowtrace.index.config_sources import registry_decorators, registry_updates
 
     out: list[F.RegistryFact] = []
-    if any(path.endswith(d) for d in conv.dict_files):
+    if conv.is_dict_file(path):
         out += registry_updates(tree, path, conv, [re.compile(p) for p in conv.dict_name_patterns])
     if conv.registry_decorators:
         out += registry_decorators(tree, path, modname, conv)

@@ -266,7 +266,7 @@ def _sources_wanted(path: str, conv: Conventions) -> bool:
     """Whether :func:`_with_sources` reads this file's stdlib tree."""
     from flowtrace.index import config_sources
 
-    return config_sources.wanted(conv) or any(path.endswith(d) for d in conv.dict_files)
+    return config_sources.wanted(conv) or conv.is_dict_file(path)
 
 
 def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.Module) -> F.FileFacts:
@@ -277,7 +277,7 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.
 
     if not _sources_wanted(facts.path, conv):
         return facts
-    dict_file = any(facts.path.endswith(d) for d in conv.dict_files)
+    dict_file = conv.is_dict_file(facts.path)
     registered: list[F.RegistryFact] = []
     if dict_file:
         import re
@@ -315,7 +315,7 @@ def analyze_bytes(
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
 
-    modname = module_name(path)
+    modname = module_name(path, conv.package)
     if len(data) > max_bytes:
         return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {max_bytes}-byte limit; not parsed", "too-large"),))
     if b"\x00" in data:

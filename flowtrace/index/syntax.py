@@ -20,12 +20,13 @@ _SCOPES_AND_LAMBDAS = (*_SCOPES, ast.Lambda)
 _SCOPES_SET = frozenset(_SCOPES)
 
 
-def module_name(path: str) -> str:
-    """``a/b/c.py`` -> ``a.b.c``; ``a/b/__init__.py`` -> ``a.b``."""
+def module_name(path: str, package: str = "") -> str:
+    """``a/b/c.py`` -> ``a.b.c``; ``a/b/__init__.py`` -> ``a.b``; with ``package`` (the
+    scanned folder is itself that package: ``sources.discover.root_package``) -> ``package.a.b.c``."""
     parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join(p for p in parts if p)
+    return ".".join(p for p in (*package.split("."), *parts) if p)
 
 
 def dotted(node: ast.AST | None) -> str | None:

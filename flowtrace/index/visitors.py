@@ -204,7 +204,7 @@ class FileAnalyzer(FileContext):
     """Builds :class:`FileFacts` for one module's stdlib tree."""
 
     def __init__(self, path: str, source: str, module: ast.Module, conv: Conventions) -> None:
-        modname = module_name(path)
+        modname = module_name(path, conv.package)
         package = modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
         text = SourceText(source, module)
         self.collector = _Collector(modname, conv, package, text.lines)
@@ -584,7 +584,7 @@ class FileAnalyzer(FileContext):
     # -- module-level ----------------------------------------------------------
     def registry_facts(self) -> list[F.RegistryFact]:
         out: list[F.RegistryFact] = []
-        dict_file = any(self.path.endswith(d) for d in self.conv.dict_files)
+        dict_file = self.conv.is_dict_file(self.path)
         patterns = [re.compile(p) for p in self.conv.dict_name_patterns]
         prefix = self.conv.dict_module_prefixes[0] if self.conv.dict_module_prefixes else ""
         for node in self.collector.module_assigns:
