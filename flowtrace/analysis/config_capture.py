@@ -273,7 +273,15 @@ _FEED_FORWARD = ("mlp", "moe", "ffn", "feed_forward", "experts")
 
 def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
     """After the layer's feed-forward sub-module (and before any other but norms or the fused
-    all-reduce that applies the next layer's norm): the layer's output."""
+    all-reduce that applies the next layer's norm): the layer's output.
+
+    Decided by what the code does first: the recorded state is the output of a sub-module
+    called after another one (the attention) and nothing applied to it alone after the hook
+    (a sub-module also taking the residual finishes the residual add): the layer's output,
+    whatever the sub-module is called. The feed-forward names are hints for the rest."""
+    structural = _hook_point_by_flow(site)
+    if structural is not None:
+        return structural
     ff_before = [c for c in site.calls_before if any(w in c for w in _FEED_FORWARD)]
     ff_after = [c for c in site.calls_after if any(w in c for w in _FEED_FORWARD)]
     if ff_before and not ff_after:
@@ -282,3 +290,18 @@ def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
         last = [c for c in site.calls_before if "norm" not in c]
         return F.OUTPUT, f"{site.function} calls {site.hook} after {last[-1] if last else site.calls_before[-1]}, its last sub-module: records layer {site.index}'s output (hidden + residual)"
     return F.UNKNOWN, f"{site.function} calls {site.hook} between sub-module calls"
+
+
+def _hook_point_by_flow(site: F.HookCallFact) -> tuple[str, str] | None:
+    """The point from the recorded state's data flow (:func:`_hook_point`), None when it does
+    not decide."""
+    recorded = site.arguments[0] if site.arguments else "the state"
+    if site.reworked_after:
+        return F.UNKNOWN, (f"{site.function} calls {site.hook}, then applies self.{site.reworked_after[0]} to `{recorded}` alone: "
+                           "the layer keeps computing on the recorded state, so it is a state inside the layer")
+    fed = site.fed_by
+    if fed is None or fed not in site.calls_before or site.calls_before.index(fed) == 0:
+        return None
+    earlier = ", ".join(dict.fromkeys(site.calls_before[: site.calls_before.index(fed)]))
+    return F.OUTPUT, (f"{site.function} calls {site.hook} with `{recorded}` = self.{fed}(...) (called after {earlier}), "
+                      f"which nothing applied to it alone follows: records layer {site.index}'s output (hidden + residual)")

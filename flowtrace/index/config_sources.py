@@ -443,10 +443,48 @@ def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
                 if isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
                     continue  # the metadata's own definition calling itself
                 before, after = _sub_calls(method.body, stmt)
+                stream = node.args[1].id if len(node.args) > 1 and isinstance(node.args[1], ast.Name) else None
+                residual = node.args[2].id if len(node.args) > 2 and isinstance(node.args[2], ast.Name) else None
+                fed_by, reworked = _stream_flow(method, node.lineno, stream, residual) if stream else (None, ())
                 out.append(
-                    F.HookCallFact(qualname, f"{cls.name}.{method.name}", node.func.attr, index, tuple(ast.unparse(a) for a in node.args[1:]), before, after, F.Location(path, node.lineno))
+                    F.HookCallFact(
+                        qualname, f"{cls.name}.{method.name}", node.func.attr, index, tuple(ast.unparse(a) for a in node.args[1:]), before, after,
+                        F.Location(path, node.lineno), fed_by, reworked,
+                    )
                 )
     return out
+
+
+def _self_call(value: ast.expr) -> str | None:
+    """``self.<m>(...)`` -> ``m``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) and value.func.value.id == "self":
+        return value.func.attr
+    return None
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _stream_flow(method: ast.FunctionDef, line: int, stream: str, residual: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """The sub-module whose output the hook records as ``stream`` (the last ``stream = self.m(...)``
+    before the hook line), and the sub-modules applied to ``stream`` without ``residual`` after
+    it, until ``stream`` is rebound (the layer keeps computing on the recorded state)."""
+    assigns = sorted((n for n in nodes(method) if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset))
+    fed_by: str | None = None
+    reworked: list[str] = []
+    for a in assigns:
+        targets = set().union(*(_names_in(t) for t in a.targets))
+        if a.lineno < line and stream in targets:
+            fed_by = _self_call(a.value)
+        elif a.lineno > line:
+            callee = _self_call(a.value)
+            used = _names_in(a.value)
+            if callee and stream in used and (residual is None or residual not in used):
+                reworked.append(callee)
+            if stream in targets:
+                break
+    return fed_by, tuple(reworked)
 
 
 def _metadata_defaults(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions, source: str) -> list[F.MetadataDefaultFact]:

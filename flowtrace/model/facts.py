@@ -743,6 +743,12 @@ class HookCallFact:
     calls_before: tuple[str, ...]
     calls_after: tuple[str, ...]
     location: Location
+    # What the code does with the recorded state (the hook's first stream argument), read by
+    # data flow rather than by sub-module names: the sub-module whose output it is
+    # (``h = self.<fed_by>(...)``), and sub-modules applied to it alone after the hook (more
+    # compute inside the layer; one that also takes the residual finishes the residual add).
+    fed_by: str | None = None
+    reworked_after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
