@@ -33,8 +33,24 @@ def _overridden(project, qualname: str, attribute: str) -> str | None:
     return None
 
 
+def _overriding(project, mro: list[str], assignment) -> str | None:
+    """The class more derived than the assignment's whose class attribute or factory method
+    decides what it builds (``model_cls = Other`` in a subclass), as
+    :meth:`Project.overridden_callee` picks it; None when none does."""
+    for n in range(len(mro)):
+        if project.overridden_callee(mro[n : n + 1], assignment):
+            return mro[n]
+    return None
+
+
 def walk_holder(project, qualname: str, path: tuple[str, ...]):
-    """Follow the interface's holder path; None when a step is built dynamically (unresolvable)."""
+    """Follow the interface's holder path; None when a step is built dynamically (unresolvable).
+
+    Each step is what the instance really builds: the nearest assignment in the MRO, with
+    what a more derived class changes about it (a class attribute the base's ``__init__``
+    builds from, an overriding factory method), the most derived value winning, as the
+    capture chain resolves it (:meth:`Project.attribute_class`). Steps are (class assigning,
+    assignment, class built, class overriding it or None)."""
     steps = []
     current = qualname
     for attribute in path:
@@ -42,10 +58,12 @@ def walk_holder(project, qualname: str, path: tuple[str, ...]):
         if found is None:
             continue  # an optional step the object does not have
         owner, assignment = found
-        target = project.find_class(assignment.callee)
+        mro = project.mro(current)
+        derived = mro[: mro.index(owner)]
+        target = project.find_class(project.overridden_callee(derived, assignment) or assignment.callee, near=owner)
         if target is None:
             return None  # built from the config at run time: conditional, not decidable here
-        steps.append((owner, assignment, target))
+        steps.append((owner, assignment, target, _overriding(project, derived, assignment)))
         current = target
     return current, steps
 
@@ -128,19 +146,23 @@ class ExForCausalLM(Module, SupportsEagle3):
             yield self._finding(project, row, holder, steps, sorted(holders), c)
 
     def _finding(self, project, row, holder, steps, holders, capture) -> Finding:
-        path = "".join(f".{a.attribute}" for _, a, _ in steps) or " itself"
-        where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _ in steps]
+        path = "".join(f".{a.attribute}" for _, a, _, _ in steps) or " itself"
+        where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
+        overrides = [project.classes[o].location for _, _, _, o in steps if o in project.classes]
         note = ""
         if steps:
-            owner, assignment, _ = steps[-1]
+            owner, assignment, target, overriding = steps[-1]
             base = _overridden(project, owner, assignment.attribute)
-            if base is not None and owner != row.qualname:
+            if overriding is not None:
+                via = (assignment.via or "").partition(":")[2].partition("#")[0]
+                note = f" ({short(overriding)} makes {short(owner)}'s self.{assignment.attribute} = ... build {short(target)} through {via or 'an override'})"
+            elif base is not None and owner != row.qualname:
                 note = f" ({short(owner)} builds its own {assignment.attribute}, overriding {short(base)}'s)"
         message = (
             f"{row.name} declares {', '.join(sorted(project.conv.interfaces))}, but its setter ({capture.setter.location}) reaches "
             f"self{path} = {short(holder)}{note}, which is not a {' or '.join(holders)}: setting the layers fails at start-up"
         )
-        flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), ("holder without the mixin", project.classes[holder].location))
+        flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), *(("override of what it builds", w) for w in overrides), ("holder without the mixin", project.classes[holder].location))
         return self.finding(
             row.location, message, row.qualname, f"{path}:{holder}", steps=flow,
             consequence=Consequence.REFUSED_STARTUP,
