@@ -41,7 +41,8 @@ def test_scanning_the_package_itself_gives_the_rows_of_its_parent(sub):
     # mistral.py: MistralForCausalLM builds MistralModel (a LlamaModel of llama.py, by its absolute path)
     assert parent["MistralForCausalLM"] == ("delegated", "MistralModel", True)
     assert parent["LlamaForCausalLM"] == ("delegated", "LlamaModel", True)
-    assert _rows(PKGROOT_LIKE / sub) == parent
+    inside = {k: v for k, v in parent.items() if k != "FastDsaForCausalLM"}  # models/dsa/ is outside vllm/model_executor
+    assert _rows(PKGROOT_LIKE / sub) == (parent if sub == "vllm" else inside)
 
 
 def test_the_profile_is_found_by_path_when_the_root_is_its_package():
@@ -63,3 +64,18 @@ def test_an_unresolved_in_tree_base_makes_the_delegate_unknown_not_raising(tmp_p
     assert F.ProblemKind.DELEGATE_UNRESOLVED in kinds
     assert verdict(row).outcome == F.Outcome.UNKNOWN
     assert "LlamaModel" in " ".join(row.capture.problems)
+
+
+def test_a_registry_entry_naming_another_package_loads_what_its_init_binds():
+    # registry.py: "DsaForCausalLM": ("vllm.models.dsa", "DsaForCausalLM"); models/dsa/__init__.py binds
+    # it to fast.FastDsaForCausalLM (aliased) or to mistral.MistralForCausalLM (another package),
+    # never to llama's LlamaForCausalLM (the TYPE_CHECKING-only binding).
+    scan = api.scan(PKGROOT_LIKE, options=OPTIONS)
+    assert sorted(scan.project.registered_classes("vllm.models.dsa.DsaForCausalLM")) == [
+        "vllm.model_executor.models.mistral.MistralForCausalLM",
+        "vllm.models.dsa.fast.FastDsaForCausalLM",
+    ]
+    rows = {r.name: r for r in scan.project.rows}
+    assert rows["FastDsaForCausalLM"].registered and rows["FastDsaForCausalLM"].architectures == ("DsaForCausalLM",)
+    assert set(rows["MistralForCausalLM"].architectures) == {"DsaForCausalLM", "MistralForCausalLM"}
+    assert rows["LlamaForCausalLM"].architectures == ("LlamaForCausalLM",)

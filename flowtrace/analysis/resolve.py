@@ -151,6 +151,7 @@ class Project:
         self.flag_defaults: dict[str, list[F.FlagDefaultFact]] = {}
         self.early_returns: dict[str, list[F.StreamFact]] = {}
         self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
+        self.reexports: dict[str, dict[str, list[str]]] = {}  # package -> name -> what its __init__ binds it to
         self._mro_cache: dict[str, list[str]] = {}
         for ff in files:
             for c in ff.classes:
@@ -168,6 +169,8 @@ class Project:
                 self.registry.setdefault(r.target, []).append(r)
             for h in ff.helper_defs:
                 self.helpers.setdefault(h.class_qualname, {})[h.method] = h
+            for imp in ff.reexports:
+                self.reexports.setdefault(ff.module, {}).setdefault(imp.local, []).append(imp.qualified)
             self._index_returns(ff)
 
     def _index_returns(self, ff: F.FileFacts) -> None:
@@ -209,14 +212,27 @@ class Project:
         return _nearest(inside, near) if near else None
 
     def registered_classes(self, target: str) -> list[str]:
-        """The classes a registry entry names: the one it resolves to, or, when it names a
-        package that re-exports one of several same-named variants (picked per platform by
-        its ``__init__``), every variant inside that package."""
+        """The classes a registry entry names: what the named package's ``__init__`` binds the
+        name to (each platform's branch: an alias of another class, a class of another package
+        of the engine), else the one it resolves to, else every same-named variant inside the
+        package (an ``__init__`` not read)."""
+        module, _, simple = target.rpartition(".")
+        bound = self._reexported(module, simple)
+        if bound:
+            return bound
         found = self.find_class(target)
         if found:
             return [found]
-        module, _, simple = target.rpartition(".")
         return sorted(c for c in self.by_name.get(simple, []) if module and c.startswith(module + "."))
+
+    def _reexported(self, module: str, name: str, depth: int = 0) -> list[str]:
+        """The classes ``module``'s ``__init__`` binds ``name`` to, through further packages."""
+        out: list[str] = []
+        for qualified in self.reexports.get(module, {}).get(name, []) if depth < 4 else ():
+            inner_module, _, inner = qualified.rpartition(".")
+            found = self._reexported(inner_module, inner, depth + 1) or ([q] if (q := self.find_class(qualified, near=module + ".")) else [])
+            out.extend(c for c in found if c not in out)
+        return sorted(out)
 
     def mro(self, qualname: str) -> list[str]:
         """Depth-first base order (memoised: the facts never change after indexing)."""

@@ -119,6 +119,27 @@ def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
     return imports
 
 
+def package_reexports(path: str, body: list[ast.stmt], package: str) -> tuple[F.ImportFact, ...]:
+    """Every module-level ``from X import Y [as Z]`` of a package ``__init__`` (branches
+    included, none replacing another; those of a module ``__getattr__`` too, not those only
+    for type checkers): what a registry entry naming the package may load, one per platform
+    (``from .gpu import A as B`` / ``from other.pkg import B``)."""
+    if not path.endswith("__init__.py"):
+        return ()
+    runtime: list[ast.stmt] = []
+    for n in body:  # what runs: an `if TYPE_CHECKING:` block's body is for type checkers only
+        typing_only = isinstance(n, ast.If) and dotted(n.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        runtime.extend(n.orelse if typing_only else [n])  # type: ignore[attr-defined]
+    lazy = [n for n in body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]  # PEP 562 lazy re-exports
+    statements = _module_statements(runtime) + [s for f in lazy for s in ast.walk(f) if isinstance(s, ast.ImportFrom)]
+    out: list[F.ImportFact] = []
+    for node in statements:
+        if isinstance(node, ast.ImportFrom):
+            base = _from_base(node, package)
+            out.extend(F.ImportFact(a.asname or a.name, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*")
+    return tuple(out)
+
+
 def _is_class_name(dotted_name: str | None) -> bool:
     return bool(dotted_name) and dotted_name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
 
@@ -418,6 +439,7 @@ def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         imports=tuple(F.ImportFact(k, v) for k, v in sorted(names.imports.items())),
         classes=tuple(classes),
         registry=tuple(_registrations(tree.body, names, path, conv)) + _setterless_registrations(tree, path, modname, conv),
+        reexports=package_reexports(path, tree.body, _package(path, modname)),
     )
 
 

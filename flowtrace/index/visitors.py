@@ -20,7 +20,7 @@ from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
-from flowtrace.index.class_table import class_values, registry_module
+from flowtrace.index.class_table import class_values, package_reexports, registry_module
 from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, canonical, child_nodes, clip, dotted, is_name, iter_nodes, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.engines.profiles import Conventions
@@ -209,6 +209,7 @@ class FileAnalyzer(FileContext):
         text = SourceText(source, module)
         self.collector = _Collector(modname, conv, package, text.lines)
         self.collector.walk(module)
+        self.reexports = package_reexports(path, module.body, package)
         super().__init__(path, modname, text, conv, self.collector.imports, {c.name: c.qualname for c in self.collector.classes})
         self.watched = conv.attributes | conv.flags
 
@@ -260,6 +261,7 @@ class FileAnalyzer(FileContext):
             path=self.path,
             module=self.modname,
             imports=tuple(F.ImportFact(k, v) for k, v in sorted(self.imports.items())),
+            reexports=self.reexports,
             classes=tuple(classes),
             registry=tuple(self.registry_facts()),
             setters=tuple(setters),

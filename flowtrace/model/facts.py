@@ -550,6 +550,10 @@ class FileFacts:
     # Runner calls of the entry setter and interface predicates (flowtrace.index.entry_calls).
     entry_calls: tuple[EntryCallFact, ...] = ()
     interface_predicates: tuple[InterfacePredicate, ...] = ()
+    # A package ``__init__``'s ``from X import Y [as Z]`` bindings, every one in source order,
+    # also those in branches a later one replaces in ``imports`` (one per platform): what a
+    # registry entry naming the package and ``Z`` may load.
+    reexports: tuple[ImportFact, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
