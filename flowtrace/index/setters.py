@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from flowtrace.index.context import ClassInfo, FileContext
+from flowtrace.index.layer_marks import layer_marks
 from flowtrace.model import facts as F
 from flowtrace.index.streams import spelled_names
 from flowtrace.index.syntax import FunctionNode, arguments, canonical, int_value, last_name, parameters
@@ -76,6 +77,7 @@ class SetterAnalyzer:
             pp_guard=self.pp_guard,
             branches=branches,
             source=self.file.code(self.fn),
+            marks=layer_marks(self.file, self.info, self.fn),
         )
 
     def walk(self, statements: list, conditions: tuple[str, ...]) -> None:

@@ -170,6 +170,7 @@ class ProblemKind(Word):
     METHOD_REFUSED = "method_refused"
     IDS_NEVER_SUPPLIED = "ids_never_supplied"
     UNUSED_SUPPRESSION = "unused_suppression"
+    STALE_LAYER_MARKS = "stale_layer_marks"
 
 
 class DefaultArm(Word):
@@ -386,6 +387,19 @@ class SetterFact:
     pp_guard: bool  # returns early on non-last pipeline ranks
     branches: tuple[SetterBranch, ...]
     source: str  # the whole method, for the evaluator
+    marks: tuple[LayerMarkFact, ...] = ()  # flags set on the layers it picks (stale unless cleared)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerMarkFact:
+    """A setter turning a flag on for each layer it is handed an id for
+    (``setattr(self.layers[i], "<mark>", True)``), read from :mod:`flowtrace.index.layer_marks`."""
+
+    mark: str
+    container: str  # the layer list indexed, e.g. "self.layers"
+    location: Location  # where the mark is set
+    cleared: bool  # the setter also turns the mark off (or deletes it): no stale marks
+    read_at: Location | None  # another method of the class reading the mark back (the forward)
 
 
 @dataclass(frozen=True, slots=True)
