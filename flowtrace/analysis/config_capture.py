@@ -16,24 +16,25 @@ from dataclasses import dataclass
 
 from flowtrace.model import facts as F
 
-IGNORED = "ignored"  # the engine's own layout, whatever the draft's ids say
-SERVING = "serving_config"  # ids from the engine's serving config, not the draft's
-CAPTURES, CAPTURES_NOTHING, REFUSES = "captures", "captures_nothing", "refuses"
+IGNORED = F.Transform.IGNORED  # the engine's own layout, whatever the draft's ids say
+SERVING = F.SourceKind.SERVING_CONFIG  # ids from the engine's serving config, as given (not the draft's)
+CAPTURES, CAPTURES_NOTHING, REFUSES = F.Outcome.CAPTURES, F.Outcome.CAPTURES_NOTHING, F.Outcome.REFUSES
+HOOK = F.IdSourceKind.HOOK
 
 
 @dataclass(frozen=True, slots=True)
 class SourceCapture:
-    kind: str  # "config" | "context" | "hook"
+    kind: F.IdSourceKind  # config | context | hook
     holder: str  # class holding the ids (inner model) or calling the hook (decoder layer)
     key: str  # config attribute, context field, or serving key
     source: F.IdSourceFact | None
-    transform: str  # IGNORED | SERVING
+    transform: F.Transform | F.SourceKind  # IGNORED | SERVING
     site: object | None  # CaptureSiteFact | DictCaptureFact | HookCallFact
-    mechanism: str
-    point: str
+    mechanism: F.Mechanism | None  # None when no site records
+    point: F.Point
     point_note: str
-    concat_order: str  # "loop" | "config" | "sorted"
-    outcome: str  # CAPTURES | CAPTURES_NOTHING | REFUSES
+    concat_order: F.ConcatOrder  # loop | config | sorted
+    outcome: F.Outcome  # CAPTURES | CAPTURES_NOTHING | REFUSES
     reason: str
     reason_location: F.Location | None
     write: F.GatedWrite | None  # the layout the builder writes for the method
@@ -43,7 +44,7 @@ class SourceCapture:
     post_norm_site: F.Location | None = None  # hook engines: the wrapper's post-final-norm capture
     # Hook engines: the serving paths the class can capture on ("one_model": it subclasses an
     # opt-in base, which builds the draft beside it; "two_model": its layers call the hook).
-    modes: tuple[str, ...] = ()
+    modes: tuple[F.ServingMode, ...] = ()
 
     @property
     def support(self) -> str:
@@ -156,7 +157,7 @@ def _site_for(project, idx: _Index, holder: str, attributes: set[str]):  # noqa:
     return None
 
 
-def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[str, str]:
+def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
     uses = idx.flags.get(site.layer_keyword or "", [])
     if not uses:
         return F.UNKNOWN, f"no layer forward takes a '{site.layer_keyword}' flag"
@@ -175,14 +176,15 @@ def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdS
     attributes = {source.attribute} | {s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute}
     site = _site_for(project, idx, holder, attributes)
     problems: list[str] = []
-    mechanism: str  # "" when no site records
+    mechanism: F.Mechanism | None  # None when no site records
+    point: F.Point
     if isinstance(site, F.DictCaptureFact):
         point, note = _dict_point(idx, site)
-        mechanism, order = F.DICT_STORE, "config" if site.concat else "loop"
+        mechanism, order = F.DICT_STORE, F.ConcatOrder.CONFIG if site.concat else F.ConcatOrder.LOOP
     elif site is not None:
-        point, note, mechanism, order = site.point, site.note, site.mechanism, "loop"
+        point, note, mechanism, order = site.point, site.note, site.mechanism, F.ConcatOrder.LOOP
     else:
-        point, note, mechanism, order = F.UNKNOWN, "no capture loop reads the ids", "", "loop"
+        point, note, mechanism, order = F.UNKNOWN, "no capture loop reads the ids", None, F.ConcatOrder.LOOP
         problems.append(f"{holder.rsplit('.', 1)[-1]} reads {source.key} but no capture loop reading self.{source.attribute} was found")
     builders = _builders_for(idx, architectures)
     refusing = next((b for b in builders if b.allowed_methods is not None and method not in b.allowed_methods), None)
@@ -197,7 +199,7 @@ def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdS
         write = next((w for w in idx.feeds if method in w.methods), None)
     outcome, reason, where = _outcome(source, method, refusing, write, builders, idx)
     return SourceCapture(
-        source.kind, holder, source.key, source, IGNORED if source.kind == "config" else IGNORED, site, mechanism, point, note, order,
+        F.IdSourceKind(source.kind), holder, source.key, source, IGNORED, site, mechanism, point, note, order,
         outcome, reason, where, write, builder, None, tuple(problems),
     )
 
@@ -253,25 +255,25 @@ def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa
         if opt_in is None:
             calls += (f"; two-model path only: {qualname.rsplit('.', 1)[-1]} does not subclass {base}, so the one-model path "
                       "(the draft built beside the target) is not available to it")
-        modes = ("one_model", "two_model") if opt_in else ("two_model",)
+        modes = (F.ServingMode.ONE_MODEL, F.ServingMode.TWO_MODEL) if opt_in else (F.ServingMode.TWO_MODEL,)
         return SourceCapture(
-            "hook", holder, key, None, SERVING, site, F.HOOK, point, note, "sorted", CAPTURES, calls, site.location,
+            HOOK, holder, key, None, SERVING, site, F.HOOK, point, note, F.ConcatOrder.SORTED, CAPTURES, calls, site.location,
             None, None, default, (), wrapper, modes,
         )
     where = project.classes[opt_in].location if opt_in in project.classes else project.classes[qualname].location if qualname in project.classes else None
     how = f"opts in through {base}, but" if opt_in else f"does not subclass {base}, and"
     return SourceCapture(
-        "hook", qualname, key, None, SERVING, None, F.HOOK, F.UNKNOWN, "no decoder layer built by this model calls the hook", "sorted", CAPTURES_NOTHING,
+        HOOK, qualname, key, None, SERVING, None, F.HOOK, F.UNKNOWN, "no decoder layer built by this model calls the hook", F.ConcatOrder.SORTED, CAPTURES_NOTHING,
         f"{qualname.rsplit('.', 1)[-1]} {how} no layer it builds calls {'/'.join(sorted(conv.hooks))}: "
         "the captured slots of the preallocated buffer are never written and the draft reads uninitialised memory (no error is raised)", where,
-        None, None, default, (), None, ("one_model",) if opt_in else (),
+        None, None, default, (), None, (F.ServingMode.ONE_MODEL,) if opt_in else (),
     )
 
 
 _FEED_FORWARD = ("mlp", "moe", "ffn", "feed_forward", "experts")
 
 
-def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
+def _hook_point(site: F.HookCallFact) -> tuple[F.Point, str]:
     """After the layer's feed-forward sub-module (and before any other but norms or the fused
     all-reduce that applies the next layer's norm): the layer's output.
 
@@ -292,7 +294,7 @@ def _hook_point(site: F.HookCallFact) -> tuple[str, str]:
     return F.UNKNOWN, f"{site.function} calls {site.hook} between sub-module calls"
 
 
-def _hook_point_by_flow(site: F.HookCallFact) -> tuple[str, str] | None:
+def _hook_point_by_flow(site: F.HookCallFact) -> tuple[F.Point, str] | None:
     """The point from the recorded state's data flow (:func:`_hook_point`), None when it does
     not decide."""
     recorded = site.arguments[0] if site.arguments else "the state"

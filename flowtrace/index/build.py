@@ -86,7 +86,7 @@ def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[
     run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
-            return F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", "too-large"),))
+            return F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE),))
         from flowtrace.index.class_table import table_facts
 
         return table_facts(path, data, conv)
@@ -115,7 +115,7 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
     try:
         facts = analyze(path, data, tier, conv, limits)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        facts = F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", "internal"),))
+        facts = F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL),))
     return path, content_hash(data), dumps(facts)
 
 
@@ -345,7 +345,7 @@ def _rooted(conv: Conventions, root: Path) -> Conventions:
 def _lost_outcome(lost: Lost, package: str = "") -> _Outcome:
     """A task whose worker was killed or crashed: the file becomes one counted diagnostic."""
     path, _, _, _, digest = lost.task
-    kind = "timeout" if lost.kind == "timeout" else "internal"
+    kind = F.DiagnosticKind.TIMEOUT if lost.kind == "timeout" else F.DiagnosticKind.INTERNAL
     facts = F.FileFacts(path, module_name(path, package), diagnostics=(F.Diagnostic(path, 0, lost.reason, kind),))
     return path, digest, dumps(facts)
 
@@ -435,7 +435,7 @@ class _IndexRun:
         path, digest, payload = outcome
         self.progress.advance()
         if digest is None:
-            self.diagnostics.append(F.Diagnostic(path, 0, str(payload), "unreadable"))
+            self.diagnostics.append(F.Diagnostic(path, 0, str(payload), F.DiagnosticKind.UNREADABLE))
             if self.cache is not None:
                 self.cache.forget(path)
             return
@@ -513,7 +513,7 @@ class _IndexRun:
         try:
             data = _read(src.absolute, src.size, self.options.max_bytes)
         except OSError as exc:
-            self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", "unreadable"))
+            self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", F.DiagnosticKind.UNREADABLE))
             return
         verdict = _verdict(data, self.conv.markers, self.registration)
         names = None if self._selected_up_front(src.path, verdict) else mentions(data)
@@ -557,7 +557,7 @@ class _IndexRun:
             self.parser.close(cancel=not completed)  # an interrupted scan does not wait for its queue
             self.progress.close()
         if self.parser.failure:
-            self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, "skipped"))
+            self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, F.DiagnosticKind.SKIPPED))
         if self.cache is not None:
             self.cache.select(tuple(sorted(self.selected)))
             self.cache.save()

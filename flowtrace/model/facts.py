@@ -76,6 +76,7 @@ class Outcome(Word):
     RAISES = "raises"
     CAPTURES_NOTHING = "captures_nothing"
     UNKNOWN = "unknown"  # a link could not be decided (the reason says which)
+    REFUSES = "refuses"  # the engine refuses the speculative method for this model (a config builder's gate)
 
 
 class StreamKind(Word):
@@ -125,6 +126,7 @@ class ConcatOrder(Word):
 
     LOOP = "loop"  # the order the layer loop meets the indices (sorted boundaries)
     CONFIG = "config"  # the order the ids were given
+    SORTED = "sorted"  # ascending ids, one preallocated buffer slot each (hook engines)
 
 
 class ProblemKind(Word):
@@ -232,6 +234,26 @@ class IdSourceKind(Word):
 
     CONFIG = "config"  # a config attribute
     CONTEXT = "context"  # a build-context field
+    HOOK = "hook"  # the serving config's ids, through a metadata hook the decoder layers call
+
+
+class ServingMode(Word):
+    """A hook engine's serving path a model can capture on."""
+
+    ONE_MODEL = "one_model"  # the draft built beside the target (the model subclasses the opt-in base)
+    TWO_MODEL = "two_model"  # the draft a separate model; the target's layers call the hook
+
+
+class DiagnosticKind(Word):
+    """What kept the index from reading or deciding a file (``Diagnostic.kind``)."""
+
+    PARSE_ERROR = "parse-error"
+    UNREADABLE = "unreadable"
+    TOO_LARGE = "too-large"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+    UNRESOLVED = "unresolved"
+    INTERNAL = "internal"  # an analyser bug on one file (the scan goes on)
 
 
 class SelectorKind(Word):
@@ -528,7 +550,7 @@ class Diagnostic:
     file: str
     line: int
     reason: str
-    kind: str = "parse-error"  # parse-error | unreadable | too-large | timeout | skipped | unresolved
+    kind: DiagnosticKind = DiagnosticKind.PARSE_ERROR
 
 
 @dataclass(frozen=True, slots=True)

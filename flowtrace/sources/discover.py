@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from flowtrace.model.facts import Diagnostic
+from flowtrace.model.facts import Diagnostic, DiagnosticKind
 
 if TYPE_CHECKING:
     import pathspec
@@ -122,16 +122,16 @@ def _source_file(entry: os.DirEntry, rel: str, real_root: str, diagnostics: list
         if entry.is_symlink():
             target = os.path.realpath(entry.path)
             if not (target == real_root or target.startswith(real_root + os.sep)):
-                diagnostics.append(Diagnostic(rel, 0, "symlink points outside the scanned root; not read", "skipped"))
+                diagnostics.append(Diagnostic(rel, 0, "symlink points outside the scanned root; not read", DiagnosticKind.SKIPPED))
                 return None
             st = os.stat(entry.path)
         else:
             st = entry.stat(follow_symlinks=False)
     except OSError as exc:
-        diagnostics.append(Diagnostic(rel, 0, f"cannot stat: {exc.strerror or exc}", "unreadable"))
+        diagnostics.append(Diagnostic(rel, 0, f"cannot stat: {exc.strerror or exc}", DiagnosticKind.UNREADABLE))
         return None
     if not stat.S_ISREG(st.st_mode):
-        diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", "skipped"))
+        diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", DiagnosticKind.SKIPPED))
         return None
     return SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -181,7 +181,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
 
     def on_error(error: OSError) -> None:
         where = os.path.relpath(error.filename, root) if error.filename else "."
-        diagnostics.append(Diagnostic(Path(where).as_posix(), 0, f"cannot list directory: {error.strerror or error}", "unreadable"))
+        diagnostics.append(Diagnostic(Path(where).as_posix(), 0, f"cannot list directory: {error.strerror or error}", DiagnosticKind.UNREADABLE))
 
     pending: list[tuple[str, str]] = [(str(root), "")]  # (folder, its path relative to root)
     while pending:
@@ -214,7 +214,7 @@ def _read_gitignore(
             if spec is not None:
                 ignore_specs.append((rel_dir, spec))
             where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
-            diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", "skipped") for number, reason in problems)
+            diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", DiagnosticKind.SKIPPED) for number, reason in problems)
     except OSError:
         pass
 
@@ -231,19 +231,19 @@ def _folders_to_descend(
         name = entry.name
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if _undecodable(name):
-            diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", "skipped"))
+            diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", DiagnosticKind.SKIPPED))
             continue
         if name in ALWAYS_EXCLUDED or ignored(rel, True):
             continue
         if entry.is_symlink():
             if name.endswith(".py"):
-                diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", "skipped"))
+                diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", DiagnosticKind.SKIPPED))
             continue
         if name.endswith(".py"):
-            diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", "skipped"))
+            diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", DiagnosticKind.SKIPPED))
         keep.append((entry.path, rel))
     if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:
-        diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", "skipped"))
+        diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", DiagnosticKind.SKIPPED))
         keep = []
     return keep
 
@@ -264,7 +264,7 @@ def _python_files(
             continue
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if _undecodable(name):
-            diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", "skipped"))
+            diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", DiagnosticKind.SKIPPED))
             continue
         if ignored(rel, False):
             continue
