@@ -15,7 +15,7 @@ from flowtrace import api
 from flowtrace.analysis.answer import verdict
 from flowtrace.index.build import IndexOptions
 from flowtrace.index.syntax import module_name
-from flowtrace.sources.discover import root_package
+from flowtrace.engines.profiles import root_package
 from flowtrace.model import facts as F
 
 PKGROOT_LIKE = FIXTURES / "pkgroot_like"

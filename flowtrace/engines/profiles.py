@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flowtrace.errors import ProfileError
-from flowtrace.sources.discover import root_package
 
 try:  # the stdlib's own parser of regular expressions (renamed in 3.11)
     import re._parser as _sre_parse  # type: ignore[import-not-found]
@@ -397,6 +396,22 @@ def select_profiles(root: Path, forced: str | None = None, directory: Path | Non
     return detected or profiles
 
 
+def root_package(root: Path) -> str:
+    """The dotted package a scanned folder *is* (``""`` when it is not one).
+
+    Scanning ``engine/pkg`` (a folder with ``__init__.py``) names its files relative to it,
+    yet its own modules import each other absolutely (``from pkg.models.x import Y``): unless
+    the files are called ``pkg.models.x`` those imports resolve to nothing. The folder and
+    each parent that is a package too (``pkg/sub`` -> ``pkg.sub``) give the prefix; a name
+    that is no identifier stops the walk (a release folder ``engine-1.0`` is no package)."""
+    names: list[str] = []
+    folder = root.resolve()
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder.parent != folder:
+        names.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(names))
+
+
 def detects(root: Path, detect_path: str) -> bool:
     """``detect_path`` exists under ``root``, or ``root`` is a package the path runs through
     (scanning ``engine/pkg`` itself: ``pkg/models`` is then ``models`` inside it)."""
@@ -449,7 +464,7 @@ class Conventions:
     opt_in_bases: frozenset[str] = frozenset()
     post_norm_ids: frozenset[int] = frozenset()
     registry_decorators: frozenset[str] = frozenset()
-    # The package the scanned folder itself is (``index.syntax.root_package``): the prefix of
+    # The package the scanned folder itself is (:func:`root_package`): the prefix of
     # every module name, so the tree's absolute imports of its own modules resolve.
     package: str = ""
 

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
-from flowtrace.sources.discover import SourceFile, discover, root_package
+from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.syntax import module_name
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
-from flowtrace.engines.profiles import Conventions, Profile
+from flowtrace.engines.profiles import Conventions, Profile, root_package
 
 if TYPE_CHECKING:  # the pool (and multiprocessing) is imported only when a scan parses
     from flowtrace.index.workers import Lost, WorkerPool

@@ -22,7 +22,7 @@ _SCOPES_SET = frozenset(_SCOPES)
 
 def module_name(path: str, package: str = "") -> str:
     """``a/b/c.py`` -> ``a.b.c``; ``a/b/__init__.py`` -> ``a.b``; with ``package`` (the
-    scanned folder is itself that package: ``sources.discover.root_package``) -> ``package.a.b.c``."""
+    scanned folder is itself that package: ``engines.profiles.root_package``) -> ``package.a.b.c``."""
     parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]

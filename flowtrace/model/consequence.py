@@ -83,6 +83,7 @@ DEFAULT_CONSEQUENCE: dict[ProblemKind, Consequence] = {
     ProblemKind.DEFAULT_BOUNDARIES_SHIFTED: Consequence.FRAGILE,
     ProblemKind.EMBEDDING_ID_DROPPED: Consequence.FRAGILE,
     ProblemKind.CONFIG_READERS_DISAGREE: Consequence.FRAGILE,
+    ProblemKind.STALE_LAYER_MARKS: Consequence.FRAGILE,
 }
 
 

@@ -136,22 +136,6 @@ def _source_file(entry: os.DirEntry, rel: str, real_root: str, diagnostics: list
     return SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def root_package(root: Path) -> str:
-    """The dotted package a scanned folder *is* (``""`` when it is not one).
-
-    Scanning ``engine/pkg`` (a folder with ``__init__.py``) names its files relative to it,
-    yet its own modules import each other absolutely (``from pkg.models.x import Y``): unless
-    the files are called ``pkg.models.x`` those imports resolve to nothing. The folder and
-    each parent that is a package too (``pkg/sub`` -> ``pkg.sub``) give the prefix; a name
-    that is no identifier stops the walk (a release folder ``engine-1.0`` is no package)."""
-    names: list[str] = []
-    folder = root.resolve()
-    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder.parent != folder:
-        names.append(folder.name)
-        folder = folder.parent
-    return ".".join(reversed(names))
-
-
 def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFile], list[Diagnostic]]:
     """Python files under ``root`` (or ``root`` itself when it is a file), sorted by path."""
     diagnostics: list[Diagnostic] = []
