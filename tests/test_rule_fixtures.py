@@ -9,11 +9,15 @@ out of the comparison so each case stays about its own rule.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from flowtrace import api
 from flowtrace.index.build import IndexOptions
 from flowtrace.model.facts import ProblemKind
+from flowtrace.render.html import build_context
+from flowtrace.render.scan_json import scan_document
 
 from fixture_paths import RULE_FIXTURES
 from test_rules import class_of
@@ -42,6 +46,8 @@ EXPECTED_SGLANG = {
     ("FT001", M + "pi_vl.py", "PiVLForConditionalGeneration", 15, ProblemKind.WRAPPER_WITHOUT_SETTER),
     # pi_vl.py: the wrapped model whose holder has no capture loop (its setter)
     ("FT004", M + "pi_vl.py", "BrokenInnerForCausalLM", 60, ProblemKind.NO_CAPTURE_SITE),
+    # pi_vl.py: PiBrokenVL lacks the setter (refused, the class line) around that model
+    ("FT001", M + "pi_vl.py", "PiBrokenVLForConditionalGeneration", 64, ProblemKind.WRAPPER_WITHOUT_SETTER),
     # psi.py: the delta captured alone, layers do not fold the residual
     ("FT013", M + "psi.py", "PsiModel", 24, ProblemKind.RESIDUAL_MISSING),
     # rho.py: flag + unpack, no setter, no capture loop (the flag test in forward)
@@ -93,7 +99,7 @@ def test_non_firing_cases_name_nothing(rules_sglang):
     """The classes written to stay silent appear in no finding (read from the fixture docstrings)."""
     silent = {
         "NuForCausalLM", "NuModel", "XiForCausalLM", "PiForCausalLM", "PiVLGoodForConditionalGeneration",
-        "PiForCausalLMMTP", "PiDiffusionForBlockDiffusion", "PiBrokenVLForConditionalGeneration",
+        "PiForCausalLMMTP", "PiDiffusionForBlockDiffusion",
         "GuardedPhiModel", "ChiModel", "SigmaForCausalLM",
     }
     named = {class_of(f.symbol) for f in api.findings(rules_sglang) if f.rule != "FT010"}
@@ -101,9 +107,33 @@ def test_non_firing_cases_name_nothing(rules_sglang):
 
 
 def test_ft001_names_every_method_the_engine_requires(rules_sglang):
-    (f,) = [f for f in api.findings(rules_sglang) if f.rule == "FT001"]
+    (f,) = [f for f in api.findings(rules_sglang) if f.rule == "FT001" and class_of(f.symbol) == "PiVLForConditionalGeneration"]
     assert "set_eagle3_layers_to_capture()" in f.message and "get_embed_and_head()" in f.message
     assert "set_eagle3_layers_to_capture()" in f.hint and "get_embed_and_head()" in f.hint
+
+
+def test_ft001_on_a_wrapper_of_a_model_that_never_captures(rules_sglang):
+    """pi_vl.py: PiBrokenVL is refused (no setter), and the setter alone would not help:
+    BrokenInnerModel.forward (line 52) returns without reading layers_to_capture. An info
+    refusal that names that forward, with the wrapped classes (lines 56, 47) as related places
+    so the report shows it on their rows; the fix does not stop at "add the setter"."""
+    (f,) = [f for f in api.findings(rules_sglang) if f.rule == "FT001" and class_of(f.symbol) == "PiBrokenVLForConditionalGeneration"]
+    assert (f.line, f.severity, f.consequence.value) == (64, "info", "refused_startup")
+    assert "BrokenInnerModel.forward (sglang/srt/models/pi_vl.py:52) never captures" in f.message
+    assert "would not help" in f.message
+    assert {(r.file, r.line) for r in f.related} == {(M + "pi_vl.py", 56), (M + "pi_vl.py", 47)}
+    assert f.hint.startswith("First make BrokenInnerModel.forward")
+
+
+def test_the_report_shows_that_refusal_on_the_wrapped_models_rows(rules_sglang):
+    """BrokenInnerForCausalLM (the setter's class; BrokenInnerModel has no setter, so no row
+    in this engine) is a broken row; the HTML report lists the wrapper's FT001 on it, through
+    the finding's related places, beside its own FT004."""
+    doc = json.loads(json.dumps(scan_document(rules_sglang, api.findings(rules_sglang))))
+    rows = {m.qualname.rsplit(".", 1)[-1]: m for m in build_context(doc)["models"]}
+    assert rows["BrokenInnerForCausalLM"].support == "broken"
+    assert {("FT001", 64), ("FT004", 60)} <= {(f.rule, f.line) for f in rows["BrokenInnerForCausalLM"].findings}
+    assert not [f for f in rows["PiForCausalLM"].findings if f.rule == "FT001"]
 
 
 def test_ft017_module_path_is_not_prefixed_twice(rules_vllm):

@@ -27,7 +27,10 @@ class WrapperDropsSetter(Rule):
         "setter (and, in some engines, more methods such as the embedding/head getter) on the registered "
         "class; when the wrapper lacks them, EAGLE-3 cannot be enabled for this architecture even though "
         "the wrapped model captures. Draft heads and non-autoregressive models named by the profile are "
-        "not targets; a wrapped model whose own capture is broken is reported by the rule for that defect."
+        "not targets; a wrapped model whose own capture is broken is reported by the rule for that defect. "
+        "When the wrapper is refused, nothing reaches that model and its rule's finding is dropped as "
+        "unreachable, so a wrapped model whose forward never captures is said here (info): the refusal, "
+        "and that adding the delegation alone would not help."
     )
     fix = "Add the missing methods to the wrapper and hand each call to the wrapped model (self.language_model.<method>(...))."
     autofix = "flowtrace.fix.codemods.wrapper_methods:plan"
@@ -147,6 +150,35 @@ EntryClass = [ExAForCausalLM, ExBForCausalLM]
             line=4, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message="ExBaseForCausalLM is the base of 2 registered wrappers",
             consequence=Consequence.REFUSED_STARTUP, severity="info",
         ),
+        Example(
+            """\
+class ExTextModel(Module):
+    def __init__(self, config):
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        return hidden_states  # never reads layers_to_capture
+
+
+class ExTextLM(Module):
+    def __init__(self, config):
+        self.model = ExTextModel(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+class ExVLForConditionalGeneration(Module):
+    def __init__(self, config):
+        self.language_model = ExTextLM(config)
+
+
+EntryClass = ExVLForConditionalGeneration
+""", note="refused, and the delegation alone would not help: the wrapped model's forward never captures (its rows carry this finding)",
+            line=18, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message="ExTextModel.forward (sglang/srt/models/example.py:8) never captures",
+            consequence=Consequence.REFUSED_STARTUP, severity="info",
+        ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
@@ -157,14 +189,22 @@ EntryClass = [ExAForCausalLM, ExBForCausalLM]
             if row.support != NONE or not is_target(row, project, cc):
                 continue
             cls = project.classes[row.qualname]
+            broken: Finding | None = None
             for a in cls.assignments:
                 inner = project.find_class(a.callee) if a.attribute != "*" else None
                 if not inner or inner == row.qualname or project.find_setter(inner) is None:
                     continue
                 if not capture_works(project, inner):
-                    continue  # the wrapped model cannot capture either: FT004/FT005/FT021 say why
+                    # the wrapped model cannot capture either: FT004/FT005/FT021 say why, but a
+                    # refused wrapper hides those (nothing reaches the inner model), so the one
+                    # case they cannot reach is said here, without telling to add the setter alone
+                    broken = broken or self._wrapped_never_captures(result, row, a, inner)
+                    continue
                 found.append((self._finding(result, row, a, inner), a.attribute))
                 break
+            else:
+                if broken is not None:
+                    yield broken
         yield from self._at_shared_bases(result, found)
 
     def _at_shared_bases(self, result: ScanResult, found: list[tuple[Finding, str]]) -> Iterator[Finding]:
@@ -204,39 +244,85 @@ EntryClass = [ExAForCausalLM, ExBForCausalLM]
             head, related=tuple(F.Location(f.file, f.line) for f in group), causes=tuple(group), grouped=True,
         )
 
-    def _finding(self, result, row, assignment, inner) -> Finding:
+    def _wrapped_never_captures(self, result, row, assignment, inner) -> Finding | None:
+        """A refused wrapper around a model whose forward never captures: the wrapper's refusal
+        (info) that also says the delegation alone would not help, naming that forward. The
+        wrapped classes are related places, so the report shows it on their (broken) rows."""
+        project = result.project
+        capture = project.resolve_capture(inner)
+        if capture is None or capture.holder is None or ProblemKind.NO_CAPTURE_SITE not in capture.kinds():
+            return None  # another defect of the wrapped model: its own rule says it
+        holder = capture.holder
+        owner = next((c for c in project.mro(holder) if c in project.classes and "forward" in project.classes[c].methods), None)
+        forward = project.classes[owner].method_location("forward") if owner else None
+        if owner is None or forward is None:
+            return None
+        lacks, fix, missing, entry = self._lacks(result, row, assignment, capture.setter.method)
+        attr = f"self.{assignment.attribute}"
+        where = F.Location(row.location.file, assignment.line)
+        reach = short(holder) + (f" (through {short(inner)})" if holder != inner else "")
+        runs = f"{short(owner)}.forward ({forward})" if owner == holder else f"its forward, {short(owner)}.forward ({forward}),"
+        message = (
+            f"{row.name} builds {attr} = {short(inner)} ({where}), but {lacks}; EAGLE-3 cannot be enabled for "
+            f"{', '.join(row.architectures) or row.name}. Adding that alone would not help: the ids would reach "
+            f"{reach}, and {runs} never captures a layer"
+        )
+        fix = f"First make {short(owner)}.forward ({forward}) record the layers the ids name; then: {fix}"
+        kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
+        inner_places = tuple(dict.fromkeys(project.classes[c].location for c in (inner, holder) if c in project.classes))
+        head = self.finding(
+            row.location, message, row.qualname, f"{assignment.attribute}:{inner}:never-captures", kind=kind, fix=fix,
+            steps=(("wrapper", row.location), ("wrapped model built", where), *(("wrapped model", p) for p in inner_places),
+                   ("forward that never captures", forward)),
+            consequence=Consequence.REFUSED_STARTUP, effect=self._missing_effect(row, kind, missing),
+        )
+        return dataclasses.replace(head, related=inner_places)
+
+    def _lacks(self, result, row, assignment, method: str) -> tuple[str, str, list[str], str]:
+        """What the wrapper lacks (words, fix, the missing target methods, the entry setter)."""
         project = result.project
         cc = conventions(result)
-        inner_capture = project.resolve_capture(inner)
-        setter = inner_capture.setter
         present = methods_on_mro(project, row.qualname)
-        entry = next((n for n in project.conv.setter_order if not n.startswith("_")), setter.method)
+        entry = next((n for n in project.conv.setter_order if not n.startswith("_")), method)
         required = list(dict.fromkeys([entry, *cc.target_methods]))
         missing = [m for m in required if m not in present]
         interfaces = sorted(project.conv.interfaces)
         attr = f"self.{assignment.attribute}"
-        where = F.Location(row.location.file, assignment.line)
         if interfaces:
             lacks = f"does not declare {' or '.join(interfaces)} (which supplies {entry}())"
             fix = f"Add {' or '.join(interfaces)} to {row.name}'s bases; its {entry}() reaches {attr}.model."
         else:
             lacks = f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an EAGLE-3 target"
             fix = f"Add {', '.join(m + '()' for m in missing)} to {row.name}, each handing the call to {attr}.<method>(...)."
+        return lacks, fix, missing, entry
+
+    @staticmethod
+    def _missing_effect(row, kind: ProblemKind, missing: list[str]) -> str | None:
+        """The setter itself missing: None (the engine's own refusal, profile, quoted by the
+        grading); another target method missing: the AttributeError the engine raises."""
+        if kind is not ProblemKind.TARGET_METHODS_MISSING:
+            return None
+        return (
+            f"the engine fails at start-up: AttributeError: '{row.name}' object has no attribute '{missing[0]}' "
+            f"when it prepares the draft: unsupported, not served wrong"
+        )
+
+    def _finding(self, result, row, assignment, inner) -> Finding:
+        project = result.project
+        inner_capture = project.resolve_capture(inner)
+        setter = inner_capture.setter
+        lacks, fix, missing, entry = self._lacks(result, row, assignment, setter.method)
+        attr = f"self.{assignment.attribute}"
+        where = F.Location(row.location.file, assignment.line)
         message = (
             f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through {short(setter.class_qualname)}.{setter.method} "
             f"({setter.location}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(row.architectures) or row.name}"
         )
         flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
-        effect = None  # the setter itself is missing: the engine's own refusal (profile), quoted by the grading
-        if kind is ProblemKind.TARGET_METHODS_MISSING:
-            effect = (
-                f"the engine fails at start-up: AttributeError: '{row.name}' object has no attribute '{missing[0]}' "
-                f"when it prepares the draft: unsupported, not served wrong"
-            )
         return self.finding(
             row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix,
-            consequence=Consequence.REFUSED_STARTUP, effect=effect,
+            consequence=Consequence.REFUSED_STARTUP, effect=self._missing_effect(row, kind, missing),
         )
 
 

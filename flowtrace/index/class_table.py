@@ -269,6 +269,7 @@ def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions
         super_args=_super_args(init, names),
         extends=tuple(sorted(n for n, fn in methods.items() if b"super" in texts[n] and _calls_super(init_nodes if fn is init else _walk(fn), n))),
         raise_checks=_raise_checks({n: m for n, m in methods.items() if b"raise" in texts[n]}, path),
+        method_lines=tuple(sorted((n, m.lineno) for n, m in methods.items())),
     )
     return fact, loops
 

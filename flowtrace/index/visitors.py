@@ -304,6 +304,7 @@ class FileAnalyzer(FileContext):
             super_args=self.super_args(info, init),
             extends=tuple(sorted(n for n, fn in info.methods.items() if f"super().{n}(" in "".join(self.text_of(fn).split()))),
             class_values=class_values(info.node, self.resolve),
+            method_lines=tuple(sorted((n, fn.lineno) for n, fn in info.methods.items())),
         )
 
     def assignment_via(self, info: ClassInfo, value: ast.expr) -> str | None:

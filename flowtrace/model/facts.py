@@ -324,6 +324,14 @@ class ClassFact:
     # Class-body `name = Cls` (`model_cls = FooModel`): what `self.name(...)` builds, and what a
     # subclass overriding only that attribute makes its base's `__init__` build instead.
     class_values: tuple[AttributeAssignment, ...] = ()
+    # (method, line of its ``def``): where a finding can name a method the class defines, e.g.
+    # the forward that never captures, rather than the class line.
+    method_lines: tuple[tuple[str, int], ...] = ()
+
+    def method_location(self, method: str) -> Location | None:
+        """Where this class defines ``method`` (None when it does not, or for facts without lines)."""
+        line = dict(self.method_lines).get(method)
+        return Location(self.location.file, line) if line is not None else None
 
 
 @dataclass(frozen=True, slots=True)
