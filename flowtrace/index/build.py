@@ -86,7 +86,7 @@ def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[
     run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
-            return F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {limits[0]}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE),))
+            return F.FileFacts.unparsed(path, module_name(path, conv.package), f"file is larger than the {limits[0]}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE)
         from flowtrace.index.class_table import table_facts
 
         return table_facts(path, data, conv)
@@ -115,7 +115,7 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
     try:
         facts = analyze(path, data, tier, conv, limits)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        facts = F.FileFacts(path, module_name(path, conv.package), diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL),))
+        facts = F.FileFacts.unparsed(path, module_name(path, conv.package), f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
     return path, content_hash(data), dumps(facts)
 
 
@@ -346,7 +346,7 @@ def _lost_outcome(lost: Lost, package: str = "") -> _Outcome:
     """A task whose worker was killed or crashed: the file becomes one counted diagnostic."""
     path, _, _, _, digest = lost.task
     kind = F.DiagnosticKind.TIMEOUT if lost.kind == "timeout" else F.DiagnosticKind.INTERNAL
-    facts = F.FileFacts(path, module_name(path, package), diagnostics=(F.Diagnostic(path, 0, lost.reason, kind),))
+    facts = F.FileFacts.unparsed(path, module_name(path, package), lost.reason, kind)
     return path, digest, dumps(facts)
 
 

@@ -418,7 +418,7 @@ def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         tree = ast.parse(data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", 0) or 0
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, line, f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR),))
+        return F.FileFacts.unparsed(path, modname, f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line)
     local = {n.name: f"{modname}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
     names = _Names(modname, _imports(tree.body, _package(path, modname)), local)
     classes: list[F.ClassFact] = []

@@ -317,16 +317,16 @@ def analyze_bytes(
 
     modname = module_name(path, conv.package)
     if len(data) > max_bytes:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"file is larger than the {max_bytes}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE),))
+        return F.FileFacts.unparsed(path, modname, f"file is larger than the {max_bytes}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE)
     if b"\x00" in data:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "contains NUL bytes (binary?); not parsed", F.DiagnosticKind.PARSE_ERROR),))
+        return F.FileFacts.unparsed(path, modname, "contains NUL bytes (binary?); not parsed", F.DiagnosticKind.PARSE_ERROR)
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
         with _time_limit(timeout_s), quiet_allocations():
             problem, tree, _ = _screen(data)
             if problem is not None:
-                return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, problem[0], problem[1], F.DiagnosticKind.PARSE_ERROR),))
+                return F.FileFacts.unparsed(path, modname, problem[1], F.DiagnosticKind.PARSE_ERROR, problem[0])
             module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
             source = decode(data, strict=True)  # the parser lets undecodable comments pass
             facts = FileAnalyzer(path, source, module, conv).facts()
@@ -337,16 +337,16 @@ def analyze_bytes(
                 facts = dataclasses.replace(facts, entry_calls=entry_calls, interface_predicates=predicates)
             return _with_sources(facts, source, conv, module)
     except _Timeout:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT),))
+        return F.FileFacts.unparsed(path, modname, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT)
     except RecursionError:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "nesting too deep to parse (recursion limit)", F.DiagnosticKind.PARSE_ERROR),))
+        return F.FileFacts.unparsed(path, modname, "nesting too deep to parse (recursion limit)", F.DiagnosticKind.PARSE_ERROR)
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         if isinstance(exc, (KeyError, IndexError)):  # LookupErrors of the analyser, not of a codec
-            return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL),))
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"cannot decode: {exc}", F.DiagnosticKind.PARSE_ERROR),))
+            return F.FileFacts.unparsed(path, modname, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
+        return F.FileFacts.unparsed(path, modname, f"cannot decode: {exc}", F.DiagnosticKind.PARSE_ERROR)
     except MemoryError:
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, "out of memory while parsing", F.DiagnosticKind.PARSE_ERROR),))
+        return F.FileFacts.unparsed(path, modname, "out of memory while parsing", F.DiagnosticKind.PARSE_ERROR)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        return F.FileFacts(path, modname, diagnostics=(F.Diagnostic(path, 0, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL),))
+        return F.FileFacts.unparsed(path, modname, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
     finally:
         sys.setrecursionlimit(old_limit)

@@ -599,6 +599,11 @@ class FileFacts:
     # registry entry naming the package and ``Z`` may load.
     reexports: tuple[ImportFact, ...] = ()
 
+    @classmethod
+    def unparsed(cls, path: str, module: str, message: str, kind: DiagnosticKind, line: int = 0) -> FileFacts:
+        """A file the indexer could not (or would not) analyse: no facts, one counted diagnostic."""
+        return cls(path, module, diagnostics=(Diagnostic(path, line, message, kind),))
+
 
 @dataclass(frozen=True, slots=True)
 class CallbackUse:
