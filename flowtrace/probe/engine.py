@@ -273,10 +273,19 @@ def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
         # a raise after the target captured (the draft's fc rejecting the width) is a capture verdict
         if seen and static.get("outcome") == "captures":
             return seen == want, slots
-        return s_out == "raises", slots
+        return s_out == "raises" and same_raise(case, static), slots
     if outcome == "captures_nothing":
         return s_out == "captures_nothing" or (s_out == "captures" and not want), slots
     return outcome == "captures" and s_out == "captures" and seen == want, slots
+
+
+def same_raise(case: dict, static: dict) -> bool:
+    """The runtime raise went through the place the static trace says raises (any frame inside
+    the engine's package: the trace may name the caller of the check that raises). A raise
+    elsewhere (a backend the probe runs on refusing the model) confirms nothing. Without a place
+    on either side there is nothing to compare but the outcome."""
+    where, frames = static.get("raises_at"), case.get("raised_through")
+    return not where or not frames or where in frames
 
 
 def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: EngineEnv, engine: str) -> dict:
@@ -285,7 +294,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
     start_error = raw.get("start_error")
     if start_error:  # the engine refused the model at start-up: nothing ran
         case = {**start_error}
-        agree = static.get("outcome") == "raises"
+        agree = static.get("outcome") == "raises" and same_raise(case, static)
         slots = []
     hidden = _hidden_size(raw)
     fc_in = case.get("fc_input") or {}
@@ -293,8 +302,9 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
     width_ok = None if not fc_in else fc_in.get("width") == fc_expected
     observed = {
         "outcome": observed_outcome(case) if not start_error else "raises",
-        "slots": [{"boundary": s.get("boundary"), "rel_err": s.get("rel_err")} for s in case.get("slots") or []],
-        "raised_at": case.get("raised_at"), "message": case.get("message"),
+        "slots": [{"boundary": s.get("boundary"), "rel_err": s.get("rel_err"), "layer_value_of": s.get("layer_value_of")}
+                  for s in case.get("slots") or []],
+        "raised_at": case.get("raised_at"), "raised_through": case.get("raised_through"), "message": case.get("message"),
         "engine_layers": case.get("engine_layers"), "plumbing": case.get("plumbing"),
         "fc_input": {"width": fc_in.get("width"), "expected": fc_expected, "matches": width_ok,
                      "slots": [s.get("boundary") for s in fc_in.get("slots", [])]} if fc_in else None,
@@ -363,6 +373,9 @@ def engine_text(result: EngineProbeResult) -> str:
     for sl in d["slots"]:
         verdict = "agree" if sl["agree"] else "disagree"
         lines.append(f"  slot {sl['slot']}: runtime b={sl['observed']}  static b={sl['static']}  [{sl['static_at']}]  {verdict}")
+        seen = o["slots"][sl["slot"]] if sl["slot"] < len(o["slots"]) else {}
+        if seen.get("boundary") is None and seen.get("layer_value_of") is not None:
+            lines.append(f"    runtime slot {sl['slot']} is what layer {seen['layer_value_of']} returns first, not the residual stream")
     if o["outcome"] == "raises":
         lines.append(f"  runtime raised at {o['raised_at']}: {o['message']}")
     if s["outcome"] != "captures":

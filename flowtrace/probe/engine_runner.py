@@ -8,7 +8,10 @@ package to look for, which environment to set and which **engine runner script**
 shipped next to the profile that is the only code calling the engine's own Python API. That script
 defines ``start(ctx)``, ``install(engine)``, ``set_ids(engine, mode, ids, key)``,
 ``generate(engine, prompt, tokens)`` and ``observe(engine)``; it finds this module as its ``core``
-attribute and uses :func:`record_stack`, :func:`record_fc` and :func:`observe` on the worker side.
+attribute and uses :func:`record_stack`, :func:`record_fc` (or :func:`record_fc_input`) and
+:func:`observe` on the worker side. A script whose engine stays usable after a raise in one case
+(it builds the model anew per case) says so with ``survives_raise = True``: the remaining cases
+then run in the same process.
 
 What happens, for one target architecture and several cases (id sets) in one engine process:
 
@@ -237,20 +240,31 @@ def _stream(h: Any, r: Any) -> Any:
     return (h + r if r is not None else h).detach().float().clone()
 
 
-def record_stack(stack: Any, layers: Any) -> None:
+def record_stack(stack: Any, layers: Any, stream: Any = None) -> None:
     """Wrap instance forwards of the layer stack and each decoder layer (not hooks: a compile
     decorator may replace ``__call__``), recording the residual stream at every boundary and the
-    aux states the stack returns as ``(hidden_states, aux)``."""
+    aux states the stack returns as ``(hidden_states, aux)``: a list of states, or one packed
+    tensor of them side by side.
+
+    ``stream(args, out)`` (optional, from the runner script) reads the residual stream at a layer's
+    entry (``out`` is None) or exit, given the layer's bound arguments, for an engine whose layers
+    keep the residual outside their arguments and results; it may return None to fall back to
+    ``hidden_states + residual`` read from the arguments and the returned pair."""
     import inspect
 
-    CAP.update(forwards=[], fc_in=[], layer_log=[], stack=stack)
+    CAP.update(forwards=[], fc_in=[], layer_log=[], stack=stack, stream=stream)
     fwd = stack.forward
 
     def stack_forward(*args: Any, **kw: Any) -> Any:
         CAP["layer_log"] = []
         out = fwd(*args, **kw)
-        aux = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], (list, tuple)) else None
-        CAP["forwards"].append({"layers": CAP["layer_log"], "aux": [t.detach().float().clone() for t in aux] if aux is not None else None})
+        returned: Any = out[1] if isinstance(out, tuple) and len(out) == 2 else None
+        aux: Any = None
+        if isinstance(returned, (list, tuple)):
+            aux = [t.detach().float().clone() for t in returned]
+        elif _is_tensor(returned):
+            aux = returned.detach().float().clone()  # packed: split by the stream's width when observed
+        CAP["forwards"].append({"layers": CAP["layer_log"], "aux": aux})
         return out
 
     stack.forward = stack_forward
@@ -258,15 +272,25 @@ def record_stack(stack: Any, layers: Any) -> None:
         _wrap_layer(layer, idx, inspect)
 
 
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "detach") and hasattr(value, "shape")
+
+
 def record_fc(owner: Any, method: str) -> None:
     """Wrap the draft's fc entry (``owner.<method>(h)``), recording the tensor the fc receives."""
     inner = getattr(owner, method)
 
     def wrapped(h: Any) -> Any:
-        CAP["fc_in"].append(h.detach().float().clone())
+        record_fc_input(h)
         return inner(h)
 
     setattr(owner, method, wrapped)
+
+
+def record_fc_input(h: Any) -> None:
+    """Record a tensor the engine hands to the draft's fc (for an engine whose handover to the
+    draft is a value the runner script reads, rather than a method it can wrap)."""
+    CAP["fc_in"].append(h.detach().float().clone())
 
 
 def clear() -> None:
@@ -281,17 +305,34 @@ def _wrap_layer(layer: Any, idx: int, inspect: Any) -> None:
 
     def layer_forward(*args: Any, **kw: Any) -> Any:
         bound = sig.bind_partial(*args, **kw).arguments
-        h, r = bound.get("hidden_states"), bound.get("residual")
-        entry = {"idx": idx, "in": _stream(h, r) if h is not None else None}
+        entry = {"idx": idx, "in": _entry_stream(bound)}
         out = fwd(*args, **kw)
-        if isinstance(out, tuple):
-            entry["out"] = _stream(out[0], out[1] if len(out) > 1 else None)
-        else:
-            entry["out"] = _stream(out, None)
+        entry["out"] = _exit_stream(bound, out)
+        first = out[0] if isinstance(out, tuple) and out else out
+        entry["value"] = first.detach().float().clone() if _is_tensor(first) else None  # what it returns first
         CAP["layer_log"].append(entry)
         return out
 
     layer.forward = layer_forward
+
+
+def _entry_stream(bound: dict) -> Any:
+    reader = CAP.get("stream")
+    seen = reader(bound, None) if reader else None
+    if seen is not None:
+        return seen.detach().float().clone()
+    h, r = bound.get("hidden_states"), bound.get("residual")
+    return _stream(h, r) if h is not None else None
+
+
+def _exit_stream(bound: dict, out: Any) -> Any:
+    reader = CAP.get("stream")
+    seen = reader(bound, out) if reader else None
+    if seen is not None:
+        return seen.detach().float().clone()
+    if isinstance(out, tuple):
+        return _stream(out[0], out[1] if len(out) > 1 else None)
+    return _stream(out, None)
 
 
 def _match(t: Any, streams: list) -> tuple[int | None, float]:
@@ -305,6 +346,15 @@ def _match(t: Any, streams: list) -> tuple[int | None, float]:
     return (best if best_err <= REL_TOL else None), best_err
 
 
+def _unpack(aux: Any, width: int) -> list | None:
+    """The captured states one by one: a list as returned, a packed tensor cut into ``width`` columns."""
+    if aux is None or isinstance(aux, list):
+        return aux
+    if aux.shape[-1] % width:
+        return [aux]  # not a whole number of states: reported as one unmatched slot
+    return [aux[..., i * width:(i + 1) * width] for i in range(aux.shape[-1] // width)]
+
+
 def observe(worker: Any = None) -> dict:
     """Name the boundary of every captured tensor of the first (prefill) forward, and of the fc input."""
     fwds = [f for f in CAP["forwards"] if f["layers"]]
@@ -314,13 +364,18 @@ def observe(worker: Any = None) -> dict:
     layers = sorted(first["layers"], key=lambda e: e["idx"])
     streams = [layers[0]["in"]] + [e["out"] for e in layers]  # boundary 0..L
     out: dict[str, Any] = {"forwards": len(fwds), "num_boundaries": len(streams)}
-    if first["aux"] is None:
+    aux = _unpack(first["aux"], streams[0].shape[-1])
+    if aux is None:
         out.update(outcome="captures_nothing", slots=[], reason="the layer stack returned no aux states")
     else:
         slots = []
-        for t in first["aux"]:
+        for t in aux:
             b, err = _match(t, streams)
-            slots.append({"boundary": b, "rel_err": err, "width": int(t.shape[-1])})
+            slot = {"boundary": b, "rel_err": err, "width": int(t.shape[-1])}
+            if b is None:  # not the stream: is it what a layer returned first (its output without the residual)?
+                k, _ = _match(t, [e["value"] for e in layers])
+                slot["layer_value_of"] = k
+            slots.append(slot)
         out.update(outcome="captures" if slots else "captures_nothing", slots=slots)
     if CAP["fc_in"]:
         x = CAP["fc_in"][0]
@@ -343,17 +398,15 @@ def _peak_rss_mb() -> float:
 
 
 def _engine_error(exc: BaseException, package: str) -> dict:
-    """Where in the engine it raised (innermost frame inside its package) and the engine's own message."""
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = None
+    """Where in the engine it raised (innermost frame inside its package), every frame inside the
+    package on the way (innermost first: the static trace may name a caller, such as the forward
+    that finalizes a collector whose own check raises) and the engine's own message."""
     inside = f"{os.sep}{package}{os.sep}"
-    for fr in reversed(tb):
-        if inside in fr.filename:
-            marker = fr.filename.rfind(inside)
-            where = f"{fr.filename[marker + 1:]}:{fr.lineno}"
-            break
+    frames = [f"{fr.filename[fr.filename.rfind(inside) + 1:]}:{fr.lineno}"
+              for fr in reversed(traceback.extract_tb(exc.__traceback__)) if inside in fr.filename]
     msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return {"outcome": "raises", "raised_at": where, "message": " ".join(msg)[:500]}
+    return {"outcome": "raises", "raised_at": frames[0] if frames else None, "raised_through": frames,
+            "message": " ".join(msg)[:500]}
 
 
 def load_runner_script(path: str, probe: dict) -> Any:
@@ -433,7 +486,7 @@ def run(spec: dict) -> dict:
         rec, raised = _run_case(script, engine, case, first, spec)
         rec["fc_width"] = info["fc_width"]
         result["cases"].append(rec)
-        if raised:  # the engine core is dead after a raise in a step: the caller reruns the rest
+        if raised and not getattr(script, "survives_raise", False):  # the engine core is dead: the caller reruns the rest
             result["cases"].extend({"name": c["name"], "ids": c["ids"], "mode": c["mode"], "outcome": "not_run",
                                     "reason": "the engine raised on an earlier case in this process"} for c in cases[n + 1:])
             break
