@@ -1,6 +1,6 @@
-"""Time and memory of ``flowtrace probe engine`` per architecture, on the real engine (vLLM's CPU build).
+"""Time and memory of ``flowtrace probe engine`` per architecture, on the real engine.
 
-    python bench/engine_probe.py [--engine-python PY] [--only llama,qwen3] [--json out.json]
+    python bench/engine_probe.py [--engine vllm|sglang] [--engine-python PY] [--only llama,qwen3] [--json out.json]
 
 For each target config in tests/probe/engine_configs/ it runs one engine process with the cases
 the engine-probe tests use (two explicit id sets, then the draft config without ids, which may
@@ -41,6 +41,7 @@ def row(doc: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", default="vllm", help="a profile with a [probe] table (default: vllm)")
     ap.add_argument("--engine-python")
     ap.add_argument("--only", help="comma-separated config names (file stems)")
     ap.add_argument("--extra-ids", help="one more id set, e.g. 1,2,9 (out of range)")
@@ -55,7 +56,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for name in names:
         t0 = time.time()
-        results = probe_engine(engine="vllm", target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python)
+        results = probe_engine(engine=a.engine, target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python)
         for r in results:
             print(row(r.doc), flush=True)
             docs.append(r.doc)

