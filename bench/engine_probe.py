@@ -26,6 +26,17 @@ CONFIGS = ROOT / "tests" / "probe" / "engine_configs"
 CASES = [Case("ids-1-2-3", "draft", (1, 2, 3)), Case("ids-0-2-4", "draft", (0, 2, 4)), Case("no-ids", "draft", None)]
 
 
+def parse_cases(text: str) -> list[Case]:
+    cases = []
+    for n, part in enumerate(p for p in text.split(";") if p.strip()):
+        mode, _, ids = part.strip().partition(":")
+        if mode not in ("draft", "direct"):
+            raise SystemExit(f"--cases {part!r}: expected draft:IDS or direct:IDS")
+        parsed = None if ids.strip() in ("", "none") else tuple(int(x) for x in ids.split(","))
+        cases.append(Case(f"{n}-{mode}-{ids.strip() or 'none'}", mode, parsed))
+    return cases
+
+
 def row(doc: dict) -> str:
     st, ob = doc["static"], doc["observed"]
     static = str(st["boundaries"]) if st["outcome"] == "captures" else f"{st['outcome']} {st.get('raises_at') or ''}".strip()
@@ -36,6 +47,7 @@ def row(doc: dict) -> str:
     if fc and not fc["matches"]:
         runtime += f" (fc fed {fc['width']}, expects {fc['expected']})"
     ids = doc["layer_ids"] if doc["layer_ids"] is not None else "none"
+    ids = f"{ids} ({'draft config' if doc['mode'] == 'draft' else 'setter'})"
     return f"| {doc['architecture']} | {ids} | {static} | {runtime} | {'yes' if doc['agree'] else 'NO'} | {doc['seconds']} | {doc['peak_rss_mb']:.0f} MB |"
 
 
@@ -45,10 +57,13 @@ def main() -> int:
     ap.add_argument("--engine-python")
     ap.add_argument("--only", help="comma-separated config names (file stems)")
     ap.add_argument("--extra-ids", help="one more id set, e.g. 1,2,9 (out of range)")
+    ap.add_argument("--cases", help="the cases instead of the default three: MODE:IDS;... with MODE draft (through the "
+                                    "draft config) or direct (the setter), IDS comma-separated or none, e.g. "
+                                    "'draft:1,2,3;direct:none;draft:none'")
     ap.add_argument("--json")
     a = ap.parse_args()
     names = a.only.split(",") if a.only else sorted(p.stem for p in CONFIGS.glob("*.json"))
-    cases = list(CASES)
+    cases = parse_cases(a.cases) if a.cases else list(CASES)
     if a.extra_ids:
         cases.insert(2, Case("extra", "draft", tuple(int(x) for x in a.extra_ids.split(","))))
     docs = []

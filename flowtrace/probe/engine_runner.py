@@ -10,8 +10,8 @@ defines ``start(ctx)``, ``install(engine)``, ``set_ids(engine, mode, ids, key)``
 ``generate(engine, prompt, tokens)`` and ``observe(engine)``; it finds this module as its ``core``
 attribute and uses :func:`record_stack`, :func:`record_fc` (or :func:`record_fc_input`) and
 :func:`observe` on the worker side. A script whose engine stays usable after a raise in one case
-(it builds the model anew per case) says so with ``survives_raise = True``: the remaining cases
-then run in the same process.
+because every case is a fresh engine start says so with ``starts_per_case = True``: each case's
+plumbing then reads as run at load, and the cases after a raise run in the same process.
 
 What happens, for one target architecture and several cases (id sets) in one engine process:
 
@@ -430,7 +430,7 @@ def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, sp
     """One case: ids to the engine, a short generation, what was captured. (record, raised)"""
     tc = time.time()
     rec: dict[str, Any] = {"name": case["name"], "mode": case["mode"], "ids": case["ids"], "fc_slots": case["fc_slots"],
-                           "plumbing": "load" if case is first_draft else "rerun"}
+                           "plumbing": "load" if case is first_draft or getattr(script, "starts_per_case", False) else "rerun"}
     raised = False
     try:
         rec["engine_layers"] = script.set_ids(engine, case["mode"], case["ids"], case["key"])
@@ -486,7 +486,7 @@ def run(spec: dict) -> dict:
         rec, raised = _run_case(script, engine, case, first, spec)
         rec["fc_width"] = info["fc_width"]
         result["cases"].append(rec)
-        if raised and not getattr(script, "survives_raise", False):  # the engine core is dead: the caller reruns the rest
+        if raised and not getattr(script, "starts_per_case", False):  # the engine core is dead: the caller reruns the rest
             result["cases"].extend({"name": c["name"], "ids": c["ids"], "mode": c["mode"], "outcome": "not_run",
                                     "reason": "the engine raised on an earlier case in this process"} for c in cases[n + 1:])
             break

@@ -38,7 +38,7 @@ from typing import Any
 
 core: Any = None  # flowtrace/probe/engine_runner.py, set before this module runs
 probe: dict = {}  # the profile's [probe] settings, as the host passed them (id_keys, package, ...)
-survives_raise = True  # every case builds its own model: a raise leaves nothing broken behind
+starts_per_case = True  # every case is a fresh server start: plumbing as at load, nothing left broken by a raise
 MAX_CONTEXT = 64
 # Modules SGLang imports at start-up for multimodal preprocessing only (configs/__init__.py ->
 # nano_nemotron_vl.py -> multimodal/internvl_utils.py imports torchvision.transforms).
@@ -109,9 +109,6 @@ def start(ctx: dict) -> dict:
     _vision_stub(ctx["shrunk"])
     _hub_tower_names(ctx["target"], ctx["shrunk"])
     ctx["dtype"] = "float32"
-    if ctx["latent_attention"]:  # SGLang's DeepSeek attention keeps its latent weights in 16 bits
-        ctx["dtype"] = "bfloat16"
-        ctx["shrunk"].append({"key": "dtype", "from": "float32", "to": "bfloat16"})
     from sglang.srt import runtime_context
     from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
 

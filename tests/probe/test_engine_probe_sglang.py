@@ -94,6 +94,8 @@ def test_the_runner_hands_the_draft_ids_to_the_setter_which_adds_one(name):
     assert a["observed"]["engine_layers"] == [2, 3, 4]  # [val + 1 for val in [1, 2, 3]]
     assert b["observed"]["engine_layers"] == [1, 2, 3]
     assert default["observed"]["engine_layers"] == [2, 2, 1]  # no ids in the draft config: the setter's default
+    # every case is its own server start: the runner's methods ran as at load, never re-run on a used model
+    assert {d["observed"]["plumbing"] for d in (a, b, default)} == {"load"}
 
 
 def test_an_id_of_the_last_layer_is_dropped_and_the_fc_gets_fewer_states():
