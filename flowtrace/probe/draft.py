@@ -385,11 +385,11 @@ def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | No
     """Write config.json + model.safetensors the way EAGLE-3 checkpoints are laid out.
 
     Used by tests and by the synthetic GPU check to produce drafts without any engine code; the
-    config names the draft class of ``engine``'s profile (default: the only ``[probe]`` profile).
+    config names the draft class of ``engine``'s profile (default: the one every ``[probe]`` profile names).
     """
-    from flowtrace.probe.settings import probe_settings
+    from flowtrace.probe.settings import draft_class
 
-    settings = probe_settings(engine)
+    architecture, model_type = draft_class(engine)
     try:
         from safetensors.torch import save_file
     except ImportError:
@@ -408,5 +408,5 @@ def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | No
             t = t.to(dtype)
         sd[nk] = t.contiguous()
     save_file(sd, str(out / "model.safetensors"))
-    (out / "config.json").write_text(json.dumps(module.cfg.to_json_dict(settings.draft_architecture, settings.draft_model_type), indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps(module.cfg.to_json_dict(architecture, model_type), indent=2) + "\n")
     return out

@@ -124,4 +124,19 @@ def probe_settings(engine: str | None = None, extra: tuple[Path, ...] = ()) -> P
     return settings_of(profile)
 
 
-__all__ = ["Build", "ProbeSettings", "probe_profiles", "probe_settings", "settings_of"]
+def draft_class(engine: str | None = None) -> tuple[str, str]:
+    """``(architectures[0], model_type)`` a written draft config names: ``engine``'s, or, without
+    one, the pair every probe-able profile shares (several engines may load the same EAGLE-3
+    layout under one name); engines that disagree need ``engine``."""
+    if engine is not None:
+        s = probe_settings(engine)
+        return s.draft_architecture, s.draft_model_type
+    pairs = {(p.draft_architecture, p.draft_model_type) for p in probe_profiles().values()}
+    if len(pairs) != 1:
+        names = ", ".join(sorted(probe_profiles())) or "none"
+        raise ProbeError(f"give --engine: the profiles with a [probe] table ({names}) name different draft classes")
+    (pair,) = pairs
+    return pair
+
+
+__all__ = ["Build", "ProbeSettings", "draft_class", "probe_profiles", "probe_settings", "settings_of"]

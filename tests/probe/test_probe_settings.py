@@ -17,7 +17,7 @@ import pytest
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.probe.engine import draft_case
 from flowtrace.probe.errors import ProbeError
-from flowtrace.probe.settings import Build, probe_profiles, probe_settings, settings_of
+from flowtrace.probe.settings import Build, draft_class, probe_profiles, probe_settings, settings_of
 from flowtrace.engines.profiles import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +49,11 @@ def test_the_bundled_sglang_table():
     assert s.env_for("cpu") == {"SGLANG_USE_CPU_ENGINE": "0"}
     assert (s.draft_architecture, s.draft_model_type) == ("LlamaForCausalLMEagle3", "llama")
     assert s.id_keys == ("eagle_config.eagle_aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids")
+
+
+def test_a_written_draft_names_the_class_the_engines_share():
+    # vllm.toml and sglang.toml both load the Llama-layout EAGLE-3 draft as LlamaForCausalLMEagle3
+    assert draft_class() == ("LlamaForCausalLMEagle3", "llama") == draft_class("sglang")
 
 
 def _profile(folder: Path, name: str, probe: str, runner: bool = True) -> Path:
