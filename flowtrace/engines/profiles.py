@@ -134,6 +134,14 @@ class Profile:
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
     startup_refusal: str = _key("checks", TEXT, merged="")
     platform_builds: tuple[str, ...] = _key("checks", merged="")
+    # -- the serving path: what the runner does with the model (flowtrace.index.runner_steps) -----
+    startup: tuple[str, ...] = _key("serving")  # runner methods a start-up runs (its sequence is read from their bodies)
+    graph_capture: tuple[str, ...] = _key("serving")  # calls that capture device graphs
+    warmup: tuple[str, ...] = _key("serving")  # calls that run dummy forwards at start-up
+    weight_reload: tuple[str, ...] = _key("serving")  # runner methods that reload weights (and may re-capture)
+    replayed_phases: str = _key("serving", TEXT, merged="replayed_phases", how="each")  # the batches graph replay serves
+    batch_paths: tuple[str, ...] = _key("serving", how="ordered")  # "<flag>: <words>": a batch flag that picks another forward path
+    speculative_excludes: tuple[str, ...] = _key("serving")  # batch flags the engine never sets while a draft is served
     # -- read by `flowtrace probe engine`, not the scan (flowtrace.probe.settings) ---------------
     package: str = _key("probe", TEXT, merged="")
     runner: str = _key("probe", TEXT, merged="")
@@ -464,6 +472,14 @@ class Conventions:
     opt_in_bases: frozenset[str] = frozenset()
     post_norm_ids: frozenset[int] = frozenset()
     registry_decorators: frozenset[str] = frozenset()
+    # -- the serving path ([serving]) --------------------------------------------------------------
+    startup: frozenset[str] = frozenset()
+    graph_capture: frozenset[str] = frozenset()
+    warmup: frozenset[str] = frozenset()
+    weight_reload: frozenset[str] = frozenset()
+    replayed_phases: frozenset[str] = frozenset()
+    batch_paths: tuple[str, ...] = ()
+    speculative_excludes: frozenset[str] = frozenset()
     # The package the scanned folder itself is (:func:`root_package`): the prefix of
     # every module name, so the tree's absolute imports of its own modules resolve.
     package: str = ""

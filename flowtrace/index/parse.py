@@ -311,6 +311,7 @@ def analyze_bytes(
 ) -> F.FileFacts:
     """Facts of one file, read from the stdlib tree the pre-screen builds (one parse)."""
     from flowtrace.index.returns import module_facts
+    from flowtrace.index import runner_steps
     from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
     from flowtrace.index.visitors import FileAnalyzer
@@ -335,6 +336,11 @@ def analyze_bytes(
             entry_calls, predicates = runner_facts(path, data, module, conv)
             if entry_calls or predicates:
                 facts = dataclasses.replace(facts, entry_calls=entry_calls, interface_predicates=predicates)
+            if runner_steps.wanted(data, conv):
+                imports = {i.local: i.qualified for i in facts.imports}
+                runner = runner_steps.runner_functions(path, modname, module, conv, imports)
+                if runner:
+                    facts = dataclasses.replace(facts, runner_functions=runner)
             return _with_sources(facts, source, conv, module)
     except _Timeout:
         return F.FileFacts.unparsed(path, modname, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT)

@@ -18,6 +18,7 @@ from typing import Any
 from flowtrace.model import facts as F
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
+from flowtrace.index.layer_runs import layer_runs
 from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import class_values, package_reexports, registry_module
@@ -225,6 +226,7 @@ class FileAnalyzer(FileContext):
         callbacks: list[F.CallbackUse] = []
         streams: list[F.StreamFact] = []
         helper_defs: list[F.HelperDefFact] = []
+        runs: list[F.LayerRunFact] = []
         for info in self.collector.classes:
             loops_before = len(loops)
             classes.append(self.class_fact(info))
@@ -242,6 +244,8 @@ class FileAnalyzer(FileContext):
                     loop_facts, site_facts = LoopAnalyzer(self, info, fn).facts()
                     loops.extend(loop_facts)
                     sites.extend(site_facts)
+                if site_facts:
+                    runs.extend(layer_runs(self, info, fn, site_facts))
                 if site_facts or (name == "forward" and "residual" in text):
                     streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
@@ -269,6 +273,7 @@ class FileAnalyzer(FileContext):
             capture_sites=tuple(sites),
             helper_defs=tuple(helper_defs),
             layer_loops=tuple(loops),
+            layer_runs=tuple(runs),
             capture_modes=tuple(
                 F.CaptureModeFact(F.Location(self.path, ln), mode, fn) for ln, mode, fn in self.collector.modes
             ),

@@ -370,6 +370,89 @@ class EntryCallFact:
     raises_at: Location | None = None
 
 
+class RunnerStepKind(Word):
+    """What one step of a runner function does (:class:`RunnerStep`)."""
+
+    SETTER = "setter"  # the runner calls an entry setter on the model
+    CAPTURE = "capture"  # a call that captures device graphs (profile ``[serving] graph_capture``)
+    WARMUP = "warmup"  # a call that runs dummy forwards at start-up (``[serving] warmup``)
+    CALL = "call"  # a call of another function the analysis may follow
+    BUILD = "build"  # a class named here (built, or picked to be built)
+    RETURN = "return"  # the function returns here on this arm
+
+
+class RunnerIds(Word):
+    """Which ids a runner's setter call hands the model."""
+
+    DEFAULT = "default"  # none (or None): the setter's own default ids
+    GIVEN = "given"  # the ids the runner holds, as written (the draft's)
+    TRANSFORMED = "transformed"  # the runner changes them first (``[i + 1 for i in ids]``)
+    LITERAL = "literal"  # ids written in the runner (a list of numbers)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerStep:
+    """One step of a runner function, in statement order (see :mod:`flowtrace.index.runner_steps`).
+
+    ``name``: the setter, the callee or the class named; ``target``: where a call goes as
+    written (``self`` for a method of the same object, a qualified name resolved through the
+    imports, or "" for a name the module does not import); ``receiver``: a setter call's
+    object as written (``self.model_runner.model``); ``ids``/``ids_text``/``offset``: what a
+    setter call hands over (``offset`` k for ``[i + k for i in ids]``); ``repeated``: the step
+    sits in a loop."""
+
+    kind: RunnerStepKind
+    name: str
+    location: Location
+    target: str = ""
+    receiver: str = ""
+    ids: RunnerIds | None = None
+    ids_text: str = ""
+    offset: int | None = None
+    repeated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerFork:
+    """An ``if`` (or ``try``) around steps: each arm is one way through it; an ``if`` without
+    ``else`` has an empty second arm."""
+
+    location: Location
+    condition: str
+    arms: tuple[tuple[RunnerStep | RunnerFork, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerFunctionFact:
+    """A function of the engine's runner that hands ids to the model, captures graphs, warms
+    up, or leads to one of those: its steps in statement order, forks kept."""
+
+    qualname: str  # module-qualified: "pkg.runner.ModelRunner.initialize"
+    class_qualname: str | None
+    name: str
+    location: Location
+    steps: tuple[RunnerStep | RunnerFork, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerRunFact:
+    """A call in a capturing forward that runs decoder layers itself (it is handed the layer
+    list or a slice of it, ``model_forward_x(layers=self.layers[a:b], ...)``): another path
+    for those layers. ``hands_capture``: it is also handed the aux container or the capture
+    attribute (it may record); ``condition``: the tests the call runs under, and those that
+    decide the names they read; ``flags``: the attribute names those tests read."""
+
+    class_qualname: str
+    function: str
+    location: Location
+    callee: str
+    layers: str  # the layer expression handed over, e.g. "self.layers[normal_end_layer:self.end_layer]"
+    whole: bool  # every layer (no slice)
+    hands_capture: bool
+    condition: str
+    flags: tuple[str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class InterfacePredicate:
     """A module-level ``def f(model): return isinstance(model, Interface)``: a runner's
@@ -598,6 +681,10 @@ class FileFacts:
     # also those in branches a later one replaces in ``imports`` (one per platform): what a
     # registry entry naming the package and ``Z`` may load.
     reexports: tuple[ImportFact, ...] = ()
+    # The serving path (flowtrace.index.runner_steps, flowtrace.index.layer_runs): runner
+    # functions and their steps; calls in a capturing forward that run layers themselves.
+    runner_functions: tuple[RunnerFunctionFact, ...] = ()
+    layer_runs: tuple[LayerRunFact, ...] = ()
 
     @classmethod
     def unparsed(cls, path: str, module: str, message: str, kind: DiagnosticKind, line: int = 0) -> FileFacts:

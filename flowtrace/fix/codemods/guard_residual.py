@@ -69,6 +69,11 @@ class GuardSum(cst.CSTTransformer):
 
 
 def plan(result, finding, sources: Sources) -> Proposal:
+    """Guard the finding's sum and every other unguarded capture expression of the same loop and
+    None operand (FT022 groups them into one finding): a forward with a second capture branch
+    taken at the first index (an all-gather of ``hidden_states + residual``) is fixed whole, or
+    the re-run analysis would still see it raise. Branches the first index never takes carry no
+    first-iteration fact and are left as they are."""
     site = next(
         (s for ff in result.files for s in ff.capture_sites
          if s.first_none and s.location.file == finding.file and s.location.line == finding.line),
@@ -76,8 +81,33 @@ def plan(result, finding, sources: Sources) -> Proposal:
     )
     if site is None:
         raise CannotFix("no capture site with an unguarded None operand at the finding's line")
+    group = sorted(
+        {(s.stored_at or s.location).line: s for ff in result.files for s in ff.capture_sites
+         if s.first_none == site.first_none and s.class_qualname == site.class_qualname and s.function == site.function
+         and (s.stored_at or s.location).file == (site.stored_at or site.location).file}.items()
+    )
     stored = site.stored_at or site.location
     text = sources.text(stored.file)
+    for line, member in group:
+        text = _guard_one(text, member, line)
+    from flowtrace.fix.expect import embedding_expectations
+
+    where = ", ".join(str(m.stored_at or m.location) for _, m in group)
+    return Proposal(
+        rule=finding.rule,
+        fingerprint=finding.fingerprint,
+        symbol=finding.symbol,
+        file=finding.file,
+        line=finding.line,
+        title=f"record `{site.captured_expression or '...'}` only once {site.first_none} is set: `... if {site.first_none} is None else ...` ({where})",
+        edits=(sources.edit(stored.file, text),),
+        expect=embedding_expectations(result, site.class_qualname),
+    )
+
+
+def _guard_one(text: str, site, line: int) -> str:
+    """``text`` with the first ``... + <operand>`` at or after ``line`` in the site's method guarded."""
+    stored = site.stored_at or site.location
     wrapper = parse(text, stored.file)
     pos = positions(wrapper)
     cls = one_class(wrapper.module, simple_name(site.class_qualname), site.location.line, pos, stored.file)
@@ -85,22 +115,11 @@ def plan(result, finding, sources: Sources) -> Proposal:
     function = next((f for f in _functions(cls) if f.name.value == name), None)
     if function is None:
         raise CannotFix(f"{site.class_qualname} has no method {site.function} in {stored.file}")
-    transformer = GuardSum(function, site.first_none, stored.line, pos)
+    transformer = GuardSum(function, site.first_none, line, pos)
     patched = wrapper.visit(transformer)
     if not transformer.done:
-        raise CannotFix(f"no `... + {site.first_none}` at or after {stored}: the recorded expression is not a plain sum")
-    from flowtrace.fix.expect import embedding_expectations
-
-    return Proposal(
-        rule=finding.rule,
-        fingerprint=finding.fingerprint,
-        symbol=finding.symbol,
-        file=finding.file,
-        line=finding.line,
-        title=f"record `{site.captured_expression or '...'}` only once {site.first_none} is set: `... if {site.first_none} is None else ...` ({stored})",
-        edits=(sources.edit(stored.file, patched.code),),
-        expect=embedding_expectations(result, site.class_qualname),
-    )
+        raise CannotFix(f"no `... + {site.first_none}` at or after {stored.file}:{line}: the recorded expression is not a plain sum")
+    return patched.code
 
 
 def _functions(cls: cst.ClassDef) -> list[cst.FunctionDef]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
+from flowtrace.index.index_guards import FirstIndex
 from flowtrace.index.streams import NoneAtEntry, binds, rebinds, rebound_unconditionally, spelled_names, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, FunctionNode, Position, arguments, int_value, is_name, dotted, end_of, iter_nodes, keyword_args, last_name, parameter_names, positional, start_of, string_value, walk_statements
 from flowtrace.model import facts as F
@@ -306,8 +307,8 @@ class LoopContext:
         if not candidates:
             return None
         name = unguarded_operand(stored, candidates, dict(self.bound))
-        if name is None:
-            return None
+        if name is None or FirstIndex(self.forward.fn, self.loop).unreachable(self.loop.body, node):
+            return None  # nothing to raise, or a branch the first index never takes (index_guards)
         at = self.bound[stored.id] if isinstance(stored, ast.Name) and stored.id in self.bound else node
         return FirstNone(name, self.file.loc(self.none_at_entry[name].node), self.file.loc(at))
 

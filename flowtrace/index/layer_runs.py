@@ -1,0 +1,98 @@
+"""Calls in a capturing forward that run decoder layers themselves (another forward path).
+
+A forward that records states in its layer loop may hand some layers to a second routine for
+some batches: ``model_forward_x(layers=self.layers[k:end], ...)`` after the loop when a batch
+is split for overlap, or the whole list instead of the loop. Those layers then run without the
+capture unless the routine is handed the collector (or the capture attribute). This module
+finds such calls structurally: an argument that is the decoder-layer list (``self.<layers>``)
+or a slice of it, in a method that has a capture site; and the tests the call runs under,
+followed one step back through the names they read (``if end != self.end_layer`` where ``end``
+is reassigned under ``if batch.can_overlap``). Which batch flag means which path is profile data
+(``[serving] batch_paths``), read by :mod:`flowtrace.analysis.forward_paths`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from flowtrace.index.context import ClassInfo, FileContext
+from flowtrace.index.syntax import FunctionNode, arguments, dotted, walk_statements
+from flowtrace.model import facts as F
+
+
+def _layers_argument(value: ast.expr, layers: frozenset[str]) -> tuple[str, bool] | None:
+    """(text, whole) when ``value`` is ``self.<layers>`` or ``self.<layers>[a:b]``."""
+    if isinstance(value, ast.Attribute) and value.attr in layers and dotted(value) == f"self.{value.attr}":
+        return ast.unparse(value), True
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
+        base = value.value
+        if isinstance(base, ast.Attribute) and base.attr in layers and dotted(base) == f"self.{base.attr}":
+            return ast.unparse(value), False
+    return None
+
+
+def _tests_around(body: list[ast.stmt], target: ast.stmt, tests: tuple[ast.expr, ...] = ()) -> tuple[ast.expr, ...] | None:
+    """The if-tests enclosing ``target`` (None when it is not in ``body``); an else arm's test
+    is kept as written (it is read for the names it tests, not for its truth)."""
+    for stmt in body:
+        if stmt is target:
+            return tests
+        inner: list[tuple[list[ast.stmt], tuple[ast.expr, ...]]] = []
+        if isinstance(stmt, ast.If):
+            inner = [(stmt.body, tests + (stmt.test,)), (stmt.orelse, tests + (stmt.test,))]
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+            inner = [(stmt.body, tests), (getattr(stmt, "orelse", []), tests)]
+        elif isinstance(stmt, ast.Try):
+            inner = [(stmt.body, tests), (stmt.orelse, tests), (stmt.finalbody, tests)] + [(h.body, tests) for h in stmt.handlers]
+        for block, more in inner:
+            found = _tests_around(block, target, more)
+            if found is not None:
+                return found
+    return None
+
+
+def _deciding_tests(fn: FunctionNode, tests: tuple[ast.expr, ...]) -> tuple[ast.expr, ...]:
+    """``tests`` plus the tests under which the names they read are (re)assigned in ``fn``."""
+    names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    more: list[ast.expr] = []
+    for stmt in walk_statements(fn.body):
+        if isinstance(stmt, ast.Assign) and any(isinstance(n, ast.Name) and n.id in names for t in stmt.targets for n in ast.walk(t)):
+            around = _tests_around(fn.body, stmt) or ()
+            more.extend(t for t in around if t not in more and t not in tests)
+    return tests + tuple(more)
+
+
+def _statement_of(fn: FunctionNode, call: ast.Call) -> ast.stmt | None:
+    for stmt in walk_statements(fn.body):
+        if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)) and any(n is call for n in ast.walk(stmt)):
+            return stmt
+    return None
+
+
+def layer_runs(file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list[F.CaptureSiteFact]) -> list[F.LayerRunFact]:
+    """The layer-running calls of a capturing method (see the module doc)."""
+    layers = file.conv.layers_attributes
+    containers = {s.container for s in sites if s.container}
+    attributes = {s.attribute for s in sites if s.attribute} | set(file.conv.attributes)
+    out: list[F.LayerRunFact] = []
+    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+        handed = [(_layers_argument(a.value, layers), a) for a in arguments(call)]
+        found = next((h for h, _ in handed if h is not None), None)
+        if found is None or isinstance(call.func, ast.Name) and call.func.id in ("len", "enumerate", "zip", "range", "list", "iter", "reversed"):
+            continue
+        text, whole = found
+        capture = any(
+            isinstance(n, ast.Name) and n.id in containers or isinstance(n, ast.Attribute) and n.attr in attributes
+            for a in arguments(call) for n in ast.walk(a.value)
+        )
+        stmt = _statement_of(fn, call)
+        tests = _deciding_tests(fn, _tests_around(fn.body, stmt) or ()) if stmt is not None else ()
+        flags = tuple(dict.fromkeys(n.attr for t in tests for n in ast.walk(t) if isinstance(n, ast.Attribute)))
+        out.append(F.LayerRunFact(
+            info.qualname, f"{info.name}.{fn.name}", file.loc(call), dotted(call.func) or ast.unparse(call.func),
+            text, whole, capture, " and ".join(ast.unparse(t) for t in tests), flags,
+        ))
+    return sorted(out, key=lambda r: r.location.line)
+
+
+__all__ = ["layer_runs"]
