@@ -20,7 +20,7 @@ CASES = [pytest.param(r.code, i, ex, id=f"{r.code}-fix-{i}") for r in FIXABLE fo
 
 
 def test_the_fixable_rules_declare_codemod_and_examples():
-    assert {r.code for r in FIXABLE} == {"FT001", "FT009", "FT022"}
+    assert {r.code for r in FIXABLE} == {"FT001", "FT009", "FT022", "FT026"}
     for rule in FIXABLE:
         assert rule.fix_examples, rule.code
         assert callable(codemod(rule.code)), rule.code

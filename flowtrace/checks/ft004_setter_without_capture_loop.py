@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.analysis.attribute_flow import UnreadWrite, unread_write
 from flowtrace.analysis.graph import models_without_site
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
@@ -12,6 +13,28 @@ from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
+
+
+_MARKS_MODEL = """\
+class ExModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            layer = self.layers[i]
+            if getattr(layer, "_is_layer_to_capture", False):
+                aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)
+            hidden_states, residual = layer(hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+"""
+"""An inner model whose loop decides by a per-layer mark, which the usual setter never sets."""
 
 
 class SetterWithoutCaptureLoop(Rule):
@@ -42,9 +65,45 @@ class ExModel(Module):
         return hidden_states  # never reads layers_to_capture
 """, causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it', consequence=Consequence.CRASH_SERVING, severity="error"
         ),
+        Example(
+            module(_MARKS_MODEL, causal_lm()), line=36, kind=ProblemKind.SETTER_WRITES_UNREAD,
+            message="decides by _is_layer_to_capture", consequence=Consequence.CRASH_SERVING, severity="error",
+            note="the setter fills the list, the loop reads a per-layer mark nothing sets",
+        ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
+        yield from self._without_site(result)
+        yield from self._unread(result)
+
+    def _unread(self, result: ScanResult) -> Iterator[Finding]:
+        """The holder has a capture loop, but it reads what the setters never write
+        (:mod:`flowtrace.analysis.attribute_flow`): one finding per setter and loop."""
+        found: dict[tuple, tuple[UnreadWrite, list[str]]] = {}
+        for row in result.rows:
+            if row.capture is None:
+                continue
+            u = unread_write(result.project, row)
+            if u is not None:
+                found.setdefault((u.setter.location, u.site.location), (u, []))[1].append(row.name)
+        for key in sorted(found, key=lambda k: (k[0].file, k[0].line, k[1].file, k[1].line)):
+            u, names = found[key]
+            who = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            yield self.finding(
+                u.setter.location,
+                f"{u.words()}: nothing is captured for {who}",
+                f"{u.setter.class_qualname}.{u.setter.method}",
+                f"{','.join(u.writes)}->{','.join(u.reads)}",
+                kind=ProblemKind.SETTER_WRITES_UNREAD,
+                steps=(("setter writes", u.setter.location), ("the loop reads something else", u.site.location)),
+                consequence=Consequence.CRASH_SERVING,
+                effect=(
+                    "the loop never records a state, whatever ids the draft sends: the first forward that serves a draft "
+                    "returns no aux states where the runner expects them and raises"
+                ),
+            )
+
+    def _without_site(self, result: ScanResult) -> Iterator[Finding]:
         """A query over the graph: chains whose setter writes a holder (link 3) and reach no
         capture site (link 4); the message reads the row's links."""
         missing = models_without_site(result.graph)

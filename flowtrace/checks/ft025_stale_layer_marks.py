@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.analysis.serving import SetterCall, serving_plan
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import short
 from flowtrace.model.consequence import Consequence
@@ -81,30 +82,63 @@ class StaleLayerMarks(Rule):
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
+        """Graded by what the runner really does (:mod:`flowtrace.analysis.serving`): a start-up
+        that calls the setter more than once with other ids (the defaults, then the draft's)
+        leaves the union marked on the first prefill; one call keeps it a fragile convention."""
         reached = _reached_by(result)
+        calls = _repeated_calls(result)
         for ff in result.files:
             for setter in ff.setters:
                 for mark in setter.marks:
                     if mark.cleared or mark.read_at is None:
                         continue  # no stale marks, or none this class reads back (decided elsewhere)
-                    yield self._finding(setter, mark, reached.get((setter.class_qualname, setter.method), []))
+                    yield self._finding(setter, mark, reached.get((setter.class_qualname, setter.method), []), calls)
 
-    def _finding(self, setter: F.SetterFact, mark: F.LayerMarkFact, classes: list[str]) -> Finding:
+    def _finding(self, setter: F.SetterFact, mark: F.LayerMarkFact, classes: list[str], calls: tuple[SetterCall, ...]) -> Finding:
         owner = short(setter.class_qualname)
         via = f" (reached from {', '.join(sorted(classes)[:6])}{', …' if len(classes) > 6 else ''})" if classes else ""
+        head = (
+            f"{owner}.{setter.method} sets {mark.mark} on {mark.container}[id] for each id it is handed, and never turns it off for the others{via}; "
+            f"the forward decides by that mark ({mark.read_at})"
+        )
+        steps = [("setter", setter.location), ("mark set, never cleared", mark.location), ("forward reads the mark", mark.read_at)]
+        if calls and classes:
+            said = "; ".join(c.words() for c in calls)
+            return self.finding(
+                mark.location,
+                f"{head}; the runner calls the setter {len(calls)} times at start-up with other ids ({said}): "
+                f"prefill records the union of their layers",
+                f"{setter.class_qualname}.{setter.method}",
+                mark.mark,
+                steps=(*steps, *(("runner's setter call", c.step.location) for c in calls)),  # type: ignore[arg-type]
+                consequence=Consequence.CRASH_SERVING,
+                effect=(
+                    "for a draft whose ids differ from the default, the first prefill records the default layers' states and the "
+                    "draft's: more states than the draft's fc has slots, and its projection raises on the shape"
+                ),
+            )
         return self.finding(
             mark.location,
-            f"{owner}.{setter.method} sets {mark.mark} on {mark.container}[id] for each id it is handed, and never turns it off for the others{via}; "
-            f"the forward decides by that mark ({mark.read_at})",
+            head,
             f"{setter.class_qualname}.{setter.method}",
             mark.mark,
-            steps=(("setter", setter.location), ("mark set, never cleared", mark.location), ("forward reads the mark", mark.read_at)),  # type: ignore[arg-type]
+            steps=steps,  # type: ignore[arg-type]
             consequence=Consequence.FRAGILE,
             effect=(
                 "one call at start-up marks the right layers; a second call with other ids keeps the first call's layers marked, "
                 "so the forward records their states too and the draft's fc receives more states than it was trained on"
             ),
         )
+
+
+def _repeated_calls(result: ScanResult) -> tuple[SetterCall, ...]:
+    """The setter calls of the runner's representative start-up when they hand over more than
+    one kind of ids (the defaults and the draft's, or two spellings); empty otherwise."""
+    path = serving_plan(result.project).representative()
+    if path is None:
+        return ()
+    kinds = {(c.step.ids, c.step.ids_text) for c in path.calls}
+    return path.calls if len(path.calls) > 1 and len(kinds) > 1 else ()
 
 
 def _reached_by(result: ScanResult) -> dict[tuple[str, str], list[str]]:

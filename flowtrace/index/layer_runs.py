@@ -75,7 +75,8 @@ def layer_runs(file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list
     containers = {s.container for s in sites if s.container}
     attributes = {s.attribute for s in sites if s.attribute} | set(file.conv.attributes)
     out: list[F.LayerRunFact] = []
-    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+    iterated = {id(n) for loop in ast.walk(fn) if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)) for n in ast.walk(loop.iter)}
+    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call) and id(n) not in iterated):  # a loop's own `islice(self.layers, a, b)` is the loop
         handed = [(_layers_argument(a.value, layers), a) for a in arguments(call)]
         found = next((h for h, _ in handed if h is not None), None)
         if found is None or isinstance(call.func, ast.Name) and call.func.id in ("len", "enumerate", "zip", "range", "list", "iter", "reversed"):
@@ -86,11 +87,12 @@ def layer_runs(file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list
             for a in arguments(call) for n in ast.walk(a.value)
         )
         stmt = _statement_of(fn, call)
-        tests = _deciding_tests(fn, _tests_around(fn.body, stmt) or ()) if stmt is not None else ()
+        direct = (_tests_around(fn.body, stmt) or ()) if stmt is not None else ()
+        tests = _deciding_tests(fn, direct)
         flags = tuple(dict.fromkeys(n.attr for t in tests for n in ast.walk(t) if isinstance(n, ast.Attribute)))
         out.append(F.LayerRunFact(
             info.qualname, f"{info.name}.{fn.name}", file.loc(call), dotted(call.func) or ast.unparse(call.func),
-            text, whole, capture, " and ".join(ast.unparse(t) for t in tests), flags,
+            text, whole, capture, " and ".join(ast.unparse(t) for t in direct), flags,
         ))
     return sorted(out, key=lambda r: r.location.line)
 

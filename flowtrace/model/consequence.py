@@ -84,6 +84,9 @@ DEFAULT_CONSEQUENCE: dict[ProblemKind, Consequence] = {
     ProblemKind.EMBEDDING_ID_DROPPED: Consequence.FRAGILE,
     ProblemKind.CONFIG_READERS_DISAGREE: Consequence.FRAGILE,
     ProblemKind.STALE_LAYER_MARKS: Consequence.FRAGILE,
+    ProblemKind.GRAPH_IDS_DIFFER: Consequence.SILENT_WRONG,
+    ProblemKind.LAYERS_RUN_WITHOUT_CAPTURE: Consequence.CRASH_SERVING,
+    ProblemKind.SETTER_WRITES_UNREAD: Consequence.CRASH_SERVING,
 }
 
 

@@ -173,6 +173,10 @@ class ProblemKind(Word):
     IDS_NEVER_SUPPLIED = "ids_never_supplied"
     UNUSED_SUPPRESSION = "unused_suppression"
     STALE_LAYER_MARKS = "stale_layer_marks"
+    # The serving path (the runner around the model, flowtrace.analysis.serving):
+    GRAPH_IDS_DIFFER = "graph_ids_differ"  # graphs captured while the model held other ids than the draft's
+    LAYERS_RUN_WITHOUT_CAPTURE = "layers_run_without_capture"  # a batch path runs layers without the capture
+    SETTER_WRITES_UNREAD = "setter_writes_unread"  # the setter writes what the capturing forward never reads
 
 
 class DefaultArm(Word):
@@ -439,8 +443,8 @@ class LayerRunFact:
     """A call in a capturing forward that runs decoder layers itself (it is handed the layer
     list or a slice of it, ``model_forward_x(layers=self.layers[a:b], ...)``): another path
     for those layers. ``hands_capture``: it is also handed the aux container or the capture
-    attribute (it may record); ``condition``: the tests the call runs under, and those that
-    decide the names they read; ``flags``: the attribute names those tests read."""
+    attribute (it may record); ``condition``: the tests the call runs under; ``flags``: the
+    attribute names those tests read, and the tests that decide the names they read."""
 
     class_qualname: str
     function: str

@@ -1,0 +1,68 @@
+"""What a row's setters write, joined with what its capturing forward reads.
+
+The chain links a setter to the holder it writes and the holder to its capture site, but the
+site's membership test reads one attribute (``i in self.layers_to_capture``) or one per-layer
+mark (``getattr(layer, "_is_layer_to_capture", False)``), and the setter may write another: a
+list on the model while the forward decides by marks nothing sets, marks while the forward reads
+a list nothing fills, or an inherited setter whose list a sibling's model reads but this model
+does not. Then the forward never records anything, whatever ids the draft sends: the row
+captures nothing, it does not capture. Decided only where both sides are known (a site that
+names what it reads, setters whose writes were read); anything else stays with the chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.model import facts as F
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadWrite:
+    """The setter chain writes ``writes``; the capturing forward reads only ``reads``."""
+
+    setter: F.SetterFact  # the setter that writes (the chain's last one that writes anything)
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+    site: F.CaptureSiteFact
+
+    def words(self) -> str:
+        return (
+            f"{self.setter.class_qualname.rsplit('.', 1)[-1]}.{self.setter.method} writes {', '.join(self.writes)}, but "
+            f"{self.site.function} decides by {', '.join(self.reads)} ({self.site.location}), which nothing it runs sets"
+        )
+
+
+def _written(project: Project, row: ModelRow) -> tuple[F.SetterFact | None, list[str]]:
+    chain = row.chain
+    writer, names = None, []
+    for link in chain.transforms if chain is not None else ():
+        setter = project.setters.get(link.owner, {}).get(link.method)
+        if setter is None:
+            continue
+        own = [w.rsplit(".", 1)[-1] for w in setter.writes] + [m.mark for m in setter.marks]
+        if own:
+            writer = setter
+            names += [n for n in own if n not in names]
+    return writer, names
+
+
+def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
+    """The mismatch of :mod:`this module <flowtrace.analysis.attribute_flow>`, or None."""
+    chain = row.chain
+    link = chain.site if chain is not None else None
+    if link is None or link.owner is None:
+        return None
+    sites = [s for s in project.sites.get(link.owner, []) if s.function == link.function]
+    reads = sorted({s.attribute for s in sites if s.attribute})
+    if not reads or any(s.attribute is None for s in sites):
+        return None  # a site that does not name what it reads (a hook, a helper): not decided here
+    writer, written = _written(project, row)
+    if writer is None or set(reads) & set(written):
+        return None
+    site = next(s for s in sites if s.location == link.location) if any(s.location == link.location for s in sites) else sites[0]
+    return UnreadWrite(writer, tuple(written), tuple(reads), site)
+
+
+__all__ = ["UnreadWrite", "unread_write"]

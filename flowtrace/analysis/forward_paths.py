@@ -1,0 +1,81 @@
+"""Forward paths of a capturing model that run decoder layers without the capture.
+
+A capturing forward may send some layers down a second routine for some batches (two-batch
+overlap after the dense layers, every layer on split batches): the index records each such call
+(:class:`flowtrace.model.facts.LayerRunFact`). A call that is not handed the collector runs its
+layers without recording; on the batches that take it the draft gets fewer states than its fc has
+slots (a fixed-slot packer raises at its count check; a list is concatenated short and the fc's
+projection raises on the shape) — unless the engine never lets those batches run while a draft
+is served (``[serving] speculative_excludes``). The batch flag the call's tests read names the
+path (``[serving] batch_paths``: ``"can_run_tbo: two-batch overlap"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.model import facts as F
+
+
+@dataclass(frozen=True, slots=True)
+class SkippingPath:
+    """A reachable forward path on which some layers run without the capture."""
+
+    run: F.LayerRunFact
+    words: str  # "two-batch overlap" (profile), else the call's condition
+    site: F.CaptureSiteFact
+    how: str  # what happens then, in words
+    raises_at: F.Location | None  # the count check that raises, when one does
+
+    def batches(self) -> str:
+        return f"{self.words} batches"
+
+
+def _path_words(project: Project, run: F.LayerRunFact) -> str | None:
+    """The profile's words for the batch flag the call's tests read; None when every flag it
+    reads is one the engine never sets while a draft is served."""
+    named = dict(p.split(":", 1) for p in project.conv.batch_paths if ":" in p)
+    named = {k.strip(): v.strip() for k, v in named.items()}
+    flags = [f for f in run.flags if f in named]
+    if any(f in project.conv.speculative_excludes for f in run.flags):
+        return None
+    if flags:
+        return named[flags[0]]
+    return f"`{run.condition}`" if run.condition else "every"
+
+
+def _how(site: F.CaptureSiteFact, run: F.LayerRunFact) -> tuple[str, F.Location | None]:
+    if site.container_sized_by and site.finalize_method:
+        return (
+            f"the collector sized by {site.container_sized_by} gets fewer states than it has slots and its "
+            f"{site.finalize_method}() raises", site.finalize_at,
+        )
+    if run.whole:
+        return "no layer is captured: the forward returns no aux states where the runner expects them and raises", None
+    return f"the layers of {run.layers} are not captured: the draft's fc gets fewer states than it has slots and raises on the shape", None
+
+
+def skipping_paths(project: Project, row: ModelRow) -> tuple[SkippingPath, ...]:
+    """The row's capturing forward's layer-running calls that skip the capture (see the module doc)."""
+    chain = row.chain
+    site_link = chain.site if chain is not None else None
+    if site_link is None or site_link.owner is None:
+        return ()
+    site = next((s for s in project.sites.get(site_link.owner, []) if s.location == site_link.location), None)
+    if site is None:
+        return ()
+    out = []
+    for ff in project.files:
+        for run in ff.layer_runs:
+            if run.class_qualname != site.class_qualname or run.function != site.function or run.hands_capture:
+                continue
+            words = _path_words(project, run)
+            if words is None:
+                continue
+            how, at = _how(site, run)
+            out.append(SkippingPath(run, words, site, how, at))
+    return tuple(out)
+
+
+__all__ = ["SkippingPath", "skipping_paths"]
