@@ -12,7 +12,10 @@ names what it reads, setters whose writes were read); anything else stays with t
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from dataclasses import dataclass
+from functools import lru_cache
 
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model import facts as F
@@ -34,18 +37,41 @@ class UnreadWrite:
         )
 
 
-def _written(project: Project, row: ModelRow) -> tuple[F.SetterFact | None, list[str]]:
+@lru_cache(maxsize=4096)
+def _assigned(source: str) -> tuple[str, ...]:
+    """Attribute names a method assigns anywhere (``x.<name> = v``, ``setattr(x, "<name>", v)``):
+    a mark set on each layer however the loop spells it (``layer.m = i in ids``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [t.attr for t in targets if isinstance(t, ast.Attribute)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) >= 2:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                out.append(name.value)
+    return tuple(dict.fromkeys(out))
+
+
+def _written(project: Project, row: ModelRow) -> tuple[F.SetterFact | None, list[str], set[str]]:
+    """(the last setter that writes ids, the capture attributes and marks written, every attribute
+    name any setter of the chain assigns)."""
     chain = row.chain
-    writer, names = None, []
+    writer, names, assigned = None, [], set()
     for link in chain.transforms if chain is not None else ():
         setter = project.setters.get(link.owner, {}).get(link.method)
         if setter is None:
             continue
         own = [w.rsplit(".", 1)[-1] for w in setter.writes] + [m.mark for m in setter.marks]
+        assigned |= set(own) | set(_assigned(setter.source))
         if own:
             writer = setter
             names += [n for n in own if n not in names]
-    return writer, names
+    return writer, names, assigned
 
 
 def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
@@ -58,8 +84,8 @@ def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
     reads = sorted({s.attribute for s in sites if s.attribute})
     if not reads or any(s.attribute is None for s in sites):
         return None  # a site that does not name what it reads (a hook, a helper): not decided here
-    writer, written = _written(project, row)
-    if writer is None or set(reads) & set(written):
+    writer, written, assigned = _written(project, row)
+    if writer is None or set(reads) & assigned:
         return None
     site = next(s for s in sites if s.location == link.location) if any(s.location == link.location for s in sites) else sites[0]
     return UnreadWrite(writer, tuple(written), tuple(reads), site)

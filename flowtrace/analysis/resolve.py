@@ -90,10 +90,14 @@ def _use_point(position: str) -> tuple[str, str]:
     return F.UNKNOWN, "between sub-module calls; neither input nor output"
 
 
-def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False) -> StreamLink:
+def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False, siblings: tuple[F.CaptureSiteFact, ...] = ()) -> StreamLink:
     """Stream semantics of a site: what it records and whether its first index raises.
     ``layers_fold``: the loop's layers add the residual themselves and return the stream
-    first, so recording that first value alone is the stream, not a delta."""
+    first, so recording that first value alone is the stream, not a delta. ``siblings``: the
+    other capture branches of the same loop; when the site's own branch is not taken at the
+    first index but a sibling's is and raises there, the first index raises at the sibling."""
+    if not site.first_none:
+        site = next((s for s in siblings if s.first_none and s.label_offset is not None), site)
     if site.mutated_later:
         kind = F.StreamKind.MUTATED_REFERENCE
     elif site.split_residual and site.captured_expression and not site.uses_residual and not layers_fold:
@@ -373,6 +377,13 @@ class Project:
             if ranked:
                 return ranked[0]
         return None
+
+    def siblings(self, site: F.CaptureSiteFact) -> tuple[F.CaptureSiteFact, ...]:
+        """The other capture sites of the same loop (same method and range, same point)."""
+        return tuple(
+            s for s in self.sites.get(site.class_qualname, [])
+            if s is not site and s.function == site.function and s.loop_range == site.loop_range and s.point == site.point
+        )
 
     def helper_def(self, holder: str, method: str) -> F.HelperDefFact | None:
         return next((self.helpers[q][method] for q in self.mro(holder) if method in self.helpers.get(q, {})), None)
@@ -664,7 +675,7 @@ class Project:
         setter = res.setter
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
-        stream = stream_link(site, point, self.layers_fold(res.holder)) if site is not None else None
+        stream = stream_link(site, point, self.layers_fold(res.holder), self.siblings(site)) if site is not None else None
         if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
