@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 _CAPTURING = frozenset({"supported", "inherited", "delegated"})
 # Chain problems after which the ids never reach a recorded state.
-_NOTHING = (F.ProblemKind.NO_CAPTURE_SITE, F.ProblemKind.SETTER_WRITES_NOTHING, F.ProblemKind.RETURN_DROPPED)
+_NOTHING = (F.ProblemKind.NO_CAPTURE_SITE, F.ProblemKind.SETTER_WRITES_NOTHING, F.ProblemKind.RETURN_DROPPED, F.ProblemKind.SETTER_WRITES_UNREAD)
 # Chain problems that make the engine raise once it sets the ids or runs a forward.
 _RAISING = (F.ProblemKind.DELEGATE_LACKS_SETTER, F.ProblemKind.PACKER_COUNT_CHECK)
 

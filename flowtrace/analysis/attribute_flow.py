@@ -17,8 +17,12 @@ import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 
-from flowtrace.analysis.resolve import ModelRow, Project
+from typing import TYPE_CHECKING
+
 from flowtrace.model import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow, Project
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +61,11 @@ def _assigned(source: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _written(project: Project, row: ModelRow) -> tuple[F.SetterFact | None, list[str], set[str]]:
+def _written(setters: tuple[F.SetterFact, ...]) -> tuple[F.SetterFact | None, list[str], set[str]]:
     """(the last setter that writes ids, the capture attributes and marks written, every attribute
     name any setter of the chain assigns)."""
-    chain = row.chain
     writer, names, assigned = None, [], set()
-    for link in chain.transforms if chain is not None else ():
-        setter = project.setters.get(link.owner, {}).get(link.method)
-        if setter is None:
-            continue
+    for setter in setters:
         own = [w.rsplit(".", 1)[-1] for w in setter.writes] + [m.mark for m in setter.marks]
         assigned |= set(own) | set(_assigned(setter.source))
         if own:
@@ -74,21 +74,28 @@ def _written(project: Project, row: ModelRow) -> tuple[F.SetterFact | None, list
     return writer, names, assigned
 
 
-def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
-    """The mismatch of :mod:`this module <flowtrace.analysis.attribute_flow>`, or None."""
-    chain = row.chain
-    link = chain.site if chain is not None else None
-    if link is None or link.owner is None:
-        return None
-    sites = [s for s in project.sites.get(link.owner, []) if s.function == link.function]
+def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ...], site: F.CaptureSiteFact) -> UnreadWrite | None:
+    """The mismatch of :mod:`this module <flowtrace.analysis.attribute_flow>` for a chain's
+    setters and the capture sites of its forward (``site``: the chain's own), or None."""
     reads = sorted({s.attribute for s in sites if s.attribute})
     if not reads or any(s.attribute is None for s in sites):
         return None  # a site that does not name what it reads (a hook, a helper): not decided here
-    writer, written, assigned = _written(project, row)
+    writer, written, assigned = _written(setters)
     if writer is None or set(reads) & assigned:
         return None
-    site = next(s for s in sites if s.location == link.location) if any(s.location == link.location for s in sites) else sites[0]
     return UnreadWrite(writer, tuple(written), tuple(reads), site)
 
 
-__all__ = ["UnreadWrite", "unread_write"]
+def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
+    """:func:`unread` for a row of the project."""
+    chain = row.chain
+    link = chain.site if chain is not None else None
+    if chain is None or link is None or link.owner is None:
+        return None
+    sites = tuple(s for s in project.sites.get(link.owner, []) if s.function == link.function)
+    site = next((s for s in sites if s.location == link.location), sites[0] if sites else None)
+    setters = tuple(s for t in chain.transforms if (s := project.setters.get(t.owner, {}).get(t.method)) is not None)
+    return unread(setters, sites, site) if site is not None else None
+
+
+__all__ = ["UnreadWrite", "unread", "unread_write"]

@@ -204,6 +204,7 @@ class DifferenceKind(F.Word):
     CHECKPOINT_LAYOUT = "checkpoint_layout"
     CHECKPOINT_SERVED = "checkpoint_served"
     FIT = "fit"  # trained boundaries past the target's last layer: the draft was trained on a deeper model
+    PHASE = "phase"  # a phase of serving (graph replay, after a weight reload) holds other ids than the draft's
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +221,7 @@ class Difference:
     hidden: int | None = None  # the target's hidden size
     beyond: tuple[tuple[int, int], ...] = ()  # FIT: (draft id, trained boundary) past the last layer
     layers: int | None = None  # FIT: the target's L
+    phase: object | None = None  # PHASE: the phase's trace (flowtrace.analysis.serving_trace.PhaseTrace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -630,7 +632,22 @@ def judge(inputs: CompatInputs, traced: Traced, pairing: Pairing) -> Judgement:
     beyond = _beyond_target(inputs.trained, inputs.used, inputs.info.num_layers)
     if beyond:
         differences.insert(0, Difference(DifferenceKind.FIT, beyond=beyond, layers=inputs.info.num_layers))
+    differences += _phase_differences(trace, want)
+    warnings += [f"raises on {b.batches} (when the engine runs them): {b.how} [{b.at}]" for b in trace.batch_paths]
     return Judgement(tuple(differences), tuple(notes + ckpt_notes), tuple(warnings))
+
+
+def _phase_differences(trace: TraceResult, want: list[int]) -> list[Difference]:
+    """The phases of serving that record something else than the trained layout while the
+    draft's ids do not (the runner holds other ids then: graphs captured with the defaults)."""
+    out = []
+    for p in trace.phases:
+        if p.outcome == F.Outcome.CAPTURES and sorted(p.boundaries or ()) == want:
+            continue
+        if p.phase == "prefill" and p.outcome == trace.outcome and p.boundaries == trace.boundaries:
+            continue  # the trace itself: already judged
+        out.append(Difference(DifferenceKind.PHASE, phase=p, reason=p.reason, at=str(p.at) if p.at else None))
+    return out
 
 
 def _no_service(trace: TraceResult) -> Difference:
@@ -657,6 +674,13 @@ def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgemen
     beyond = any(d.kind == DifferenceKind.FIT for d in judgement.differences)
     weights_say = _contradicting_weights(inputs.checkpoint, hidden, len(inputs.trained))
     no_fix = _no_fix_reason(beyond, weights_say, len(inputs.trained), inputs.checkpoint, hidden, inputs.target_hidden, inputs.info.hidden_size)
+    phase = next((d.phase for d in judgement.differences if d.kind == DifferenceKind.PHASE), None)
+    if no_fix is None and phase is not None:
+        at = f" (at {phase.at})" if phase.at else ""  # type: ignore[attr-defined]
+        no_fix = (
+            f"no ids can: the runner holds other ids than the draft's in {phase.words}{at} whatever the draft says; "  # type: ignore[attr-defined]
+            "the runner's code needs the change (`flowtrace fix` offers it where it can: FT026)"
+        )
     if not judgement.differences or no_fix is not None or _trained_for_another_target(inputs.checkpoint, hidden):
         return Advice((), no_fix)
     key = traced.engine_key or (engine_keys[0] if engine_keys else None)

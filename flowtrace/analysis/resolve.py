@@ -17,6 +17,7 @@ from functools import cached_property
 from flowtrace.index.sites import PointDecision, point_decision
 from flowtrace.index.stream_facts import FOLDS_RESIDUAL
 from flowtrace.model import facts as F
+from flowtrace.analysis.attribute_flow import unread
 from flowtrace.engines.profiles import Conventions
 from flowtrace.analysis.return_path import return_link
 from flowtrace.index.stream_facts import EARLY_RETURN
@@ -679,6 +680,11 @@ class Project:
         if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
+        if site is not None:
+            forward = tuple(s for s in self.sites.get(site.class_qualname, []) if s.function == site.function)
+            mismatch = unread(tuple(res.chain), forward, site)
+            if mismatch is not None:
+                res.problem(F.ProblemKind.SETTER_WRITES_UNREAD, mismatch.words(), mismatch.setter.location)
         slots = self.slots_link(site) if site is not None else None
         returns = return_link(self, res.qualname, res.chain, res.targets, res.holder, site)
         if returns is not None and returns.kind != F.ReturnKind.RETURNED and returns.decided:

@@ -9,6 +9,7 @@ whatever ``--layer-ids`` says. Metadata-hook engines take the ids from their ser
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Any
 
@@ -47,7 +48,25 @@ def trace_model(project, row, layer_ids: list[int] | None, num_layers: int, hidd
     ``target_config`` resolves holders built from the target's config (support conditional)."""
     if row.capture is None and row.source is not None:
         return trace_source(project, row, layer_ids, num_layers, hidden_size)
-    return trace_row(project, row, layer_ids, num_layers, hidden_size, target_config)
+    return with_serving(project, row, trace_row(project, row, layer_ids, num_layers, hidden_size, target_config), layer_ids, target_config)
+
+
+def with_serving(project, row, result: TraceResult, layer_ids: list[int] | None, target_config: dict | None) -> TraceResult:  # noqa: ANN001
+    """``result`` with the serving path's phases and batch paths (analysis/serving_trace), and
+    a ``serving`` step for each phase that serves something else than the draft's ids do."""
+    from flowtrace.analysis.serving_trace import batch_paths, differs, phase_traces, phase_words
+
+    phases = phase_traces(project, row, layer_ids, result.num_layers, result.hidden_size, target_config, result)
+    paths = batch_paths(project, row) if row.capture is not None else ()
+    if not phases and not paths:
+        return result
+    steps = list(result.steps)
+    for p in phases:
+        said = phase_words(p, result.num_layers) if differs(p, result) else f"{p.words}: the ids traced above"
+        steps.append(TraceStep("serving", f"{said}; {'; '.join(p.calls)}", p.at))
+    for b in paths:
+        steps.append(TraceStep("serving", f"{b.batches}: {b.how}", b.at))
+    return dataclasses.replace(result, steps=tuple(steps), phases=phases, batch_paths=paths)
 
 
 def trace_source(project, row, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None) -> TraceResult:  # noqa: ANN001

@@ -50,6 +50,12 @@ class TraceResult:
     # Buffer slots the fc reads that hold no boundary (hook engines: the post-final-norm id,
     # ids no layer matches): they count in the fc width all the same.
     extra_slots: int = 0
+    # The serving path (flowtrace.analysis.serving_trace): what each phase records when the
+    # runner holds other ids than the draft's in it (graph replay, after a weight reload), and
+    # the batches whose forward path runs layers without the capture. The fields above answer
+    # for the draft's ids as the runner hands them (prefill).
+    phases: tuple = ()
+    batch_paths: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -641,6 +647,15 @@ def trace_json(result: TraceResult) -> dict:
         "outcome": str(result.outcome),
         "raises_at": str(result.raises_at) if result.raises_at else None,
         "reason": result.reason,
+        "serving": {
+            "phases": [
+                {"phase": p.phase, "words": p.words, "ids": list(p.ids) if p.ids is not None else None, "outcome": str(p.outcome),
+                 "boundaries": list(p.boundaries) if p.boundaries is not None else None, "reason": p.reason,
+                 "at": str(p.at) if p.at else None, "calls": list(p.calls)}
+                for p in result.phases
+            ],
+            "batch_paths": [{"batches": b.batches, "at": str(b.at), "outcome": "raises", "how": b.how, "raises_at": str(b.raises_at) if b.raises_at else None} for b in result.batch_paths],
+        },
     }
 
 
@@ -649,11 +664,18 @@ def trace_text(result: TraceResult) -> str:
     for n, s in enumerate(result.steps, 1):
         where = f"  [{s.location}]" if s.location else ""
         lines.append(f"{n:>2}. {s.kind:<10} {s.text}{where}")
+    prefill = " (prefill)" if result.phases else ""
     if result.boundaries is not None and result.outcome == F.Outcome.CAPTURES:
-        lines.append(f"=> boundaries {list(result.boundaries)}")
+        lines.append(f"=> boundaries {list(result.boundaries)}{prefill}")
     else:
         where = f" at {result.raises_at}" if result.raises_at else ""
-        lines.append(f"=> {result.outcome}{where}: {result.reason}")
+        lines.append(f"=> {result.outcome}{where}: {result.reason}{prefill}")
+    for p in result.phases:
+        if p.phase != "prefill" or p.outcome != result.outcome or p.boundaries != result.boundaries:
+            what = f"boundaries {list(p.boundaries or ())}" if p.outcome == F.Outcome.CAPTURES else f"{p.outcome}" + (f": {p.reason}" if p.reason else "")
+            lines.append(f"=> {p.words}: {what}" + (f"  [{p.at}]" if p.at else ""))
+    for b in result.batch_paths:
+        lines.append(f"=> raises on {b.batches}: {b.how}  [{b.at}]")
     for p in result.problems:
         if p != result.reason:
             lines.append(f"problem: {p}")

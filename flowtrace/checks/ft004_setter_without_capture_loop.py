@@ -81,7 +81,7 @@ class ExModel(Module):
         (:mod:`flowtrace.analysis.attribute_flow`): one finding per setter and loop."""
         found: dict[tuple, tuple[UnreadWrite, list[str]]] = {}
         for row in result.rows:
-            if row.capture is None:
+            if row.chain is None or not row.chain.has(ProblemKind.SETTER_WRITES_UNREAD):
                 continue
             u = unread_write(result.project, row)
             if u is not None:

@@ -37,6 +37,7 @@ class Expectation:
     ids: tuple[int, ...]
     num_layers: int
     boundaries: tuple[int, ...]
+    every_phase: bool = False  # also in every phase of serving (graph replay, after a weight reload)
 
 
 @dataclass(frozen=True, slots=True)

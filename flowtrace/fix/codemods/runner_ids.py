@@ -84,7 +84,7 @@ def _expectations(result, call: SetterCall) -> tuple[Expectation, ...]:
             continue
         traced = trace_model(result.project, row, list(_PROBE_IDS), _PROBE_LAYERS, None)
         if traced.outcome == Outcome.CAPTURES and traced.boundaries:
-            out.append(Expectation(row.qualname, _PROBE_IDS, _PROBE_LAYERS, tuple(traced.boundaries)))
+            out.append(Expectation(row.qualname, _PROBE_IDS, _PROBE_LAYERS, tuple(traced.boundaries), every_phase=True))
         if len(out) >= _MAX_ROWS:
             break
     return tuple(out)
