@@ -106,4 +106,38 @@ def has_plan(project: Project) -> bool:
     return serving_plan(project).known
 
 
-__all__ = ["BatchPath", "PhaseTrace", "batch_paths", "differs", "has_plan", "phase_traces", "phase_words"]
+def _held_words(phase: Phase) -> str:
+    """Which ids a phase holds, without concrete ids: the draft's, the model's default, the
+    union of several calls' (marks that accumulate), or none (graphs captured before any)."""
+    if not phase.calls:
+        return "no ids (captured before any setter call)"
+    if len(phase.calls) > 1:
+        kinds = list(dict.fromkeys("the model's default" if c.default else "the draft's" for c in phase.calls))
+        return f"the union of {' and '.join(kinds)} ids ({len(phase.calls)} calls)"
+    call = phase.calls[0]
+    if call.default:
+        return "the model's default ids"
+    if call.step.ids == F.RunnerIds.GIVEN:
+        return "the draft's ids"
+    return f"`{call.step.ids_text}`"
+
+
+def row_serving(project: Project, row: ModelRow) -> dict | None:
+    """The matrix's ``capture.serving``: which ids each phase of serving holds and the batches
+    that raise on a path without the capture; None when neither is known for the row."""
+    if row.capture is None or row.chain is None or not row.registered:
+        return None  # the runner serves registered entries; an inner model is served through one
+    found = phases(project, row)
+    paths = batch_paths(project, row)
+    if not found and not paths:
+        return None
+    return {
+        "phases": [
+            {"phase": p.name, "words": p.words, "ids": _held_words(p), "at": str(p.at) if p.at else None, "calls": [c.words() for c in p.calls]}
+            for p in found
+        ],
+        "batch_paths": [{"batches": b.batches, "outcome": "raises", "at": str(b.at), "how": b.how} for b in paths],
+    }
+
+
+__all__ = ["BatchPath", "PhaseTrace", "batch_paths", "differs", "has_plan", "phase_traces", "phase_words", "row_serving"]

@@ -162,7 +162,7 @@ def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
     from flowtrace.render.check_output import render_check
 
     result = outcome.result
-    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result), ""] if show_matrix else []
+    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result), *text_render.serving_text(result), ""] if show_matrix else []
     if outcome.findings:
         out += [f"findings ({len(outcome.findings)}):", render_check(outcome, "concise", cwd=Path.cwd()).rstrip("\n")]
     diagnostics = result.index.diagnostics

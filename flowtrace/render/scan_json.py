@@ -99,7 +99,7 @@ def _answer(row: ModelRow, point: str | None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _capture(row: ModelRow) -> dict[str, Any] | None:
+def _capture(row: ModelRow, project: Any = None) -> dict[str, Any] | None:
     """A row's ``capture`` object, one shape for every engine: a setter row's view of its
     chain's links, or a setter-less row's (config attribute, build context, metadata hook)
     in the same members (:func:`_source_capture`)."""
@@ -136,7 +136,18 @@ def _capture(row: ModelRow) -> dict[str, Any] | None:
         "slots": _slots(chain),
         "returns": _returns(chain),
         **_answer(row, str(site.point) if site is not None else None),
+        "serving": _serving(row, project),
     }
+
+
+def _serving(row: ModelRow, project: Any) -> dict[str, Any] | None:
+    """Link 8: the ids each phase of serving holds, the batches that raise on a path without
+    the capture (``null`` when the runner's start-up was not read and no such path exists)."""
+    if project is None:
+        return None
+    from flowtrace.analysis.serving_trace import row_serving
+
+    return row_serving(project, row)
 
 
 def _source_capture(row: ModelRow) -> dict[str, Any]:
@@ -183,11 +194,12 @@ def _source_capture(row: ModelRow) -> dict[str, Any]:
         "slots": None,
         "returns": _returns(row.chain) if row.chain is not None else None,
         **_answer(row, src.point),
+        "serving": None,
     }  # fmt: skip
 
 
-def model_json(row: ModelRow) -> dict[str, Any]:
-    capture = _capture(row)
+def model_json(row: ModelRow, project: Any = None) -> dict[str, Any]:
+    capture = _capture(row, project)
     return {
         "class": row.name,
         "qualname": row.qualname,
@@ -270,7 +282,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
     def models() -> list[dict[str, Any]]:
         # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
         kinds = categories(result)
-        return [{**model_json(r), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
+        return [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
 
     return [
         ("schema", False, lambda: SCHEMA),

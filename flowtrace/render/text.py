@@ -125,9 +125,40 @@ def summary_line(result: ScanResult, findings: list[Finding] | None = None, coun
     return "flowtrace: " + ", ".join(parts)
 
 
+def serving_text(result: ScanResult) -> list[str]:
+    """The serving path under the matrix: which ids each phase holds (grouped: most rows share
+    the runner's answer), and the batches that raise on a path without the capture."""
+    from flowtrace.analysis.serving_trace import row_serving
+
+    groups: dict[tuple, list[str]] = {}
+    paths: dict[tuple, list[str]] = {}
+    for r in sorted(result.rows, key=lambda r: r.name):
+        found = row_serving(result.project, r)
+        if found is None:
+            continue
+        key = tuple((p["words"], p["ids"], p["at"]) for p in found["phases"])
+        if key:
+            groups.setdefault(key, []).append(r.name)
+        for b in found["batch_paths"]:
+            paths.setdefault((b["batches"], b["at"], b["how"]), []).append(r.name)
+    if not groups and not paths:
+        return []
+    out = ["", "serving path:"]
+    for key, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"  {_names(names)}:")
+        out += [f"    {words}: {ids}  [{at}]" for words, ids, at in key]
+    for (batches, at, how), names in sorted(paths.items(), key=lambda kv: kv[0][1]):
+        out.append(f"  raises on {batches}: {_names(names)}  [{at}]: {how}")
+    return out
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
 def scan_text(result: ScanResult, findings: list[Finding] | None) -> str:
     chosen = f" (by {result.choice.how}: {result.choice.reason})" if result.choice is not None else ""
-    out = [f"engine profile(s): {result.engine}{chosen}    root: {result.root}", "", model_matrix(result)]
+    out = [f"engine profile(s): {result.engine}{chosen}    root: {result.root}", "", model_matrix(result), *serving_text(result)]
     if findings:
         out += ["", f"findings ({len(findings)}):", findings_text(findings, concise=True)]
     if result.index.diagnostics:
