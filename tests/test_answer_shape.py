@@ -18,6 +18,7 @@ MEMBERS = {
     "setter", "id_source", "id_transform", "transform_note", "effective_transform", "delegates_to", "default_layers",
     "holder", "holder_kind", "depends_on", "capture_site", "point", "embedding_capturable", "last_layer_capturable",
     "stream", "slots", "returns", "concat_order", "pp_guard", "problems", "problem_kinds", "outcome", "outcome_reason", "outcome_at",
+    "serving",
 }  # fmt: skip
 ENGINES = {"sglang_like": SGLANG_LIKE, "vllm_like": VLLM_LIKE, "lmdeploy_like": LMDEPLOY_LIKE, "trtllm_like": TRTLLM_LIKE}
 

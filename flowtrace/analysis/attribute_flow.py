@@ -98,4 +98,24 @@ def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
     return unread(setters, sites, site) if site is not None else None
 
 
-__all__ = ["UnreadWrite", "unread", "unread_write"]
+def nothing_recorded(project: Project, row: ModelRow, holder: str | None) -> tuple[F.Outcome, str, F.Location | None]:
+    """What the engine does when the loop records nothing: the holder's forward returns its
+    hidden states alone (a one-value return beside the ``(hidden, aux)`` one) and the wrapper
+    unpacks two values under its capture flag: a ValueError there; else nothing is captured."""
+    forward = [r for r in project.return_shapes.get(holder or "", []) if r.function.endswith(".forward")]
+    alone = next((r for r in forward if r.shape == F.ReturnShape.SINGLE), None)
+    unpack = next(
+        (u for u in project.output_uses.get(row.qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on),
+        None,
+    )
+    if alone is not None and unpack is not None and any(r.shape == F.ReturnShape.TUPLE for r in forward):
+        return (
+            F.Outcome.RAISES,
+            f"nothing is recorded, so {alone.function} returns `{alone.text[len('return '):]}` alone ({alone.location}) and "
+            f"{unpack.function} unpacks two values from it (`{unpack.text}`): ValueError",
+            unpack.location,
+        )
+    return F.Outcome.CAPTURES_NOTHING, "nothing is recorded: the loop never meets a marked layer", None
+
+
+__all__ = ["UnreadWrite", "nothing_recorded", "unread", "unread_write"]

@@ -219,7 +219,7 @@ class _Runner:
         capture on" branch; of several classes one of which is built (a graph runner per device),
         the ones whose construction calls a setter take part in the aux capture. Else every arm."""
         if all(len(a) == 1 and isinstance(a[0], F.RunnerStep) and a[0].kind == F.RunnerStepKind.BUILD for a in fork.arms):
-            chosen = [a for a in fork.arms if self.sets_ids_inside(a[0], fn)]
+            chosen = [a for a in fork.arms if isinstance(a[0], F.RunnerStep) and self.sets_ids_inside(a[0], fn)]
         else:
             chosen = [a for a in fork.arms if _sets_ids(a)]
         return chosen or list(fork.arms)

@@ -240,6 +240,7 @@ class _Tracer:
             if chain.site is None:
                 self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
             site = self.site_phase(chain)
+            self.flow_phase(chain)
             offset = self.point_phase(site)
             self.boundary_phase(chain, site, offset)
             self.stream_phase(chain)
@@ -467,6 +468,20 @@ class _Tracer:
         self.steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1}); {site.mechanism}", site.location))
         return site
 
+    def flow_phase(self, chain: CaptureChain) -> None:
+        """The loop reads what no setter of the chain writes (analysis/attribute_flow): it never
+        records, whatever the ids; the engine then raises where the wrapper unpacks, or captures
+        nothing."""
+        from flowtrace.analysis.attribute_flow import nothing_recorded, unread_write
+
+        mismatch = unread_write(self.project, self.row) if chain.has(F.ProblemKind.SETTER_WRITES_UNREAD) else None
+        if mismatch is None:
+            return
+        self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site.location))
+        outcome, reason, at = nothing_recorded(self.project, self.row, chain.holder.holder if chain.holder else None)
+        self.boundaries = ()
+        self.end(outcome, reason, at)
+
     def point_phase(self, site: SiteLink) -> int:
         if site.point == F.UNKNOWN:
             self.steps.append(TraceStep("point", f"capture point unknown: {site.note}", site.location))
@@ -671,7 +686,7 @@ def trace_text(result: TraceResult) -> str:
         where = f" at {result.raises_at}" if result.raises_at else ""
         lines.append(f"=> {result.outcome}{where}: {result.reason}{prefill}")
     for p in result.phases:
-        if p.phase != "prefill" or p.outcome != result.outcome or p.boundaries != result.boundaries:
+        if p.outcome != result.outcome or p.boundaries != result.boundaries:
             what = f"boundaries {list(p.boundaries or ())}" if p.outcome == F.Outcome.CAPTURES else f"{p.outcome}" + (f": {p.reason}" if p.reason else "")
             lines.append(f"=> {p.words}: {what}" + (f"  [{p.at}]" if p.at else ""))
     for b in result.batch_paths:

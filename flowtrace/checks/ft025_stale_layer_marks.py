@@ -45,6 +45,15 @@ EntryClass = ExModel
 """
 
 
+_TWO_CALLS = """
+
+class ExModelRunner:
+    def initialize(self):
+        self.model.set_eagle3_layers_to_capture([2, 3, 4])
+        self.model.set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)
+"""
+
+
 class StaleLayerMarks(Rule):
     code = "FT025"
     name = "stale-layer-marks"
@@ -78,6 +87,18 @@ class StaleLayerMarks(Rule):
 """
             ),
             line=20, kind=ProblemKind.STALE_LAYER_MARKS, message="never turns it off for the others", consequence=Consequence.FRAGILE, severity="warning",
+        ),
+        Example(
+            _MODEL.format(
+                body="""\
+        for layer_id in self.layers_to_capture:
+            if 0 <= layer_id < len(self.layers):
+                setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+"""
+            ) + _TWO_CALLS,
+            line=20, kind=ProblemKind.STALE_LAYER_MARKS, message="the runner calls the setter 2 times at start-up",
+            consequence=Consequence.CRASH_SERVING, severity="error",
+            note="the engine's runner really calls it twice (ids of its own, then the draft's): the first prefill records both",
         ),
     )
 

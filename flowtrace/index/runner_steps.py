@@ -157,7 +157,7 @@ class _Reader:
         changed = True
         while changed:
             changed = False
-            for _, cls, fn in functions:
+            for _, _, fn in functions:
                 if fn.name in self.recorded or fn.name in self.conv.setters:
                     continue
                 if any(self.local_call(call) for call in _calls_in(fn)):
