@@ -66,16 +66,27 @@ def skipping_paths(project: Project, row: ModelRow) -> tuple[SkippingPath, ...]:
     if site is None:
         return ()
     out = []
-    for ff in project.files:
-        for run in ff.layer_runs:
-            if run.class_qualname != site.class_qualname or run.function != site.function or run.hands_capture:
-                continue
+    for run in _runs(project).get((site.class_qualname, site.function), ()):
+        if not run.hands_capture:
             words = _path_words(project, run)
-            if words is None:
-                continue
-            how, at = _how(site, run)
-            out.append(SkippingPath(run, words, site, how, at))
+            if words is not None:
+                how, at = _how(site, run)
+                out.append(SkippingPath(run, words, site, how, at))
     return tuple(out)
+
+
+_RUNS: list[object] = [None, {}]
+
+
+def _runs(project: Project) -> dict[tuple[str, str], list[F.LayerRunFact]]:
+    """The project's layer-running calls by (class, method), read once per project."""
+    if _RUNS[0] is not project:
+        found: dict[tuple[str, str], list[F.LayerRunFact]] = {}
+        for ff in project.files:
+            for run in ff.layer_runs:
+                found.setdefault((run.class_qualname, run.function), []).append(run)
+        _RUNS[:] = [project, found]
+    return _RUNS[1]  # type: ignore[return-value]
 
 
 __all__ = ["SkippingPath", "skipping_paths"]
