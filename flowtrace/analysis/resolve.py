@@ -97,8 +97,7 @@ def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False, 
     first, so recording that first value alone is the stream, not a delta. ``siblings``: the
     other capture branches of the same loop; when the site's own branch is not taken at the
     first index but a sibling's is and raises there, the first index raises at the sibling."""
-    if not site.first_none:
-        site = next((s for s in siblings if s.first_none and s.label_offset is not None), site)
+    first = site if site.first_none else next((s for s in siblings if s.first_none and s.label_offset is not None), site)
     if site.mutated_later:
         kind = F.StreamKind.MUTATED_REFERENCE
     elif site.split_residual and site.captured_expression and not site.uses_residual and not layers_fold:
@@ -108,15 +107,15 @@ def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False, 
     else:
         kind = F.StreamKind.UNKNOWN  # recorded inside the layer (callback): not followed here
     raising, reason = None, None
-    if site.first_none and site.label_offset is not None:
-        raising = site.label_offset  # met at the first iteration of a loop that starts at 0
-        where = f" (bound to None at {site.first_none_at})" if site.first_none_at else ""
+    if first.first_none and first.label_offset is not None:
+        raising = first.label_offset  # met at the first iteration of a loop that starts at 0
+        where = f" (bound to None at {first.first_none_at})" if first.first_none_at else ""
         reason = (
-            f"index {raising}: `{site.captured_expression}` is evaluated before the first layer runs, "
-            f"while {site.first_none} is None{where}: TypeError"
+            f"index {raising}: `{first.captured_expression}` is evaluated before the first layer runs, "
+            f"while {first.first_none} is None{where}: TypeError"
         )
     return StreamLink(
-        kind, site.captured_expression, raising, site.stored_at if raising is not None else None, reason,
+        kind, site.captured_expression, raising, first.stored_at if raising is not None else None, reason,
         site.mutated_later, site.mutated_at, bool(site.mutated_later) and not site.mutated_rebound,
     )
 
