@@ -311,3 +311,19 @@ def test_an_else_arm_is_judged_by_the_test_it_skips():
         "                aux.append(h + r)\n"
     )
     assert found.unreachable(loop.body, call)
+
+
+def test_ids_the_runner_shifts_count_like_a_shift_in_the_setter(tmp_path):
+    """A runner that hands ``[i + 1 for i in ids]`` (fixed twin, one call before capture): every
+    phase traces the shifted ids, as if the setter added one more."""
+    tree = tmp_path / "engine"
+    shutil.copytree(FIXED, tree)
+    runner = tree / RUNNER
+    runner.write_text(runner.read_text().replace(
+        "set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)",
+        "set_eagle3_layers_to_capture([i + 1 for i in self.eagle_aux_hidden_state_layer_ids])",
+    ))
+    result = api.scan(tree, options=OPTIONS)
+    t = api.trace(result, "DenseMoeForCausalLM", [1, 2, 30], 61)
+    # the setter adds one to [2, 3, 31]: indices [3, 4, 32], recorded before layer i (b = i)
+    assert {p.phase: (p.ids, p.boundaries) for p in t.phases}["graph replay"] == ((2, 3, 31), (3, 4, 32))
