@@ -1,6 +1,6 @@
 """Compare the facts two flowtrace checkouts extract from the same trees, field by field.
 
-    python bench/facts_diff.py --before /tmp/old-checkout TREE [TREE ...]
+    python bench/facts_diff.py --before ../flowtrace-before TREE [TREE ...]
     python bench/facts_diff.py --before A --after B --show 5 TREE ...
 
 For a change that must not move any fact (a faster analyser, a new parser), run this on

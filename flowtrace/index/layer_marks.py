@@ -4,8 +4,8 @@ Some models let each decoder layer carry a flag the forward reads back
 (``captured=aux if getattr(layer, "<mark>", False) else None``) instead of testing the ids
 in the loop. The setter then turns the flag on for every id it is handed. When it never
 turns it off for the others, a second call with other ids leaves the first call's layers
-marked: the forward records the union (the serving path of issue 25 item 7: a server that
-re-applies ids, say for another draft, feeds the new draft extra states). Read with the
+marked: the forward records the union (a serving-path defect: a server that re-applies
+ids, say for another draft, feeds the new draft extra states). Read with the
 stdlib ``ast`` from the setter's own body and its class's other methods; no evaluation.
 """
 

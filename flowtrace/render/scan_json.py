@@ -127,7 +127,7 @@ def _capture(row: ModelRow, project: Any = None) -> dict[str, Any] | None:
         "holder": holder.holder if holder is not None else None,
         "pp_guard": c.setter.pp_guard,
         "problems": list(c.problems),
-        # additive (issue 11): typed links of the chain
+        # additive: typed links of the chain
         "problem_kinds": sorted({str(p.kind) for p in chain.problems}),
         "holder_kind": str(holder.kind if holder is not None else c.holder_kind),
         "depends_on": holder.depends_on if holder is not None else None,
