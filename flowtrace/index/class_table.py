@@ -1,81 +1,130 @@
-"""The cheap tier: classes, bases, imports and registrations with the stdlib parser.
+"""The one reader of what a module declares: imports, classes, methods, construction,
+registrations; and the cheap tier, which reads nothing else.
 
-Most files a scan must know about only register a model class or subclass one (an
-``EntryClass = Foo`` file, a ``class Bar(LlamaForCausalLM): pass``). They carry no capture
-facts, so running the full analysers over them (index/visitors.py and the loop, setter
-and stream analysers) buys nothing. This module reads just the table the cross-file
-resolution needs. Files that name a capture marker go to the full analysers instead.
+Cross-file resolution needs each module's class table (bases, methods, what ``__init__``
+builds, class attributes, factory methods, registrations) whichever tier reads the file, so
+it is extracted here once and both tiers take it: the full analysers (index/visitors.py)
+add the capture facts of files that name a capture marker on top of it; the cheap tier
+(:func:`table_facts`, for files that only register or subclass a model: an
+``EntryClass = Foo`` file, a ``class Bar(LlamaForCausalLM): pass``) adds only a cheap
+approximation of the layer loops. Adding a marker to a file therefore never changes its
+class table.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from flowtrace.model import facts as F
-from flowtrace.index.returns import module_facts, nodes as _walk
-from flowtrace.index.syntax import all_statements, dotted, module_name, string_value
 from flowtrace.engines.profiles import Conventions
+from flowtrace.index.context import ClassInfo, FileContext
+from flowtrace.index.returns import module_facts, nodes as _walk
+from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, decode, dotted, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
+from flowtrace.model import facts as F
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _layer_loops(method: ast.FunctionDef | ast.AsyncFunctionDef, layers_attributes: frozenset[str], source: _Source) -> list[int]:
-    """Lines of `for` loops that run the decoder layers (iterate or index self.<layers>);
-    only loops whose text names a layers attribute are walked."""
-    loops = [n for n in all_statements(method.body) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
-    if len(loops) > 1:  # in the order ast.walk meets them (breadth first), as they always were
-        loops = [n for n in _walk(method) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
-    lines = []
-    for node in loops:
-        touches = any(
-            isinstance(sub, ast.Attribute) and sub.attr in layers_attributes and isinstance(sub.value, ast.Name) and sub.value.id == "self"
-            for part in [node.iter, *node.body]
-            for sub in _walk(part)
-        )
-        if touches:
-            lines.append(node.lineno)
-    return lines
+# -- the module's structure: one statement walk ----------------------------------------------
+class Structure:
+    """What a module declares, read in one walk over its statements (never its expressions):
+
+    * ``imports``: every ``import`` and ``from ... import`` statement, wherever it stands,
+      in source order, a later binding of a name replacing an earlier one (``import a.b``
+      binds ``a`` only if nothing did; a statement with a ``*`` binds nothing);
+    * ``classes``: every class not defined inside a function (module level, in ``if`` /
+      ``try`` blocks, nested in a class: ``pkg.mod.Outer.Inner``), each with its methods,
+      the first definition of a name winning;
+    * ``module_assigns``: the module-level ``x = v`` / ``x: T = v`` a registry is read from.
+    """
+
+    def __init__(self, module: ast.Module, modname: str, package: str) -> None:
+        self.modname, self.package = modname, package
+        self.imports: dict[str, str] = {}
+        self.classes: list[ClassInfo] = []
+        self.module_assigns: list[ast.Assign | ast.AnnAssign] = []
+        self._block(module.body, None, False)
+
+    @property
+    def local_classes(self) -> dict[str, str]:
+        """Class name -> qualified name (a later class of the same name wins)."""
+        return {c.name: c.qualname for c in self.classes}
+
+    def _block(self, body: list[ast.stmt], cls: ClassInfo | None, in_function: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Import):
+                self._import(stmt)
+            elif isinstance(stmt, ast.ImportFrom):
+                self._import_from(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                self._class(stmt, cls, in_function)
+                continue
+            elif isinstance(stmt, _FUNCTIONS):
+                if cls is not None and not in_function:
+                    cls.methods.setdefault(stmt.name, stmt)
+                self._block(stmt.body, cls, True)
+                continue
+            elif isinstance(stmt, ast.Assign) or (isinstance(stmt, ast.AnnAssign) and stmt.value is not None):
+                if cls is None and not in_function:
+                    self.module_assigns.append(stmt)
+            for inner in _inner_blocks(stmt):
+                self._block(inner, cls, in_function)
+
+    def _class(self, node: ast.ClassDef, outer: ClassInfo | None, in_function: bool) -> None:
+        if in_function:  # a class built inside a function is not one of the module's
+            self._block(node.body, None, True)
+            return
+        prefix = outer.qualname if outer is not None else self.modname
+        info = ClassInfo(node, f"{prefix}.{node.name}" if prefix else node.name, node.name)
+        self.classes.append(info)
+        self._block(node.body, info, False)
+
+    def _import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.imports[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".")[0]
+                self.imports.setdefault(head, head)
+
+    def _import_from(self, node: ast.ImportFrom) -> None:
+        if any(alias.name == "*" for alias in node.names):
+            return
+        base = absolute_base(node, self.package)
+        for alias in node.names:
+            self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
 
 
-class _Source:
-    """The file's lines, to gate the per-method walks on the method's own text: walking every
-    method of a 3,000-line file for loops, ``super()`` calls, raises and returns costs more
-    than parsing it, and a walk can only find what the text names."""
-
-    def __init__(self, data: bytes, layers_attributes: frozenset[str]) -> None:
-        self.lines = data.splitlines(keepends=True)  # bytes split on \n, \r\n, \r: the parser's lines
-        self.layers = tuple(a.encode() for a in layers_attributes)
-
-    def of(self, node: ast.stmt) -> bytes:
-        return b"".join(self.lines[node.lineno - 1 : node.end_lineno])
-
-    def may_loop_layers(self, text: bytes) -> bool:
-        return b"for" in text and any(a in text for a in self.layers)
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.If: ("body", "orelse"),
+    ast.For: ("body", "orelse"),
+    ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"),
+    ast.With: ("body",),
+    ast.AsyncWith: ("body",),
+    ast.Try: ("body", "handlers", "orelse", "finalbody"),
+    ast.Match: ("cases",),
+}
+if hasattr(ast, "TryStar"):  # Python 3.11
+    _BLOCK_FIELDS[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
 
 
-@dataclass(frozen=True, slots=True)
-class _Names:
-    """How a name written in this module resolves: its imports, then its own classes."""
-
-    module: str
-    imports: dict[str, str]
-    local: dict[str, str]  # class name -> qualified name
-
-    def resolve(self, name: str) -> str:
-        head, _, rest = name.partition(".")
-        if head in self.imports:
-            return f"{self.imports[head]}.{rest}" if rest else self.imports[head]
-        if head in self.local and not rest:
-            return self.local[head]
-        return name
+def _inner_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a compound statement holds, in source order."""
+    out: list[list[ast.stmt]] = []
+    for name in _BLOCK_FIELDS.get(stmt.__class__, ()):
+        inner = getattr(stmt, name)
+        if name == "handlers" or name == "cases":
+            out.extend(clause.body for clause in inner)
+        else:
+            out.append(inner)
+    return out
 
 
-def _package(path: str, modname: str) -> str:
-    return modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
-
-
-def _from_base(node: ast.ImportFrom, package: str) -> str:
+def absolute_base(node: ast.ImportFrom, package: str) -> str:
     """The absolute module a (possibly relative) ``from ... import`` reads from."""
     base = node.module or ""
     if not node.level:
@@ -85,40 +134,342 @@ def _from_base(node: ast.ImportFrom, package: str) -> str:
     return ".".join(x for x in (anchor, base) if x)
 
 
-def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Module-level statements in source order, into ``if``/``try``/``with`` blocks (a package
-    ``__init__`` that picks its re-exports per platform) but not into defs or classes."""
-    out: list[ast.stmt] = []
-    for node in body:
-        out.append(node)
-        if isinstance(node, (ast.If, ast.With)):
-            out += _module_statements(node.body + getattr(node, "orelse", []))
-        elif isinstance(node, ast.Try):
-            handlers = [stmt for h in node.handlers for stmt in h.body]
-            out += _module_statements(node.body + handlers + node.orelse + node.finalbody)
+def package_of(path: str, modname: str) -> str:
+    """The package relative imports of ``path`` start from."""
+    return modname if path.endswith("__init__.py") else modname.rpartition(".")[0]
+
+
+# -- one class's facts ------------------------------------------------------------------------
+def _is_class_name(name: str | None) -> bool:
+    return bool(name) and name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
+
+
+class ClassReader:
+    """A class's facts, read from its node through the module's names (``ctx``)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def fact(self, info: ClassInfo) -> F.ClassFact:
+        ctx = self.ctx
+        bases = []
+        for base in info.node.bases:
+            text = dotted(base)
+            if text is None and isinstance(base, ast.Subscript):
+                text = dotted(base.value)  # Generic[T] -> Generic
+            if text is not None:
+                bases.append(ctx.resolve(text))
+        init = info.methods.get("__init__")
+        return F.ClassFact(
+            name=info.name,
+            qualname=info.qualname,
+            location=ctx.loc(info.node),
+            bases=tuple(bases),
+            methods=tuple(sorted(info.methods)),
+            assignments=tuple(self.init_assignments(info, init)) if init is not None else (),
+            raise_checks=self.raise_checks(info),
+            factories=self.factories(info),
+            super_args=self.super_args(init),
+            extends=self.extends(info),
+            class_values=class_values(info.node, ctx.resolve),
+            method_lines=tuple(sorted((n, fn.lineno) for n, fn in info.methods.items())),
+        )
+
+    def extends(self, info: ClassInfo) -> tuple[str, ...]:
+        """Methods that call ``super().<their name>(...)``: they run the base's version too."""
+        out = []
+        for name, fn in info.methods.items():
+            text = self.ctx.text_of(fn)
+            if "super" in text and f"super().{name}(" in "".join(text.split()):
+                out.append(name)
+        return tuple(sorted(out))
+
+    def raise_checks(self, info: ClassInfo) -> tuple[F.RaiseCheck, ...]:
+        """``if <condition>: raise ...`` in each method: a fixed-slot collector's count check
+        (read when a trace counts fewer captures than slots)."""
+        out: list[F.RaiseCheck] = []
+        for name, fn in info.methods.items():
+            if "raise" not in self.ctx.text_of(fn):
+                continue  # cheap gate: no raise statement, no check
+            for node in all_statements(fn.body):  # an if is a statement: no expression walk
+                if isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
+                    out.append(F.RaiseCheck(name, ast.unparse(node.test), F.Location(self.ctx.path, node.lineno)))
+        out.sort(key=lambda c: (c.location.line, c.method))
+        return tuple(out)
+
+    def factories(self, info: ClassInfo) -> tuple[F.AttributeAssignment, ...]:
+        """Methods that return a newly built class (``def _init_model(...): return Cls(...)``)."""
+        out: list[F.AttributeAssignment] = []
+        for name, fn in info.methods.items():
+            if name.startswith("__") or "return" not in self.ctx.text_of(fn):
+                continue
+            for stmt in walk_statements(fn.body):
+                if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
+                    callee = dotted(stmt.value.func)
+                    if _is_class_name(callee):
+                        out.append(F.AttributeAssignment(name, self.ctx.resolve(callee), self.ctx.line(stmt)))  # type: ignore[arg-type]
+                        break
+        return tuple(out)
+
+    def super_args(self, init: FunctionNode | None) -> tuple[F.AttributeAssignment, ...]:
+        """Classes a subclass hands to its base's ``__init__`` (``super().__init__(c, q, p, Cls)``),
+        a parameter of its own resolved to its default."""
+        if init is None:
+            return ()
+        defaults = {p.name: dotted(p.default) for p in parameters(init, kwonly=True) if p.default is not None}
+        out: list[F.AttributeAssignment] = []
+        for stmt in walk_statements(init.body):
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__" and isinstance(call.func.value, ast.Call)):
+                continue
+            if last_name(call.func.value.func) != "super":
+                continue
+            args = arguments(call)
+            unnamed = [a for a in args if a.keyword is None]
+            for arg in args:
+                ref = dotted(arg.value) or ""
+                ref = defaults.get(ref) or ref
+                if _is_class_name(ref):
+                    key = arg.keyword if arg.keyword is not None else f"#{unnamed.index(arg)}"
+                    out.append(F.AttributeAssignment(key, self.ctx.resolve(ref), self.ctx.line(arg.node)))
+        return tuple(out)
+
+    def init_assignments(self, info: ClassInfo, init: FunctionNode) -> list[F.AttributeAssignment]:
+        """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
+        class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
+        out: list[F.AttributeAssignment] = []
+        ctx, seen = self.ctx, set()
+
+        def assigned(node: ast.Assign | ast.AnnAssign, target: ast.expr, value: ast.expr) -> None:
+            name = dotted(target)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                callee = self.constructed_class(info, value) or dynamic_build(value)
+                if callee:
+                    out.append(F.AttributeAssignment(name[5:], callee, ctx.line(node), self.assignment_via(info, value)))
+
+        def mention(name: str, node: ast.AST) -> None:
+            resolved = ctx.resolve(name)
+            if resolved not in seen:
+                seen.add(resolved)
+                out.append(F.AttributeAssignment("*", resolved, ctx.line(node)))
+
+        def visit_assign(node: ast.Assign) -> None:
+            for target in node.targets:
+                assigned(node, target, node.value)
+
+        def visit_ann_assign(node: ast.AnnAssign) -> None:
+            # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
+            if node.value is not None:
+                assigned(node, node.target, node.value)
+
+        def visit_call(node: ast.Call) -> None:
+            name = dotted(node.func)
+            if _is_class_name(name):
+                mention(name, node)  # type: ignore[arg-type]
+
+        def visit_name(node: ast.Name) -> None:
+            # a class referenced without being called: `decoder_layer_type or FooLayer`
+            if node.id[:1].isupper() and node.id in ctx.local_classes:
+                mention(node.id, node)
+
+        visit_each(init.body, {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name})
+        for default, node in _class_defaults(init):
+            mention(default, node)
+        return out
+
+    def assignment_via(self, info: ClassInfo, value: ast.expr) -> str | None:
+        """How a subclass could change the class built here (see AttributeAssignment.via)."""
+        if not isinstance(value, ast.Call):
+            return None
+        name = dotted(value.func) or ""
+        if name.startswith("self.") and name.count(".") == 1 and name[5:] in info.methods:
+            return f"method:{name[5:]}"
+        if name.startswith("self.") and name.count(".") == 1 and class_attribute(info, name[5:]):
+            return f"attr:{name[5:]}"  # model_cls = FooModel; self.model_cls(...): a subclass may set it
+        init = info.methods.get("__init__")
+        if init is not None and "." not in name:
+            params = [p.name for p in parameters(init) if p.name != "self"]
+            if name in params:
+                return f"param:{name}#{params.index(name)}"
+        return None
+
+    def constructed_class(self, info: ClassInfo, value: ast.expr) -> str | None:
+        if isinstance(value, ast.IfExp):
+            return self.constructed_class(info, value.body) or self.constructed_class(info, value.orelse)
+        if not isinstance(value, ast.Call):
+            return None
+        name = dotted(value.func)
+        if not name:
+            return None
+        if name.startswith("self.") and name.count(".") == 1:
+            return self.built_by_self(info, name[5:])
+        if _is_class_name(name):
+            return self.ctx.resolve(name)
+        default = parameter_class(info, name)
+        return self.ctx.resolve(default) if default else _factory_class(value, self.ctx.resolve)
+
+    def built_by_self(self, info: ClassInfo, attribute: str) -> str | None:
+        """The class ``self.<attribute>(...)`` builds: what the method of that name returns
+        (``def _init_model(...): return Cls(...)``), else a class attribute
+        (``model_cls = FooModel``)."""
+        method = info.methods.get(attribute)
+        if method is not None:
+            for stmt in walk_statements(method.body):
+                if isinstance(stmt, ast.Return) and stmt.value is not None:
+                    return self.constructed_class(info, stmt.value)
+        alias = class_attribute(info, attribute)
+        return self.ctx.resolve(alias) if alias else None
+
+
+def dynamic_build(value: ast.expr) -> str | None:
+    """``init_model(..., hf_config=config.text_config)``: an object built at run time from a
+    sub-config of the target's config; which class it is depends on that config's
+    ``architectures``. Recorded as ``dynamic:<sub-config>``."""
+    if not isinstance(value, ast.Call):
+        return None
+    name = last_name(value.func) or ""
+    if name[:1].isupper():
+        return None
+    for arg in arguments(value):
+        ref = dotted(arg.value) or ""
+        parts = ref.split(".")
+        if len(parts) >= 2 and parts[-1].endswith("_config") and any(p == "config" or p.endswith("_config") or p == "hf_config" for p in parts[:-1]):
+            return f"dynamic:{parts[-1]}"
+    return None
+
+
+def parameter_class(info: ClassInfo, name: str) -> str | None:
+    """A class handed in as an ``__init__`` parameter: ``def __init__(..., model_cls=FooModel)``."""
+    init = info.methods.get("__init__")
+    if init is None or "." in name:
+        return None
+    for param in parameters(init, kwonly=True):
+        if param.name == name and param.default is not None:
+            default = dotted(param.default)
+            if _is_class_name(default):
+                return default
+    return None
+
+
+def class_attribute(info: ClassInfo, attribute: str) -> str | None:
+    """``attribute = SomeName`` in the class body, as dotted text."""
+    for stmt in info.node.body:
+        if isinstance(stmt, ast.Assign) and any(is_name(t, attribute) for t in stmt.targets):
+            return dotted(stmt.value)
+        if isinstance(stmt, ast.AnnAssign) and is_name(stmt.target, attribute) and stmt.value is not None:
+            return dotted(stmt.value)
+    return None
+
+
+def class_values(node: ast.ClassDef, resolve: Callable[[str], str]) -> tuple[F.AttributeAssignment, ...]:
+    """Class-body ``name = Cls`` / ``name: T = Cls`` naming a class (``model_cls = FooModel``)."""
+    out = []
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, dotted(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], dotted(stmt.value)
+        else:
+            continue
+        if not _is_class_name(value):
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.append(F.AttributeAssignment(target.id, resolve(value), stmt.lineno))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _class_defaults(init: FunctionNode) -> list[tuple[str, ast.AST]]:
+    """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
+    out: list[tuple[str, ast.AST]] = []
+    for param in parameters(init, kwonly=True):
+        default = dotted(param.default) if param.default is not None else None
+        if _is_class_name(default):
+            out.append((default, param.node))  # type: ignore[arg-type]
     return out
 
 
-def _imports(body: list[ast.stmt], package: str) -> dict[str, str]:
-    """Module-level imports: local name -> what it refers to (as the full analysers record them:
-    in source order, a later binding of a name replacing an earlier one)."""
-    imports: dict[str, str] = {}
-    for node in _module_statements(body):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    imports[alias.asname] = alias.name
-                else:
-                    head = alias.name.split(".")[0]
-                    imports.setdefault(head, head)
-        elif isinstance(node, ast.ImportFrom):
-            base = _from_base(node, package)
-            for alias in node.names:
-                if alias.name != "*":
-                    imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
-    return imports
+def _factory_class(value: ast.Call, resolve: Callable[[str], str]) -> str | None:
+    """The class a factory call is handed: an architecture name for the registry
+    (``initialize_model(..., architectures=["X"])`` gives ``arch:X``), else a class handed
+    positionally or as ``*cls*`` / ``*class*`` (``model_class=FooForCausalLM``)."""
+    args = arguments(value)
+    for arg in args:
+        if arg.keyword == "architectures" and isinstance(arg.value, (ast.List, ast.Tuple)):
+            architecture = string_value(arg.value.elts[0] if arg.value.elts else None)
+            if architecture is not None:
+                return f"arch:{architecture}"  # resolved through the registry
+    for arg in args:
+        ref = dotted(arg.value)
+        if _is_class_name(ref) and (arg.keyword is None or "cls" in arg.keyword or "class" in arg.keyword):
+            return resolve(ref)  # type: ignore[arg-type]
+    return None
 
 
+# -- registrations ----------------------------------------------------------------------------
+def registrations(ctx: FileContext, structure: Structure, tree: ast.Module) -> tuple[F.RegistryFact, ...]:
+    """The models this module registers: entry variables (``EntryClass = [A, B]``), registry
+    dicts (``{"Arch": ("module", "Class")}``) in the profile's dict files, and the setter-less
+    engines' ``NAME.update({...})`` and ``@register("Arch")`` (index/config_sources)."""
+    conv = ctx.conv
+    out: list[F.RegistryFact] = []
+    dict_file = conv.is_dict_file(ctx.path)
+    patterns = [re.compile(p) for p in conv.dict_name_patterns]
+    prefix = conv.dict_module_prefixes[0] if conv.dict_module_prefixes else ""
+    for node in structure.module_assigns:
+        value = node.value
+        assert value is not None  # the structure keeps annotated assignments with a value only
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            name = dotted(target)
+            if not name:
+                continue
+            if name in conv.entry_variables:
+                out += _entry_classes(ctx, node, value)
+            elif dict_file and any(p.match(name) for p in patterns) and isinstance(value, ast.Dict):
+                out += _registry_dict(ctx, value, name, prefix)
+    if conv.registry_decorators or (dict_file and conv.dict_files):
+        from flowtrace.index.config_sources import registry_decorators, registry_updates
+
+        if dict_file:
+            out += registry_updates(tree, ctx.path, conv, patterns)
+        if conv.registry_decorators:
+            out += registry_decorators(tree, ctx.path, ctx.modname, conv)
+    return tuple(out)
+
+
+def _entry_classes(ctx: FileContext, node: ast.stmt, value: ast.expr) -> list[F.RegistryFact]:
+    out = []
+    for element in value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]:
+        ref = dotted(element.value if isinstance(element, ast.Starred) else element)
+        if ref:
+            out.append(F.RegistryFact(ref.split(".")[-1], ctx.resolve(ref), ctx.loc(node), F.RegistryKind.ENTRY_CLASS))
+    return out
+
+
+def _registry_dict(ctx: FileContext, table: ast.Dict, name: str, prefix: str) -> list[F.RegistryFact]:
+    """``{"Arch": ("module", "Class"), ...}`` entries of a registry dict named ``name``."""
+    out: list[F.RegistryFact] = []
+    for key, value in zip(table.keys, table.values):
+        architecture = string_value(key)
+        if key is None or architecture is None:
+            continue
+        if isinstance(value, ast.Tuple) and len(value.elts) >= 2:
+            mod, cls = string_value(value.elts[0]), string_value(value.elts[1])
+            if mod is not None and cls is not None:
+                out.append(F.RegistryFact(architecture, f"{registry_module(prefix, mod)}.{cls}", ctx.loc(key), F.RegistryKind.REGISTRY_DICT, name))
+    return out
+
+
+def registry_module(prefix: str, module: str) -> str:
+    """The module a registry entry names: relative to the profile's prefix, unless it already
+    starts at the prefix's top package (an absolute ``pkg.models.x`` is not prefixed twice)."""
+    top = prefix.split(".", 1)[0]
+    if top and module.startswith(top + "."):
+        return module
+    return f"{prefix}{module}"
+
+
+# -- package re-exports -----------------------------------------------------------------------
 def package_reexports(path: str, body: list[ast.stmt], package: str) -> tuple[F.ImportFact, ...]:
     """Every module-level ``from X import Y [as Z]`` of a package ``__init__`` (branches
     included, none replacing another; those of a module ``__getattr__`` too, not those only
@@ -135,270 +486,55 @@ def package_reexports(path: str, body: list[ast.stmt], package: str) -> tuple[F.
     out: list[F.ImportFact] = []
     for node in statements:
         if isinstance(node, ast.ImportFrom):
-            base = _from_base(node, package)
+            base = absolute_base(node, package)
             out.extend(F.ImportFact(a.asname or a.name, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*")
     return tuple(out)
 
 
-def _is_class_name(dotted_name: str | None) -> bool:
-    return bool(dotted_name) and dotted_name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
-
-
-def _bases(node: ast.ClassDef, names: _Names) -> tuple[str, ...]:
-    bases = []
-    for b in node.bases:
-        text = dotted(b.value if isinstance(b, ast.Subscript) else b)  # Generic[T] -> Generic
-        if text:
-            bases.append(names.resolve(text))
-    return tuple(bases)
-
-
-def _init_mentions(init_nodes: list[ast.AST], names: _Names, values: dict[str, str]) -> list[F.AttributeAssignment]:
-    """``self.x = Cls(...)`` in ``__init__`` (all its nodes, breadth first), plus every class
-    constructed or named there (``*``)."""
-    found = []
-    call, name, load, local = ast.Call, ast.Name, ast.Load, names.local  # parsed nodes: exact classes
-    for sub in init_nodes:
-        kind = sub.__class__
-        if kind is call:
-            callee = dotted(sub.func)  # type: ignore[attr-defined]
-            if _is_class_name(callee):
-                found.append(F.AttributeAssignment("*", names.resolve(callee), sub.lineno))  # type: ignore[arg-type, attr-defined]
-        elif kind is name:
-            if sub.id in local and sub.ctx.__class__ is load:  # type: ignore[attr-defined]
-                found.append(F.AttributeAssignment("*", local[sub.id], sub.lineno))  # type: ignore[attr-defined]
-        elif kind in _ASSIGNS and sub.value.__class__ is call:  # type: ignore[attr-defined]
-            found += _self_assignments(sub, names, values)  # type: ignore[arg-type]
-    return found
-
-
-_ASSIGNS = frozenset({ast.Assign, ast.AnnAssign})
-
-
-def _self_assignments(sub: ast.Assign | ast.AnnAssign, names: _Names, values: dict[str, str]) -> list[F.AttributeAssignment]:
-    """``self.x = Cls(...)`` (plain or annotated): x's class; ``self.x = build(...,
-    architectures=["Arch"])``: the class the registry names for that architecture (``arch:``);
-    ``self.x = self.model_cls(...)``: the class attribute's class, which a subclass may set."""
-    call = sub.value
-    callee = dotted(call.func)  # type: ignore[union-attr]  # a Call: checked by the caller
-    via = None
-    if callee and callee.startswith("self.") and callee.count(".") == 1 and callee[5:] in values:
-        built: str | None = values[callee[5:]]
-        via = f"attr:{callee[5:]}"
-    else:
-        built = names.resolve(callee) if _is_class_name(callee) else _registry_built(call)  # type: ignore[arg-type]
-    if built is None:
-        return []
-    found = []
-    for target in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-        t = dotted(target)
-        if t and t.startswith("self.") and t.count(".") == 1:
-            found.append(F.AttributeAssignment(t[5:], built, sub.lineno, via))
-    return found
-
-
-def _registry_built(call: ast.Call) -> str | None:
-    """A factory handed a literal architecture list builds the registry's class for its first
-    name (as the full analysers record it): the wrapper's own construction, whatever its base
-    builds."""
-    for kw in call.keywords:
-        if kw.arg == "architectures" and isinstance(kw.value, (ast.List, ast.Tuple)) and kw.value.elts:
-            first = string_value(kw.value.elts[0])
-            return f"arch:{first}" if first is not None else None
-    return None
-
-
-def class_values(node: ast.ClassDef, resolve) -> tuple[F.AttributeAssignment, ...]:  # noqa: ANN001 - name -> qualified name
-    """Class-body ``name = Cls`` / ``name: T = Cls`` naming a class (``model_cls = FooModel``),
-    as both extraction tiers record them."""
-    out = []
-    for stmt in node.body:
-        if isinstance(stmt, ast.Assign):
-            targets, value = stmt.targets, dotted(stmt.value)
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            targets, value = [stmt.target], dotted(stmt.value)
-        else:
-            continue
-        if not _is_class_name(value):
-            continue
-        for target in targets:
-            if isinstance(target, ast.Name):
-                out.append(F.AttributeAssignment(target.id, resolve(value), stmt.lineno))
-    return tuple(out)
-
-
-def _default_mentions(init: ast.FunctionDef | ast.AsyncFunctionDef, names: _Names) -> list[F.AttributeAssignment]:
-    """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
-    defaults = init.args.defaults + [d for d in init.args.kw_defaults if d is not None]
-    found = []
-    for default in defaults:
-        name = dotted(default)
-        if _is_class_name(name):
-            found.append(F.AttributeAssignment("*", names.resolve(name), default.lineno))  # type: ignore[arg-type]
-    return found
-
-
-def _assignments(init: ast.FunctionDef | ast.AsyncFunctionDef | None, init_nodes: list[ast.AST], names: _Names, values: dict[str, str]) -> tuple[F.AttributeAssignment, ...]:
-    if init is None:
-        return ()
-    unique: dict[tuple[str, str], F.AttributeAssignment] = {}
-    for a in _init_mentions(init_nodes, names, values) + _default_mentions(init, names):
-        unique.setdefault((a.attribute, a.callee), a)
-    return tuple(sorted(unique.values(), key=lambda a: (a.line, a.attribute != "*")))
-
-
-def _class_facts(node: ast.ClassDef, names: _Names, path: str, conv: Conventions, source: _Source) -> tuple[F.ClassFact, list[F.LayerLoopFact]]:
-    qualname = names.local[node.name]
-    methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    texts = {name: source.of(m) for name, m in methods.items()}
-    init = methods.get("__init__")
-    init_nodes = _walk(init) if init is not None else []  # read twice: the assignments and the super() check
-    loops = [
-        # No capture marker in this file, so any layer loop here runs without capturing.
-        F.LayerLoopFact(qualname, f"{node.name}.{method_name}", F.Location(path, loop_line), False)
-        for method_name, method in sorted(methods.items())
-        if source.may_loop_layers(texts[method_name])
-        for loop_line in _layer_loops(method, conv.layers_attributes, source)
-    ]
-    values = class_values(node, names.resolve)
-    fact = F.ClassFact(
-        node.name, qualname, F.Location(path, node.lineno), _bases(node, names), tuple(sorted(methods)),
-        _assignments(init, init_nodes, names, {v.attribute: v.callee for v in values}),
-        class_values=values,
-        factories=_factories({n: m for n, m in methods.items() if b"return" in texts[n]}, names),
-        super_args=_super_args(init, names),
-        extends=tuple(sorted(n for n, fn in methods.items() if b"super" in texts[n] and _calls_super(init_nodes if fn is init else _walk(fn), n))),
-        raise_checks=_raise_checks({n: m for n, m in methods.items() if b"raise" in texts[n]}, path),
-        method_lines=tuple(sorted((n, m.lineno) for n, m in methods.items())),
-    )
-    return fact, loops
-
-
-def _raise_checks(methods: dict, path: str) -> tuple[F.RaiseCheck, ...]:
-    """``if <condition>: raise`` per method, as the full analysers record them (canonical text)."""
-    out = []
-    for name, fn in methods.items():
-        for sub in _statements(fn.body):
-            if isinstance(sub, ast.If) and any(isinstance(b, ast.Raise) for b in sub.body):
-                out.append(F.RaiseCheck(name, ast.unparse(sub.test), F.Location(path, sub.lineno)))
-    return tuple(out)
-
-
-def _calls_super(fn_nodes: list[ast.AST], name: str) -> bool:
-    """``super().<name>(...)`` anywhere in the method (all its nodes): it runs the base's version too."""
-    for sub in fn_nodes:
-        func = sub.func if isinstance(sub, ast.Call) else None
-        if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Call) and dotted(func.value.func) == "super":
-            return True
-    return False
-
-
-def _factories(methods: dict, names: _Names) -> tuple[F.AttributeAssignment, ...]:
-    """Methods returning a newly built class (as the full analysers record them)."""
-    out = []
-    for name, fn in methods.items():
-        if name.startswith("__"):
-            continue
-        for sub in _statements(fn.body):
-            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call) and _is_class_name(dotted(sub.value.func)):
-                out.append(F.AttributeAssignment(name, names.resolve(dotted(sub.value.func)), sub.lineno))  # type: ignore[arg-type]
-                break
-    return tuple(out)
-
-
-# Statements not entered by _statements: defs and classes, and those that hold no block.
-_LEAF_STATEMENTS = frozenset(
-    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef}
-    | {c for c in ast.stmt.__subclasses__() if not {"body", "orelse", "finalbody", "handlers"} & set(c._fields)}
-)
-
-
-def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Statements of a body in source order, into compound statements but not nested defs
-    (a ``try``: its body, ``else``, ``finally``, then its handlers)."""
+def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements in source order, into ``if``/``try``/``with`` blocks (a package
+    ``__init__`` that picks its re-exports per platform) but not into defs or classes."""
     out: list[ast.stmt] = []
-    for stmt in body:
-        out.append(stmt)
-        if stmt.__class__ in _LEAF_STATEMENTS:
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, field, None)
-            if inner:
-                out += _statements(inner)
-        for handler in getattr(stmt, "handlers", None) or ():
-            out += _statements(handler.body)
-    return out
-
-
-def _super_args(init, names: _Names) -> tuple[F.AttributeAssignment, ...]:
-    """Classes handed to the base's ``__init__`` through ``super().__init__(...)``."""
-    if init is None:
-        return ()
-    params = init.args.args + init.args.kwonlyargs
-    defaults_list = [None] * (len(init.args.args) - len(init.args.defaults)) + list(init.args.defaults) + list(init.args.kw_defaults)
-    defaults = {p.arg: dotted(d) for p, d in zip(params, defaults_list) if d is not None}
-    out = []
-    for sub in _statements(init.body):
-        call = sub.value if isinstance(sub, ast.Expr) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"):
-            continue
-        if not (isinstance(call.func.value, ast.Call) and dotted(call.func.value.func) == "super"):
-            continue
-        given = [(f"#{n}", a) for n, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
-        for key, value in given:
-            ref = dotted(value) or ""
-            ref = defaults.get(ref) or ref
-            if _is_class_name(ref):
-                out.append(F.AttributeAssignment(key, names.resolve(ref), value.lineno))
-    return tuple(out)
-
-
-def _module_assignments(body: list[ast.stmt]) -> list[tuple[str, ast.expr, int]]:
-    """(target, value, line) of module-level ``x = v`` and ``x: T = v`` (the full analysers read both)."""
-    out: list[tuple[str, ast.expr, int]] = []
     for node in body:
-        if isinstance(node, ast.Assign):
-            out.extend((name, node.value, node.lineno) for name in map(dotted, node.targets) if name)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            name = dotted(node.target)
-            if name:
-                out.append((name, node.value, node.lineno))
+        out.append(node)
+        if isinstance(node, (ast.If, ast.With)):
+            out += _module_statements(node.body + getattr(node, "orelse", []))
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for h in node.handlers for stmt in h.body]
+            out += _module_statements(node.body + handlers + node.orelse + node.finalbody)
     return out
 
 
-def _entry_classes(value: ast.expr, line: int, names: _Names, path: str) -> list[F.RegistryFact]:
-    values = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
-    refs = [ref for ref in map(dotted, values) if ref]
-    return [F.RegistryFact(ref.split(".")[-1], names.resolve(ref), F.Location(path, line), F.RegistryKind.ENTRY_CLASS) for ref in refs]
+# -- the tables both tiers share --------------------------------------------------------------
+def module_tables(ctx: FileContext, structure: Structure, tree: ast.Module) -> F.FileFacts:
+    """The facts every tier extracts from a parsed module: imports, classes, registrations,
+    package re-exports and the return-path facts (index/returns.py)."""
+    reader = ClassReader(ctx)
+    uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree)
+    return F.FileFacts(
+        path=ctx.path,
+        module=ctx.modname,
+        imports=tuple(F.ImportFact(k, v) for k, v in sorted(structure.imports.items())),
+        classes=tuple(reader.fact(info) for info in structure.classes),
+        registry=registrations(ctx, structure, tree),
+        reexports=package_reexports(ctx.path, tree.body, structure.package),
+        output_uses=uses,
+        return_shapes=shapes,
+        flag_defaults=flags,
+    )
 
 
-def _dict_entries(name: str, value: ast.Dict, prefix: str, path: str) -> list[F.RegistryFact]:
-    """``{"Arch": ("module", "Class"), ...}``: an architecture registry dict."""
-    out = []
-    for key, entry in zip(value.keys, value.values):
-        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(entry, ast.Tuple) and len(entry.elts) >= 2):
-            continue
-        mod, cls = entry.elts[0], entry.elts[1]
-        if isinstance(mod, ast.Constant) and isinstance(cls, ast.Constant) and isinstance(mod.value, str) and isinstance(cls.value, str):
-            out.append(F.RegistryFact(key.value, f"{registry_module(prefix, mod.value)}.{cls.value}", F.Location(path, key.lineno), F.RegistryKind.REGISTRY_DICT, name))
-    return out
+def module_context(path: str, source: str, tree: ast.Module, conv: Conventions) -> tuple[FileContext, Structure]:
+    """The module's structure and the context its facts are read through."""
+    modname = module_name(path, conv.package)
+    structure = Structure(tree, modname, package_of(path, modname))
+    ctx = FileContext(path, modname, SourceText(source, tree), conv, structure.imports, structure.local_classes)
+    return ctx, structure
 
 
-def _registrations(body: list[ast.stmt], names: _Names, path: str, conv: Conventions) -> list[F.RegistryFact]:
-    dict_file = conv.is_dict_file(path)
-    patterns = [re.compile(p) for p in conv.dict_name_patterns]
-    prefix = conv.dict_module_prefixes[0] if conv.dict_module_prefixes else ""
-    registry: list[F.RegistryFact] = []
-    for name, value, line in _module_assignments(body):
-        if name in conv.entry_variables:
-            registry.extend(_entry_classes(value, line, names, path))
-        elif dict_file and isinstance(value, ast.Dict) and any(p.match(name) for p in patterns):
-            registry.extend(_dict_entries(name, value, prefix, path))
-    return registry
-
-
+# -- the cheap tier ---------------------------------------------------------------------------
 def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
-    """Classes, bases, methods, ``__init__`` assignments, layer loops, imports, registrations.
+    """The module's tables (:func:`module_tables`) and its layer loops, none of them capturing.
 
     The cyclic GC is off meanwhile, as in ``parse.analyze_bytes``: an ``ast`` tree is acyclic
     (refcounting frees it), and each collection its allocations set off would also traverse
@@ -413,55 +549,56 @@ def table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
 
 
 def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
-    modname = module_name(path, conv.package)
     try:
         tree = ast.parse(data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", 0) or 0
-        return F.FileFacts.unparsed(path, modname, f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line)
-    local = {n.name: f"{modname}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
-    names = _Names(modname, _imports(tree.body, _package(path, modname)), local)
-    classes: list[F.ClassFact] = []
-    loops: list[F.LayerLoopFact] = []
+        return F.FileFacts.unparsed(path, module_name(path, conv.package), f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line)
+    ctx, structure = module_context(path, decode(data), tree, conv)
     source = _Source(data, conv.layers_attributes)
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            fact, class_loops = _class_facts(node, names, path, conv, source)
-            classes.append(fact)
-            loops.extend(class_loops)
-    uses, shapes, flags = module_facts(path, modname, tree)
-    return F.FileFacts(
-        output_uses=uses,
-        return_shapes=shapes,
-        flag_defaults=flags,
-        layer_loops=tuple(loops),
-        path=path,
-        module=modname,
-        imports=tuple(F.ImportFact(k, v) for k, v in sorted(names.imports.items())),
-        classes=tuple(classes),
-        registry=tuple(_registrations(tree.body, names, path, conv)) + _setterless_registrations(tree, path, modname, conv),
-        reexports=package_reexports(path, tree.body, _package(path, modname)),
-    )
+    loops = tuple(loop for info in structure.classes for loop in _class_loops(info, path, conv, source))
+    return dataclasses.replace(module_tables(ctx, structure, tree), layer_loops=loops)
 
 
-def _setterless_registrations(tree: ast.Module, path: str, modname: str, conv: Conventions) -> tuple[F.RegistryFact, ...]:
-    """``NAME.update({...})`` registries and ``@register("Arch")`` decorators (config_sources)."""
-    if not (conv.registry_decorators or conv.dict_files):
-        return ()
-    from flowtrace.index.config_sources import registry_decorators, registry_updates
-
-    out: list[F.RegistryFact] = []
-    if conv.is_dict_file(path):
-        out += registry_updates(tree, path, conv, [re.compile(p) for p in conv.dict_name_patterns])
-    if conv.registry_decorators:
-        out += registry_decorators(tree, path, modname, conv)
-    return tuple(out)
+def _class_loops(info: ClassInfo, path: str, conv: Conventions, source: _Source) -> list[F.LayerLoopFact]:
+    # No capture marker in this file, so any layer loop here runs without capturing.
+    return [
+        F.LayerLoopFact(info.qualname, f"{info.name}.{method_name}", F.Location(path, loop_line), False)
+        for method_name, method in sorted(info.methods.items())
+        if source.may_loop_layers(source.of(method))
+        for loop_line in _layer_loops(method, conv.layers_attributes, source)
+    ]
 
 
-def registry_module(prefix: str, module: str) -> str:
-    """The module a registry entry names: relative to the profile's prefix, unless it already
-    starts at the prefix's top package (an absolute ``pkg.models.x`` is not prefixed twice)."""
-    top = prefix.split(".", 1)[0]
-    if top and module.startswith(top + "."):
-        return module
-    return f"{prefix}{module}"
+class _Source:
+    """The file's lines, to gate the per-method walks on the method's own text: walking every
+    method of a 3,000-line file for loops costs more than parsing it, and a walk can only find
+    what the text names."""
+
+    def __init__(self, data: bytes, layers_attributes: frozenset[str]) -> None:
+        self.lines = data.splitlines(keepends=True)  # bytes split on \n, \r\n, \r: the parser's lines
+        self.layers = tuple(a.encode() for a in layers_attributes)
+
+    def of(self, node: ast.stmt) -> bytes:
+        return b"".join(self.lines[node.lineno - 1 : node.end_lineno])
+
+    def may_loop_layers(self, text: bytes) -> bool:
+        return b"for" in text and any(a in text for a in self.layers)
+
+
+def _layer_loops(method: FunctionNode, layers_attributes: frozenset[str], source: _Source) -> list[int]:
+    """Lines of `for` loops that run the decoder layers (iterate or index self.<layers>);
+    only loops whose text names a layers attribute are walked."""
+    loops = [n for n in all_statements(method.body) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
+    if len(loops) > 1:  # in the order ast.walk meets them (breadth first), as they always were
+        loops = [n for n in _walk(method) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
+    lines = []
+    for node in loops:
+        touches = any(
+            isinstance(sub, ast.Attribute) and sub.attr in layers_attributes and isinstance(sub.value, ast.Name) and sub.value.id == "self"
+            for part in [node.iter, *node.body]
+            for sub in _walk(part)
+        )
+        if touches:
+            lines.append(node.lineno)
+    return lines

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
+from flowtrace.index.syntax import decode
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
@@ -248,45 +249,11 @@ def _shortest(markers: tuple[bytes, ...]) -> tuple[bytes, ...]:
     return found
 
 
-def decode(data: bytes, *, strict: bool = False) -> str:
-    """Source text for line-based work (suppressions), honouring a BOM or a coding cookie.
-    ``strict``: raise UnicodeDecodeError for bytes the file's encoding cannot decode (the
-    interpreter refuses such a file, although ``ast.parse`` accepts them inside a comment)."""
-    import io
-    import tokenize
-
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding, errors="strict" if strict else "replace")
-    except (SyntaxError, LookupError):
-        return data.decode("utf-8", errors="strict" if strict else "replace")
-
-
-def _sources_wanted(path: str, conv: Conventions) -> bool:
-    """Whether :func:`_with_sources` reads this file's stdlib tree."""
-    from flowtrace.index import config_sources
-
-    return config_sources.wanted(conv) or conv.is_dict_file(path)
-
-
 def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.Module) -> F.FileFacts:
-    """Add the setter-less facts (config attributes, builders, hooks) when a profile asks, and
-    the registrations the class table also reads (``NAME.update({...})``, ``@register("X")``),
-    so both tiers agree on a file's registry. ``tree``: the file's one stdlib tree (read-only)."""
+    """Add the setter-less facts (config attributes, builders, hooks) when a profile asks.
+    ``tree``: the file's one stdlib tree (read-only)."""
     from flowtrace.index import config_sources
 
-    if not _sources_wanted(facts.path, conv):
-        return facts
-    dict_file = conv.is_dict_file(facts.path)
-    registered: list[F.RegistryFact] = []
-    if dict_file:
-        import re
-
-        registered += config_sources.registry_updates(tree, facts.path, conv, [re.compile(p) for p in conv.dict_name_patterns])
-    if conv.registry_decorators:
-        registered += config_sources.registry_decorators(tree, facts.path, facts.module, conv)
-    if registered:
-        facts = dataclasses.replace(facts, registry=facts.registry + tuple(registered))
     if not config_sources.wanted(conv):
         return facts
     imports = {i.local: i.qualified for i in facts.imports}
@@ -310,7 +277,6 @@ def analyze_bytes(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> F.FileFacts:
     """Facts of one file, read from the stdlib tree the pre-screen builds (one parse)."""
-    from flowtrace.index.returns import module_facts
     from flowtrace.index import runner_steps
     from flowtrace.index.entry_calls import runner_facts
     from flowtrace.index.syntax import module_name
@@ -331,8 +297,6 @@ def analyze_bytes(
             module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
             source = decode(data, strict=True)  # the parser lets undecodable comments pass
             facts = FileAnalyzer(path, source, module, conv).facts()
-            output_uses, return_shapes, flag_defaults = module_facts(path, modname, module)
-            facts = dataclasses.replace(facts, output_uses=output_uses, return_shapes=return_shapes, flag_defaults=flag_defaults)
             entry_calls, predicates = runner_facts(path, data, module, conv)
             if entry_calls or predicates:
                 facts = dataclasses.replace(facts, entry_calls=entry_calls, interface_predicates=predicates)

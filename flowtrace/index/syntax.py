@@ -84,6 +84,20 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def decode(data: bytes, *, strict: bool = False) -> str:
+    """Source text for line-based work (suppressions), honouring a BOM or a coding cookie.
+    ``strict``: raise UnicodeDecodeError for bytes the file's encoding cannot decode (the
+    interpreter refuses such a file, although ``ast.parse`` accepts them inside a comment)."""
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding, errors="strict" if strict else "replace")
+    except (SyntaxError, LookupError):
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+
+
 # -- statements -------------------------------------------------------------------------
 def walk_statements(body: ast.AST | list[ast.stmt]) -> list[ast.stmt]:
     """Every statement under ``body`` (a statement list, or a node whose blocks to read) in
@@ -488,6 +502,7 @@ __all__ = [
     "canonical",
     "child_nodes",
     "clip",
+    "decode",
     "dotted",
     "end_of",
     "int_value",
