@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from flowtrace.analysis.platform_copies import build_test, never_selected, runs_nowhere, selection
@@ -48,10 +47,10 @@ def grade(result: ScanResult, findings: Iterable[Finding]) -> list[Finding]:
     """Graded, reachable, deduplicated findings, in the runner's order."""
     reach = _reachability(result)
     kept = [g for g in (_graded(result, reach, f) for f in findings) if g is not None]
-    return [_on_platform(result.root, f) for f in merge_causes(kept)]
+    return [_on_platform(result, f) for f in merge_causes(kept)]
 
 
-def _on_platform(root: Path, f: Finding) -> Finding:
+def _on_platform(result: ScanResult, f: Finding) -> Finding:
     """Name the platform of a finding in a per-platform copy (a module its package imports only
     under a condition, :mod:`flowtrace.analysis.platform_copies`): the defect reaches a draft
     only there. The severity stays what the consequence is on that platform; the words say
@@ -59,7 +58,7 @@ def _on_platform(root: Path, f: Finding) -> Finding:
     if not f.symbol:
         return f
     files = list(dict.fromkeys([f.file, *(w.file for w in f.related)]))
-    chosen = [(file, selection(root, file)) for file in files]
+    chosen = [(file, selection(result.index, file)) for file in files]
     said = [f"{file} {sel.words()} ({sel.where})" for file, sel in chosen if sel is not None]
     if not said or chosen[0][1] is None:
         return f
@@ -94,7 +93,7 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
 def _left_behind(result: ScanResult, file: str) -> bool:
     """A copy in a subpackage that the package's dispatching ``__init__.py`` never names, and
     that no indexed module outside it imports."""
-    where = never_selected(result.root, file)
+    where = never_selected(result.index, file)
     if where is None:
         return False
     package = where.file.rsplit("/", 1)[0]
@@ -110,10 +109,10 @@ def _left_behind(result: ScanResult, file: str) -> bool:
 def _other_platform(result: ScanResult, file: str) -> bool:
     """A copy imported only on platforms a one-platform build (profile ``platform_builds``)
     never is (a CPU-only wheel's copy for a GPU vendor)."""
-    test = build_test(result.root, conventions(result).platform_builds)
+    test = build_test(result.index, conventions(result).platform_builds)
     if test is None:
         return False
-    chosen = selection(result.root, file)
+    chosen = selection(result.index, file)
     return chosen is not None and runs_nowhere(chosen, test)
 
 

@@ -43,6 +43,7 @@ from flowtrace.model import facts as F
 from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
 from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.syntax import module_name
+from flowtrace.index.packages import ancestors, distributions, read_package
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
 from flowtrace.engines.profiles import Conventions, Profile, root_package
 
@@ -61,7 +62,7 @@ class IndexOptions:
     progress: bool | None = None  # None: when stderr is a terminal
 
 
-FULL, TABLE = "full", "table"
+FULL, TABLE, PACKAGE = "full", "table", "package"  # PACKAGE: a package __init__'s imports only
 
 # At most this many files to read (changed since the last scan): the parent does not import
 # the parser before forking (see ``_Parser.warm_parent``).
@@ -558,18 +559,55 @@ class _IndexRun:
             self.progress.close()
         if self.parser.failure:
             self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, F.DiagnosticKind.SKIPPED))
+        packages = self.read_packages()
         if self.cache is not None:
             self.cache.select(tuple(sorted(self.selected)))
             self.cache.save()
-        return self.result()
+        return self.result(packages)
 
-    def result(self) -> F.IndexResult:
+    def read_packages(self) -> tuple[F.PackageFacts, ...]:
+        """The package ``__init__.py`` files above the indexed files (index/packages.py): a
+        selected one's imports come with its facts; the others are small and read here, once,
+        cached by content like any file."""
+        wanted = sorted({init for path in self.results for init in ancestors(path) if init in self.by_path})
+        out = []
+        for init in wanted:
+            facts = self.results.get(init) or self._package_facts(init)
+            if facts is not None:
+                out.append(F.PackageFacts(init, facts.module, facts.package_imports))
+        return tuple(out)
+
+    def _package_facts(self, init: str) -> F.FileFacts | None:
+        state = self.states.get(init)
+        if state is None:
+            return None
+        key = self.cache.key(init, state.digest + PACKAGE) if self.cache is not None else ""
+        if self.cache is not None:
+            hit, _ = self.cache.get(key)
+            if hit is not None:
+                return hit
+        src = self.by_path[init]
+        try:
+            data = _read(src.absolute, src.size, self.options.max_bytes)
+        except OSError:
+            return None
+        if content_hash(data) != state.digest:
+            return None  # changed since it was classified: read it next time
+        module = module_name(init, self.conv.package)
+        package = read_package(init, module, data)
+        facts = F.FileFacts(init, module, package_imports=package.imports)
+        if self.cache is not None:
+            self.cache.put(key, facts)
+        return facts
+
+    def result(self, packages: tuple[F.PackageFacts, ...] = ()) -> F.IndexResult:
         files = tuple(self.results[p] for p in sorted(self.results))
         diagnostics = list(self.diagnostics)
         for ff in files:
             diagnostics.extend(ff.diagnostics)
         diagnostics.sort(key=lambda d: (d.file, d.line, d.reason))
         errors = sum(1 for d in diagnostics if d.kind in {"parse-error", "timeout", "too-large", "internal"})
+        dists = distributions(self.root)
         stats = F.IndexStats(
             files_total=len(self.sources),
             files_parsed=self.parsed,
@@ -580,13 +618,16 @@ class _IndexRun:
         )
         return F.IndexResult(
             root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles),
-            fingerprint=self.fingerprint(diagnostics),
+            fingerprint=self.fingerprint(diagnostics, packages, dists),
             file_digests=tuple((p, self.states[p].digest) for p in sorted(self.results)),
+            packages=packages,
+            distributions=dists,
         )
 
-    def fingerprint(self, diagnostics: list[F.Diagnostic]) -> str:
+    def fingerprint(self, diagnostics: list[F.Diagnostic], packages: tuple[F.PackageFacts, ...] = (), dists: tuple[str, ...] = ()) -> str:
         """What the index holds (see :attr:`IndexResult.fingerprint`): the cache salt, the root,
-        the diagnostics and each selected file's pickled facts. Empty without a cache, or when a
+        the diagnostics, each selected file's pickled facts, and the package imports and
+        distribution names read beside them. Empty without a cache, or when a
         file was parsed from other bytes than it was classified by. Facts rather than content:
         an edit that leaves a file's facts as they were (a comment, a function no fact is
         about) leaves the fingerprint, and so what later stages derived from it, as it was."""
@@ -595,4 +636,5 @@ class _IndexRun:
         h = hashlib.sha256(f"{self.cache.salt}\0{self.root.resolve()}\0{sorted(self.results)}\0{diagnostics}\n".encode())
         for path in sorted(self.results):
             h.update(f"{path}\0{self.fact_digests[path]}\n".encode())
+        h.update(dumps((packages, dists)))  # what the grading reads beside the files' facts
         return h.hexdigest()

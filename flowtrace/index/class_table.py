@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
+from flowtrace.index.packages import absolute_base, package_imports
 from flowtrace.index.returns import module_facts, nodes as _walk
 from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, decode, dotted, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.model import facts as F
@@ -122,16 +123,6 @@ def _inner_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
         else:
             out.append(inner)
     return out
-
-
-def absolute_base(node: ast.ImportFrom, package: str) -> str:
-    """The absolute module a (possibly relative) ``from ... import`` reads from."""
-    base = node.module or ""
-    if not node.level:
-        return base
-    parts = package.split(".") if package else []
-    anchor = ".".join(parts[: max(len(parts) - (node.level - 1), 0)])
-    return ".".join(x for x in (anchor, base) if x)
 
 
 def package_of(path: str, modname: str) -> str:
@@ -469,46 +460,11 @@ def registry_module(prefix: str, module: str) -> str:
     return f"{prefix}{module}"
 
 
-# -- package re-exports -----------------------------------------------------------------------
-def package_reexports(path: str, body: list[ast.stmt], package: str) -> tuple[F.ImportFact, ...]:
-    """Every module-level ``from X import Y [as Z]`` of a package ``__init__`` (branches
-    included, none replacing another; those of a module ``__getattr__`` too, not those only
-    for type checkers): what a registry entry naming the package may load, one per platform
-    (``from .gpu import A as B`` / ``from other.pkg import B``)."""
-    if not path.endswith("__init__.py"):
-        return ()
-    runtime: list[ast.stmt] = []
-    for n in body:  # what runs: an `if TYPE_CHECKING:` block's body is for type checkers only
-        typing_only = isinstance(n, ast.If) and dotted(n.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-        runtime.extend(n.orelse if typing_only else [n])  # type: ignore[attr-defined]
-    lazy = [n for n in body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]  # PEP 562 lazy re-exports
-    statements = _module_statements(runtime) + [s for f in lazy for s in ast.walk(f) if isinstance(s, ast.ImportFrom)]
-    out: list[F.ImportFact] = []
-    for node in statements:
-        if isinstance(node, ast.ImportFrom):
-            base = absolute_base(node, package)
-            out.extend(F.ImportFact(a.asname or a.name, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*")
-    return tuple(out)
-
-
-def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Module-level statements in source order, into ``if``/``try``/``with`` blocks (a package
-    ``__init__`` that picks its re-exports per platform) but not into defs or classes."""
-    out: list[ast.stmt] = []
-    for node in body:
-        out.append(node)
-        if isinstance(node, (ast.If, ast.With)):
-            out += _module_statements(node.body + getattr(node, "orelse", []))
-        elif isinstance(node, ast.Try):
-            handlers = [stmt for h in node.handlers for stmt in h.body]
-            out += _module_statements(node.body + handlers + node.orelse + node.finalbody)
-    return out
-
-
 # -- the tables both tiers share --------------------------------------------------------------
 def module_tables(ctx: FileContext, structure: Structure, tree: ast.Module) -> F.FileFacts:
     """The facts every tier extracts from a parsed module: imports, classes, registrations,
-    package re-exports and the return-path facts (index/returns.py)."""
+    a package ``__init__``'s imports (index/packages.py) and the return-path facts
+    (index/returns.py)."""
     reader = ClassReader(ctx)
     uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree)
     return F.FileFacts(
@@ -517,7 +473,7 @@ def module_tables(ctx: FileContext, structure: Structure, tree: ast.Module) -> F
         imports=tuple(F.ImportFact(k, v) for k, v in sorted(structure.imports.items())),
         classes=tuple(reader.fact(info) for info in structure.classes),
         registry=registrations(ctx, structure, tree),
-        reexports=package_reexports(ctx.path, tree.body, structure.package),
+        package_imports=package_imports(ctx.path, tree, structure.package),
         output_uses=uses,
         return_shapes=shapes,
         flag_defaults=flags,

@@ -349,11 +349,9 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
 
     if memo is None:
         return rules()
-    # the grading also reads package __init__.py files and dist-info (per-platform copies),
-    # which are not facts: their stat is part of the key
-    from flowtrace.analysis.platform_copies import inputs_key
-
-    return memo.get("rules", inputs_key(result.root, [ff.path for ff in result.files]), rules)
+    # keyed by the index's fingerprint alone: what the grading reads beside the files' facts
+    # (package __init__ imports, the distribution names) is part of the index
+    return memo.get("rules", (), rules)
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:

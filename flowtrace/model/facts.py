@@ -296,6 +296,45 @@ class ImportFact:
 
 
 @dataclass(frozen=True, slots=True)
+class Branch:
+    """A test a package ``__init__``'s import runs under: the test's source text, and whether
+    it holds there (False: the import is in that test's ``else``)."""
+
+    test: str
+    holds: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PackageImport:
+    """One name a package ``__init__`` imports when it runs (``from <module> import <name> as
+    <local>``), in whichever branch: per-platform copies are picked this way
+    (``if platform.is_a(): from .vendor_a.model import X``), and a registry entry naming the
+    package loads what it binds. ``module`` is written without its leading dots (``level`` of
+    them); ``qualified`` is the absolute ``module.name``; ``branches`` are the tests around it
+    (none decided at run time: ``TYPE_CHECKING`` blocks never run and are left out);
+    ``function`` is the module-level function it runs in (a PEP 562 ``__getattr__``), else "".
+    """
+
+    module: str
+    level: int
+    name: str
+    local: str
+    qualified: str
+    branches: tuple[Branch, ...]
+    line: int
+    function: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PackageFacts:
+    """The imports of one package ``__init__.py`` (see :class:`PackageImport`)."""
+
+    path: str
+    module: str
+    imports: tuple[PackageImport, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AttributeAssignment:
     """``self.<attribute> = <Callee>(...)`` in a class's ``__init__`` (or a class-level value).
 
@@ -681,14 +720,19 @@ class FileFacts:
     # Runner calls of the entry setter and interface predicates (flowtrace.index.entry_calls).
     entry_calls: tuple[EntryCallFact, ...] = ()
     interface_predicates: tuple[InterfacePredicate, ...] = ()
-    # A package ``__init__``'s ``from X import Y [as Z]`` bindings, every one in source order,
-    # also those in branches a later one replaces in ``imports`` (one per platform): what a
-    # registry entry naming the package and ``Z`` may load.
-    reexports: tuple[ImportFact, ...] = ()
+    # A package ``__init__``'s ``from X import Y [as Z]``, every one with the branches around it,
+    # also those a later one replaces in ``imports`` (one per platform).
+    package_imports: tuple[PackageImport, ...] = ()
     # The serving path (flowtrace.index.runner_steps, flowtrace.index.layer_runs): runner
     # functions and their steps; calls in a capturing forward that run layers themselves.
     runner_functions: tuple[RunnerFunctionFact, ...] = ()
     layer_runs: tuple[LayerRunFact, ...] = ()
+
+    @property
+    def reexports(self) -> tuple[ImportFact, ...]:
+        """What a registry entry naming this package and ``Z`` may load: every binding at module
+        level or in a lazy ``__getattr__``, in every branch."""
+        return tuple(ImportFact(i.local, i.qualified) for i in self.package_imports if i.name != "*" and i.function in ("", "__getattr__"))
 
     @classmethod
     def unparsed(cls, path: str, module: str, message: str, kind: DiagnosticKind, line: int = 0) -> FileFacts:
@@ -798,6 +842,11 @@ class IndexResult:
     # source snippets) keys on ``file_digests`` as well.
     fingerprint: str = ""
     file_digests: tuple[tuple[str, str], ...] = ()  # (path, content hash) of every file in ``files``
+    # The package ``__init__.py`` files above the indexed files (selected or not), read for the
+    # imports they pick per platform; and the ``Name:`` of each top-level ``*.dist-info``
+    # (normalised): the distribution an unpacked wheel is.
+    packages: tuple[PackageFacts, ...] = ()
+    distributions: tuple[str, ...] = ()
 
 
 # -- ids without a setter: config attributes, build contexts, metadata hooks (issue: engines as
