@@ -1,12 +1,14 @@
 """CONTRIBUTING.md's recipes, followed in a temporary copy: its code blocks are the inputs.
 
-The rule recipe: copy ``flowtrace/`` to a temporary folder, add the ProblemKind member the
-recipe's rule needs and drop the recipe's rule file into ``checks/``, then, in a fresh
-interpreter that imports the copy, the rule is discovered and its examples behave (INVALID
-fires with its pinned line, kind and message; VALID stays silent), through the same harness as
-every bundled rule. The profile recipe: the recipe's TOML, given as a profile file and also
-dropped into a copy of ``rules/engines/``, is selected for a small engine tree written with its
-names, and the tree's model row captures through the setter it names.
+The rule recipe: copy the repository's tracked files to a temporary folder, follow the steps
+with the recipe's blocks (the ProblemKind member and its usual consequence, the rule module,
+its snapshot), run the commands the recipe gives to refresh the generated files, then run the
+rule suite in the copy (discovery, every example, the snapshots, the rule metadata, the
+freshness of docs/rules.md and reports/example.html): a rule made by following the recipe
+passes what every bundled rule passes, and the recipe names every file to refresh. The
+profile recipe: the recipe's TOML, given as a profile file and also dropped into a copy of
+``rules/engines/``, is selected for a small engine tree written with its names, and the
+tree's model row captures through the setter it names.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import flowtrace
+
 from flowtrace import api
-from flowtrace.checks.base import all_rules
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.index.build import IndexOptions
 
@@ -29,49 +29,103 @@ REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 
 
-def _block(section: str, language: str) -> str:
-    """The first ``language`` code block under the ``## section`` heading of CONTRIBUTING.md."""
+def _blocks(section: str, language: str) -> list[str]:
+    """The ``language`` code blocks under the ``## section`` heading of CONTRIBUTING.md."""
     text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
     body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(rf"```{language}\n(.*?)```", body, re.S).group(1)
+    return re.findall(rf"```{language}\n(.*?)```", body, re.S)
 
 
-def test_rule_recipe_in_a_copy_of_the_package(tmp_path):
-    rule_text = _block("Add a rule", "python")
+def _block(section: str, language: str) -> str:
+    """The first ``language`` code block under the ``## section`` heading."""
+    return _blocks(section, language)[0]
+
+
+def _for_file(section: str, path: str) -> str:
+    """The python block of ``section`` whose first line is ``# <path>...``, without that line."""
+    (found,) = [b for b in _blocks(section, "python") if b.startswith(f"# {path}")]
+    return found.split("\n", 1)[1]
+
+
+def _rule_text() -> str:
+    (found,) = [b for b in _blocks("Add a rule", "python") if b.startswith('"""FT')]
+    return found
+
+
+def _copy_of_the_repository(target: Path) -> Path:
+    """The files a clone holds (git's list when there is one, else the tree less build output)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        listed = [p.relative_to(REPO).as_posix() for p in REPO.rglob("*") if p.is_file() and not {".git", ".venv", "__pycache__"} & set(p.parts)]
+    for rel in filter(None, listed):
+        source = REPO / rel
+        if source.is_file():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / rel)
+    return target
+
+
+def _insert_after(path: Path, anchor: re.Pattern[str], text: str) -> None:
+    """Insert ``text`` after the first line ``anchor`` matches."""
+    source = path.read_text(encoding="utf-8")
+    match = anchor.search(source)
+    assert match, (path, anchor.pattern)
+    end = source.index("\n", match.end()) + 1
+    path.write_text(source[:end] + text + source[end:], encoding="utf-8")
+
+
+# The rule suite: every test of a property all rules share, then the new rule's own cases.
+RULE_SUITE = (
+    "tests/test_rule_discovery.py",
+    "tests/test_rule_examples.py::test_every_invalid_example_pins_line_kind_and_message",
+    "tests/test_rule_examples.py::test_every_invalid_example_pins_consequence_and_severity",
+    "tests/test_rule_examples.py::test_every_rule_has_both_kinds_of_example",
+    "tests/test_rule_snapshots.py::test_every_rule_has_a_snapshot",
+    "tests/test_rules.py",
+    "tests/test_rule_fixtures.py",
+    "tests/test_check_contract.py::test_committed_rules_doc_is_fresh",
+    "tests/test_html_report.py::test_example_report_is_fresh",
+)
+OWN_CASES = ("tests/test_rule_examples.py", "tests/test_rule_snapshots.py")
+
+
+def _pytest(copy: Path, env: dict[str, str], *args: str) -> str:
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=copy, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return run.stdout
+
+
+def test_a_rule_made_by_following_the_recipe_passes_the_rule_suite(tmp_path):
+    rule_text = _rule_text()
     code, name = re.search(r'code = "(FT\d{3})"\n    name = "([a-z-]+)"', rule_text).groups()
-    copy = tmp_path / "flowtrace"
-    shutil.copytree(Path(flowtrace.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    # step 1: the new ProblemKind member
-    facts = copy / "model" / "facts.py"
-    anchor = '    UNUSED_SUPPRESSION = "unused_suppression"\n'
-    assert anchor in facts.read_text()
-    facts.write_text(facts.read_text().replace(anchor, anchor + '    SETTER_IGNORES_IDS = "setter_ignores_ids"\n'))
-    # step 2: the rule module, named after code and name
-    (copy / "checks" / f"{code.lower()}_{name.replace('-', '_')}.py").write_text(rule_text)
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.path[:0] = [{str(tmp_path)!r}, {str(TESTS)!r}]
-        import flowtrace
-        assert flowtrace.__file__.startswith({str(tmp_path)!r}), flowtrace.__file__
-        from pathlib import Path
-        from flowtrace.checks.base import all_rules
-        from test_rule_examples import HEADER_LINES, _findings
-        (rule,) = [r for r in all_rules() if r.code == {code!r}]
-        for i, ex in enumerate(rule.invalid):
-            found = _findings(Path({str(tmp_path)!r}) / f"invalid{{i}}", ex.code, rule.code, ex.profile)
-            line = ex.line + HEADER_LINES[ex.profile]
-            assert [f for f in found if f.line == line and f.kind == ex.kind and ex.message in f.message], [(f.line, f.kind, f.message) for f in found]
-        for i, ex in enumerate(rule.valid):
-            assert not _findings(Path({str(tmp_path)!r}) / f"valid{{i}}", ex.code, rule.code, ex.profile)
-        print("ok", rule.code, len(all_rules()))
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["FLOWTRACE_RULES"] = str(rules_directory())  # the copy has no rules/ beside it
-    out = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["ok", code, str(len(all_rules()) + 1)]
+    copy = _copy_of_the_repository(tmp_path / "repo")
+    # step 1: the ProblemKind member (after the enum's first member) and its usual consequence
+    facts = copy / "flowtrace/model/facts.py"
+    _insert_after(facts, re.compile(r"^class ProblemKind\(.*?^    [A-Z_]+ = \".*?\"$", re.M | re.S), _for_file("Add a rule", "flowtrace/model/facts.py"))
+    _insert_after(copy / "flowtrace/model/consequence.py", re.compile(r"^DEFAULT_CONSEQUENCE\b.*\{$", re.M), _for_file("Add a rule", "flowtrace/model/consequence.py"))
+    # steps 2 and 3: the rule module, named after its code and name, with its examples
+    (copy / "flowtrace/checks" / f"{code.lower()}_{name.replace('-', '_')}.py").write_text(rule_text, encoding="utf-8")
+    # step 4: the snapshot
+    snapshot = f"tests/fixtures/rules/codes/{code.lower()}.py"
+    (copy / snapshot).write_text(_for_file("Add a rule", snapshot), encoding="utf-8")
+    # step 5: the recipe's own commands refresh the generated files
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLOWTRACE_RULES")}
+    env["PYTHONPATH"] = str(copy)  # the copy's flowtrace, not the installed one
+    for command in _block("Add a rule", "bash").strip().splitlines():
+        argv = command.split()
+        assert argv[0] == "python", command
+        run = subprocess.run([sys.executable, *argv[1:]], cwd=copy, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, (command, run.stdout[-2000:], run.stderr[-2000:])
+    assert code in (copy / "docs/rules.md").read_text(encoding="utf-8")
+    assert code in (copy / "reports/example.html").read_text(encoding="utf-8")
+    # the rule suite, in the copy
+    out = _pytest(copy, env, "-x", *RULE_SUITE)
+    assert "passed" in out and "failed" not in out
+    own = _pytest(copy, env, "-k", code, *OWN_CASES)
+    counts = re.search(r"(\d+) passed", own)
+    # one VALID and one INVALID example, and the snapshot
+    assert counts and int(counts.group(1)) == 3, own[-2000:]
 
 
 TOY_MODEL = '''\
