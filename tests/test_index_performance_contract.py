@@ -126,6 +126,9 @@ def test_mentions_equal_the_line_anchored_definition():
     samples = list(TRICKY)
     for base in (SGLANG_LIKE, VLLM_LIKE):
         samples += [p.read_bytes() for p in sorted(base.rglob("*.py"))]
+    rng = random.Random(7)  # identifiers, calls and separators in every order
+    alphabet = [b"A", b"b", b"Z", b"_", b"9", b"(", b")", b" ", b".", b"\n", b"\xc3\xa9", b"class ", b"Foo", b"x("]
+    samples += [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
     for data in samples:
         assert build.mentions(data) == _reference_mentions(data), data[:80]
 

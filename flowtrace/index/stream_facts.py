@@ -1,7 +1,7 @@
 """Stream and return-path facts the rules need (links 5 and 6 of the capture chain), minimal.
 
-Three shapes, each read from one function's own syntax (stdlib ``ast`` on the function's
-source lines, apart from the file's tree):
+Three shapes, each read from one function's own syntax (its node in the file's one stdlib
+tree):
 
 * ``folds_residual``: a layer forward that adds the residual itself and returns the full
   stream first (``h = residual + h; return h, residual``): capturing its first output is right;
@@ -18,7 +18,6 @@ capture site itself; these two shapes are what that module does not cover yet.
 from __future__ import annotations
 
 import ast
-import textwrap
 
 from flowtrace.model import facts as F
 
@@ -27,13 +26,7 @@ EARLY_RETURN = F.StreamFactKind.EARLY_RETURN
 SELF_CALLS = F.StreamFactKind.SELF_CALLS  # detail: the methods this one calls on self, comma-separated
 
 
-def _parse(text: str) -> ast.FunctionDef | None:
-    try:
-        tree = ast.parse(textwrap.dedent(text))
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    return fn  # type: ignore[return-value]
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -62,7 +55,7 @@ def _is_add_of(expr: ast.AST, name: str) -> bool:
     return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and name in _names(expr)
 
 
-def folds_residual(fn: ast.FunctionDef) -> int | None:
+def folds_residual(fn: _Function) -> int | None:
     """The line of ``return h, residual`` when ``h`` was last bound to a sum with ``residual``."""
     last: dict[str, ast.AST] = {}
     for stmt in ast.walk(fn):
@@ -81,7 +74,7 @@ def folds_residual(fn: ast.FunctionDef) -> int | None:
     return None
 
 
-def early_returns(fn: ast.FunctionDef, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str]]:
+def early_returns(fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str]]:
     """(line, guarding test) of returns after the first capture that drop the containers ahead
     of the return that hands them back."""
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
@@ -115,33 +108,26 @@ def _after_emptiness_test(ret: ast.Return, parents: dict[ast.AST, ast.AST], cont
     return isinstance(previous, ast.If) and bool(_names(previous.test) & containers)
 
 
-def function_facts(path: str, class_qualname: str, function: str, text: str, start_line: int, sites: list[F.CaptureSiteFact], guards: tuple[str, ...]) -> list[F.StreamFact]:
+def function_facts(path: str, class_qualname: str, function: str, fn: _Function, sites: list[F.CaptureSiteFact], guards: tuple[str, ...]) -> list[F.StreamFact]:
     """Stream facts of one method; ``sites`` are the capture sites the loop pass found in it."""
-    fn = _parse(text)
-    if fn is None:
-        return []
-    offset = start_line - 1
     out: list[F.StreamFact] = []
     if function.endswith(".forward"):
         line = folds_residual(fn)
         if line is not None:
-            out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), FOLDS_RESIDUAL, "returns the stream with the residual added"))
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, line), FOLDS_RESIDUAL, "returns the stream with the residual added"))
     if not sites:
         return out
     loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]
     containers = {s.container for s in sites if s.container}
     if loops:
-        first_capture = min(site.location.line for site in sites) - offset
+        first_capture = min(site.location.line for site in sites)
         for line, test in early_returns(fn, containers, first_capture, guards):
-            out.append(F.StreamFact(class_qualname, function, F.Location(path, line + offset), EARLY_RETURN, test))
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, line), EARLY_RETURN, test))
     return out
 
 
-def self_calls(path: str, class_qualname: str, function: str, text: str, start_line: int) -> F.StreamFact | None:
+def self_calls(path: str, class_qualname: str, function: str, fn: _Function) -> F.StreamFact | None:
     """The methods a method calls on ``self`` (``self.m(...)``): what a speculative entry point reaches."""
-    fn = _parse(text)
-    if fn is None:
-        return None
     names = sorted(
         {
             n.func.attr
@@ -149,4 +135,4 @@ def self_calls(path: str, class_qualname: str, function: str, text: str, start_l
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
         }
     )
-    return F.StreamFact(class_qualname, function, F.Location(path, start_line), SELF_CALLS, ",".join(names)) if names else None
+    return F.StreamFact(class_qualname, function, F.Location(path, fn.lineno), SELF_CALLS, ",".join(names)) if names else None

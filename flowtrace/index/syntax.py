@@ -248,14 +248,20 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> list[str]:
 
 
 # -- traversal -----------------------------------------------------------------------------
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+# Per node class, the fields that can hold child nodes, in source order: a decorated
+# definition's decorators first; contexts and operators (``ctx``, ``op``, ``ops``) and plain
+# values (names, numbers, flags, strings) never, so they are not even looked at.
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "name", "id", "attr", "arg", "module", "level", "kind", "is_async", "conversion", "rest", "tag", "kwd_attrs"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+_DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _child_fields(kind: type) -> tuple[str, ...]:
     names = _CHILD_FIELDS.get(kind)
     if names is None:
-        names = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops", "type_comment"))  # type: ignore[attr-defined]
+        names = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)  # type: ignore[attr-defined]
+        if kind in _DECORATED:
+            names = ("decorator_list", *(f for f in names if f != "decorator_list"))
         _CHILD_FIELDS[kind] = names
     return names
 
@@ -264,7 +270,15 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     """Direct children in source order (operators and contexts left out): a ``Dict``'s keys
     and values interleaved, a call's keywords merged with its positional arguments, a
     decorated definition's decorators first."""
-    kind = type(node)
+    kind = node.__class__
+    if kind is ast.Call:
+        call: ast.Call = node  # type: ignore[assignment]
+        args, keywords = call.args, call.keywords
+        if not keywords:
+            return [call.func, *args]
+        if args and _after(args[-1], keywords[0]):  # f(a=1, *rest): in source order
+            return [call.func, *sorted([*args, *keywords], key=_position)]
+        return [call.func, *args, *keywords]
     if kind is ast.Dict:
         out: list[ast.AST] = []
         for key, value in zip(node.keys, node.values):  # type: ignore[attr-defined]
@@ -272,26 +286,20 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
                 out.append(key)
             out.append(value)
         return out
-    if kind is ast.Call:
-        assert isinstance(node, ast.Call)
-        return [node.func, *(a.node for a in arguments(node))]
     out = []
-    node_type = ast.AST
-    for name in _child_fields(kind):
+    node_type, lst = ast.AST, list
+    fields = _CHILD_FIELDS.get(kind)
+    for name in fields if fields is not None else _child_fields(kind):
         value = getattr(node, name, None)
-        if value.__class__ is list:
-            for item in value:
-                if isinstance(item, node_type) and not isinstance(item, _LEAVES):
-                    out.append(item)
-        elif isinstance(value, node_type) and not isinstance(value, _LEAVES):
+        if value.__class__ is lst:
+            out.extend([item for item in value if isinstance(item, node_type)])
+        elif isinstance(value, node_type):
             out.append(value)
-    if kind in _DECORATED and node.decorator_list:  # type: ignore[attr-defined]
-        decorators = node.decorator_list  # type: ignore[attr-defined]
-        out = [*decorators, *(c for c in out if not any(c is d for d in decorators))]
     return out
 
 
-_DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+def _position(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
 
 
 def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator[ast.AST]:
@@ -310,12 +318,19 @@ def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator
 
 
 def visit_each(node: ast.AST | list, handlers: dict[type, Callable[[Any], None]]) -> None:
-    """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order."""
+    """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order
+    (:func:`iter_nodes`' order, without its generator)."""
     get = handlers.get
-    for current in iter_nodes(node):
-        handler = get(type(current))
+    stack: list[ast.AST] = list(reversed(node)) if isinstance(node, list) else [node]
+    pop, extend, children_of = stack.pop, stack.extend, child_nodes
+    while stack:
+        current = pop()
+        handler = get(current.__class__)
         if handler is not None:
             handler(current)
+        children = children_of(current)
+        children.reverse()
+        extend(children)
 
 
 class FastVisitor:

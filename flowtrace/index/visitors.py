@@ -57,6 +57,9 @@ class _Collector:
                 self._statement(stmt)
 
     def _statement(self, stmt: ast.AST) -> None:
+        first = getattr(stmt, "lineno", None)
+        if first is not None and not self._hit_between(_first_line(stmt, first), stmt.end_lineno or first):  # type: ignore[attr-defined]
+            return  # no line of it names a site word: no site below it
         kind = type(stmt)
         if kind is ast.ClassDef:
             self._class_stack.append(stmt.name)  # type: ignore[attr-defined]
@@ -76,9 +79,12 @@ class _Collector:
         first = getattr(node, "lineno", None)
         if first is None:
             return True  # a parameter list, a with item: small, walked
+        return self._hit_between(first, node.end_lineno or first)  # type: ignore[attr-defined]
+
+    def _hit_between(self, first: int, last: int) -> bool:
         hits = self._hits
         at = bisect.bisect_left(hits, first)
-        return at < len(hits) and hits[at] <= (node.end_lineno or first)  # type: ignore[attr-defined]
+        return at < len(hits) and hits[at] <= last
 
     def _sites(self, node: ast.AST) -> None:
         get = _SITES.get
@@ -121,6 +127,12 @@ class _Collector:
             key = string_value(node.slice)
             if key is not None and key in self._key_names:
                 self.config_reads.append((node.lineno, key, None, self.function_name(), node))
+
+
+def _first_line(stmt: ast.AST, line: int) -> int:
+    """Where a statement's text starts: a decorated definition's first decorator."""
+    decorators = getattr(stmt, "decorator_list", None)
+    return min(line, *(d.lineno for d in decorators)) if decorators else line
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -185,7 +197,7 @@ class FileAnalyzer(FileContext):
                 if site_facts:
                     runs.extend(layer_runs(self, info, fn, site_facts))
                 if site_facts or (name == "forward" and "residual" in text):
-                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", text, self.line(fn), site_facts, self.conv.pp_guards))
+                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", fn, site_facts, self.conv.pp_guards))
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
                     if " in self." in text:
@@ -196,7 +208,7 @@ class FileAnalyzer(FileContext):
                     callbacks.extend(self.callback_uses(info, fn))
             if len(loops) > loops_before:  # a class with a layer loop: which paths reach it
                 for name, fn in info.methods.items():
-                    call = self_calls(self.path, info.qualname, f"{info.name}.{name}", self.text_of(fn), self.line(fn))
+                    call = self_calls(self.path, info.qualname, f"{info.name}.{name}", fn)
                     if call is not None:
                         streams.append(call)
         return dataclasses.replace(
