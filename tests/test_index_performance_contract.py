@@ -267,3 +267,20 @@ def test_the_prefilter_on_fewer_markers_equals_any_marker():
     for data in samples:
         assert matters(data, conv.markers) == any(m in data for m in conv.markers), data[:60]
     assert matters(b"ab", (b"b", b"ab", b"")) is True  # an empty marker matches everything
+
+
+def test_hit_lines_equal_the_line_by_line_definition():
+    """The site collector's lines naming a site word, found by one search over the text, are
+    the lines a search of each line finds."""
+    from flowtrace.engines.profiles import load_all
+    from flowtrace.index.visitors import _hit_lines, _site_words
+
+    words = _site_words(Conventions.merge(load_all()))
+    exact, folded = words
+    definition = re.compile("|".join([*map(re.escape, exact), *(f"(?i:{re.escape(w)})" for w in folded)]))
+    rng = random.Random(11)
+    pieces = ["cat", "x", " ", "Pack", "pA", "ck", "c", "at", "layer", "_ids", "concat", "\t", "é", "K", "İ"]
+    samples = [p.read_text(encoding="utf-8").split("\n") for base in (SGLANG_LIKE, VLLM_LIKE) for p in sorted(base.rglob("*.py"))]
+    samples += [["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 8))] for _ in range(2000)]
+    for lines in samples:
+        assert _hit_lines(lines, words) == [n for n, line in enumerate(lines, 1) if definition.search(line)], lines

@@ -56,23 +56,25 @@ class Structure:
 
     def _block(self, body: list[ast.stmt], cls: ClassInfo | None, in_function: bool) -> None:
         for stmt in body:
-            if isinstance(stmt, ast.Import):
-                self._import(stmt)
-            elif isinstance(stmt, ast.ImportFrom):
-                self._import_from(stmt)
-            elif isinstance(stmt, ast.ClassDef):
-                self._class(stmt, cls, in_function)
-                continue
-            elif isinstance(stmt, _FUNCTIONS):
+            kind = stmt.__class__
+            if kind is ast.Assign or kind is ast.AnnAssign:
+                if cls is None and not in_function and stmt.value is not None:  # type: ignore[attr-defined]
+                    self.module_assigns.append(stmt)  # type: ignore[arg-type]
+            elif kind is ast.Import:
+                self._import(stmt)  # type: ignore[arg-type]
+            elif kind is ast.ImportFrom:
+                self._import_from(stmt)  # type: ignore[arg-type]
+            elif kind is ast.ClassDef:
+                self._class(stmt, cls, in_function)  # type: ignore[arg-type]
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 if cls is not None and not in_function:
-                    cls.methods.setdefault(stmt.name, stmt)
-                self._block(stmt.body, cls, True)
-                continue
-            elif isinstance(stmt, ast.Assign) or (isinstance(stmt, ast.AnnAssign) and stmt.value is not None):
-                if cls is None and not in_function:
-                    self.module_assigns.append(stmt)
-            for inner in _inner_blocks(stmt):
-                self._block(inner, cls, in_function)
+                    cls.methods.setdefault(stmt.name, stmt)  # type: ignore[attr-defined, arg-type]
+                self._block(stmt.body, cls, True)  # type: ignore[attr-defined]
+            else:
+                fields = _BLOCK_FIELDS.get(kind)
+                if fields is not None:
+                    for inner in _inner_blocks(stmt):
+                        self._block(inner, cls, in_function)
 
     def _class(self, node: ast.ClassDef, outer: ClassInfo | None, in_function: bool) -> None:
         if in_function:  # a class built inside a function is not one of the module's
