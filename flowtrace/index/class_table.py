@@ -468,7 +468,7 @@ def module_tables(ctx: FileContext, structure: Structure, tree: ast.Module) -> F
     a package ``__init__``'s imports (index/packages.py) and the return-path facts
     (index/returns.py)."""
     reader = ClassReader(ctx)
-    uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree)
+    uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree, ctx.text_of)
     return F.FileFacts(
         path=ctx.path,
         module=ctx.modname,

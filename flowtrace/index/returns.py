@@ -171,8 +171,12 @@ class _Uses:
         attribute = called or (self.bound.get(source) if source else None)
         if isinstance(target, ast.Tuple) and attribute:
             self.add(attribute, UNPACK, len(target.elts), flag, stmt)
-        for name in (n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)):
-            self.bound.pop(name, None)  # rebound: no longer the inner model's output
+        for bound in stmt.targets:  # rebound: no longer the inner model's output
+            if bound.__class__ is ast.Name:
+                self.bound.pop(bound.id, None)  # type: ignore[attr-defined]
+            else:
+                for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)):
+                    self.bound.pop(name, None)
         if isinstance(target, ast.Name) and called:
             self.bound[target.id] = called
 
@@ -313,9 +317,10 @@ def class_facts(path: str, qualname: str, methods: Iterable[str], load: Loader, 
     return uses, shapes, flags
 
 
-def module_facts(path: str, modname: str, tree: ast.Module):
+def module_facts(path: str, modname: str, tree: ast.Module, text_of: Callable[[ast.stmt], str] | None = None):
     """Return-path facts of every top-level class of a parsed module (lines are the file's):
-    both tiers call this on the stdlib tree they already have."""
+    both tiers call this on the stdlib tree they already have. ``text_of`` (a method's source
+    text) gates the search for flag writers on the method naming ``self.<flag>``."""
     uses: list[F.OutputUseFact] = []
     shapes: list[F.ReturnShapeFact] = []
     flags: list[F.FlagDefaultFact] = []
@@ -327,7 +332,10 @@ def module_facts(path: str, modname: str, tree: ast.Module):
         def load(name: str, methods: dict[str, _Fn] = methods) -> tuple[_Fn, int]:
             return methods[name], 0
 
-        found_uses, found_shapes, found_flags = class_facts(path, f"{modname}.{node.name}", methods, load, lambda method, word: True)
+        def mentions(method: str, word: str, methods: dict[str, _Fn] = methods) -> bool:
+            return text_of is None or word in text_of(methods[method])
+
+        found_uses, found_shapes, found_flags = class_facts(path, f"{modname}.{node.name}", methods, load, mentions)
         uses.extend(found_uses)
         shapes.extend(found_shapes)
         flags.extend(found_flags)
