@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowtrace.lint.runner import SelectionLayer, resolve_selection, run_check
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import SEVERITIES, Finding, Rule
 from flowtrace.cli.check import check, explain, rules
 from flowtrace.model.facts import Location
@@ -78,7 +79,7 @@ def probe():
     class ProbeRule(Rule):
         code = "FT999"
         name = "test-probe"
-        severity = "warning"
+        consequence = Consequence.FRAGILE  # a warning
         summary = "Test-only rule."
         rationale = "Makes the contract tests deterministic."
         fix = "None needed."
@@ -161,7 +162,6 @@ def test_crashing_rule_is_internal_error_exit_2(engine):
     class Crash(Rule):
         code = "FT998"
         name = "test-crash"
-        severity = "info"
         summary = rationale = fix = "test"
 
         def check(self, result):
@@ -507,7 +507,6 @@ def test_flow_survives_into_json(engine):
     class Flowing(Rule):
         code = "FT997"
         name = "test-flow"
-        severity = "info"
         summary = rationale = fix = "test"
 
         def check(self, result):

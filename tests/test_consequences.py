@@ -41,7 +41,8 @@ EXPECTED = {
 
 
 def test_severity_follows_consequence_in_one_place():
-    assert [severity_of(c) for c in Consequence] == ["error", "error", "warning", "info", None]
+    # silent_wrong, crash_serving | crash_startup, fragile | refused_startup | unreachable (DESIGN.md section 3)
+    assert [severity_of(c) for c in Consequence] == ["error", "error", "warning", "warning", "info", None]
 
 
 def test_one_model_per_consequence():

@@ -100,10 +100,10 @@ def test_a_rule_made_by_following_the_recipe_passes_the_rule_suite(tmp_path):
     rule_text = _rule_text()
     code, name = re.search(r'code = "(FT\d{3})"\n    name = "([a-z-]+)"', rule_text).groups()
     copy = _copy_of_the_repository(tmp_path / "repo")
-    # step 1: the ProblemKind member (after the enum's first member) and its usual consequence
+    # step 1: the ProblemKind member (after the enum's first member); the rule declares its
+    # consequence itself (step 2)
     facts = copy / "flowtrace/model/facts.py"
     _insert_after(facts, re.compile(r"^class ProblemKind\(.*?^    [A-Z_]+ = \".*?\"$", re.M | re.S), _for_file("Add a rule", "flowtrace/model/facts.py"))
-    _insert_after(copy / "flowtrace/model/consequence.py", re.compile(r"^DEFAULT_CONSEQUENCE\b.*\{$", re.M), _for_file("Add a rule", "flowtrace/model/consequence.py"))
     # steps 2 and 3: the rule module, named after its code and name, with its examples
     (copy / "flowtrace/checks" / f"{code.lower()}_{name.replace('-', '_')}.py").write_text(rule_text, encoding="utf-8")
     # step 4: the snapshot

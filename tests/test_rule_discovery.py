@@ -62,7 +62,6 @@ from flowtrace.checks.base import Rule
 class ExampleNewRule(Rule):
     code = "FT099"
     name = "example-new-rule"
-    severity = "info"
     summary = "Added by the discovery test."
     rationale = "A new file in flowtrace/checks is a new rule, with no list to edit."
     fix = "Nothing."

@@ -50,12 +50,11 @@ def cache(tmp_path_factory):
 
 @pytest.fixture
 def flow_rule():
-    """FT999: a warning with a two-step capture path on AlphaForCausalLM; an info on line 0 of beta.py."""
+    """FT999: a note (no consequence: info) with a two-step capture path on AlphaForCausalLM; another on line 0 of beta.py."""
 
     class FlowRule(Rule):
         code = "FT999"
         name = "test-flow"
-        severity = "warning"
         summary = "Test-only rule with a flow."
         rationale = "SARIF codeFlows."
         fix = "None."

@@ -14,62 +14,22 @@ one number the weights themselves fix.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate
 from flowtrace.model import facts as F
-from flowtrace.engines.profiles import ProfileError, rules_directory
+from flowtrace.engines.training import LayoutError, TrainingConvention, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
 from flowtrace.analysis.source_trace import source_notes, trace_model
 from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, read_draft_checkpoint, read_regular_file
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-MEANINGS = ("layer_output", "boundary", "hf_index")
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KB; a huge one is not a config
 
 
 class ConfigError(Exception):
     """An unusable config file: one line naming the file and the problem (exit 2)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TrainingConvention:
-    name: str
-    description: str
-    layer_id_keys: tuple[str, ...]
-    meaning: str
-    default_ids: str
-    detect_keys: tuple[str, ...]
-
-
-def load_conventions(directory: Path | None = None) -> dict[str, TrainingConvention]:
-    base = (directory or rules_directory()) / "training"
-    out: dict[str, TrainingConvention] = {}
-    for path in sorted(base.glob("*.toml")):
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))["training"]
-            conv = TrainingConvention(
-                name=data["name"],
-                description=data["description"],
-                layer_id_keys=tuple(data["layer_id_keys"]),
-                meaning=data["meaning"],
-                default_ids=data["default_ids"],
-                detect_keys=tuple(data.get("detect_keys", ())),
-            )
-        except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ProfileError(f"{path}: invalid training profile ({type(exc).__name__}: {exc})") from None
-        if conv.meaning not in MEANINGS:
-            raise ProfileError(f"{path}: meaning must be one of {', '.join(MEANINGS)}, found {conv.meaning!r}")
-        out[conv.name] = conv
-    return out
 
 
 def read_config(path: str | Path, role: str) -> dict:
@@ -142,27 +102,17 @@ def detect_training(draft: dict, conventions: dict[str, TrainingConvention]) -> 
 
 
 def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_layers: int) -> tuple[list[int], list[str], list[int]]:
-    """(boundaries, notes, used ids) the draft was trained on."""
+    """(boundaries, notes, used ids) the draft was trained on (the arithmetic:
+    :func:`flowtrace.engines.training.to_boundaries`)."""
     notes: list[str] = []
     if ids is None:
         try:
-            ids = list(evaluate(conv.default_ids, {"L": num_layers}))  # type: ignore[arg-type, call-overload]
-        except CannotEvaluate as exc:
+            ids = list(layout(conv.default_ids, num_layers))
+        except LayoutError as exc:
             raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
         notes.append(f"no ids in the draft config: {conv.name} default {conv.default_ids} = {ids}")
-    out = []
-    for i in ids:
-        if conv.meaning == "layer_output":
-            out.append(0 if i == -1 else i + 1)
-        elif conv.meaning == "hf_index":
-            if i == num_layers:
-                notes.append(f"id {i} is HF hidden_states[{i}], the output after the final norm: no engine boundary equals it")
-                out.append(-num_layers)  # sentinel: never equals a served boundary
-            else:
-                out.append(i % (num_layers + 1) if i < 0 else i)
-        else:
-            out.append(i)
-    return out, notes, ids
+    out, more = to_boundaries(conv.meaning, ids, num_layers)
+    return list(out), notes + list(more), ids
 
 
 

@@ -7,7 +7,7 @@ API); it sits in the analysis stage so that none of them has to import the API a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from flowtrace.errors import UsageError
 from flowtrace.model import facts as F
 from flowtrace.index.build import IndexOptions, build_index
 from flowtrace.engines.family import ProfileChoice, choose
+from flowtrace.engines.drafts import DraftCatalogue, load_catalogue, shipped_catalogue
 from flowtrace.engines.profiles import Conventions, Profile
 from flowtrace.analysis.resolve import ModelRow, Project
 
@@ -26,6 +27,9 @@ class ScanResult:
     index: F.IndexResult
     project: Project
     choice: ProfileChoice | None = None  # which profiles were applied, how and why
+    # The published drafts and trainers' defaults the grading measures ids against (the shipped
+    # catalogue plus the user's --drafts files).
+    drafts: DraftCatalogue = field(default_factory=shipped_catalogue)
 
     @property
     def rows(self) -> tuple[ModelRow, ...]:
@@ -67,9 +71,13 @@ def resolve_root(path: str | Path) -> Path:
     return root
 
 
-def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()) -> ScanResult:
+def scan(
+    path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = (),
+    drafts_files: tuple[str | Path, ...] = (),
+) -> ScanResult:
     """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
-    merged with the bundled ones)."""
+    merged with the bundled ones; ``drafts_files``: the user's own draft catalogue files, added
+    to the shipped one)."""
     source = str(path)
     if source.startswith("pypi:"):
         from flowtrace.sources.fetch import fetch_pypi
@@ -77,7 +85,8 @@ def scan(path: str | Path, *, profile: str | None = None, options: IndexOptions 
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
         root = resolve_root(path)
+    drafts = load_catalogue(drafts_files) if drafts_files else shipped_catalogue()
     profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
     index = build_index(root, profiles, options)
     project = Project(index.files, Conventions.merge(profiles))
-    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice)
+    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts)

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
 
-from flowtrace.model.consequence import Consequence, default_consequence, severity_for
+from flowtrace.model.consequence import Consequence, severity_of
 from flowtrace.model.facts import Location, ProblemKind
 
 if TYPE_CHECKING:
@@ -99,12 +99,31 @@ class FixExample:
     profile: str = ""
 
 
+class _Default:
+    """The ``consequence`` argument left out: the rule's declared default applies."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT = _Default()
+
+
 class Rule:
-    """Subclass, set the metadata, implement :meth:`check`; registration is automatic."""
+    """Subclass, set the metadata, implement :meth:`check`; registration is automatic.
+
+    A rule declares one default ``consequence`` (None: a capability note or a finding about
+    flowtrace itself); its ``severity`` is derived from it (:func:`severity_of`) and is never
+    declared, so docs, ``explain``, SARIF and the report cannot disagree with the findings. A
+    finding's severity differs from the rule's only through its own consequence; the other
+    consequences a rule's findings may carry are declared in ``other_consequences``.
+    """
 
     code: ClassVar[str]
     name: ClassVar[str]
-    severity: ClassVar[str]
+    consequence: ClassVar[Consequence | None] = None
+    other_consequences: ClassVar[tuple[Consequence | None, ...]] = ()
+    severity: ClassVar[str]  # derived from ``consequence`` at class creation; never declared
     summary: ClassVar[str]
     rationale: ClassVar[str]
     fix: ClassVar[str]
@@ -120,10 +139,9 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        if getattr(cls, "kind", None) is not None:
-            # The catalogue's (and SARIF's default) level is the usual consequence's of the rule's
-            # problem kind; each finding's own severity follows its own consequence.
-            cls.severity = severity_for(default_consequence(cls.kind), cls.kind, cls.severity) or "info"
+        if "severity" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: declare `consequence`, not `severity` (a rule's severity is its default consequence's)")
+        cls.severity = severity_of(cls.consequence) or "info"
         if getattr(cls, "code", None):
             if cls.code in Rule.registry:
                 raise RuntimeError(f"duplicate rule code {cls.code}")
@@ -142,14 +160,14 @@ class Rule:
         kind: ProblemKind | None = None,
         fix: str | None = None,
         steps: Sequence[tuple[str, Location | None]] = (),
-        consequence: Consequence | None = None,
+        consequence: Consequence | None | _Default = DEFAULT,
         effect: str | None = None,
     ) -> Finding:
         """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
         convention gives a more precise one. ``steps`` names the chain's links as
         ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``.
-        ``consequence`` (default: the usual one of the problem kind) decides the severity;
-        ``effect`` says it in words for this finding."""
+        ``consequence`` (default: the rule's declared one; None: no consequence, a capability
+        note) decides the severity; ``effect`` says it in words for this finding."""
         labels: tuple[str, ...] = ()
         if steps:
             kept: dict[Location, str] = {}
@@ -158,11 +176,11 @@ class Rule:
                     kept[where] = label
             flow, labels = tuple(kept), tuple(kept.values())
         kind = kind or self.kind
-        consequence = consequence or default_consequence(kind)
+        chosen = self.consequence if isinstance(consequence, _Default) else consequence
         return Finding(
             rule=self.code,
             name=self.name,
-            severity=severity_for(consequence, kind, self.severity) or "info",
+            severity=severity_of(chosen) or "info",
             file=location.file,
             line=location.line,
             message=message,
@@ -172,7 +190,7 @@ class Rule:
             flow=flow,
             kind=kind,
             flow_labels=labels,
-            consequence=consequence,
+            consequence=chosen,
             effect=effect,
         )
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class WrapperDropsSetter(Rule):
     code = "FT001"
     name = "wrapper-drops-setter"
-    severity = "error"
+    consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.WRAPPER_WITHOUT_SETTER
     summary = "A registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."
     rationale = (

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class CaptureWithoutSetter(Rule):
     code = "FT002"
     name = "capture-without-setter"
-    severity = "error"
+    consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.CAPTURE_WITHOUT_SETTER
     summary = "A model has a capture loop, but no setter of any capture family can set the layers it captures."
     rationale = (

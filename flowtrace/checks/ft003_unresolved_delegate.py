@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class UnresolvedDelegate(Rule):
     code = "FT003"
     name = "unresolved-delegate"
-    severity = "error"
+    consequence = Consequence.REFUSED_STARTUP
     summary = "A setter hands the layer ids to an object whose class cannot capture."
     rationale = (
         "Delegation (self.language_model.<setter>(ids), a holder's private setter) only works when the "

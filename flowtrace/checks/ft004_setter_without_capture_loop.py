@@ -40,7 +40,7 @@ class ExModel(Module):
 class SetterWithoutCaptureLoop(Rule):
     code = "FT004"
     name = "setter-without-capture-loop"
-    severity = "error"
+    consequence = Consequence.CRASH_SERVING
     summary = "A setter writes a capture attribute that no forward reads."
     rationale = (
         "The setter stores the ids, but the model it writes to has no layer loop that checks them: the "

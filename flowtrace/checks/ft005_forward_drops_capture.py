@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class ForwardDropsCapture(Rule):
     code = "FT005"
     name = "forward-drops-capture"
-    severity = "warning"
+    consequence = Consequence.CRASH_SERVING
     summary = "A subclass that a capture setter feeds overrides forward and drops the capture its base class performs."
     rationale = (
         "The class inherits the capture attribute and setter, so capture looks supported, but its own "

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class CaptureFlagNeverSet(Rule):
     code = "FT006"
     name = "capture-flag-never-set"
-    severity = "error"
+    consequence = Consequence.SILENT_WRONG
     summary = "The forward only returns captured states when a flag is on, and the setter never turns it on."
     rationale = (
         "Engines gate the unpacking of (hidden, aux) on a flag such as capture_aux_hidden_states. A setter "

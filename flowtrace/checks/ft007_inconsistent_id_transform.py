@@ -38,7 +38,7 @@ def _own_setters(result):
 class InconsistentIdTransform(Rule):
     code = "FT007"
     name = "inconsistent-id-transform"
-    severity = "warning"
+    consequence = Consequence.FRAGILE
     summary = "A setter maps draft ids to capture indices differently from most of the engine's setters."
     rationale = (
         "One draft config is served by every model class of an engine. When most setters add one to "

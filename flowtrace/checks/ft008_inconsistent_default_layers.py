@@ -22,7 +22,7 @@ PROBE_LAYERS = 32  # the defaults are compared at one realistic layer count
 class InconsistentDefaultLayers(Rule):
     code = "FT008"
     name = "inconsistent-default-layers"
-    severity = "warning"
+    consequence = Consequence.FRAGILE
     kind = ProblemKind.DEFAULT_BOUNDARIES_SHIFTED
     summary = "A class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters' defaults."
     rationale = (

@@ -62,7 +62,7 @@ class ExModel(Module):
 class UnreachableEmbedding(Rule):
     code = "FT009"
     name = "unreachable-embedding"
-    severity = "warning"
+    consequence = Consequence.FRAGILE
     kind = ProblemKind.EMBEDDING_ID_DROPPED
     summary = "The embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."
     rationale = (

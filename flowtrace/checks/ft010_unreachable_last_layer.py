@@ -22,7 +22,7 @@ def _reaches(result, row, ids, boundary) -> bool:
 class UnreachableLastLayer(Rule):
     code = "FT010"
     name = "unreachable-last-layer"
-    severity = "info"
+    consequence = None  # a capability note: info
     summary = "The last layer's output (boundary L, before the final norm) cannot be captured."
     rationale = (
         "A loop that records each layer's input sees boundaries 0..L-1 only. A draft trained on the last "

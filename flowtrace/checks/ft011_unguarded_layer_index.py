@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class UnguardedLayerIndex(Rule):
     code = "FT011"
     name = "unguarded-layer-index"
-    severity = "warning"
+    consequence = Consequence.REFUSED_STARTUP
     summary = "A setter indexes the layer list with config ids without a range check."
     rationale = (
         "Draft ids come from a config file. Indexing self.layers with them raises IndexError for an "

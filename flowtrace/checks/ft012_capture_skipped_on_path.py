@@ -42,7 +42,7 @@ def _reachable(project, qualname: str, entry_points: set[str], calls) -> set[str
 class CaptureSkippedOnPath(Rule):
     code = "FT012"
     name = "capture-skipped-on-path"
-    severity = "warning"
+    consequence = Consequence.SILENT_WRONG
     summary = "A forward path that runs while a draft is served runs the layers without capturing."
     rationale = (
         "Engines have several forward paths (split prefill, overlap, CPU or fast paths). When one that "

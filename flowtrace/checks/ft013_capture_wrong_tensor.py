@@ -27,7 +27,7 @@ def _folding_layers(result) -> dict[str, list]:
 class CaptureWrongTensor(Rule):
     code = "FT013"
     name = "capture-wrong-tensor"
-    severity = "warning"
+    consequence = Consequence.SILENT_WRONG
     summary = "The captured tensor is not the residual stream: hidden_states without the residual, or a reference updated in place later."
     rationale = (
         "When layers return (hidden_states, residual), the residual stream at a boundary is their sum. "

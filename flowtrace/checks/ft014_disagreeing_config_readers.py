@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class DisagreeingConfigReaders(Rule):
     code = "FT014"
     name = "disagreeing-config-readers"
-    severity = "warning"
+    consequence = Consequence.FRAGILE
     summary = "Two places read the draft's layer-id key with different defaults."
     rationale = (
         "The layer ids (and the number of auxiliary states) must be the same wherever they are read. A "

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class UnreadableFile(Rule):
     code = "FT015"
     name = "unreadable-file"
-    severity = "info"
+    consequence = None  # a capability note: info
     summary = "A file could not be read or parsed; its facts are missing from the analysis."
     rationale = (
         "A scan that skips a file silently could hide a setter or a capture loop. Every file that names the "

@@ -33,7 +33,7 @@ class CommentUse:
 class UnusedSuppression(Rule):
     code = "FT016"
     name = "unused-suppression"
-    severity = "info"
+    consequence = None  # a capability note: info
     summary = "A `# flowtrace: ignore[...]` comment suppresses nothing, names an unknown rule code, or names no code at all."
     rationale = (
         "Suppressions outlive the findings they were written for: once the engine code is fixed or the "

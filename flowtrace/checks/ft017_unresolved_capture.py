@@ -23,7 +23,7 @@ _OWN = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED
 class UnresolvedCapture(Rule):
     code = "FT017"
     name = "unresolved-capture"
-    severity = "info"
+    consequence = None  # a capability note: info
     summary = "A capture path could not be decided statically (unknown capture point or missing registry target)."
     rationale = "Where the analysis cannot decide, it says so instead of guessing; `flowtrace probe capture` settles such cases on tensors."
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."

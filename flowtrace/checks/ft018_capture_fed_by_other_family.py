@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class CaptureFedByOtherFamily(Rule):
     code = "FT018"
     name = "capture-fed-by-other-family"
-    severity = "info"
+    consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY
     summary = "A capture loop is set only by another capture family's setter (DFlash, DSpark), never by the EAGLE-3 setter."
     rationale = (

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class FlagWithoutCapture(Rule):
     code = "FT019"
     name = "flag-without-capture"
-    severity = "warning"
+    consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.FLAG_WITHOUT_CAPTURE
     summary = "A model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."
     rationale = (

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class AuxDroppedOnReturn(Rule):
     code = "FT020"
     name = "aux-dropped-on-return"
-    severity = "error"
+    consequence = Consequence.SILENT_WRONG
     kind = ProblemKind.RETURN_DROPPED
     summary = (
         "A forward captures aux states and then returns early, without them, on a path that serves drafts; "

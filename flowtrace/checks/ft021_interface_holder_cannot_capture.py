@@ -71,7 +71,7 @@ def walk_holder(project, qualname: str, path: tuple[str, ...]):
 class InterfaceHolderCannotCapture(Rule):
     code = "FT021"
     name = "interface-holder-cannot-capture"
-    severity = "error"
+    consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE
     summary = "A class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."
     rationale = (

@@ -73,7 +73,7 @@ EntryClass = ExForCausalLM
 class NoneResidualAtEmbedding(Rule):
     code = "FT022"
     name = "none-residual-at-embedding"
-    severity = "error"
+    consequence = Consequence.CRASH_SERVING
     kind = ProblemKind.INDEX0_RAISES
     summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
     rationale = (

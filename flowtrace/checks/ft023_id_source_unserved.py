@@ -80,7 +80,7 @@ class ExConfigBuilder:
 class IdSourceUnserved(Rule):
     code = "FT023"
     name = "id-source-unserved"
-    severity = "error"
+    consequence = Consequence.SILENT_WRONG
     summary = "A model whose ids come from a config attribute or build-context field is never given EAGLE-3 ids: the engine refuses the method, or the model captures nothing."
     rationale = (
         "Without a setter the engine decides per method what reaches the model. A builder that refuses EAGLE-3 stops "

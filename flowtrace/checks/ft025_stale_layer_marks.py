@@ -57,7 +57,7 @@ class ExModelRunner:
 class StaleLayerMarks(Rule):
     code = "FT025"
     name = "stale-layer-marks"
-    severity = "warning"
+    consequence = Consequence.FRAGILE
     kind = ProblemKind.STALE_LAYER_MARKS
     summary = "A setter marks the layers it is handed ids for and never clears the others, so a second call keeps the first call's marks."
     rationale = (

@@ -64,7 +64,7 @@ class GraphCapturedWithOtherIds(Rule):
     code = "FT026"
     name = "graph-captured-with-other-ids"
     kind = ProblemKind.GRAPH_IDS_DIFFER
-    severity = "error"
+    consequence = Consequence.SILENT_WRONG
     summary = "The runner captures the device graphs while the model holds other ids than the draft's."
     rationale = (
         "A captured device graph replays the kernels it recorded: the layers whose states it copies out are "

@@ -52,7 +52,7 @@ class LayersRunWithoutCapture(Rule):
     code = "FT027"
     name = "layers-run-without-capture"
     kind = ProblemKind.LAYERS_RUN_WITHOUT_CAPTURE
-    severity = "error"
+    consequence = Consequence.CRASH_SERVING
     summary = "A batch path of a capturing forward hands layers to another routine without the capture."
     rationale = (
         "Some forwards run part of the layers, or all of them, through a second routine for some batches "

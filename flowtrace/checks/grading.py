@@ -2,8 +2,8 @@
 
 Three steps, after every rule has run:
 
-1. **Consequence.** Each finding has one (stated by its rule, else its problem kind's usual one,
-   :data:`flowtrace.model.consequence.DEFAULT_CONSEQUENCE`); severity follows from it in
+1. **Consequence.** Each finding has one (stated by its rule for this finding, else the rule's
+   declared default); severity follows from it in
    :func:`flowtrace.model.consequence.severity_of` and nowhere else.
 2. **Reachability.** A finding that says a draft is served wrong states or crashes the engine
    needs a path from a registered entry the engine accepts at start-up, with ids a draft can
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 from flowtrace.analysis.platform_copies import build_test, never_selected, runs_nowhere, selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
 from flowtrace.checks.targets import conventions, is_target
-from flowtrace.model.consequence import Consequence, default_consequence, severity_for, severity_of, worst
+from flowtrace.model.consequence import Consequence, severity_of, worst
 from flowtrace.model.facts import Location, ProblemKind
 
 if TYPE_CHECKING:
@@ -32,12 +32,13 @@ if TYPE_CHECKING:
     from flowtrace.checks.base import Finding
 
 # Consequences that only matter when a served draft runs the code.
-_NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.FRAGILE})
+_NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE})
 
 # Words for a finding whose rule did not say its consequence itself.
 _EFFECT = {
     Consequence.SILENT_WRONG: "the draft silently receives other hidden states than it was trained on; nothing fails",
     Consequence.CRASH_SERVING: "a request the engine accepted at start-up raises in a forward",
+    Consequence.CRASH_STARTUP: "the model claims EAGLE-3 support and start-up dies on an error that does not say why",
     Consequence.FRAGILE: "works with today's drafts; a draft written in another id convention gets other states",
     Consequence.REFUSED_STARTUP: "the engine refuses this model for EAGLE-3 at start-up: unsupported, not wrong",
 }
@@ -74,7 +75,7 @@ def _reachability(result: ScanResult) -> Reachability:
 
 
 def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | None:
-    consequence = f.consequence or default_consequence(f.kind)
+    consequence = f.consequence
     if _names_class(result, f.symbol) and (_left_behind(result, f.file) or _other_platform(result, f.file)):
         return None  # a per-platform copy no platform of this build imports
     path = None
@@ -83,7 +84,7 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
         if found is None or not _ids_can_reach(result, f):
             return None  # unreachable: no served draft runs this code
         path = found.words()
-    severity = severity_for(consequence, f.kind, f.severity)
+    severity = severity_of(consequence)
     if severity is None:
         return None
     effect = f.effect or _default_effect(result, f, consequence)

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from flowtrace.cli.messages import internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -63,9 +63,10 @@ def _guard(ctx: click.Context, fn):
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
 @click.option("--fix", "apply_fixes", is_flag=True, help="Write the verified fixes of the fixable findings, then report what is left.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified fixes as a unified diff instead of the findings; exit 1 when there is one. Writes nothing.")
+@drafts_option(config_aware=True)
 @scan_options(config_aware=True)
 @click.pass_context
-def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
@@ -97,6 +98,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
                 write_baseline=write_baseline,
                 profile=profile,
                 profile_files=profile_file,
+                drafts=drafts,
                 exclude=only + tuple(exclude),
                 jobs=jobs,
                 use_cache=not no_cache,

@@ -14,7 +14,7 @@ import click
 
 from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, index_options, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, scan_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -88,6 +88,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
+@drafts_option(config_aware=True)
 @scan_options(config_aware=True)
 @click.option("--format", "--output-format", "fmt", type=click.Choice(FINDING_FORMATS), default="text", show_default=True, help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
 @click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
@@ -98,7 +99,7 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
-def scan(paths, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
+def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
     """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform, capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
@@ -119,7 +120,7 @@ def scan(paths, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, 
         return
     refuse_non_python_file(path)
     outcome = run_check(path, CheckOptions.of(
-        profile=profile, profile_files=profile_file, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+        profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
     ))  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)

@@ -30,6 +30,19 @@ def scan_options(f=None, *, config_aware: bool = False):
     return decorate(f) if f is not None else decorate
 
 
+def drafts_option(f=None, *, config_aware: bool = False):
+    """Add --drafts FILE: the user's own draft catalogue files (docs/drafts.md)."""
+
+    def decorate(f):
+        help_text = (
+            "Add the published drafts of this TOML file to the draft catalogue the findings are graded against "
+            "(repeatable; an entry replaces a shipped one of the same name; see docs/drafts.md)"
+        ) + ("; added to [tool.flowtrace] drafts." if config_aware else ".")
+        return click.option("--drafts", "drafts", multiple=True, type=click.Path(dir_okay=False), metavar="FILE", help=help_text)(f)
+
+    return decorate(f) if f is not None else decorate
+
+
 # The format names every command that reports findings accepts (scan and check alike).
 FINDING_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "html")
 

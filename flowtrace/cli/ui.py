@@ -105,12 +105,22 @@ def refuse_non_python_file(path: str) -> None:
 
 
 def statistics_text(findings) -> str:  # noqa: ANN001
-    """ruff's --statistics: one line per rule with findings, most frequent first."""
+    """ruff's --statistics: one line per rule with findings, most frequent first, with its
+    findings counted by severity (a rule's findings differ in severity only through their
+    consequences, so one rule can count errors, warnings and notes)."""
     from collections import Counter
 
-    counts = Counter((f.rule, f.name, f.severity) for f in findings)
-    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
-    return "".join(f"{n:>5}  {rule}  {name}  [{severity}]\n" for (rule, name, severity), n in rows)
+    from flowtrace.checks.base import SEVERITIES
+
+    totals = Counter((f.rule, f.name) for f in findings)
+    by_severity = Counter((f.rule, f.severity) for f in findings)
+    rows = sorted(totals.items(), key=lambda item: (-item[1], item[0][0]))
+    order = SEVERITIES[::-1]  # error first
+
+    def split(rule: str) -> str:
+        return ", ".join(f"{by_severity[rule, s]} {s}" for s in order if by_severity[rule, s])
+
+    return "".join(f"{n:>5}  {rule}  {name}  [{split(rule)}]\n" for (rule, name), n in rows)
 
 
 def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001

@@ -19,6 +19,7 @@ Keys, spelled as in ruff::
     fail-on = "warning"                # error | warning | info
     profile = "sglang"                 # force an engine profile
     profile-files = ["ci/myengine.toml"]   # the project's own engine profiles (relative to this file)
+    drafts = ["ci/our-drafts.toml"]    # the project's own draft catalogue files (docs/drafts.md), relative to this file
 
 Any problem (bad TOML, a table that is not a table, an unknown key, a wrong type, an unknown
 rule code) is a :class:`ConfigError`: one line naming the file and the key, exit code 2.
@@ -55,6 +56,7 @@ class Config:
     fail_on: str | None = None
     profile: str | None = None
     profile_files: tuple[Path, ...] = ()
+    drafts: tuple[Path, ...] = ()
 
 
 def rule_codes() -> tuple[str, ...]:
@@ -229,6 +231,18 @@ def _read_profile_files(t: _Table, key: str) -> tuple[Path, ...]:
     return files
 
 
+def _read_drafts(t: _Table, key: str) -> tuple[Path, ...]:
+    from flowtrace.engines.drafts import load_catalogue
+    from flowtrace.errors import ProfileError
+
+    files = tuple(t.path.parent / f for f in t.strings(key))
+    try:
+        load_catalogue(files)  # a bad entry is reported against its own file and entry
+    except ProfileError as exc:
+        raise ConfigError(f"{t.where} drafts: {exc}") from None
+    return files
+
+
 def _read_profile(t: _Table, key: str) -> str:
     from flowtrace.engines.profiles import ProfileError, available_profiles, load_profile
 
@@ -257,6 +271,7 @@ _READERS: tuple[tuple[str, str, Callable[[_Table, str], Any]], ...] = (
     ("fail-on", "fail_on", _read_fail_on),
     ("profile", "profile", _read_profile),
     ("profile-files", "profile_files", _read_profile_files),
+    ("drafts", "drafts", _read_drafts),
 )
 KEYS = tuple(key for key, _, _ in _READERS)
 
@@ -297,5 +312,6 @@ def settings_text(path: str, explicit: str | Path | None, isolated: bool, profil
         f"fail-on: {cfg.fail_on or 'warning (default)'}",
         f"profile: {forced + (' (--profile)' if profile else ' (config)') if forced else 'detected from the tree (every profile when none is recognised)'}",
         f"profile-files: {', '.join(map(str, cfg.profile_files)) or '-'}",
+        f"drafts: {', '.join(map(str, cfg.drafts)) or '- (the shipped catalogue only)'}",
     ]
     return "\n".join(lines) + "\n"

@@ -199,6 +199,7 @@ class CheckOptions:
     write_baseline: str | Path | None = None
     profile: str | None = None
     profile_files: tuple[str | Path, ...] = ()
+    drafts: tuple[str | Path, ...] = ()
     exclude: tuple[str, ...] = ()
     jobs: int | None = None
     use_cache: bool = True
@@ -217,6 +218,7 @@ class CheckOptions:
         extend_select: str | Sequence[str] = (),
         per_file_ignores: Mapping[str, str | Sequence[str]] | None = None,
         profile_files: Sequence[str | Path] = (),
+        drafts: Sequence[str | Path] = (),
         exclude: Sequence[str] = (),
         **rest: Any,
     ) -> CheckOptions:
@@ -228,6 +230,7 @@ class CheckOptions:
             extend_select=_strings(extend_select),
             per_file_ignores=tuple((pattern, _strings(codes)) for pattern, codes in (per_file_ignores or {}).items()),
             profile_files=tuple(profile_files),
+            drafts=tuple(drafts),
             exclude=tuple(exclude),
             **rest,
         )
@@ -334,7 +337,10 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
         excludes=tuple(cfg.exclude) + tuple(opts.exclude),
         progress=opts.progress,
     )
-    result = scan(path, profile=opts.profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files))
+    result = scan(
+        path, profile=opts.profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files),
+        drafts_files=tuple(cfg.drafts) + tuple(opts.drafts),
+    )
     if opts.require_engine_code:
         _require_engine_code(result, str(path))
     return result, options
@@ -349,9 +355,10 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
 
     if memo is None:
         return rules()
-    # keyed by the index's fingerprint alone: what the grading reads beside the files' facts
-    # (package __init__ imports, the distribution names) is part of the index
-    return memo.get("rules", (), rules)
+    # keyed by the index's fingerprint (what the grading reads beside the files' facts, package
+    # __init__ imports and distribution names, is part of the index) and by the draft catalogue,
+    # which grades what the rules say (a user's --drafts file changes consequences)
+    return memo.get("rules", (result.drafts.digest,), rules)
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from flowtrace.checks.base import Example, Rule
+from flowtrace.model.consequence import Consequence, how_severity_follows, severity_of
 
 DOCS_URL = "https://github.com/flowtrace/flowtrace/blob/main/docs/rules.md"
 INFORMATION_URI = "https://github.com/flowtrace/flowtrace"
@@ -37,9 +38,26 @@ def _examples_text(title: str, examples: tuple[Example, ...]) -> list[str]:
     return out
 
 
+def _consequence_word(consequence: Consequence | None) -> str:
+    return consequence.value if consequence is not None else "none (a note)"
+
+
+def severity_words(rule: type[Rule]) -> str:
+    """The rule's severity and how a finding's may differ: ``warning (default consequence
+    fragile; a finding may instead be silent_wrong -> error)``."""
+    others = [c for c in rule.other_consequences if c != rule.consequence]
+    words = f"{rule.severity} (default consequence {_consequence_word(rule.consequence)}"
+    if others:
+        words += "; a finding may instead be " + ", ".join(f"{_consequence_word(c)} -> {severity_of(c)}" for c in others)
+    return words + ")"
+
+
 def rule_text(rule: type[Rule]) -> str:
     """The full plain-text explanation (``flowtrace explain``, SARIF ``help.text``)."""
-    lines = [f"{rule.code} {rule.name} ({rule.severity})", "", rule.summary, "", f"Why: {rule.rationale}", "", f"Fix: {rule.fix}"]
+    lines = [
+        f"{rule.code} {rule.name}: {severity_words(rule)}", "", rule.summary, "", f"Why: {rule.rationale}", "", f"Fix: {rule.fix}",
+        "", f"Severity: {how_severity_follows()}",
+    ]
     for title, examples in (("Valid", rule.valid), ("Invalid", rule.invalid)):
         block = _examples_text(title, examples)
         if block:
@@ -69,7 +87,7 @@ def rule_markdown(rule: type[Rule], *, heading: str = "##") -> str:
     lines = [
         f"{heading} {rule.code}",
         "",
-        f"`{rule.name}` · **{rule.severity}**",
+        f"`{rule.name}` · **{rule.severity}** · {severity_words(rule).split(' ', 1)[1].strip('()')}",
         "",
         rule.summary,
         "",
@@ -95,12 +113,16 @@ def rules_markdown(rules: list[type[Rule]] | None = None) -> str:
         "`[tool.flowtrace]`); `flowtrace explain CODE` prints one of them. Silence a single finding",
         "with `# flowtrace: ignore[CODE]` on its line. See [ci.md](ci.md) for the CI contract.",
         "",
-        "| code | name | severity | summary |",
-        "|---|---|---|---|",
+        how_severity_follows() + " Consequences that depend on layer ids are graded against the draft",
+        "catalogue ([drafts.md](drafts.md)): a finding names the published drafts it affects.",
+        "",
+        "| code | name | severity | default consequence | may instead be | summary |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rules:
         summary = r.summary.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {summary} |")
+        others = ", ".join(f"{_consequence_word(c)} ({severity_of(c)})" for c in r.other_consequences if c != r.consequence) or "-"
+        lines.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {_consequence_word(r.consequence)} | {others} | {summary} |")
     lines.append("")
     for r in rules:
         lines.append(rule_markdown(r))
