@@ -8,6 +8,7 @@ from flowtrace.analysis.attribute_flow import UnreadWrite, unread_write
 from flowtrace.analysis.graph import models_without_site
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
+from flowtrace.checks.targets import unpack_failure
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -47,6 +48,7 @@ class SetterWithoutCaptureLoop(Rule):
         "engine reports capture as enabled and hands the draft an empty or stale tensor."
     )
     kind = ProblemKind.NO_CAPTURE_SITE
+    other_consequences = (Consequence.CRASH_STARTUP,)
     fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
     valid = (
         Example(
@@ -121,6 +123,7 @@ class ExModel(Module):
             last = result.project.setters[link.owner][link.method]
             holder = chain.holder
             holder_class = holder.holder or "?"  # never None here: rows without a holder class were skipped above
+            consequence, when = unpack_failure(result)
             yield self.finding(
                 link.location,
                 f"{link.owner.rsplit('.', 1)[-1]}.{link.method} writes {', '.join(last.writes) or 'the capture attribute'}, "
@@ -128,9 +131,6 @@ class ExModel(Module):
                 row.qualname,
                 ",".join(last.writes),
                 steps=(*(("setter", t.location) for t in chain.transforms), ("holder without a capture loop", holder.location)),
-                consequence=Consequence.CRASH_SERVING,
-                effect=(
-                    "no layer is ever captured: the first forward that serves a draft returns no aux states where the "
-                    "runner expects them and raises"
-                ),
+                consequence=consequence,
+                effect=f"no layer is ever captured, so the forward returns no aux states where the runner unpacks them: {when}",
             )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.graph import setter_written_holders
 from flowtrace.model.consequence import Consequence
+from flowtrace.checks.targets import unpack_failure
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -23,6 +24,7 @@ class ForwardDropsCapture(Rule):
         "forward runs the layers without recording anything."
     )
     kind = ProblemKind.FORWARD_DROPS_CAPTURE
+    other_consequences = (Consequence.CRASH_STARTUP,)
     fix = "Keep the capture in the overriding forward, or call the base forward."
     valid = (
         Example(
@@ -81,6 +83,7 @@ EntryClass = ExForCausalLM
             if not loops:
                 continue  # a forward that delegates (super().forward) keeps the capture
             base_site = next(s for s in project.sites[base] if s.function.endswith(".forward"))
+            consequence, when = unpack_failure(result)
             yield self.finding(
                 loops[0].location,
                 f"{cls.name}.forward ({loops[0].location}) runs the layers without capturing, overriding {base.rsplit('.', 1)[-1]}.forward, "
@@ -88,10 +91,6 @@ EntryClass = ExForCausalLM
                 qualname,
                 f"{qualname}.forward",
                 steps=(("base class capture site", base_site.location), ("overriding loop without capture", loops[0].location)),
-                consequence=Consequence.CRASH_SERVING,
-                effect=(
-                    f"{cls.name}.forward returns no aux states: unpacking (hidden_states, aux_hidden_states) from its output "
-                    f"raises in the first forward run with the draft's layers (at start-up where the engine profiles with "
-                    f"a dummy forward, else on the first request)"
-                ),
+                consequence=consequence,
+                effect=f"{cls.name}.forward returns no aux states where (hidden_states, aux_hidden_states) is unpacked: {when}",
             )

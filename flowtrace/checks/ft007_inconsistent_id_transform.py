@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.checks.draft_outcomes import first_wrong
+from flowtrace.checks.draft_outcomes import grade, outcomes
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
@@ -46,6 +46,7 @@ class InconsistentIdTransform(Rule):
         "those classes and acceptance collapses without any error."
     )
     kind = ProblemKind.TRANSFORM_INCONSISTENT
+    other_consequences = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP)
     fix = "Use the engine's majority convention (named in the message), or document why this class differs."
     valid = (
         Example(
@@ -93,19 +94,21 @@ def _served_rows(result) -> dict:
     return out
 
 
-def _consequence(result, rows) -> tuple[Consequence, str]:
-    """What drafts in the engine's convention get from the setter (the first row that serves one wrong).
-    Without one convention (a fork scanned with every profile) nothing is claimed about drafts."""
+def _consequence(result, rows) -> tuple[Consequence | None, str]:
+    """What the drafts of the classes this setter serves get from it: the worst over the
+    published drafts of their families (the catalogue), else over the trainers' default
+    layouts. A setter that differs from the majority but serves every one of them right is
+    fragile. Without one id convention (a fork scanned with every profile) nothing is claimed."""
     if conventions(result).embedding_id is None:
         return Consequence.FRAGILE, (
             "the selected profiles disagree on what a draft's ids mean, so which states a draft gets here is not "
             "decided; this setter maps ids unlike most of its siblings"
         )
-    for row in rows:
-        wrong = first_wrong(result, row)
-        if wrong is not None:
-            return wrong.consequence, f"{row.name}: {wrong.words}"
-    return Consequence.FRAGILE, (
-        "drafts written in this engine's id convention get the boundaries they name today; a draft in another "
-        "convention is mapped differently here than on the engine's other models"
-    )
+    found, published = outcomes(result, rows)
+    graded = grade(found, published, none="no draft of the catalogue could be traced through this setter")
+    if graded.consequence is None:
+        return Consequence.FRAGILE, (graded.effect or "") + "; a draft written in another id convention would be mapped differently here than on the engine's other models"
+    effect = graded.effect or ""
+    if graded.consequence is Consequence.FRAGILE:
+        effect += "; a draft written in another id convention would be mapped differently here than on the engine's other models"
+    return graded.consequence, effect

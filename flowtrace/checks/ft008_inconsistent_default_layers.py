@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
+from flowtrace.checks.draft_outcomes import grade, handed_ids, outcomes
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.base import Example, Finding, Rule
@@ -24,6 +25,7 @@ class InconsistentDefaultLayers(Rule):
     name = "inconsistent-default-layers"
     consequence = Consequence.FRAGILE
     kind = ProblemKind.DEFAULT_BOUNDARIES_SHIFTED
+    other_consequences = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, None)
     summary = "A class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters' defaults."
     rationale = (
         "When the draft config gives no ids, each class falls back to its own default. What matters is the "
@@ -91,7 +93,7 @@ class InconsistentDefaultLayers(Rule):
             snippet = f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}"
             steps = (("default ids", where), ("capture site", row.chain.site.location))
             if _mapped_like_draft_ids(result, row, boundaries, majority):
-                yield self._as_draft_ids(where, names, row, boundaries, majority, n, len(by_setter), snippet, steps)
+                yield self._as_draft_ids(result, where, names, rows, boundaries, majority, n, len(by_setter), snippet, steps)
                 continue
             yield self.finding(
                 where,
@@ -100,17 +102,17 @@ class InconsistentDefaultLayers(Rule):
                 row.qualname,
                 snippet,
                 steps=steps,
-                consequence=Consequence.FRAGILE,
-                effect=(
+                **_graded(result, rows, (
                     f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's other "
                     f"models: right only for drafts trained on this class's own default"
-                ),
+                )),
             )
 
-    def _as_draft_ids(self, where, names, row, boundaries, majority, n, total, snippet, steps) -> Finding:
+    def _as_draft_ids(self, result, where, names, rows, boundaries, majority, n, total, snippet, steps) -> Finding:
         """The default serves what the same numbers name as draft ids in the engine's convention:
         two readings of one default, not a slip; say so, and which drafts each one serves."""
         ids = list(majority)
+        row = rows[0]
         return self.finding(
             where,
             f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}, "
@@ -119,17 +121,27 @@ class InconsistentDefaultLayers(Rule):
             row.qualname,
             snippet,
             steps=steps,
-            consequence=Consequence.FRAGILE,
             fix=(
                 f"Two readings of one default: keep this one if the drafts served for {row.name} were trained on "
                 f"b={list(boundaries)} (a checkpoint shipped without ids); either way, write the ids in the draft config so "
                 f"neither default decides."
             ),
-            effect=(
+            **_graded(result, rows, (
                 f"a draft config without ids gets b={list(boundaries)} here and b={ids} on the engine's other models; "
                 f"which is right depends on what this model's drafts were trained on, not on the majority"
-            ),
+            )),
         )
+
+
+def _graded(result: ScanResult, rows, difference: str) -> dict:
+    """The default matters to the drafts the engine serves it to: those whose config writes no
+    ids (or writes them under a key this engine does not read), of the classes' families in the
+    catalogue, else the trainers' layouts that write none. Any served wrong: the worst of
+    them; all served right: fragile (the difference is real, no draft suffers from it)."""
+    found, published = outcomes(result, rows, wanted=lambda c: handed_ids(result, c.ids, c.key) is None)
+    graded = grade(found, published, none="no draft of the catalogue for these classes relies on the engine's default")
+    effect = f"{difference}; {graded.effect}" if graded.effect else difference
+    return {"consequence": graded.consequence, "effect": effect}
 
 
 def _mapped_like_draft_ids(result: ScanResult, row, boundaries: tuple[int, ...], majority: tuple[int, ...]) -> bool:

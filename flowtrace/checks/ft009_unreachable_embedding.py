@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
-from flowtrace.checks.draft_outcomes import first_wrong
+from flowtrace.checks.draft_outcomes import grade, outcomes
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
 from flowtrace.checks.base import Example, Finding, FixExample, Rule
@@ -64,6 +64,7 @@ class UnreachableEmbedding(Rule):
     name = "unreachable-embedding"
     consequence = Consequence.FRAGILE
     kind = ProblemKind.EMBEDDING_ID_DROPPED
+    other_consequences = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, None)
     summary = "The embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."
     rationale = (
         "Each engine has one convention for the id that names the embedding (the profile's "
@@ -158,13 +159,12 @@ class UnreachableEmbedding(Rule):
 
 
 def _consequence(result, rows, kind) -> tuple[Consequence | None, str | None]:
-    """A dropped embedding id: what a draft in the engine's convention that asks for the embedding
-    gets (fewer states than its fc expects, or other states); an embedding no id reaches is a
-    capability note (no consequence: info)."""
+    """A dropped embedding id matters to the drafts that ask for the embedding: the published
+    drafts of these classes' families (the catalogue) whose trained layout holds b = 0, else
+    the trainers' default layouts that do. None asks: a capability note (info). An embedding
+    no id reaches is a capability note as well."""
     if kind is not ProblemKind.EMBEDDING_ID_DROPPED:
         return None, None
-    for row in rows:
-        wrong = first_wrong(result, row, embedding_first=True)
-        if wrong is not None:
-            return wrong.consequence, f"{row.name}: {wrong.words}"
-    return Consequence.FRAGILE, None
+    found, published = outcomes(result, rows, wanted=lambda c: 0 in c.trained)
+    graded = grade(found, published, none="no draft of the catalogue for these classes asks for the embedding (b = 0)")
+    return graded.consequence, graded.effect

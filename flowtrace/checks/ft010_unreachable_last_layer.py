@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
+from flowtrace.checks.draft_outcomes import default_outcome, grade, outcomes
+from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_groups
@@ -29,6 +31,7 @@ class UnreachableLastLayer(Rule):
         "layer's output (id L-1 as 'output of layer i', or HF index L-1+1) is served nothing for that slot."
     )
     kind = ProblemKind.LAST_LAYER_UNREACHABLE
+    other_consequences = (Consequence.CRASH_SERVING, Consequence.SILENT_WRONG, Consequence.CRASH_STARTUP)
     fix = "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer in ...`)."
     valid = (
         Example(
@@ -66,10 +69,25 @@ class ExModel(Module):
             row = rows[0]
             if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
                 continue
+            graded = _consequence(result, rows)
             yield self.finding(
                 site_loc,
                 f"{joined_names(rows)}: the last layer's output (b=L) is never captured ({row.chain.site.note})",
                 row.qualname,
                 f"last:{row.chain.site.point}",
                 steps=(("setter", setter_loc), ("capture site", site_loc)),
+                consequence=graded.consequence,
+                effect=graded.effect,
             )
+
+
+def _consequence(result, rows):
+    """A capability note unless a draft asks for b = L: a published draft of these classes'
+    families (or a trainer's default layout, for a family with none) whose trained layout
+    holds its own L, or the engine's default. Then the worst of what they get."""
+    found, published = outcomes(result, rows, wanted=lambda c: c.layers in c.trained)
+    defaults = [d for d in (default_outcome(result, row) for row in rows[:1]) if d is not None and d.wrong]
+    return grade(
+        found + defaults, published, served_right=None,
+        none="no draft of the catalogue for these classes asks for b=L, nor does the engine's default",
+    )

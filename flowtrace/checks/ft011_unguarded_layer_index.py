@@ -6,6 +6,8 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.model.consequence import Consequence
+from flowtrace.checks.draft_outcomes import grade, outcomes
+from flowtrace.checks.targets import conventions, is_target
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -19,7 +21,8 @@ if TYPE_CHECKING:
 class UnguardedLayerIndex(Rule):
     code = "FT011"
     name = "unguarded-layer-index"
-    consequence = Consequence.REFUSED_STARTUP
+    consequence = None  # a capability note unless a catalogue draft's ids make the setter raise
+    other_consequences = (Consequence.CRASH_STARTUP,)
     summary = "A setter indexes the layer list with config ids without a range check."
     rationale = (
         "Draft ids come from a config file. Indexing self.layers with them raises IndexError for an "
@@ -49,12 +52,13 @@ class ExModel(SibAModel):
     def set_eagle3_layers_to_capture(self, layer_ids):
         for layer_id in layer_ids:
             setattr(self.layers[layer_id], "_is_layer_to_capture", True)
-""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check', consequence=None, severity="info"
         ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         layers = result.project.conv.layers_attributes
+        served = _served_rows(result)
         for ff in result.files:
             for s in ff.setters:
                 for m in _INDEXING.finditer(s.source):
@@ -67,10 +71,30 @@ class ExModel(SibAModel):
                         f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} indexes self.{m.group(1)}[{m.group(2)}] with draft-config ids and no range check",
                         f"{s.class_qualname}.{s.method}",
                         m.group(0),
-                        consequence=Consequence.REFUSED_STARTUP,
-                        effect=(
-                            f"an id whose index falls outside self.{m.group(1)} (the last layer's output, once a caller adds one) "
-                            f"raises IndexError when the engine sets the layers at start-up: refused loudly, never served wrong"
-                        ),
+                        **_graded(result, served.get(s.location, []), m.group(1)),
                     )
                     break
+
+
+def _served_rows(result) -> dict:
+    """Setter location -> the registered targets whose chain runs it."""
+    cc = conventions(result)
+    out: dict = {}
+    for row in result.rows:
+        if row.chain is None or not row.registered or not is_target(row, result.project, cc):
+            continue
+        for link in row.chain.transforms:
+            out.setdefault(link.location, []).append(row)
+    return out
+
+
+def _graded(result, rows, attribute: str) -> dict:
+    """A start-up crash for the catalogue drafts whose ids make this setter raise (IndexError
+    on an index past the layer list: an error that does not say why); none does: a note."""
+    found, published = outcomes(result, rows)
+    raising = [o for o in found if o.consequence is Consequence.CRASH_STARTUP]
+    if raising:
+        graded = grade(raising, published)
+        return {"consequence": graded.consequence, "effect": graded.effect}
+    why = f"an id whose index falls outside self.{attribute} raises IndexError when the engine sets the layers at start-up"
+    return {"consequence": None, "effect": f"{why}; no draft of the catalogue for these classes asks for one"}

@@ -10,6 +10,7 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.consequence import Consequence
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
+from flowtrace.index.returns import UNPACK
 from flowtrace.model.facts import ProblemKind, ReturnKind
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ class AuxDroppedOnReturn(Rule):
     name = "aux-dropped-on-return"
     consequence = Consequence.SILENT_WRONG
     kind = ProblemKind.RETURN_DROPPED
+    other_consequences = (Consequence.CRASH_SERVING,)
     summary = (
         "A forward captures aux states and then returns early, without them, on a path that serves drafts; "
         "or the wrapper the runner calls keeps only the first element of its model's output."
@@ -109,18 +111,18 @@ EntryClass = ExForCausalLM
                 if fact.kind != EARLY_RETURN:
                     continue
                 site = next((s for s in sites.get(fact.class_qualname, []) if s.function == fact.function), None)
+                unpacking = _unpacking_callers(result, fact) if fact.values == 1 else []
                 yield self.finding(
                     fact.location,
                     f"{fact.function} captures aux states{f' ({site.location})' if site else ''} but returns without them at "
                     f"{fact.location} when `{fact.detail}`, before the return that hands them back",
                     fact.class_qualname,
                     f"{fact.function}:{fact.detail}",
-                    steps=(("capture site", site.location if site else None), ("return without the aux states", fact.location)),
-                    consequence=Consequence.SILENT_WRONG,
-                    effect=(
-                        f"on every batch where `{fact.detail}` the captured layers never reach the draft: it receives "
-                        f"what this return hands back in their place, and nothing fails here"
+                    steps=(
+                        ("capture site", site.location if site else None), ("return without the aux states", fact.location),
+                        *(("caller that unpacks (hidden, aux)", u.location) for u in unpacking[:1]),
                     ),
+                    **_consequence(fact, unpacking),
                 )
 
     def _not_unpacked(self, result) -> Iterator[Finding]:
@@ -138,3 +140,41 @@ EntryClass = ExForCausalLM
                 consequence=Consequence.SILENT_WRONG,
                 effect="the captured layers never reach the runner: the draft receives the first output alone in their place",
             )
+
+
+def _unpacking_callers(result, fact) -> list[F.OutputUseFact]:
+    """The calls that unpack ``(hidden, aux)`` from the output of the forward holding ``fact``:
+    a wrapper's forward that calls an attribute built as that class (or a subclass)."""
+    project = result.project
+    out = []
+    for wrapper, uses in project.output_uses.items():
+        for use in uses:
+            if use.kind != UNPACK or not use.attribute:
+                continue
+            inner = project.attribute_class(wrapper, use.attribute)
+            if inner is not None and fact.class_qualname in project.mro(inner):
+                out.append(use)
+    return sorted(out, key=lambda u: (u.location.file, u.location.line))
+
+
+def _consequence(fact, unpacking) -> dict:
+    """A return of one value where a caller unpacks (hidden, aux) is a loud crash on that path
+    (a ValueError at the unpacking), not a silent loss; a tuple in their place is unpacked
+    without complaint, and the draft receives its second element as if it were the states."""
+    if unpacking:
+        use = unpacking[0]
+        return {
+            "consequence": Consequence.CRASH_SERVING,
+            "effect": (
+                f"on a batch where `{fact.detail}` this return hands back one value and {use.function} unpacks "
+                f"`{use.text}` ({use.location}) from it: a ValueError on that path (at start-up instead, if the engine's "
+                f"start-up forward takes it)"
+            ),
+        }
+    return {
+        "consequence": Consequence.SILENT_WRONG,
+        "effect": (
+            f"on every batch where `{fact.detail}` the captured layers never reach the draft: it receives "
+            f"what this return hands back in their place, and nothing fails here"
+        ),
+    }

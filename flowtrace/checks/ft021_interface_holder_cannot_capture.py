@@ -71,7 +71,7 @@ def walk_holder(project, qualname: str, path: tuple[str, ...]):
 class InterfaceHolderCannotCapture(Rule):
     code = "FT021"
     name = "interface-holder-cannot-capture"
-    consequence = Consequence.REFUSED_STARTUP
+    consequence = Consequence.CRASH_STARTUP
     kind = ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE
     summary = "A class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."
     rationale = (
@@ -119,7 +119,7 @@ class ExTextModel(Module):  # no EagleModelMixin
 class ExForCausalLM(Module, SupportsEagle3):
     def __init__(self, config):
         self.model = ExTextModel(config)
-""", profile='vllm', line=9, kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE, message='reaches self.model = ExTextModel', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""", profile='vllm', line=9, kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE, message='reaches self.model = ExTextModel', consequence=Consequence.CRASH_STARTUP, severity="warning"
         ),
     )
 
@@ -165,9 +165,8 @@ class ExForCausalLM(Module, SupportsEagle3):
         flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), *(("override of what it builds", w) for w in overrides), ("holder without the mixin", project.classes[holder].location))
         return self.finding(
             row.location, message, row.qualname, f"{path}:{holder}", steps=flow,
-            consequence=Consequence.REFUSED_STARTUP,
             effect=(
-                f"the engine refuses this model at start-up: its interface setter checks that self{path} is a "
-                f"{' or '.join(holders)} and raises (AssertionError) before any draft is served"
+                f"the model declares EAGLE-3 support, and start-up dies in its interface setter: it checks that self{path} is a "
+                f"{' or '.join(holders)} and raises an AssertionError that does not say the model is unsupported, before any draft is served"
             ),
         )

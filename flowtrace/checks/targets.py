@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from flowtrace.analysis.categories import project_drafts
 from flowtrace.engines.check_conventions import CheckConventions, check_conventions
+from flowtrace.model.consequence import Consequence
 from flowtrace.model.links import NOT_BREAKING
 
 if TYPE_CHECKING:
@@ -40,6 +41,17 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     if any(cc.is_draft_class(n) for n in names[:1]) or cc.is_draft_class(row.name):
         return False
     return not cc.is_non_target([row.name, *row.architectures])
+
+
+def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
+    """When a forward that returns one value where ``(hidden, aux)`` is unpacked fails: at
+    start-up where the engine runs the target's forward while it starts (the profile's
+    ``startup_forward``, quoted: a ValueError that does not say why, ``crash_startup``), else
+    on the first forward that serves a draft (``crash_serving``)."""
+    where = conventions(result).startup_forward
+    if where:
+        return Consequence.CRASH_STARTUP, f"start-up fails with a ValueError at the unpacking that does not say why: {where}"
+    return Consequence.CRASH_SERVING, "the first forward that serves a draft raises a ValueError at the unpacking"
 
 
 def short(qualname: str | None) -> str:

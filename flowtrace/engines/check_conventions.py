@@ -28,6 +28,10 @@ Keys (all optional):
   model to the holder, each optional (``["language_model", "model"]``).
 - ``startup_refusal``: what the engine says when it refuses a model for EAGLE-3 at start-up
   (its error message, and where it raises); findings whose consequence is a refusal quote it.
+- ``startup_forward``: where the engine runs the target's forward while it starts (a profile
+  run, a CUDA graph capture) with the aux capture on and unpacks what it returns: a forward
+  that returns one value where ``(hidden, aux)`` is unpacked fails *there*, at start-up, with
+  an error that does not say why (``crash_startup``), not on a request.
 - ``platform_builds``: distributions built for one platform, as ``"<dist-info Name>:
   <platform test that holds there>"`` (``"eng-cpu: platform.is_cpu()"``): in such a
   tree the other ``is_*()`` tests of that object are false, so a per-platform copy the
@@ -61,6 +65,7 @@ class CheckConventions:
     embedding_id: int | None = None
     interface_holder_path: tuple[str, ...] = ()
     startup_refusal: str | None = None
+    startup_forward: str | None = None
     platform_builds: tuple[str, ...] = ()
 
     def is_draft_class(self, name: str) -> bool:
@@ -81,11 +86,16 @@ def check_conventions(profiles: Iterable[Profile]) -> CheckConventions:
         return CheckConventions()
     values: dict[str, object] = {}
     for f in fields(CheckConventions):
-        if f.name not in ("embedding_id", "startup_refusal"):
+        if f.name not in ("embedding_id", "startup_refusal", "startup_forward"):
             values[f.name] = tuple(dict.fromkeys(x for p in profiles for x in getattr(p, f.name)))
     ids = [p.embedding_id for p in profiles if p.embedding_id is not None]
     # Quoted only when every selected profile says the same: a fork scanned with every profile
     # merged must not quote another engine's message.
     refusals = {p.startup_refusal for p in profiles}
     refusal = refusals.pop() if len(refusals) == 1 else ""
-    return CheckConventions(embedding_id=ids[0] if len(set(ids)) == 1 else None, startup_refusal=refusal or None, **values)  # type: ignore[arg-type]
+    forwards = {p.startup_forward for p in profiles}
+    forward = forwards.pop() if len(forwards) == 1 else ""
+    return CheckConventions(
+        embedding_id=ids[0] if len(set(ids)) == 1 else None, startup_refusal=refusal or None, startup_forward=forward or None,
+        **values,  # type: ignore[arg-type]
+    )

@@ -33,11 +33,11 @@ else:  # pragma: no cover
 EAGLE3 = "eagle3"  # the method a [[draft]] entry names when it names none
 
 _DRAFT_KEYS = {
-    "name": str, "target": str, "architecture": str, "num_hidden_layers": int, "method": str, "trainer": str,
+    "name": str, "target": str, "architectures": list, "num_hidden_layers": int, "method": str, "trainer": str,
     "convention": str, "ids": list, "key": str, "target_hidden_size": int, "states": int, "source": str,
-    "see": list, "confirmed": bool, "unconfirmed": str, "note": str,
+    "see": list, "confirmed": bool, "unconfirmed": str, "note": str, "trained_boundaries": list,
 }
-_DRAFT_REQUIRED = ("name", "target", "architecture", "trainer", "convention", "source")
+_DRAFT_REQUIRED = ("name", "target", "architectures", "trainer", "convention", "source")
 _TRAINER_KEYS = {"name": str, "convention": str, "ids": str, "writes_ids": bool, "key": str, "method": str, "source": str}
 _TRAINER_REQUIRED = ("name", "convention", "ids", "writes_ids", "source")
 
@@ -49,7 +49,7 @@ class CatalogueDraft:
     name: str
     family: str
     target: str
-    architecture: str
+    architectures: tuple[str, ...]  # the registry names the target is served under
     num_hidden_layers: int | None  # None only for an unconfirmed entry whose target was not read
     method: str
     trainer: str
@@ -64,6 +64,9 @@ class CatalogueDraft:
     confirmed: bool = True
     unconfirmed: str | None = None
     note: str | None = None
+    # What the draft was trained on, when neither its ids nor its convention's default say it
+    # (a trainer run with explicit ids that were not written into the config).
+    trained_boundaries: tuple[int, ...] | None = None
 
     @property
     def ids_words(self) -> str:
@@ -100,7 +103,7 @@ class DraftCatalogue:
         wanted = set(names)
         return tuple(
             d for d in self.drafts
-            if d.architecture in wanted and d.method == method and d.num_hidden_layers is not None and (d.confirmed or not confirmed_only)
+            if wanted.intersection(d.architectures) and d.method == method and d.num_hidden_layers is not None and (d.confirmed or not confirmed_only)
         )
 
     def trained(self, draft: CatalogueDraft) -> tuple[int, ...] | None:
@@ -109,6 +112,8 @@ class DraftCatalogue:
         conv = self.conventions.get(draft.convention)
         if conv is None or draft.num_hidden_layers is None:
             return None
+        if draft.trained_boundaries is not None:
+            return draft.trained_boundaries
         ids = draft.ids if draft.ids is not None else layout(conv.default_ids, draft.num_hidden_layers)
         return to_boundaries(conv.meaning, ids, draft.num_hidden_layers)[0]
 
@@ -157,12 +162,19 @@ def _draft(entry: dict, family: str, file: str, conventions: Mapping[str, Traini
     see = entry.get("see", [])
     if not all(isinstance(s, str) for s in see):
         raise ProfileError(f"{where}: see must be a list of addresses")
+    architectures = entry["architectures"]
+    if not architectures or not all(isinstance(a, str) and a.isidentifier() for a in architectures):
+        raise ProfileError(f"{where}: architectures must be a non-empty list of registry names, found {architectures!r}")
+    trained = entry.get("trained_boundaries")
+    if trained is not None and (layers is None or invalid_ids("boundary", trained, layers) is not None):
+        raise ProfileError(f"{where}: trained_boundaries {trained!r} must be distinct boundaries 0..L of a known L")
     return CatalogueDraft(
-        name=entry["name"], family=family, target=entry["target"], architecture=entry["architecture"], num_hidden_layers=layers,
+        name=entry["name"], family=family, target=entry["target"], architectures=tuple(architectures), num_hidden_layers=layers,
         method=entry.get("method", EAGLE3), trainer=entry["trainer"], convention=conv.name,
         ids=tuple(ids) if ids is not None else None, key=entry.get("key"), source=entry["source"], file=file, see=tuple(see),
         target_hidden_size=entry.get("target_hidden_size"), states=entry.get("states"), confirmed=confirmed,
         unconfirmed=entry.get("unconfirmed"), note=entry.get("note"),
+        trained_boundaries=tuple(trained) if trained is not None else None,
     )
 
 

@@ -133,6 +133,7 @@ class Profile:
     embedding_id: int | None = _key("checks", INT, merged="")
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
     startup_refusal: str = _key("checks", TEXT, merged="")
+    startup_forward: str = _key("checks", TEXT, merged="")
     platform_builds: tuple[str, ...] = _key("checks", merged="")
     # -- the serving path: what the runner does with the model (flowtrace.index.runner_steps) -----
     startup: tuple[str, ...] = _key("serving")  # runner methods a start-up runs (its sequence is read from their bodies)

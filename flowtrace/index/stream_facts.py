@@ -74,9 +74,19 @@ def folds_residual(fn: _Function) -> int | None:
     return None
 
 
-def early_returns(fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str]]:
-    """(line, guarding test) of returns after the first capture that drop the containers ahead
-    of the return that hands them back."""
+def _values(ret: ast.Return) -> int:
+    """How many values a return hands back: a tuple's length, 1 for one expression, 0 for none
+    (or a starred tuple, whose length is not known)."""
+    if ret.value is None:
+        return 0
+    if isinstance(ret.value, ast.Tuple):
+        return 0 if any(isinstance(e, ast.Starred) for e in ret.value.elts) else len(ret.value.elts)
+    return 1
+
+
+def early_returns(fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str, int]]:
+    """(line, guarding test, values handed back) of returns after the first capture that drop
+    the containers ahead of the return that hands them back."""
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
     handing = [r.lineno for r in returns if r.value is not None and _names(r.value) & containers]
     if not handing:
@@ -94,7 +104,7 @@ def early_returns(fn: _Function, containers: set[str], first_capture: int, guard
         text = " and ".join(ast.unparse(t) for t in tests)
         if any(_names(t) & containers for t in tests) or any(g in text for g in guards):
             continue
-        out.append((ret.lineno, text))
+        out.append((ret.lineno, text, _values(ret)))
     return out
 
 
@@ -121,8 +131,8 @@ def function_facts(path: str, class_qualname: str, function: str, fn: _Function,
     containers = {s.container for s in sites if s.container}
     if loops:
         first_capture = min(site.location.line for site in sites)
-        for line, test in early_returns(fn, containers, first_capture, guards):
-            out.append(F.StreamFact(class_qualname, function, F.Location(path, line), EARLY_RETURN, test))
+        for line, test, values in early_returns(fn, containers, first_capture, guards):
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, line), EARLY_RETURN, test, values))
     return out
 
 

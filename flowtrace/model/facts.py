@@ -772,6 +772,9 @@ class StreamFact:
     location: Location
     kind: StreamFactKind
     detail: str
+    # early_return: how many values the return hands back (1: one value, which a caller that
+    # unpacks ``(hidden, aux)`` cannot unpack; 2 or more: a tuple; 0: nothing or not known)
+    values: int = 0
 
 
 @dataclass(frozen=True, slots=True)
