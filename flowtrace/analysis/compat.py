@@ -13,7 +13,6 @@ one number the weights themselves fix.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,46 +22,8 @@ from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
 from flowtrace.analysis.source_trace import source_notes, trace_model
 from flowtrace.analysis.trace import TraceResult
-from flowtrace.sources.checkpoint import CheckpointError, DraftCheckpoint, read_draft_checkpoint, read_regular_file
-
-MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json is a few KB; a huge one is not a config
-
-
-class ConfigError(Exception):
-    """An unusable config file: one line naming the file and the problem (exit 2)."""
-
-
-def read_config(path: str | Path, role: str) -> dict:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.exists() and not p.is_symlink():
-        raise ConfigError(f"{p}: {role} config not found")
-    try:
-        text = read_regular_file(p, MAX_CONFIG_BYTES).decode("utf-8")
-    except CheckpointError as exc:
-        raise ConfigError(f"cannot read the {role} config: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: cannot read the {role} config ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{p}: the {role} config is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: the {role} config is nested too deeply to read") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: the {role} config must be a JSON object")
-    return data
-
-
-def lookup(data: dict, dotted: str):
-    current: object = data
-    for part in dotted.split("."):
-        if not isinstance(current, dict) or part not in current:
-            return None
-        current = current[part]
-    return current
-
+from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
+from flowtrace.sources.configs import ConfigError, lookup, read_config
 
 @dataclass(frozen=True, slots=True)
 class TargetInfo:

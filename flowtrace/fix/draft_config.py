@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.fix.model import FileEdit
+from flowtrace.sources.configs import config_path, read_document
 
 RECORD_KEY = "flowtrace"
 RECORD_FIELD = "trained_boundaries"
@@ -31,11 +32,6 @@ class ConfigFix:
     path: Path
     edit: FileEdit | None
     why: str
-
-
-def config_path(draft_config: str | Path) -> Path:
-    p = Path(draft_config)
-    return p / "config.json" if p.is_dir() else p
 
 
 def indentation(text: str) -> int | str | None:
@@ -74,7 +70,7 @@ def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...],
 
 def fix_draft_config(result, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
     """Plan the config rewrite for one deployment and verify it with compat (MATCH).
-    Raises :class:`flowtrace.analysis.compat.ConfigError` for unusable configs, as compat does."""
+    Raises :class:`flowtrace.sources.configs.ConfigError` for unusable configs, as compat does."""
     from flowtrace.analysis.compat import compat
 
     def run(draft: str | Path, given: list[int] | None = None):
@@ -90,7 +86,7 @@ def fix_draft_config(result, target_config: str | Path, draft_config: str | Path
         why = f"{blocked.why}" + (f" [{blocked.location}]" if blocked and blocked.location else "") if blocked else "no verified ids"
         return ConfigFix(path, None, f"no draft-config ids can serve the trained layout: {why} (see `flowtrace fix` for code changes)")
     chosen = usable[0]
-    text = path.read_bytes().decode("utf-8")
+    text = read_document(path, "draft").text  # the one reader compat used, kept whole for the rewrite
     after = rewrite(text, str(chosen.key), tuple(chosen.ids or ()), before.trained, before.convention, before.draft_ids)
     edit = FileEdit(path.name, text, after)
     with tempfile.TemporaryDirectory(prefix="flowtrace-compat-fix-") as tmp:

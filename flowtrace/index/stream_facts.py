@@ -4,7 +4,10 @@ Three shapes, each read from one function's own syntax (its node in the file's o
 tree):
 
 * ``folds_residual``: a layer forward that adds the residual itself and returns the full
-  stream first (``h = residual + h; return h, residual``): capturing its first output is right;
+  stream first (``h = residual + h``, ``h += residual``, ``h.add_(residual)``, a contraction
+  such as ``torch.einsum(..., torch.stack([h, residual]))``; then ``return h, residual``), or a
+  layer loop that rebuilds the stream from its layers' outputs the same way: capturing that
+  first output is right;
 * ``self_calls``: the methods a method of a class with a layer loop calls on ``self``, so a
   rule can tell which forward paths a speculative entry point reaches;
 * ``early_return``: a ``return`` after the layer loop that hands back no aux container,
@@ -51,26 +54,89 @@ def _tests_above(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.exp
     return tests
 
 
-def _is_add_of(expr: ast.AST, name: str) -> bool:
-    return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and name in _names(expr)
+# Calls that fold their operands into one tensor: an addition, or a contraction (a weighted sum
+# of streams, hyper-connection style) whose operands include the residual.
+_FOLDING_CALLS = frozenset({"add", "add_", "sum", "einsum", "matmul", "bmm", "mm", "tensordot", "addmm", "baddbmm", "addcmul", "lerp"})
+
+
+def _folds(expr: ast.AST, residual: str) -> bool:
+    """``expr`` adds ``residual`` in: a sum with it, or a folding call over it (``torch.add(h,
+    residual)``, ``torch.einsum(..., torch.stack([h, residual]))``, ``(w * streams).sum(-1)``)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return residual in _names(expr)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in _FOLDING_CALLS:
+            operands = [*expr.args, *(k.value for k in expr.keywords)]
+            if isinstance(func, ast.Attribute):
+                operands.append(func.value)
+            return any(residual in _names(o) for o in operands)
+    return False
+
+
+def _bound_by_fold(fn: ast.AST, name: str, residual: str, before: int) -> bool:
+    """The last statement before line ``before`` that binds or updates ``name`` folds ``residual``
+    into it (``h = h + residual``, ``h += residual``, ``h.add_(residual)``, a contraction)."""
+    last: ast.stmt | None = None
+    for stmt in ast.walk(fn):
+        line = getattr(stmt, "lineno", 0)
+        if line >= before or not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            continue
+        if _binds(stmt, name) and (last is None or line >= last.lineno):
+            last = stmt
+    if isinstance(last, ast.AugAssign):
+        return isinstance(last.op, ast.Add) and residual in _names(last.value)
+    if isinstance(last, ast.Expr):
+        return _folds(last.value, residual)
+    value = getattr(last, "value", None)
+    return value is not None and _folds(value, residual)
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == name
+    # an in-place update: ``name.add_(residual)``
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_")
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == name
+    )
 
 
 def folds_residual(fn: _Function) -> int | None:
-    """The line of ``return h, residual`` when ``h`` was last bound to a sum with ``residual``."""
-    last: dict[str, ast.AST] = {}
-    for stmt in ast.walk(fn):
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            name = stmt.targets[0].id
-            if name not in last or stmt.lineno >= last[name].lineno:  # type: ignore[attr-defined]
-                last[name] = stmt
+    """The line of ``return h, residual`` when the layer adds the residual to its first output
+    itself: ``h`` last bound to (or updated by) a sum or a contraction with ``residual``, or the
+    returned expression itself such a fold."""
     for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return)):
         value = ret.value
-        if not isinstance(value, ast.Tuple) or len(value.elts) != 2 or not all(isinstance(e, ast.Name) for e in value.elts):
+        if not isinstance(value, ast.Tuple) or len(value.elts) != 2 or not isinstance(value.elts[1], ast.Name):
             continue
-        first, second = value.elts[0].id, value.elts[1].id  # type: ignore[attr-defined]
-        bound = last.get(first)
-        if "residual" in second and isinstance(bound, ast.Assign) and bound.lineno < ret.lineno and _is_add_of(bound.value, second):
+        first, residual = value.elts[0], value.elts[1].id
+        if "residual" not in residual:
+            continue
+        if _folds(first, residual) or (isinstance(first, ast.Name) and _bound_by_fold(fn, first.id, residual, ret.lineno)):
             return ret.lineno
+    return None
+
+
+def rebuilds_stream(fn: _Function) -> int | None:
+    """The line where a layer loop rebuilds the stream from its layers' outputs: after a call
+    that returns ``(h, residual)``, ``h`` is rebound in the same loop body to a fold of the
+    residual (a sum or a contraction), so what the loop records of ``h`` is the full stream."""
+    for loop in (n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.AsyncFor))):
+        unpacked: dict[str, str] = {}
+        for stmt in loop.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Call):
+                names = [e.id for e in stmt.targets[0].elts if isinstance(e, ast.Name)]
+                if len(names) == 2 and "residual" in names[1]:
+                    unpacked[names[0]] = names[1]
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                name = stmt.targets[0].id
+                if name in unpacked and _folds(stmt.value, unpacked[name]):
+                    return stmt.lineno
     return None
 
 
@@ -125,6 +191,9 @@ def function_facts(path: str, class_qualname: str, function: str, fn: _Function,
         line = folds_residual(fn)
         if line is not None:
             out.append(F.StreamFact(class_qualname, function, F.Location(path, line), FOLDS_RESIDUAL, "returns the stream with the residual added"))
+        rebuilt = rebuilds_stream(fn)
+        if rebuilt is not None:
+            out.append(F.StreamFact(class_qualname, function, F.Location(path, rebuilt), FOLDS_RESIDUAL, "rebuilds the stream from its layers' outputs"))
     if not sites:
         return out
     loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]

@@ -147,16 +147,15 @@ class Eagle3Draft(nn.Module):
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    f = path / "config.json"
-    if not f.is_file():
+    """The draft folder's config.json, read by the one config reader (flowtrace.sources.configs)."""
+    from flowtrace.sources.configs import ConfigError, read_config
+
+    if not (path / "config.json").is_file():
         raise ProbeError(f"draft {path}: no config.json (expected an EAGLE-3 checkpoint directory)")
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ProbeError(f"draft {f}: cannot read it: {exc}") from None
-    if not isinstance(data, dict):
-        raise ProbeError(f"draft {f}: expected a JSON object")
-    return data
+        return read_config(path, "draft")
+    except ConfigError as exc:
+        raise ProbeError(f"draft {exc}") from None
 
 
 def _read_weights(path: Path) -> tuple[dict[str, torch.Tensor], str]:

@@ -107,18 +107,14 @@ def locate_engine(settings: ProbeSettings, device: str, engine_python: str | Non
 
 
 def read_json(path: str | os.PathLike, what: str) -> dict:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
+    """A target or draft config (file or folder), read by the one config reader
+    (flowtrace.sources.configs); its errors become probe errors."""
+    from flowtrace.sources.configs import ConfigError, read_config
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProbeError(f"{what} {p}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{what} {p}: not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise ProbeError(f"{what} {p}: not a JSON object")
-    return doc
+        return read_config(path, what)
+    except ConfigError as exc:
+        raise ProbeError(str(exc)) from None
 
 
 def _dotted(doc: dict, key: str) -> object:

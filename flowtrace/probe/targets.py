@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -266,14 +265,15 @@ def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: i
             "a Llama-shaped config also works with --factory "
             "flowtrace.probe.synthetic:from_hf_config --factory-arg config=PATH)"
         ) from None
-    p = Path(path)
-    cfg_file = p / "config.json" if p.is_dir() else p
+    from flowtrace.sources.configs import ConfigError, config_path, read_config
+
+    cfg_file = config_path(path)
     if not cfg_file.is_file():
         raise ProbeError(f"--hf-config: {cfg_file} does not exist")
     try:
-        data = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ProbeError(f"--hf-config: cannot read {cfg_file}: {exc}") from None
+        data = read_config(cfg_file, "--hf-config")
+    except ConfigError as exc:
+        raise ProbeError(f"--hf-config: {exc}") from None
     model_type = data.pop("model_type", None)
     if not model_type:
         raise ProbeError(f"--hf-config: {cfg_file} has no \"model_type\" key")
