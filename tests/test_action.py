@@ -106,9 +106,11 @@ def engine(tmp_path):
 
 
 def test_the_check_step_writes_sarif_and_records_the_exit_code(tmp_path, engine):
-    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002,FT004", "fail-on": "error"})
+    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT002,FT004", "fail-on": "warning"})
     assert res.returncode == 0, res.stderr  # the step itself succeeds so that the upload runs
-    assert out["exit-code"] == "1"  # epsilon.py: FT004 is an error (FT002 a start-up refusal: info)
+    # epsilon.py: FT004 is a start-up crash (the engine's CUDA graph capture unpacks a bare
+    # output): a warning; FT002 a start-up refusal: info
+    assert out["exit-code"] == "1"
     sarif = json.loads((tmp_path / out["sarif-file"]).read_text(encoding="utf-8"))
     rules = {r["ruleId"] for r in sarif["runs"][0]["results"]}
     assert rules == {"FT002", "FT004"}

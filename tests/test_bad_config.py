@@ -103,11 +103,15 @@ def test_missing_configs_and_a_folder_without_one(tmp_path):
 def test_odd_but_usable_configs_still_give_a_verdict(tmp_path):
     """Extra or mistyped optional fields are ignored, not fatal."""
     target = write(tmp_path / "target.json", dict(TARGET, hidden_size="wide", text_config=5, extra={"x": [1]}))
-    for draft_doc in (dict(DRAFT, target_hidden_size="x"), {"eagle_config": [1]}, {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [10**30, 2]}}):
+    for draft_doc in (dict(DRAFT, target_hidden_size="x"), {"eagle_config": [1]}):
         draft = write(tmp_path / "draft.json", draft_doc)
         res = run("compat", SGLANG_LIKE, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1")
         assert res.exit_code in (0, 1), res.output
         assert "Traceback" not in res.output
+    # an id no layer of the 32-layer target can mean is an input error naming the valid range
+    draft = write(tmp_path / "draft.json", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [10**30, 2]}})
+    res = run("compat", SGLANG_LIKE, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1")
+    one_line_error(res, "outside -1..31")
 
 
 # -- profiles -------------------------------------------------------------------------------------

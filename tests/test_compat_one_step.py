@@ -52,15 +52,15 @@ def test_weights_that_contradict_the_config_get_no_fix_for_the_configs_width(tmp
 
 
 def test_a_draft_id_past_the_targets_layers_does_not_fit(tmp_path, sglang_scan):
-    # specforge id 40 means b=41; the target has L = 32 boundaries past the embedding.
+    # specforge id 40 means b=41; the target has L = 32 boundaries past the embedding: ids the
+    # convention cannot mean are an input error (exit 2) naming the valid range -1..31.
     draft = _draft(tmp_path / "draft", [1, 15, 40], target_hidden_size=64)
-    verdict = api.compat(sglang_scan, _target(tmp_path, "GammaForCausalLM"), draft / "config.json")
-    assert differences_text(verdict)[0] == "fit: this draft does not fit this target (L = 32): id 40 (b=41) lies past the last layer's output b=32"
-    assert verdict.suggestions == ()
+    _target(tmp_path, "GammaForCausalLM")
     out = _compat(SGLANG_LIKE, tmp_path / "target.json", draft / "config.json")
-    assert out.exit_code == 1
-    assert "this draft does not fit this target (L = 32)" in out.stdout
-    assert "code change needed" not in out.stdout and "fix: set" not in out.stdout
+    assert out.exit_code == 2
+    (line,) = out.stderr.splitlines()
+    assert "[40] outside -1..31" in line and "this draft does not fit this target (L = 32)" in line
+    assert "code change needed" not in out.output and "fix: set" not in out.output
 
 
 def test_a_draft_folder_with_only_pytorch_model_bin_says_the_width_went_unchecked(tmp_path, vllm_scan):

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.model import facts as F
-from flowtrace.engines.training import LayoutError, TrainingConvention, layout, load_conventions, to_boundaries
+from flowtrace.analysis.drafts import draft_classes
+from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
 from flowtrace.analysis.source_trace import source_notes, trace_model
@@ -159,6 +160,7 @@ class CompatResult:
     id_paths: tuple[IdPath, ...] = ()
     warnings: tuple[str, ...] = ()  # what went unchecked or looks wrong without deciding the verdict
     no_fix: str | None = None  # why no ids are suggested although the layouts differ
+    assumed: tuple[str, ...] = ()  # the training convention and default compat assumed (said with -v)
 
     @property
     def exit_code(self) -> int:
@@ -419,6 +421,7 @@ class CompatInputs:
     notes: tuple[str, ...]
     given: bool  # --trained-boundaries: the layout was given, not converted
     draft_dir: Path | None  # the draft given as a folder (its weights may be read)
+    assumed: tuple[str, ...] = ()  # the convention and default compat assumed (-v)
 
     @property
     def target_hidden(self) -> int | None:
@@ -455,16 +458,81 @@ def read_inputs(
 ) -> CompatInputs:
     target = read_config(target_config, "target")
     draft = read_config(draft_config, "draft")
-    info = target_info(target, str(target_config))
+    checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
+    draft_dir = Path(draft_config) if Path(draft_config).is_dir() else None
+    return inputs_from(
+        project, target, draft, str(target_config), str(draft_config), trained_with=trained_with, engine_keys=engine_keys,
+        trained_boundaries_given=trained_boundaries_given, checkpoint=checkpoint, draft_dir=draft_dir,
+    )
+
+
+def _draft_markers(project: Project, draft: dict, keys: tuple[str, ...], conventions: dict[str, TrainingConvention], checkpoint: DraftCheckpoint | None) -> list[str]:
+    """What makes ``draft`` a draft config: a draft architecture (a class of this engine that
+    owns a draft fc, flowtrace.analysis.drafts), a layer-id key, a training format's own key,
+    a target_hidden_size / draft_vocab_size, or a draft fc in its weights."""
+    found = []
+    archs = draft.get("architectures")
+    names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    drafts = draft_classes(project.files)
+    rows = [project.row(a) for a in names]
+    if any(r is not None and r.qualname in drafts for r in rows):
+        found.append("a draft architecture")
+    found += [f"the key {k}" for k in keys if lookup(draft, k) is not None]
+    found += [f"the key {k}" for c in conventions.values() for k in c.detect_keys if k in draft]
+    found += [f"the key {k}" for k in ("target_hidden_size", "draft_vocab_size") if k in draft]
+    if checkpoint is not None and checkpoint.fc_in_features is not None:
+        found.append("an fc weight")
+    return found
+
+
+def _refuse_non_draft(project: Project, draft: dict, where: str, keys: tuple[str, ...], checkpoint: DraftCheckpoint | None) -> None:
+    """``{}`` or a target's own config.json given as the draft: no verdict can mean anything."""
+    conventions = load_conventions()
+    if _draft_markers(project, draft, keys, conventions, checkpoint):
+        return
+    archs = draft.get("architectures")
+    said = f"architectures {archs}" if archs else "no architectures"
+    raise ConfigError(
+        f"{where}: not an EAGLE-3 draft config ({said}, no draft architecture of this engine, no layer-id key "
+        f"({', '.join(keys)}) and no draft fc weight): give the draft's own config.json or folder, or --trained-boundaries "
+        f"B0,B1,... to compare the engine with a layout you state"
+    )
+
+
+def _check_ids(conv: TrainingConvention, ids: list[int] | None, L: int, where: str) -> None:
+    """Ids the convention cannot mean (below its embedding id, past the last layer, repeated)
+    are an input error naming the valid range, not a layout to analyse."""
+    if ids is None:
+        return
+    why = invalid_ids(conv.meaning, ids, L)
+    if why is not None:
+        low, high = id_range(conv.meaning, L)
+        beyond = any(isinstance(i, int) and i > high for i in ids)
+        fit = f"; this draft does not fit this target (L = {L}): it was trained for a deeper one, or the target config is not its target" if beyond else ""
+        raise ConfigError(
+            f"{where}: layer ids {ids} are impossible under the {conv.name} convention ({conv.meaning}): {why}; "
+            f"valid ids are distinct integers {low}..{high} for this {L}-layer target{fit} (or give --trained-with / --trained-boundaries)"
+        )
+
+
+def inputs_from(
+    project: Project, target: dict, draft: dict, target_where: str, draft_where: str, *, trained_with: str | None,
+    engine_keys: tuple[str, ...], trained_boundaries_given: list[int] | None, checkpoint: DraftCheckpoint | None = None,
+    draft_dir: Path | None = None,
+) -> CompatInputs:
+    """Phase 1 on configs already read (a catalogue draft is given this way, without files)."""
+    info = target_info(target, target_where)
     L = info.num_layers
     conv = _convention(draft, trained_with)
-    draft_ids, _ = _first_ids(draft, conv.layer_id_keys, str(draft_config))
-    engine_ids, engine_key = _first_ids(draft, engine_keys, str(draft_config))
+    keys = tuple(dict.fromkeys((*engine_keys, *conv.layer_id_keys)))
     row = project.row(info.architecture)
     if row is None:
-        raise ConfigError(f"{target_config}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
-    checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
-    recorded = recorded_boundaries(draft, str(draft_config)) if trained_boundaries_given is None else None
+        raise ConfigError(f"{target_where}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
+    if trained_boundaries_given is None:
+        _refuse_non_draft(project, draft, draft_where, keys, checkpoint)
+    draft_ids, draft_key = _first_ids(draft, conv.layer_id_keys, draft_where)
+    engine_ids, engine_key = _first_ids(draft, engine_keys, draft_where)
+    recorded = recorded_boundaries(draft, draft_where) if trained_boundaries_given is None else None
     if recorded is not None:
         trained, notes, used = recorded, [f"training layout recorded in the draft config by `flowtrace compat --fix` ({RECORD_KEY}.{RECORD_FIELD})"], draft_ids
         convention_name = "recorded"
@@ -475,12 +543,27 @@ def read_inputs(
         trained, notes, used = list(trained_boundaries_given), ["training layout given by --trained-boundaries (the draft config's ids are not converted)"], draft_ids
         convention_name = "given"
     else:
+        _check_ids(conv, draft_ids, L, f"{draft_where}: {draft_key}")
         trained, notes, used = trained_boundaries(conv, draft_ids, L)
         convention_name = conv.name
     return CompatInputs(
-        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes), trained_boundaries_given is not None or recorded is not None,
-        Path(draft_config) if Path(draft_config).is_dir() else None,
+        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
+        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with, draft_ids, L),
     )
+
+
+def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int) -> tuple[str, ...]:
+    """What compat assumed about the draft, for ``-v``: the training convention and why, and
+    the default layout taken when the draft config names no ids."""
+    if trained_with:
+        why = "--trained-with"
+    else:
+        keys = [k for k in conv.detect_keys if k in draft]
+        why = f"detected: the draft config has {', '.join(keys)}" if keys else "no format key matched: the default convention"
+    out = [f"training convention: {conv.name} ({conv.description}; {why})"]
+    if ids is None:
+        out.append(f"no ids in the draft config: assumed trained on the {conv.name} default {conv.default_ids} = {list(layout(conv.default_ids, L))} for L = {L}")
+    return tuple(out)
 
 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
@@ -609,6 +692,11 @@ def compat(
 ) -> CompatResult:
     """One deployment's verdict: the five phases in order."""
     inputs = read_inputs(project, target_config, draft_config, trained_with=trained_with, engine_keys=engine_keys, trained_boundaries_given=trained_boundaries_given)
+    return verdict(project, inputs, engine_keys)
+
+
+def verdict(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> CompatResult:
+    """Phases 2 to 5 on phase 1's inputs."""
     traced = trace_phase(project, inputs, engine_keys)
     pairing = pair(inputs, traced)
     judgement = judge(inputs, traced, pairing)
@@ -636,4 +724,5 @@ def compat(
         id_paths=tuple(pairing.paths),
         warnings=judgement.warnings,
         no_fix=advice.no_fix,
+        assumed=inputs.assumed,
     )

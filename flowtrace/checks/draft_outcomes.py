@@ -173,14 +173,12 @@ def outcomes(
 def default_outcome(result: ScanResult, row: ModelRow, method: str = EAGLE3) -> DraftOutcome | None:
     """What the engine's own default layout (no ids in the draft config) does to this class,
     at the depth of its family's first published draft (else LAYERS): a default that asks for
-    an index the loop never records leaves the fc a state short, whatever the draft."""
+    an index the loop never records leaves the fc a state short, whatever the draft. (Other
+    failures of the default path are not about the indices it asks for: None.)"""
     found = _published(result, row, method)
     layers = found[0].layers if found else LAYERS
     traced = trace_row(result.project, row, None, layers)
     what = f"{ENGINE_DEFAULT} (no ids, L={layers})"
-    if traced.outcome == F.Outcome.RAISES:
-        judged = judge(traced, (), what)
-        return DraftOutcome(ENGINE_DEFAULT, False, layers, None, (), None, judged[0], judged[1], row.name) if judged else None
     if traced.outcome != F.Outcome.CAPTURES or not traced.dropped or traced.capture_indices is None:
         return None
     asked, kept = len(traced.capture_indices), len(traced.boundaries or ())

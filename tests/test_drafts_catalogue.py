@@ -1,0 +1,169 @@
+"""The draft catalogue (rules/drafts/, docs/drafts.md): its schema, its entries' validity, and
+the grading it drives on the fixture engine ``tests/fixtures/rules/drafts_like`` with the fixture
+catalogue beside it (``drafts.toml``), so the grading cases do not depend on the shipped data.
+
+Expected values are written from reading the fixture modules (each docstring says what must
+fire) and the catalogue files, never copied from output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flowtrace import api
+from flowtrace.cli.main import main
+from flowtrace.engines.drafts import load_catalogue, shipped_catalogue
+from flowtrace.engines.training import id_range, invalid_ids, load_conventions
+from flowtrace.errors import ProfileError
+from flowtrace.model.consequence import Consequence
+from flowtrace.render.drafts_doc import drafts_markdown
+
+from fixture_paths import RULE_FIXTURES
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = RULE_FIXTURES / "drafts_like"
+CATALOGUE = FIXTURE / "drafts.toml"
+
+
+# -- the shipped data ----------------------------------------------------------------------------
+
+
+def test_the_shipped_catalogue_holds_enough_drafts_over_enough_families():
+    c = shipped_catalogue()
+    assert len(c.drafts) >= 40
+    assert len({d.family for d in c.drafts if d.confirmed}) >= 12
+    assert len({d.name for d in c.drafts}) == len(c.drafts)  # names are unique
+    assert {t.name for t in c.trainers} >= {"SpecForge default", "EAGLE reference", "speculators default"}
+
+
+def test_every_shipped_entry_is_valid_for_its_layer_count_under_its_convention():
+    conventions = load_conventions()
+    for d in shipped_catalogue().drafts:
+        conv = conventions[d.convention]
+        assert d.source.startswith(("https://", "pypi:")), d.name
+        assert d.confirmed == (d.unconfirmed is None), d.name
+        assert all(a.isidentifier() for a in d.architectures), d.name
+        if d.ids is not None:
+            assert d.key, d.name
+            low, high = id_range(conv.meaning, d.num_hidden_layers)
+            assert all(low <= i <= high for i in d.ids), (d.name, d.ids, low, high)
+            assert len(set(d.ids)) == len(d.ids), d.name
+            assert invalid_ids(conv.meaning, list(d.ids), d.num_hidden_layers) is None
+
+
+def test_trained_layouts_follow_the_convention():
+    c = shipped_catalogue()
+    # SpecForge wrote [1, 29, 57] for DeepSeek-V3 (61 layers): "output of layer i", b = i + 1
+    assert c.trained(c.find("specforge/deepseek-v3-671b-eagle3")) == (2, 30, 58)
+    # no ids: SpecForge's default [1, L // 2 - 1, L - 4] for Qwen3-8B (36 layers) -> b = 2, 18, 33
+    assert c.trained(c.find("specforge/qwen3-8b-eagle3")) == (2, 18, 33)
+    # the GPT-OSS v3 draft names boundaries, the last one the last layer's output b = L = 36
+    assert c.trained(c.find("nvidia/gpt-oss-120b-Eagle3-v3")) == (24, 30, 36)
+
+
+def test_the_committed_drafts_doc_is_generated_from_the_data():
+    assert (REPO / "docs" / "drafts.md").read_text(encoding="utf-8") == drafts_markdown(shipped_catalogue())
+
+
+# -- the schema: one line naming the file and the entry -------------------------------------------
+
+
+ENTRY = """
+[[draft]]
+name = "mine/x"
+target = "me/target"
+architectures = ["XForCausalLM"]
+num_hidden_layers = 32
+trainer = "SpecForge"
+convention = "specforge"
+source = "https://example.org/x"
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ('ids = [1, 15, 28]\n', "ids need the key"),
+        ('key = "eagle_config.eagle_aux_hidden_state_layer_ids"\nids = [1, 15, 32]\n', "[32] outside -1..31"),
+        ('key = "eagle_config.eagle_aux_hidden_state_layer_ids"\nids = [1, 1, 28]\n', "duplicates"),
+        ('key = "k"\nids = [1, "15", 28]\n', "expected integers"),
+        ("confirmed = false\n", "exactly when 'confirmed = false'"),
+        ('colour = "blue"\n', "unknown key(s) colour"),
+    ],
+)
+def test_a_malformed_entry_is_one_error_naming_file_and_entry(tmp_path, extra, words):
+    path = tmp_path / "mine.toml"
+    path.write_text(ENTRY + extra, encoding="utf-8")
+    with pytest.raises(ProfileError) as err:
+        load_catalogue([path])
+    text = str(err.value)
+    assert str(path) in text and "'mine/x'" in text and words in text and "\n" not in text
+
+
+def test_a_users_entry_replaces_a_shipped_one_of_the_same_name(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(ENTRY.replace("mine/x", "specforge/qwen3-8b-eagle3"), encoding="utf-8")
+    c = load_catalogue([path])
+    replaced = c.find("specforge/qwen3-8b-eagle3")
+    assert replaced.architectures == ("XForCausalLM",) and replaced.file == "mine.toml"
+    assert len(c.drafts) == len(shipped_catalogue().drafts)
+
+
+# -- grading on the fixture engine ----------------------------------------------------------------
+
+
+def _graded(drafts=(CATALOGUE,)):
+    result = api.scan(FIXTURE, drafts_files=tuple(drafts))
+    models = "sglang/srt/models/"
+    return {(f.rule, f.file.removeprefix(models), f.line): f for f in api.findings(result)}
+
+
+SW, CS, CU, FR, RS = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE, Consequence.REFUSED_STARTUP)
+
+
+def test_each_grading_case_of_the_fixture_engine():
+    found = _graded()
+    expected = {
+        ("FT007", "family.py", 10): (FR, "warning"),  # deliberate convention, both family drafts served right
+        ("FT007", "slip.py", 9): (SW, "error"),  # identity slip: fixture/slip gets b=[1, 15, 28]
+        ("FT010", "last.py", 20): (CS, "error"),  # fixture/last-boundary asks for b = L = 36
+        ("FT010", "nolast.py", 19): (None, "info"),  # no draft of that family asks for b = L
+        ("FT005", "startup.py", 13): (CU, "warning"),  # bare output unpacked by the start-up forward
+        ("FT001", "refused.py", 48): (RS, "info"),  # a clean refusal with the engine's message
+        ("FT008", "defaults.py", 12): (FR, "warning"),  # its draft ships no ids and was trained on b = 3, 17, 30
+    }
+    got = {k: (f.consequence, f.severity) for k, f in found.items() if k in expected}
+    assert got == expected
+    assert "fixture/family-capture-index" in found["FT007", "family.py", 10].effect
+    assert "fixture/family-output-of-layer" in found["FT007", "family.py", 10].effect
+    assert "fixture/slip (ids [1, 15, 28], L=32) silently receives b=[1, 15, 28] instead of b=[2, 16, 29]" in found["FT007", "slip.py", 9].effect
+    assert "fixture/last-boundary (ids [24, 30, 36], L=36) gets 2 states (b=[25, 31]) instead of 3" in found["FT010", "last.py", 20].effect
+    assert "does not say why" in found["FT005", "startup.py", 13].effect
+
+
+def test_without_the_fixture_catalogue_the_trainers_defaults_stand_in():
+    # The families have no published draft in the shipped catalogue, so the trainers' default
+    # layouts written in SGLang's convention (no ids: the engine's default) are what is served.
+    found = _graded(drafts=())
+    # defaults.py: SpecForge's default trains b = 2, 16, 29 at L = 32, the class serves 3, 17, 30
+    defaults = found["FT008", "defaults.py", 12]
+    assert (defaults.consequence, defaults.severity) == (SW, "error")
+    assert "a draft trained on the SpecForge default layout" in defaults.effect
+    # last.py: no draft asks for b = L any more
+    assert found["FT010", "last.py", 20].consequence is None
+
+
+def test_drafts_reach_check_from_the_command_line_and_from_the_config(tmp_path):
+    runner = CliRunner()
+    args = ["check", str(FIXTURE), "--no-cache", "--select", "FT010", "--output-format", "json"]
+    cli = json.loads(runner.invoke(main, [*args, "--drafts", str(CATALOGUE)]).stdout)
+    assert {f["severity"] for f in cli["findings"] if f["file"].endswith("/last.py")} == {"error"}
+    config = tmp_path / "flowtrace.toml"
+    config.write_text(f'drafts = ["{CATALOGUE}"]\n', encoding="utf-8")
+    cfg = json.loads(runner.invoke(main, [*args, "--config", str(config)]).stdout)
+    assert {f["severity"] for f in cfg["findings"] if f["file"].endswith("/last.py")} == {"error"}
+    plain = json.loads(runner.invoke(main, args).stdout)
+    assert {f["severity"] for f in plain["findings"] if f["file"].endswith("/last.py")} == {"info"}
