@@ -13,7 +13,7 @@ from flowtrace.errors import UsageError
 from flowtrace.index.build import IndexOptions
 from flowtrace.analysis.scan import ScanResult, resolve_root, scan
 
-__all__ = ["IndexOptions", "ScanResult", "UsageError", "compat", "findings", "html_report", "resolve_root", "scan", "trace"]
+__all__ = ["IndexOptions", "ScanResult", "UsageError", "compat", "compat_draft", "findings", "html_report", "resolve_root", "scan", "trace"]
 
 
 def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
@@ -52,6 +52,24 @@ def compat(result: ScanResult, target_config: str | Path, draft_config: str | Pa
     try:
         given = parse_boundaries(trained_boundaries) if isinstance(trained_boundaries, str) else trained_boundaries
         return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def compat_draft(result: ScanResult, name: str, target_config: str | Path | None = None):
+    """The verdict for a draft of the catalogue (``result.drafts``, shipped plus --drafts files)
+    served by this tree: its ids, convention and target come from the entry."""
+    import difflib
+
+    from flowtrace.analysis.compat import ConfigError, catalogue_inputs, verdict
+
+    entry = result.drafts.find(name)
+    if entry is None:
+        close = difflib.get_close_matches(name, [d.name for d in result.drafts.drafts], n=3, cutoff=0.4)
+        hint = f" (did you mean {', '.join(close)}?)" if close else " (`flowtrace compat --help`: docs/drafts.md lists them)"
+        raise UsageError(f"--draft {name!r}: no such draft in the catalogue{hint}")
+    try:
+        return verdict(result.project, catalogue_inputs(result.project, entry, result.drafts, target_config, result.engine_keys), result.engine_keys)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 

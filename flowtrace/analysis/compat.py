@@ -18,6 +18,7 @@ from pathlib import Path
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.drafts import draft_classes
+from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
@@ -518,7 +519,7 @@ def _check_ids(conv: TrainingConvention, ids: list[int] | None, L: int, where: s
 def inputs_from(
     project: Project, target: dict, draft: dict, target_where: str, draft_where: str, *, trained_with: str | None,
     engine_keys: tuple[str, ...], trained_boundaries_given: list[int] | None, checkpoint: DraftCheckpoint | None = None,
-    draft_dir: Path | None = None,
+    draft_dir: Path | None = None, known_draft: bool = False, convention_from: str = "--trained-with",
 ) -> CompatInputs:
     """Phase 1 on configs already read (a catalogue draft is given this way, without files)."""
     info = target_info(target, target_where)
@@ -528,7 +529,7 @@ def inputs_from(
     row = project.row(info.architecture)
     if row is None:
         raise ConfigError(f"{target_where}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
-    if trained_boundaries_given is None:
+    if trained_boundaries_given is None and not known_draft:
         _refuse_non_draft(project, draft, draft_where, keys, checkpoint)
     draft_ids, draft_key = _first_ids(draft, conv.layer_id_keys, draft_where)
     engine_ids, engine_key = _first_ids(draft, engine_keys, draft_where)
@@ -548,7 +549,7 @@ def inputs_from(
         convention_name = conv.name
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
-        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with, draft_ids, L),
+        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L),
     )
 
 
@@ -556,7 +557,7 @@ def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, id
     """What compat assumed about the draft, for ``-v``: the training convention and why, and
     the default layout taken when the draft config names no ids."""
     if trained_with:
-        why = "--trained-with"
+        why = trained_with  # where the convention was named (--trained-with, the catalogue entry)
     else:
         keys = [k for k in conv.detect_keys if k in draft]
         why = f"detected: the draft config has {', '.join(keys)}" if keys else "no format key matched: the default convention"
@@ -693,6 +694,45 @@ def compat(
     """One deployment's verdict: the five phases in order."""
     inputs = read_inputs(project, target_config, draft_config, trained_with=trained_with, engine_keys=engine_keys, trained_boundaries_given=trained_boundaries_given)
     return verdict(project, inputs, engine_keys)
+
+
+def catalogue_inputs(project: Project, entry: CatalogueDraft, catalogue: DraftCatalogue, target_config: str | Path | None, engine_keys: tuple[str, ...]) -> CompatInputs:
+    """Phase 1 for a catalogue draft (``compat --draft NAME``): its ids under its key, its
+    convention (or its recorded training layout), and the target it was published for (the
+    first of its architectures this tree registers, at its layer count) unless a target
+    config is given."""
+    if entry.method != EAGLE3:
+        raise ConfigError(f"draft {entry.name!r} is a {entry.method} draft; compat checks EAGLE-3 drafts")
+    if target_config is not None:
+        target, target_where = read_config(target_config, "target"), str(target_config)
+    else:
+        if entry.num_hidden_layers is None:
+            raise ConfigError(f"draft {entry.name!r}: the catalogue does not know its target's layer count ({entry.unconfirmed}); give --target-config")
+        arch = next((a for a in entry.architectures if project.row(a) is not None), entry.architectures[0])
+        target = {"architectures": [arch], "num_hidden_layers": entry.num_hidden_layers}
+        if entry.target_hidden_size:
+            target["hidden_size"] = entry.target_hidden_size
+        target_where = f"the catalogue's target of {entry.name} ({entry.target})"
+    draft: dict = {"architectures": ["catalogue draft"]}
+    if entry.ids is not None and entry.key:
+        set_dotted(draft, entry.key, list(entry.ids))
+    given = list(entry.trained_boundaries) if entry.trained_boundaries is not None else None
+    return inputs_from(
+        project, target, draft, target_where, f"catalogue draft {entry.name} ({entry.file})", trained_with=entry.convention,
+        engine_keys=engine_keys, trained_boundaries_given=given, known_draft=True, convention_from=f"the catalogue entry {entry.name}",
+    )
+
+
+def set_dotted(doc: dict, dotted: str, value: object) -> None:
+    """``doc[a][b] = value`` for ``"a.b"``, creating missing objects."""
+    parts = dotted.split(".")
+    current = doc
+    for part in parts[:-1]:
+        nxt = current.get(part)
+        if not isinstance(nxt, dict):
+            nxt = current[part] = {}
+        current = nxt
+    current[parts[-1]] = value
 
 
 def verdict(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> CompatResult:

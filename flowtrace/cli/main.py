@@ -240,8 +240,10 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 
 @main.command()
 @click.argument("path")
-@click.option("--target-config", required=True, type=click.Path(), help="The target model's config.json (or its folder).")
-@click.option("--draft-config", required=True, type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
+@click.option("--target-config", type=click.Path(), help="The target model's config.json (or its folder); with --draft, defaults to the catalogue's target.")
+@click.option("--draft-config", type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
+@click.option("--draft", "draft_name", metavar="NAME", help="A draft of the catalogue instead of --draft-config (docs/drafts.md; `flowtrace compat PATH --draft specforge/qwen3-8b-eagle3`).")
+@drafts_option
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
 @click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
@@ -249,7 +251,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
 @click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH).")
 @click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
-def compat(path, target_config, draft_config, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
+def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
 
     Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
@@ -258,14 +260,27 @@ def compat(path, target_config, draft_config, trained_with, trained_boundaries, 
     from flowtrace.render.compat_json import compat_json
     from flowtrace.render.compat_text import compat_text
 
-    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
+    if (draft_config is None) == (draft_name is None):
+        raise click.UsageError("give the draft as --draft-config FILE|DIR or as --draft NAME (a catalogue entry), one of the two")
+    if draft_name is None and target_config is None:
+        raise click.UsageError("--target-config is required with --draft-config")
+    if draft_name is not None and (fix_config or trained_with or trained_boundaries):
+        raise click.UsageError("--draft NAME takes its convention and layout from the catalogue: no --fix, --trained-with or --trained-boundaries")
+    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude), drafts_files=tuple(drafts))
     if show_diff and not fix_config:
         raise click.UsageError("--diff goes with --fix")
     if fix_config:
         from flowtrace.cli.fix import compat_fix
 
         sys.exit(compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff))
-    verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
+    if draft_name is not None:
+        verdict = api.compat_draft(result, draft_name, target_config)
+    else:
+        verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
+    from flowtrace.cli.ui import verbose
+
+    for line in verdict.assumed:
+        verbose(line)
     if fmt == "json":
         import json
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.fix.model import FileEdit
+from flowtrace.analysis.compat import set_dotted
 from flowtrace.sources.configs import config_path, read_document
 
 RECORD_KEY = "flowtrace"
@@ -41,18 +42,6 @@ def indentation(text: str) -> int | str | None:
         return None
     unit = match.group(1)
     return len(unit) if set(unit) == {" "} else unit
-
-
-def set_dotted(doc: dict, dotted: str, value: object) -> None:
-    """``doc[a][b] = value`` for ``"a.b"``, creating missing objects at the end of their parent."""
-    parts = dotted.split(".")
-    current = doc
-    for part in parts[:-1]:
-        nxt = current.get(part)
-        if not isinstance(nxt, dict):
-            nxt = current[part] = {}
-        current = nxt
-    current[parts[-1]] = value
 
 
 def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...], convention: str, old_ids: tuple[int, ...] | None) -> str:

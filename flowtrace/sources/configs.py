@@ -10,6 +10,7 @@ device or FIFO must not hang the reader), and anything that is not a JSON object
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,13 @@ class ConfigDocument:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def config_path(path: str | Path) -> Path:
+def config_path(path: str | os.PathLike[str]) -> Path:
     """A folder's ``config.json``, or the file itself."""
     p = Path(path)
     return p / CONFIG_FILE if p.is_dir() else p
 
 
-def read_document(path: str | Path, role: str) -> ConfigDocument:
+def read_document(path: str | os.PathLike[str], role: str) -> ConfigDocument:
     """The config at ``path`` (a file or a folder holding ``config.json``); ``role`` names it in
     errors ("target", "draft")."""
     p = config_path(path)
@@ -63,7 +64,7 @@ def read_document(path: str | Path, role: str) -> ConfigDocument:
     return ConfigDocument(p, text, data)
 
 
-def read_config(path: str | Path, role: str) -> dict[str, Any]:
+def read_config(path: str | os.PathLike[str], role: str) -> dict[str, Any]:
     """The config object at ``path`` (see :func:`read_document`)."""
     return read_document(path, role).data
 
