@@ -15,7 +15,6 @@ from click.testing import CliRunner
 from fixture_paths import SGLANG_LIKE, VLLM_LIKE
 from flowtrace import api
 from flowtrace.render.compat_json import compat_json
-from flowtrace.render.compat_words import differences_text
 from flowtrace.cli.main import main
 from test_checkpoint import tensors, write_safetensors
 

@@ -167,3 +167,69 @@ def test_drafts_reach_check_from_the_command_line_and_from_the_config(tmp_path):
     assert {f["severity"] for f in cfg["findings"] if f["file"].endswith("/last.py")} == {"error"}
     plain = json.loads(runner.invoke(main, args).stdout)
     assert {f["severity"] for f in plain["findings"] if f["file"].endswith("/last.py")} == {"info"}
+
+
+def test_a_draft_class_sized_for_three_states_cannot_load_the_five_state_draft():
+    found = _graded()
+    fixed = found["FT029", "eagle3.py", 11]
+    assert (fixed.consequence, fixed.severity) == (CU, "warning")
+    assert "fixture/five-states (5 states)" in fixed.message
+
+
+# -- compat: what is not a draft, impossible ids, catalogue drafts --------------------------------
+
+
+def _compat(*args):
+    return CliRunner().invoke(main, ["compat", str(FIXTURE), "--no-cache", *args])
+
+
+def _write(path: Path, doc: dict) -> Path:
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+TARGET = {"architectures": ["PlainAForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}
+
+
+@pytest.mark.parametrize("draft", [{}, TARGET], ids=["empty", "the-targets-own-config"])
+def test_compat_refuses_a_config_that_is_not_a_draft(tmp_path, draft):
+    target = _write(tmp_path / "target.json", TARGET)
+    res = _compat("--target-config", str(target), "--draft-config", str(_write(tmp_path / "draft.json", draft)))
+    assert res.exit_code == 2
+    (line,) = res.stderr.splitlines()
+    assert "not an EAGLE-3 draft config" in line and "--trained-boundaries" in line
+    # ... unless the user states what it was trained on
+    given = _compat("--target-config", str(target), "--draft-config", str(tmp_path / "draft.json"), "--trained-boundaries", "2,16,29")
+    assert given.exit_code == 0, given.output  # PlainA's default serves b = 2, 16, 29
+
+
+@pytest.mark.parametrize(("ids", "words"), [([1, 1, 28], "duplicates"), ([-2, 15, 28], "[-2] outside -1..31")])
+def test_compat_refuses_ids_the_convention_cannot_mean(tmp_path, ids, words):
+    target = _write(tmp_path / "target.json", TARGET)
+    draft = _write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})
+    res = _compat("--target-config", str(target), "--draft-config", str(draft))
+    assert res.exit_code == 2
+    (line,) = res.stderr.splitlines()
+    assert words in line and "valid ids are distinct integers -1..31" in line
+
+
+def test_compat_verbose_says_the_convention_and_default_assumed(tmp_path):
+    target = _write(tmp_path / "target.json", TARGET)
+    draft = _write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {}})
+    res = _compat("--target-config", str(target), "--draft-config", str(draft), "-v")
+    assert "training convention: specforge" in res.stderr and "detected: the draft config has eagle_config" in res.stderr
+    assert "assumed trained on the specforge default [1, L // 2 - 1, L - 4] = [1, 15, 28]" in res.stderr
+
+
+def test_compat_takes_a_catalogue_draft():
+    drafts = ("--drafts", str(CATALOGUE))
+    ok = _compat(*drafts, "--draft", "fixture/family-output-of-layer")
+    assert ok.exit_code == 0 and ok.stdout.startswith("MATCH: FamilyForCausalLM"), ok.output
+    slip = _compat(*drafts, "--draft", "fixture/slip")
+    assert slip.exit_code == 1 and "served b=1" in slip.stdout  # b = 2 trained, identity serves 1
+    five = _compat(*drafts, "--draft", "fixture/five-states")
+    assert five.exit_code == 1
+    assert "draft class: the engine loads this draft with LlamaForCausalLMEagle3, whose fc takes 3 states" in five.stdout
+    assert "fix: set" not in five.stdout
+    unknown = _compat(*drafts, "--draft", "fixture/slp")
+    assert unknown.exit_code == 2 and "did you mean fixture/slip" in unknown.stderr

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.model import facts as F
-from flowtrace.analysis.drafts import draft_classes
+from flowtrace.analysis.drafts import draft_classes, fixed_state_count
 from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
@@ -118,6 +118,7 @@ class DifferenceKind(F.Word):
     CHECKPOINT_SERVED = "checkpoint_served"
     FIT = "fit"  # trained boundaries past the target's last layer: the draft was trained on a deeper model
     PHASE = "phase"  # a phase of serving (graph replay, after a weight reload) holds other ids than the draft's
+    DRAFT_CLASS = "draft_class"  # the engine's draft class sizes its fc for another number of states
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,6 +424,7 @@ class CompatInputs:
     given: bool  # --trained-boundaries: the layout was given, not converted
     draft_dir: Path | None  # the draft given as a folder (its weights may be read)
     assumed: tuple[str, ...] = ()  # the convention and default compat assumed (-v)
+    row_project: Project | None = None  # the tree's project (its draft classes are checked too)
 
     @property
     def target_hidden(self) -> int | None:
@@ -550,6 +552,7 @@ def inputs_from(
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
         trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L),
+        project,
     )
 
 
@@ -624,6 +627,9 @@ def judge(inputs: CompatInputs, traced: Traced, pairing: Pairing) -> Judgement:
     warnings = [w for w in (_hidden_size_warning(inputs.draft, hidden, len(inputs.trained)),) if w]
     if inputs.draft_dir is not None and inputs.checkpoint is None:
         warnings.append(_unchecked_weights(inputs.draft_dir))
+    own = _draft_class_difference(inputs, hidden or target_hidden)
+    if own is not None:
+        differences.append(own)
     beyond = _beyond_target(inputs.trained, inputs.used, inputs.info.num_layers)
     if beyond:
         differences.insert(0, Difference(DifferenceKind.FIT, beyond=beyond, layers=inputs.info.num_layers))
@@ -643,6 +649,27 @@ def _phase_differences(trace: TraceResult, want: list[int]) -> list[Difference]:
             continue  # the trace itself: already judged
         out.append(Difference(DifferenceKind.PHASE, phase=p, reason=p.reason, at=str(p.at) if p.at else None))
     return out
+
+
+def _draft_class_difference(inputs: CompatInputs, hidden: int | None) -> Difference | None:
+    """The draft's fc against the engine's own draft class for it (the class registered under
+    the draft config's architecture): a class that sizes its fc for a literal number of states
+    cannot load a draft that concatenates another number, whatever the target captures."""
+    archs = inputs.draft.get("architectures")
+    project = inputs.row_project
+    if project is None or not isinstance(archs, list):
+        return None
+    ckpt = inputs.checkpoint
+    states = ckpt.slots(hidden) if ckpt is not None and hidden else None
+    states = states or len(inputs.trained)
+    for arch in (a for a in archs if isinstance(a, str)):
+        row = project.row(arch)
+        if row is None or not row.registered:
+            continue
+        fixed = fixed_state_count(project, row.qualname)
+        if fixed is not None and fixed.states != states:
+            return Difference(DifferenceKind.DRAFT_CLASS, reason=row.name, at=str(fixed.fc.location), expected=fixed.states, got=states, hidden=hidden)
+    return None
 
 
 def _no_service(trace: TraceResult) -> Difference:
@@ -675,6 +702,12 @@ def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgemen
         no_fix = (
             f"no ids can: the runner holds other ids than the draft's in {phase.words}{at} whatever the draft says; "  # type: ignore[attr-defined]
             "the runner's code needs the change (`flowtrace fix` offers it where it can: FT026)"
+        )
+    own = next((d for d in judgement.differences if d.kind == DifferenceKind.DRAFT_CLASS), None)
+    if own is not None and no_fix is None:
+        no_fix = (
+            f"the engine's draft class {own.reason} builds its fc for {own.expected} states ({own.at}) and this draft has {own.got}: "
+            f"no ids change that; code change needed at that line (size the fc from the draft config)"
         )
     if not judgement.differences or no_fix is not None or _trained_for_another_target(inputs.checkpoint, hidden):
         return Advice((), no_fix)
@@ -713,7 +746,7 @@ def catalogue_inputs(project: Project, entry: CatalogueDraft, catalogue: DraftCa
         if entry.target_hidden_size:
             target["hidden_size"] = entry.target_hidden_size
         target_where = f"the catalogue's target of {entry.name} ({entry.target})"
-    draft: dict = {"architectures": ["catalogue draft"]}
+    draft: dict = {"architectures": list(entry.draft_architectures) or ["catalogue draft"]}
     if entry.ids is not None and entry.key:
         set_dotted(draft, entry.key, list(entry.ids))
     given = list(entry.trained_boundaries) if entry.trained_boundaries is not None else None

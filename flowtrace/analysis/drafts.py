@@ -11,7 +11,9 @@ subclasses a draft.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from flowtrace.model import facts as F
 
@@ -28,3 +30,33 @@ def draft_classes(files: Iterable[F.FileFacts]) -> frozenset[str]:
         drafts |= grown
         changed = bool(grown)
     return frozenset(drafts)
+
+
+_LITERAL_COUNT = re.compile(r"^\s*(?:[\w.()]+\s*\*\s*(\d+)|(\d+)\s*\*\s*[\w.()]+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class FixedCount:
+    """A draft class whose fc is sized for a literal number of target states
+    (``target_hidden_size * 3``): it loads only drafts that concatenate that many."""
+
+    qualname: str  # the class the engine registers for the draft
+    fc: F.FcFact
+    states: int
+
+
+def fixed_state_count(project, qualname: str) -> FixedCount | None:
+    """The literal state count of the fc a draft class builds (in its MRO, or in a class its
+    ``__init__`` builds), when the fc's in_features is ``<width> * N``; None when the count
+    comes from the config (``num_aux_hidden_states``, the length of the ids) or is unknown."""
+    owners = list(project.mro(qualname))
+    for q in list(owners):
+        cls = project.classes.get(q)
+        owners += [a.callee for a in cls.assignments] if cls is not None else []
+    fcs = {fc.class_qualname: fc for ff in project.files for fc in ff.fc_definitions}
+    for owner in owners:
+        fc = fcs.get(owner)
+        match = _LITERAL_COUNT.match(fc.in_features or "") if fc is not None else None
+        if fc is not None and match:
+            return FixedCount(qualname, fc, int(match.group(1) or match.group(2)))
+    return None

@@ -21,6 +21,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Iterable
 
+from flowtrace.analysis.categories import project_drafts
 from flowtrace.analysis.platform_copies import build_test, never_selected, runs_nowhere, selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
 from flowtrace.checks.targets import conventions, is_target
@@ -79,7 +80,10 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
     if _names_class(result, f.symbol) and (_left_behind(result, f.file) or _other_platform(result, f.file)):
         return None  # a per-platform copy no platform of this build imports
     path = None
-    if consequence in _NEEDS_PATH and _names_class(result, f.symbol):
+    if consequence in _NEEDS_PATH and _names_class(result, f.symbol) and _is_draft(result, f.symbol):
+        if not any(r.registered and r.qualname == f.symbol for r in result.rows):
+            return None  # a draft class the engine never loads
+    elif consequence in _NEEDS_PATH and _names_class(result, f.symbol):
         found = reach.path_to(f.symbol)
         if found is None or not _ids_can_reach(result, f):
             return None  # unreachable: no served draft runs this code
@@ -89,6 +93,11 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
         return None
     effect = f.effect or _default_effect(result, f, consequence)
     return dataclasses.replace(f, consequence=consequence, severity=severity, effect=effect, entry_path=path or f.entry_path)
+
+
+def _is_draft(result: ScanResult, symbol: str | None) -> bool:
+    """The finding is about a draft class (the engine loads it for a draft; no target path leads to it)."""
+    return symbol is not None and symbol in project_drafts(result.project, conventions(result))
 
 
 def _left_behind(result: ScanResult, file: str) -> bool:

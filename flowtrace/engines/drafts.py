@@ -35,7 +35,7 @@ EAGLE3 = "eagle3"  # the method a [[draft]] entry names when it names none
 _DRAFT_KEYS = {
     "name": str, "target": str, "architectures": list, "num_hidden_layers": int, "method": str, "trainer": str,
     "convention": str, "ids": list, "key": str, "target_hidden_size": int, "states": int, "source": str,
-    "see": list, "confirmed": bool, "unconfirmed": str, "note": str, "trained_boundaries": list,
+    "see": list, "confirmed": bool, "unconfirmed": str, "note": str, "trained_boundaries": list, "draft_architectures": list,
 }
 _DRAFT_REQUIRED = ("name", "target", "architectures", "trainer", "convention", "source")
 _TRAINER_KEYS = {"name": str, "convention": str, "ids": str, "writes_ids": bool, "key": str, "method": str, "source": str}
@@ -67,6 +67,8 @@ class CatalogueDraft:
     # What the draft was trained on, when neither its ids nor its convention's default say it
     # (a trainer run with explicit ids that were not written into the config).
     trained_boundaries: tuple[int, ...] | None = None
+    # The draft config's own architectures: the engine's draft class registered under them loads it.
+    draft_architectures: tuple[str, ...] = ()
 
     @property
     def ids_words(self) -> str:
@@ -105,6 +107,17 @@ class DraftCatalogue:
             d for d in self.drafts
             if wanted.intersection(d.architectures) and d.method == method and d.num_hidden_layers is not None and (d.confirmed or not confirmed_only)
         )
+
+    def loaded_by(self, names: Iterable[str]) -> tuple[CatalogueDraft, ...]:
+        """The confirmed drafts whose own config names one of ``names`` as its architecture
+        (the engine's draft class registered under them loads those drafts)."""
+        wanted = set(names)
+        return tuple(d for d in self.drafts if d.confirmed and wanted.intersection(d.draft_architectures))
+
+    def states(self, draft: CatalogueDraft) -> int | None:
+        """How many target states the draft's fc concatenates: stated, else its trained layout's."""
+        trained = self.trained(draft)
+        return draft.states or (len(trained) if trained is not None else None)
 
     def trained(self, draft: CatalogueDraft) -> tuple[int, ...] | None:
         """The boundaries ``draft`` was trained on: its ids under its convention, or the
@@ -165,6 +178,9 @@ def _draft(entry: dict, family: str, file: str, conventions: Mapping[str, Traini
     architectures = entry["architectures"]
     if not architectures or not all(isinstance(a, str) and a.isidentifier() for a in architectures):
         raise ProfileError(f"{where}: architectures must be a non-empty list of registry names, found {architectures!r}")
+    own = entry.get("draft_architectures", [])
+    if not all(isinstance(a, str) and a.isidentifier() for a in own):
+        raise ProfileError(f"{where}: draft_architectures must be a list of registry names, found {own!r}")
     trained = entry.get("trained_boundaries")
     if trained is not None and (layers is None or invalid_ids("boundary", trained, layers) is not None):
         raise ProfileError(f"{where}: trained_boundaries {trained!r} must be distinct boundaries 0..L of a known L")
@@ -175,6 +191,7 @@ def _draft(entry: dict, family: str, file: str, conventions: Mapping[str, Traini
         target_hidden_size=entry.get("target_hidden_size"), states=entry.get("states"), confirmed=confirmed,
         unconfirmed=entry.get("unconfirmed"), note=entry.get("note"),
         trained_boundaries=tuple(trained) if trained is not None else None,
+        draft_architectures=tuple(entry.get("draft_architectures", ())),
     )
 
 

@@ -177,6 +177,7 @@ class ProblemKind(Word):
     GRAPH_IDS_DIFFER = "graph_ids_differ"  # graphs captured while the model held other ids than the draft's
     LAYERS_RUN_WITHOUT_CAPTURE = "layers_run_without_capture"  # a batch path runs layers without the capture
     SETTER_WRITES_UNREAD = "setter_writes_unread"  # the setter writes what the capturing forward never reads
+    DRAFT_FC_FIXED_COUNT = "draft_fc_fixed_count"  # a draft class sizes its fc for a literal number of states some drafts do not have
 
 
 class DefaultArm(Word):

@@ -53,6 +53,11 @@ def difference_text(d: Difference, result: CompatResult) -> str:
         from flowtrace.analysis.serving_trace import phase_words
 
         return f"serving: {phase_words(d.phase, result.num_layers)}{f'  [{d.at}]' if d.at else ''}"  # type: ignore[arg-type]
+    if d.kind == DifferenceKind.DRAFT_CLASS:
+        return (
+            f"draft class: the engine loads this draft with {d.reason}, whose fc takes {d.expected} states "
+            f"({d.at}); the draft concatenates {d.got}: its fc weight does not load at start-up"
+        )
     if d.kind == DifferenceKind.WIDTH:
         return f"width: the draft was trained for target_hidden_size {d.expected}, the target's hidden_size is {d.got}"
     return _checkpoint_text(d, result)

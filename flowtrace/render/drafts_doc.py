@@ -51,6 +51,7 @@ entries and `[[trainer]]` entries. Unknown keys are errors (one line naming the 
 | `trained_boundaries` | list | the boundaries it was trained on, when neither the ids nor the convention's default say it |
 | `target_hidden_size` | int | the target's hidden size (the fc width is the number of states times it) |
 | `states` | int | the number of target states the draft's fc concatenates, when stated |
+| `draft_architectures` | list | the draft config's own `architectures`: the engine's draft class registered under them loads it (FT029 and `compat` check that class's fc against the draft's number of states) |
 | `source` | str | where the facts were read: a repository file at a commit, a model card, a pull request |
 | `see` | list | further addresses |
 | `confirmed` | bool | default true; `false` with `unconfirmed = "why"` when a fact was not read (such entries are listed, usable with `compat --draft`, and left out of grading) |
