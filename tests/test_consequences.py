@@ -193,3 +193,19 @@ def test_suppressions_at_every_grouped_wrapper_still_suppress_the_finding_at_the
     _sglang_tree(root2, "\n".join(code) + "\n")
     out = run_check(root2, select=["FT001"], jobs=1, use_cache=False, isolated=True, exit_zero=True)
     assert [(f.rule, f.line, f.grouped) for f in out.findings if f.file.endswith("example.py")] == [("FT001", 6, True)]
+
+
+def test_every_findings_consequence_is_one_its_rule_declares():
+    """A finding's severity differs from its rule's only through a consequence the rule declares
+    (``consequence`` or ``other_consequences``), so docs/rules.md and ``explain`` list every
+    severity a rule's findings can have. Checked over every fixture engine."""
+    from fixture_paths import FIXTURES as ENGINES
+    from flowtrace.checks.base import Rule, all_rules
+
+    all_rules()
+    roots = [p for p in sorted(ENGINES.iterdir()) if p.is_dir()] + [p for p in sorted(FIXTURES.iterdir()) if p.is_dir() and p.name != "codes"]
+    for root in roots:
+        drafts = (root / "drafts.toml",) if (root / "drafts.toml").is_file() else ()
+        for f in api.findings(api.scan(root, drafts_files=drafts)):
+            rule = Rule.registry[f.rule]
+            assert f.consequence in (rule.consequence, *rule.other_consequences), (root.name, f.rule, f.consequence, f.message)

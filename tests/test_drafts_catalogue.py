@@ -233,3 +233,23 @@ def test_compat_takes_a_catalogue_draft():
     assert "fix: set" not in five.stdout
     unknown = _compat(*drafts, "--draft", "fixture/slp")
     assert unknown.exit_code == 2 and "did you mean fixture/slip" in unknown.stderr
+
+
+# -- dataflow slips: the residual added by the layer, a dropped aux a caller unpacks ---------------
+
+
+def test_a_layer_or_loop_that_adds_the_residual_itself_is_not_missing_it():
+    found = _graded()
+    fired = {file for rule, file, _ in found if rule == "FT013"}
+    assert fired == {"delta.py"}  # folds.py (+= residual) and mixes.py (a contraction) stay silent
+    delta = found["FT013", "delta.py", 29]
+    assert (delta.consequence, delta.severity) == (SW, "error")
+
+
+def test_a_dropped_aux_that_a_caller_unpacks_is_a_crash():
+    found = _graded()
+    one_value = found["FT020", "early.py", 25]
+    assert (one_value.consequence, one_value.severity) == (CS, "error")
+    assert "unpacks `hidden_states, aux = out`" in one_value.effect and "ValueError" in one_value.effect
+    a_tuple = found["FT020", "early.py", 47]
+    assert (a_tuple.consequence, a_tuple.severity) == (SW, "error")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class UnresolvedDelegate(Rule):
     code = "FT003"
     name = "unresolved-delegate"
-    consequence = Consequence.REFUSED_STARTUP
+    consequence = Consequence.CRASH_STARTUP
     summary = "A setter hands the layer ids to an object whose class cannot capture."
     rationale = (
         "Delegation (self.language_model.<setter>(ids), a holder's private setter) only works when the "
@@ -59,7 +59,7 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()', consequence=Consequence.CRASH_STARTUP, severity="warning"
         ),
     )
 
@@ -78,9 +78,9 @@ EntryClass = ExVLForConditionalGeneration
                 row.qualname,
                 f"{c.setter.delegate}.{method}",
                 steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
-                consequence=Consequence.REFUSED_STARTUP,
                 effect=(
-                    f"the engine fails at start-up: AttributeError: '{short(target)}' object has no attribute '{method}' "
-                    f"when it sets the capture layers: unsupported, not served wrong"
+                    f"{row.name} claims EAGLE-3 support (it has the setter), and start-up dies when the engine sets the capture "
+                    f"layers: AttributeError: '{short(target)}' object has no attribute '{method}', which does not say the model "
+                    f"is unsupported; no draft is served wrong"
                 ),
             )

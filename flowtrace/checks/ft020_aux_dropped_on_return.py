@@ -144,17 +144,19 @@ EntryClass = ExForCausalLM
 
 def _unpacking_callers(result, fact) -> list[F.OutputUseFact]:
     """The calls that unpack ``(hidden, aux)`` from the output of the forward holding ``fact``:
-    a wrapper's forward that calls an attribute built as that class (or a subclass)."""
+    the forward a model class runs (its own or inherited) unpacking what an attribute built as
+    that class (or a subclass) returns, for the instance's own construction."""
     project = result.project
-    out = []
-    for wrapper, uses in project.output_uses.items():
-        for use in uses:
+    out: dict[F.Location, F.OutputUseFact] = {}
+    for qualname in project.classes:
+        owner = next((q for q in project.mro(qualname) if "forward" in getattr(project.classes.get(q), "methods", ())), None)
+        for use in project.output_uses.get(owner, []) if owner else []:
             if use.kind != UNPACK or not use.attribute:
                 continue
-            inner = project.attribute_class(wrapper, use.attribute)
+            inner = project.attribute_class(qualname, use.attribute)
             if inner is not None and fact.class_qualname in project.mro(inner):
-                out.append(use)
-    return sorted(out, key=lambda u: (u.location.file, u.location.line))
+                out.setdefault(use.location, use)
+    return sorted(out.values(), key=lambda u: (u.location.file, u.location.line))
 
 
 def _consequence(fact, unpacking) -> dict:

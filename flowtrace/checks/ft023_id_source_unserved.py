@@ -81,6 +81,7 @@ class IdSourceUnserved(Rule):
     code = "FT023"
     name = "id-source-unserved"
     consequence = Consequence.SILENT_WRONG
+    other_consequences = (Consequence.REFUSED_STARTUP,)
     summary = "A model whose ids come from a config attribute or build-context field is never given EAGLE-3 ids: the engine refuses the method, or the model captures nothing."
     rationale = (
         "Without a setter the engine decides per method what reaches the model. A builder that refuses EAGLE-3 stops "

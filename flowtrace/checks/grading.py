@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # Consequences that only matter when a served draft runs the code.
 _NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE})
 
+# Problems of the draft side: about the class the engine loads a draft with, which no path from a
+# target entry reaches; such a finding needs the class registered instead.
+_DRAFT_SIDE = frozenset({ProblemKind.DRAFT_FC_FIXED_COUNT})
+
 # Words for a finding whose rule did not say its consequence itself.
 _EFFECT = {
     Consequence.SILENT_WRONG: "the draft silently receives other hidden states than it was trained on; nothing fails",
@@ -80,7 +84,7 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
     if _names_class(result, f.symbol) and (_left_behind(result, f.file) or _other_platform(result, f.file)):
         return None  # a per-platform copy no platform of this build imports
     path = None
-    if consequence in _NEEDS_PATH and _names_class(result, f.symbol) and _is_draft(result, f.symbol):
+    if consequence in _NEEDS_PATH and f.kind in _DRAFT_SIDE and _names_class(result, f.symbol) and _is_draft(result, f.symbol):
         if not any(r.registered and r.qualname == f.symbol for r in result.rows):
             return None  # a draft class the engine never loads
     elif consequence in _NEEDS_PATH and _names_class(result, f.symbol):
