@@ -634,7 +634,12 @@ def test_the_legend_names_every_status():
     tb = parse(render_html(sample_doc()))
     legend = by_id(tb)["legend"]
     terms = [n.text() for n in legend.walk() if n.tag == "dt"]
-    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "none"]
+    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "none", "error", "warning", "info"]
+    # the severities say which consequences they stand for, and that a finding's follows its own
+    said = {n.text() for n in legend.walk() if n.tag == "dd"}
+    assert any("silent_wrong" in t and "crash_serving" in t for t in said)
+    assert any("crash_startup" in t and "fragile" in t for t in said)
+    assert any("refused_startup" in t and "follows its own consequence" in t for t in said)
 
 
 def test_config_readers_fold_into_one_node_per_key():

@@ -51,6 +51,11 @@ LEGEND = (
     ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
     ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
     ("none", "support-none", "no capture path (no capture setter, config attribute or serving-config hook): EAGLE-3 cannot be enabled for this class"),
+    # A finding's severity is its own consequence's (flowtrace.model.consequence); a rule's
+    # listed severity is its default consequence's.
+    ("error", "sev-error", "the draft silently receives other states than it was trained on (silent_wrong), or a request accepted at start-up raises (crash_serving)"),
+    ("warning", "sev-warning", "the model claims support and start-up dies on an error that does not say why (crash_startup), or it works today and breaks on another convention (fragile)"),
+    ("info", "sev-info", "the engine refuses the model at start-up with its own message (refused_startup), or a capability note; a finding's severity follows its own consequence, a rule's listed severity is its default consequence's"),
 )
 SEVERITY_ORDER = ("error", "warning", "info")
 PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
