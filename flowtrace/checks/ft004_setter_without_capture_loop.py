@@ -65,7 +65,7 @@ class ExModel(Module):
 
     def forward(self, input_ids, hidden_states):
         return hidden_states  # never reads layers_to_capture
-""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it', consequence=Consequence.CRASH_SERVING, severity="error"
+""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it', consequence=Consequence.CRASH_STARTUP, severity="warning"
         ),
         Example(
             module(_MARKS_MODEL, causal_lm()), line=36, kind=ProblemKind.SETTER_WRITES_UNREAD,

@@ -65,7 +65,7 @@ class ExForCausalLM(SibAForCausalLM):  # inherits the setter, which feeds ExMode
 
 
 EntryClass = ExForCausalLM
-""", line=6, kind=ProblemKind.FORWARD_DROPS_CAPTURE, message='runs the layers without capturing, overriding SibAModel.forward', consequence=Consequence.CRASH_SERVING, severity="error"
+""", line=6, kind=ProblemKind.FORWARD_DROPS_CAPTURE, message='runs the layers without capturing, overriding SibAModel.forward', consequence=Consequence.CRASH_STARTUP, severity="warning"
         ),
     )
 

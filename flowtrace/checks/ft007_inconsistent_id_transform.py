@@ -55,7 +55,7 @@ class InconsistentIdTransform(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity', consequence=Consequence.SILENT_WRONG, severity="error"
+            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one; the class has no published draft in the catalogue and the trainers' default layouts (no ids) are served right: fragile", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity', consequence=Consequence.FRAGILE, severity="warning"
         ),
     )
 

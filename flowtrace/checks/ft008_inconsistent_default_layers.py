@@ -49,8 +49,8 @@ class InconsistentDefaultLayers(Rule):
             layer_ids = [2, num_layers // 2, num_layers - 3]
         self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
 """)), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="what a draft naming ids [2, 16, 29] gets in this engine's convention",
-            consequence=Consequence.FRAGILE, severity="warning",
-            note="the default goes through the draft ids' +1: the finding says it is the other reading of the same numbers",
+            consequence=Consequence.SILENT_WRONG, severity="error",
+            note="the default goes through the draft ids' +1: the finding says it is the other reading of the same numbers; the class has no published draft in the catalogue, and drafts trained on the trainers' default layouts (b = 2, 16, 29, no ids) get b = 3, 17, 30: silent_wrong",
         ),
         Example(
             module(CAPTURING_MODEL, causal_lm("""\
@@ -62,7 +62,7 @@ class InconsistentDefaultLayers(Rule):
         else:
             self.model.layers_to_capture = [val + 1 for val in layer_ids]
 """)), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="(shifted by -1)",
-            consequence=Consequence.FRAGILE, severity="warning", note="a default no reading of the usual numbers gives",
+            consequence=Consequence.SILENT_WRONG, severity="error", note="a default no reading of the usual numbers gives",
         ),
     )
 

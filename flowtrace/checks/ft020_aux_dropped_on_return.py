@@ -82,7 +82,7 @@ class ExModel(Module):
         if len(aux_hidden_states) == 0:
             return hidden_states
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), line=17, kind=ProblemKind.RETURN_DROPPED, message='but returns without them at', consequence=Consequence.SILENT_WRONG, severity="error"
+""" + "\n\n" + causal_lm(), "one value returned where the wrapper unpacks (hidden, aux): a ValueError on that path", line=17, kind=ProblemKind.RETURN_DROPPED, message="but returns without them at", consequence=Consequence.CRASH_SERVING, severity="error"
         ),
         Example(
             module(PLAIN_CAPTURING_MODEL, """\

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.checks.example_code import causal_lm
 from flowtrace.checks.base import Example, Finding, FixExample, Rule
 from flowtrace.model.consequence import Consequence
-from flowtrace.checks.targets import conventions, is_target, short
+from flowtrace.checks.targets import first_forward_failure, conventions, is_target, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -75,6 +75,7 @@ class NoneResidualAtEmbedding(Rule):
     name = "none-residual-at-embedding"
     consequence = Consequence.CRASH_SERVING
     kind = ProblemKind.INDEX0_RAISES
+    other_consequences = (Consequence.CRASH_STARTUP,)
     summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
     rationale = (
         "Split-residual loops start with `residual = None` and let the first layer create it. A capture "
@@ -147,7 +148,7 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states + residual)
             hidden_states, residual = self.layers[i](hidden_states, residual)
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`', consequence=Consequence.CRASH_SERVING, severity="error"
+""" + "\n\n" + causal_lm(), 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`', consequence=Consequence.CRASH_STARTUP, severity="warning"
         ),
         Example(
             """\
@@ -175,7 +176,7 @@ class ExModel(Module):
             ), note="the setter keeps id -1 as -1 (never index 0) but sends id 0 (b=1 in this engine's convention) to index 0: "
             "the finding names the id that crashes, not the embedding's",
             line=12, kind=ProblemKind.INDEX0_RAISES, message="a draft asking for id 0 (b=1 in this engine's convention",
-            consequence=Consequence.CRASH_SERVING, severity="error",
+            consequence=Consequence.CRASH_STARTUP, severity="warning",
         ),
     )
 
@@ -193,10 +194,10 @@ class ExModel(Module):
             crash = crashing_ids(result, rows, site.location.file, embedding)
             if crash is not None and not crash:
                 continue  # every served class traced: no id a draft can send reaches index 0
-            found = self._finding(site, crash, rows, embedding)
+            found = self._finding(result, site, crash, rows, embedding)
             yield dataclasses.replace(found, related=tuple(s.location for s in sites[1:]))
 
-    def _finding(self, site, crash: dict[int, list[str]] | None, rows: list, embedding: int | None) -> Finding:
+    def _finding(self, result: ScanResult, site, crash: dict[int, list[str]] | None, rows: list, embedding: int | None) -> Finding:
         name = site.first_none
         none_at = site.first_none_at or site.location
         at = site.stored_at or site.location
@@ -216,13 +217,18 @@ class ExModel(Module):
             site.class_qualname,
             f"{site.function}:{name}",
             steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
-            consequence=Consequence.CRASH_SERVING,
-            effect=(
-                f"raises TypeError (tensor + None) in the first forward run with the draft's layers when it asks for "
-                f"{ids}: at start-up where the engine profiles with a dummy forward, else on the first request; "
-                f"every other boundary is served"
-            ),
+            **_when(result, ids),
         )
+
+
+def _when(result: ScanResult, ids: str) -> dict:
+    """A TypeError in the first forward with the draft's layers: at start-up where the engine's
+    start-up forward runs with the aux capture on (crash_startup), else on the first request."""
+    consequence, when = first_forward_failure(result, "a TypeError (tensor + None)")
+    return {
+        "consequence": consequence,
+        "effect": f"a draft asking for {ids}: {when}; every other boundary is served",
+    }
 
 
 _PROBE_LAYERS = 32

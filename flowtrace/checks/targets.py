@@ -43,15 +43,21 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     return not cc.is_non_target([row.name, *row.architectures])
 
 
-def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
-    """When a forward that returns one value where ``(hidden, aux)`` is unpacked fails: at
-    start-up where the engine runs the target's forward while it starts (the profile's
-    ``startup_forward``, quoted: a ValueError that does not say why, ``crash_startup``), else
-    on the first forward that serves a draft (``crash_serving``)."""
+def first_forward_failure(result: ScanResult, error: str) -> tuple[Consequence, str]:
+    """When an error the target's forward raises with the aux capture on (``error``: "a
+    ValueError at the unpacking") is met: at start-up where the engine runs that forward while
+    it starts (the profile's ``startup_forward``, quoted: an error that does not say why,
+    ``crash_startup``), else on the first forward that serves a draft (``crash_serving``)."""
     where = conventions(result).startup_forward
     if where:
-        return Consequence.CRASH_STARTUP, f"start-up fails with a ValueError at the unpacking that does not say why: {where}"
-    return Consequence.CRASH_SERVING, "the first forward that serves a draft raises a ValueError at the unpacking"
+        return Consequence.CRASH_STARTUP, f"start-up fails with {error} that does not say why: {where}"
+    return Consequence.CRASH_SERVING, f"the first forward that serves a draft raises {error}"
+
+
+def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
+    """A forward that returns one value where ``(hidden, aux)`` is unpacked (see
+    :func:`first_forward_failure`)."""
+    return first_forward_failure(result, "a ValueError at the unpacking")
 
 
 def short(qualname: str | None) -> str:
