@@ -23,7 +23,7 @@ from flowtrace.model.facts import Location, ProblemKind
 
 from fixture_paths import RULE_FIXTURES as FIXTURES
 
-SW, CS, FR, RS = Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.FRAGILE, Consequence.REFUSED_STARTUP
+SW, CS, CU, FR, RS = Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE, Consequence.REFUSED_STARTUP
 
 
 def _graded(root, package):
@@ -34,7 +34,10 @@ def _graded(root, package):
 
 EXPECTED = {
     ("FT013", "silent.py", 19, SW, "error"),  # hidden_states appended without the residual
-    ("FT022", "crash.py", 18, CS, "error"),  # hidden_states + residual while residual is None
+    # hidden_states + residual while residual is None: the TypeError is met in SGLang's start-up
+    # forward (CUDA graph capture with the aux capture on), so it is a start-up crash (warning);
+    # crash_serving cases are pinned in tests/test_drafts_catalogue.py (drafts_like)
+    ("FT022", "crash.py", 18, CU, "warning"),
     ("FT007", "fragile.py", 42, FR, "warning"),  # identity only for ids naming b = L
     ("FT001", "refused.py", 48, RS, "info"),  # wrapper without the setter: refused at start-up
 }
@@ -54,11 +57,12 @@ def test_one_model_per_consequence():
 
 def test_errors_state_their_consequence_and_the_path_from_an_entry():
     _, found = _graded(FIXTURES / "consequences_like", "sglang")
-    errors = {f.file.rsplit("/", 1)[-1]: f for f in found if f.severity == "error"}
+    errors = {f.file.rsplit("/", 1)[-1]: f for f in found if f.severity in ("error", "warning")}
     assert errors["silent.py"].entry_path == "SilentForCausalLM -> SilentModel"
     assert errors["crash.py"].entry_path == "CrashForCausalLM -> CrashModel"
     assert "without the residual" in errors["silent.py"].effect
-    assert "raises TypeError" in errors["crash.py"].effect and "b=0 (id -1)" in errors["crash.py"].effect
+    assert "a TypeError (tensor + None)" in errors["crash.py"].effect and "b=0 (id -1)" in errors["crash.py"].effect
+    assert "start-up fails" in errors["crash.py"].effect
     refused = next(f for f in found if f.rule == "FT001")
     # the profile's own start-up message, with the class named
     assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
@@ -138,7 +142,7 @@ def test_renderers_carry_consequence_and_related_locations(fmt, tmp_path):
     elif fmt == "github":
         assert "::error " in res.stdout and "consequence: the draft silently receives" in res.stdout
     else:
-        assert "= consequence: raises TypeError" in res.stdout and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
+        assert "= consequence: a draft asking for b=0 (id -1): start-up fails with a TypeError" in res.stdout and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
 
 
 def test_wrappers_sharing_a_base_without_the_setter_are_one_finding_at_the_base(tmp_path):
