@@ -253,3 +253,14 @@ def test_a_dropped_aux_that_a_caller_unpacks_is_a_crash():
     assert "unpacks `hidden_states, aux = out`" in one_value.effect and "ValueError" in one_value.effect
     a_tuple = found["FT020", "early.py", 47]
     assert (a_tuple.consequence, a_tuple.severity) == (SW, "error")
+
+
+def test_the_runners_order_decides_whether_the_first_forward_crash_is_met_at_start_up():
+    # model_executor/model_runner.py captures its graphs after a bare set_eagle3_layers_to_capture()
+    # (the flag on, the default layers) and sets the draft's ids only afterwards.
+    found = _graded()
+    bare = found["FT005", "startup.py", 13]  # the flag alone makes the wrapper unpack: at start-up
+    assert (bare.consequence, bare.severity) == (CU, "warning")
+    zero = found["FT022", "zero.py", 21]  # needs the draft's ids, set after the capture: first request
+    assert (zero.consequence, zero.severity) == (CS, "error")
+    assert "start-up forward runs before its runner sets the draft's ids" in zero.effect

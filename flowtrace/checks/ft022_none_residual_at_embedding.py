@@ -224,7 +224,7 @@ class ExModel(Module):
 def _when(result: ScanResult, ids: str) -> dict:
     """A TypeError in the first forward with the draft's layers: at start-up where the engine's
     start-up forward runs with the aux capture on (crash_startup), else on the first request."""
-    consequence, when = first_forward_failure(result, "a TypeError (tensor + None)")
+    consequence, when = first_forward_failure(result, "a TypeError (tensor + None)", with_ids=True)
     return {
         "consequence": consequence,
         "effect": f"a draft asking for {ids}: {when}; every other boundary is served",

@@ -43,15 +43,51 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     return not cc.is_non_target([row.name, *row.architectures])
 
 
-def first_forward_failure(result: ScanResult, error: str) -> tuple[Consequence, str]:
+def first_forward_failure(result: ScanResult, error: str, *, with_ids: bool = False) -> tuple[Consequence, str]:
     """When an error the target's forward raises with the aux capture on (``error``: "a
     ValueError at the unpacking") is met: at start-up where the engine runs that forward while
-    it starts (the profile's ``startup_forward``, quoted: an error that does not say why,
+    it starts after its runner set the layers (``with_ids``: the draft's ids, not the default)
+    (the profile's ``startup_forward``, quoted: an error that does not say why,
     ``crash_startup``), else on the first forward that serves a draft (``crash_serving``)."""
-    where = conventions(result).startup_forward
-    if where:
+    cc = conventions(result)
+    where = cc.startup_forward
+    if where and (not cc.startup_forward_after or _set_before(result, cc.startup_forward_after, with_ids)):
         return Consequence.CRASH_STARTUP, f"start-up fails with {error} that does not say why: {where}"
+    if where:
+        what = "the draft's ids" if with_ids else "the layers"
+        return Consequence.CRASH_SERVING, (
+            f"the first forward that serves a draft raises {error} (the engine's start-up forward runs before its runner "
+            f"sets {what}, so start-up passes)"
+        )
     return Consequence.CRASH_SERVING, f"the first forward that serves a draft raises {error}"
+
+
+def _set_before(result: ScanResult, names: tuple[str, ...], with_ids: bool) -> bool:
+    """The runner sets the layers before a start-up forward call, read from its code (memoised
+    per scan)."""
+    from flowtrace.analysis.startup_order import layers_set_before_startup_forward
+
+    memo = result.project.__dict__.setdefault(_ORDER_ATTR, {}) if hasattr(result.project, "__dict__") else {}
+    if with_ids not in memo:
+        calls = [c for ff in result.files for c in ff.entry_calls]
+        found = layers_set_before_startup_forward(result.root, calls, python_files(result.root), names, with_ids=with_ids)
+        memo[with_ids] = found is not False  # no runner call to judge by: the profile's words hold
+    return memo[with_ids]
+
+
+_ORDER_ATTR = "_flowtrace_startup_order"
+
+
+def python_files(root) -> list[str]:  # noqa: ANN001
+    """The tree's Python files, relative to ``root`` (the runner's callers live outside the
+    model files the index keeps)."""
+    import os
+
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "tests", "test"))
+        out += [os.path.relpath(os.path.join(folder, f), root) for f in sorted(files) if f.endswith(".py")]
+    return out
 
 
 def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
