@@ -17,12 +17,14 @@ look beside the indexed facts, memoised per tree.
 from __future__ import annotations
 
 import ast
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
 from flowtrace.model import facts as F
+from flowtrace.sources.checkpoint import CheckpointError, read_regular_file
 
 _MAX_FILE = 2_000_000
 _DEPTH = 4  # callers followed up from the function that calls the setter
@@ -46,13 +48,21 @@ def _called(node: ast.AST) -> str | None:
     return None
 
 
+def _read(path: str) -> bytes:
+    """A regular file's bytes (a FIFO or device behind a ``.py`` name must not hang the check)."""
+    try:
+        return read_regular_file(path, _MAX_FILE)
+    except CheckpointError:
+        return b""
+
+
 @lru_cache(maxsize=8192)
 def _functions(path: str, mtime: int) -> tuple[_Function, ...]:
     """Every function of the file with the calls in its body (read once per file version)."""
+    text = _read(path)
     try:
-        text = Path(path).read_bytes()
-        tree = ast.parse(text) if len(text) <= _MAX_FILE else None
-    except (OSError, SyntaxError, ValueError, RecursionError):
+        tree = ast.parse(text) if text else None
+    except (SyntaxError, ValueError, RecursionError):
         return ()
     out = []
     for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))) if tree else ():
@@ -66,18 +76,17 @@ def _functions(path: str, mtime: int) -> tuple[_Function, ...]:
 
 @lru_cache(maxsize=8192)
 def _bytes(path: str, mtime: int) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError:
-        return b""
+    return _read(path)
 
 
 def _stat(root: Path, rel: str) -> tuple[str, int] | None:
+    """(path, mtime) of a regular file; None for anything else (folders, FIFOs, devices)."""
     p = root / rel
     try:
-        return str(p), p.stat().st_mtime_ns
+        st = p.stat()
     except OSError:
         return None
+    return (str(p), st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 def _runs_after(fn: _Function, line: int, names: frozenset[str]) -> bool:

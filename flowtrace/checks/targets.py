@@ -9,6 +9,7 @@ not a defect.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowtrace.analysis.categories import project_drafts
@@ -79,15 +80,12 @@ _ORDER_ATTR = "_flowtrace_startup_order"
 
 
 def python_files(root) -> list[str]:  # noqa: ANN001
-    """The tree's Python files, relative to ``root`` (the runner's callers live outside the
-    model files the index keeps)."""
-    import os
+    """The tree's Python files, relative to ``root``, as the index walks them (plain files only,
+    .gitignore respected, depth bounded): the runner's callers live outside the model files the
+    index keeps."""
+    from flowtrace.sources.discover import discover
 
-    out = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "tests", "test"))
-        out += [os.path.relpath(os.path.join(folder, f), root) for f in sorted(files) if f.endswith(".py")]
-    return out
+    return [f.path for f in discover(Path(root))[0]]
 
 
 def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
