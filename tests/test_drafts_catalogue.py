@@ -263,4 +263,4 @@ def test_the_runners_order_decides_whether_the_first_forward_crash_is_met_at_sta
     assert (bare.consequence, bare.severity) == (CU, "warning")
     zero = found["FT022", "zero.py", 21]  # needs the draft's ids, set after the capture: first request
     assert (zero.consequence, zero.severity) == (CS, "error")
-    assert "start-up forward runs before its runner sets the draft's ids" in zero.effect
+    assert "captures its graphs at start-up before its runner sets the draft's ids" in zero.effect

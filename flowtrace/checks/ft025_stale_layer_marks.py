@@ -58,6 +58,7 @@ class StaleLayerMarks(Rule):
     code = "FT025"
     name = "stale-layer-marks"
     consequence = Consequence.FRAGILE
+    other_consequences = (Consequence.CRASH_SERVING,)
     kind = ProblemKind.STALE_LAYER_MARKS
     summary = "A setter marks the layers it is handed ids for and never clears the others, so a second call keeps the first call's marks."
     rationale = (

@@ -9,7 +9,6 @@ not a defect.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowtrace.analysis.categories import project_drafts
@@ -47,50 +46,36 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
 def first_forward_failure(result: ScanResult, error: str, *, with_ids: bool = False) -> tuple[Consequence, str]:
     """When an error the target's forward raises with the aux capture on (``error``: "a
     ValueError at the unpacking") is met: at start-up where the engine runs that forward while
-    it starts after its runner set the layers (``with_ids``: the draft's ids, not the default)
-    (the profile's ``startup_forward``, quoted: an error that does not say why,
-    ``crash_startup``), else on the first forward that serves a draft (``crash_serving``)."""
-    cc = conventions(result)
-    where = cc.startup_forward
-    if where and (not cc.startup_forward_after or _set_before(result, cc.startup_forward_after, with_ids)):
+    it starts (the profile's ``startup_forward``, quoted: an error that does not say why,
+    ``crash_startup``) after its runner set the layers (``with_ids``: the draft's ids, not the
+    model's defaults), else on the first forward that serves a draft (``crash_serving``)."""
+    where = conventions(result).startup_forward
+    if where and _set_before_capture(result, with_ids):
         return Consequence.CRASH_STARTUP, f"start-up fails with {error} that does not say why: {where}"
     if where:
         what = "the draft's ids" if with_ids else "the layers"
         return Consequence.CRASH_SERVING, (
-            f"the first forward that serves a draft raises {error} (the engine's start-up forward runs before its runner "
-            f"sets {what}, so start-up passes)"
+            f"the first forward that serves a draft raises {error} (the engine captures its graphs at start-up before its "
+            f"runner sets {what}, so start-up passes)"
         )
     return Consequence.CRASH_SERVING, f"the first forward that serves a draft raises {error}"
 
 
-def _set_before(result: ScanResult, names: tuple[str, ...], with_ids: bool) -> bool:
-    """The runner sets the layers before a start-up forward call, read from its code (memoised
-    per scan)."""
-    from flowtrace.analysis.startup_order import layers_set_before_startup_forward
+def _set_before_capture(result: ScanResult, with_ids: bool) -> bool:
+    """The runner sets the layers (``with_ids``: the draft's ids) before a graph capture on a
+    start-up way of its serving plan (:mod:`flowtrace.analysis.serving`); where the plan is not
+    known, the profile's ``startup_forward`` holds as written."""
+    from flowtrace.analysis.serving import serving_plan
 
-    memo = result.project.__dict__.setdefault(_ORDER_ATTR, {}) if hasattr(result.project, "__dict__") else {}
-    if with_ids not in memo:
-        calls = [c for ff in result.files for c in ff.entry_calls]
-        found = layers_set_before_startup_forward(result.root, calls, python_files(result.root), names, with_ids=with_ids)
-        memo[with_ids] = found is not False  # no runner call to judge by: the profile's words hold
-    return memo[with_ids]
-
-
-_ORDER_ATTR = "_flowtrace_startup_order"
-
-
-def python_files(root) -> list[str]:  # noqa: ANN001
-    """The tree's Python files, relative to ``root``, as the index walks them (plain files only,
-    .gitignore respected, depth bounded): the runner's callers live outside the model files the
-    index keeps."""
-    from flowtrace.sources.discover import discover
-
-    return [f.path for f in discover(Path(root))[0]]
+    plan = serving_plan(result.project)
+    if not plan.known:
+        return True
+    return any(not (with_ids and c.default) for p in plan.startup for g in p.captures for c in g.before)
 
 
 def unpack_failure(result: ScanResult) -> tuple[Consequence, str]:
     """A forward that returns one value where ``(hidden, aux)`` is unpacked (see
-    :func:`first_forward_failure`)."""
+    :func:`first_forward_failure`): any setter call turns the unpacking on."""
     return first_forward_failure(result, "a ValueError at the unpacking")
 
 

@@ -32,9 +32,8 @@ Keys (all optional):
   run, a CUDA graph capture) with the aux capture on and unpacks what it returns: a forward
   that returns one value where ``(hidden, aux)`` is unpacked fails *there*, at start-up, with
   an error that does not say why (``crash_startup``), not on a request.
-- ``startup_forward_after``: the calls that run that forward, when releases differ in whether
-  the runner sets the draft's layers before them (then the order is read from the code,
-  :mod:`flowtrace.analysis.startup_order`); empty: ``startup_forward`` holds as written.
+  Where the engine's serving plan is known (:mod:`flowtrace.analysis.serving`), it decides
+  whether the runner sets the layers before its start-up graph capture.
 - ``platform_builds``: distributions built for one platform, as ``"<dist-info Name>:
   <platform test that holds there>"`` (``"eng-cpu: platform.is_cpu()"``): in such a
   tree the other ``is_*()`` tests of that object are false, so a per-platform copy the
@@ -69,7 +68,6 @@ class CheckConventions:
     interface_holder_path: tuple[str, ...] = ()
     startup_refusal: str | None = None
     startup_forward: str | None = None
-    startup_forward_after: tuple[str, ...] = ()
     platform_builds: tuple[str, ...] = ()
 
     def is_draft_class(self, name: str) -> bool:

@@ -134,7 +134,6 @@ class Profile:
     interface_holder_path: tuple[str, ...] = _key("checks", merged="")
     startup_refusal: str = _key("checks", TEXT, merged="")
     startup_forward: str = _key("checks", TEXT, merged="")
-    startup_forward_after: tuple[str, ...] = _key("checks", merged="")
     platform_builds: tuple[str, ...] = _key("checks", merged="")
     # -- the serving path: what the runner does with the model (flowtrace.index.runner_steps) -----
     startup: tuple[str, ...] = _key("serving")  # runner methods a start-up runs (its sequence is read from their bodies)
