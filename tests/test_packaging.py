@@ -97,6 +97,8 @@ def test_the_wheel_ships_the_profiles_and_templates(wheel_env, tmp_path):
     assert Path(rules).is_relative_to(wheel_env) and Path(rules).name == "bundled_rules"
     assert {p.name for p in Path(rules, "engines").glob("*.toml")} == {p.name for p in (REPO / "rules" / "engines").glob("*.toml")}
     assert {p.name for p in Path(rules, "training").glob("*.toml")} == {p.name for p in (REPO / "rules" / "training").glob("*.toml")}
+    # the draft catalogue the grading reads ships beside them (docs/drafts.md)
+    assert {p.name for p in Path(rules, "drafts").glob("*.toml")} == {p.name for p in (REPO / "rules" / "drafts").glob("*.toml")} != set()
     # the engine runner scripts the [probe] tables name travel with their profiles
     assert {p.name for p in Path(rules, "engines").glob("*.py")} == {p.name for p in (REPO / "rules" / "engines").glob("*.py")} != set()
 
@@ -117,9 +119,10 @@ def test_the_installed_script_scans_and_checks_a_tree(wheel_env, tmp_path):
     check = subprocess.run([flowtrace, "check", str(tree), "--output-format", "concise", "--no-cache"], capture_output=True, text=True, env=_clean_env(), cwd=tmp_path)
     # epsilon.py: EpsilonModel reads layers_to_capture that no setter writes (FT002, an error).
     assert check.returncode == 1, check.stderr
-    # epsilon.py:23 appends `hidden_states + residual` with residual None (crash: error) and has no
-    # setter of its own (a start-up refusal: info)
-    assert "sglang/srt/models/epsilon.py:23: FT022 [error]" in check.stdout
+    # epsilon.py:23 appends `hidden_states + residual` with residual None (a crash in SGLang's start-up
+    # forward, the fixture having no runner to say otherwise: a warning) and has no setter of its
+    # own (a start-up refusal: info)
+    assert "sglang/srt/models/epsilon.py:23: FT022 [warning]" in check.stdout
     assert "sglang/srt/models/epsilon.py:23: FT002 [info]" in check.stdout
 
 
