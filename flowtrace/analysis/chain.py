@@ -15,29 +15,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from flowtrace.model import facts as F
 from flowtrace.model.links import (
     CaptureChain,
     ConcatLink,
+    Decision,
+    DefaultLink,
+    FirstIteration,
     HolderLink,
     IdSourceLink,
+    LayoutLink,
     Problem,
+    Production,
+    ProductionLink,
+    ServingLink,
     SiteLink,
+    StoreKind,
     TransformLink,
+    Unmatched,
 )
 
 if TYPE_CHECKING:
     from flowtrace.analysis.capture import Capture
+    from flowtrace.analysis.config_capture import SourceCapture
+    from flowtrace.engines.profiles import Conventions
 
 
 class ChainProject(Protocol):
     """What a chain reads of the project (:class:`flowtrace.analysis.resolve.Project`): its
-    classes, for the holder's location, and its concatenation index."""
+    classes, for the holder's location, its concatenation index, and the profile's words
+    (capture attributes, post-final-norm ids)."""
 
     @property
     def classes(self) -> Mapping[str, F.ClassFact]: ...
+
+    @property
+    def conv(self) -> Conventions: ...
 
     @property
     def concats(self) -> ConcatIndex: ...
@@ -100,7 +115,7 @@ def setter_chain(project: ChainProject, qualname: str, capture: Capture) -> Capt
     site = capture.site
     return CaptureChain(
         source=IdSourceLink(F.SourceKind.SETTER, None, first.location),
-        transforms=_transforms(qualname, capture),
+        production=ProductionLink(Production.SETTER_CHAIN, _transforms(qualname, capture)),
         holder=_holder(project, capture),
         site=_site(capture) if site is not None else None,
         stream=capture.stream,
@@ -138,15 +153,25 @@ def _attribute(capture: Capture) -> str | None:
     return next((w.rsplit(".", 1)[-1] for s in capture.chain for w in s.writes), None)
 
 
+def _store(project: ChainProject, capture: Capture) -> StoreKind:
+    """What the setters write where the site reads it: the capture attribute itself, or a
+    per-layer flag the site reads instead (the setter marked ``self.layers[i]``)."""
+    site = capture.site
+    if site is not None and site.attribute and site.attribute not in project.conv.attributes:
+        return StoreKind.LAYER_MARKS
+    return StoreKind.ATTRIBUTE
+
+
 def _holder(project: ChainProject, capture: Capture) -> HolderLink | None:
     """Link 3: the holder class and how it is built; a dynamic holder names its config key
     and the construction that reads it."""
+    store = _store(project, capture)
     if capture.depends_on:
         where = next((p.location for p in capture.issues if p.kind == F.ProblemKind.DEPENDS_ON_CONFIG), None)
-        return HolderLink(None, F.HolderKind.DYNAMIC, _attribute(capture), where or capture.setter.location, capture.depends_on)
+        return HolderLink(None, F.HolderKind.DYNAMIC, _attribute(capture), where or capture.setter.location, capture.depends_on, store)
     if capture.holder is None:
         return None
-    return HolderLink(capture.holder, capture.holder_kind, _attribute(capture), _class_location(project, capture.holder))
+    return HolderLink(capture.holder, capture.holder_kind, _attribute(capture), _class_location(project, capture.holder), store=store)
 
 
 def _class_location(project: ChainProject, qualname: str | None) -> F.Location | None:
@@ -172,6 +197,7 @@ def _site(capture: Capture) -> SiteLink:
         embedding_capturable=capture.embedding_capturable,
         last_layer_capturable=capture.last_layer_capturable,
         owner=site.class_qualname,
+        captured_expression=site.captured_expression,
     )
 
 
@@ -189,28 +215,48 @@ def _concat(project: ChainProject, holder: str | None, site: F.CaptureSiteFact) 
 
 # -- a setter-less chain (config_capture.SourceCapture) ------------------------------------
 
-_SOURCE_KINDS = {"config": F.SourceKind.CONFIG_ATTRIBUTE, "context": F.SourceKind.BUILD_CONTEXT, "hook": F.SourceKind.SERVING_CONFIG}
+_SOURCE_KINDS = {
+    F.IdSourceKind.CONFIG: (F.SourceKind.CONFIG_ATTRIBUTE, StoreKind.CONFIG_ATTRIBUTE),
+    F.IdSourceKind.CONTEXT: (F.SourceKind.BUILD_CONTEXT, StoreKind.CONTEXT_FIELD),
+    F.IdSourceKind.HOOK: (F.SourceKind.SERVING_CONFIG, StoreKind.METADATA),
+}
 
 
-def source_chain(project: ChainProject, src: Any) -> CaptureChain:
-    """The links of a setter-less path: the id source the engine reads, the builder that
-    writes the layout it serves (transform ``ignored``), the holder and the site."""
-    site = src.site
+def source_chain(project: ChainProject, src: SourceCapture) -> CaptureChain:
+    """The links of a setter-less path: the id source the engine reads (never the draft's
+    ids), how it produces them (a builder's layout, or the serving ids), the holder, the site
+    and how the states are read back."""
+    kind, store = _SOURCE_KINDS[src.kind]
     problems = tuple(Problem(F.ProblemKind.NO_CAPTURE_SITE, text, src.location) for text in src.problems)
+    attribute = src.source.attribute if src.source is not None else None
     return CaptureChain(
-        source=IdSourceLink(_SOURCE_KINDS.get(src.kind, F.SourceKind.NONE), src.key, src.location),
-        transforms=_builder_transform(src),
-        holder=HolderLink(src.holder, F.HolderKind.DIRECT, getattr(src.source, "attribute", None), _class_location(project, src.holder) or src.location),
-        site=_source_site(src) if site is not None else None,
+        source=IdSourceLink(kind, src.key, src.location, reads_draft_ids=False),
+        production=_production(src),
+        holder=HolderLink(src.holder, F.HolderKind.DIRECT, attribute, _class_location(project, src.holder) or src.location, store=store),
+        site=_source_site(src) if src.site is not None else None,
         stream=None,
         slots=None,
         returns=None,
-        concat=_source_concat(project, src) if site is not None else None,
+        concat=_source_concat(project, src),
         problems=problems,
+        serving=ServingLink(modes=src.modes),
     )
 
 
-def _builder_transform(src: Any) -> tuple[TransformLink, ...]:
+def _production(src: SourceCapture) -> ProductionLink:
+    """Link 2 of a setter-less path: a builder that writes the engine's own layout (the
+    draft's ids are ignored), or the serving ids with the metadata's default."""
+    decision = Decision(src.outcome, src.reason, src.reason_location)
+    if src.kind is F.IdSourceKind.HOOK:
+        d = src.default
+        default = DefaultLink(d.class_qualname, d.method, d.attribute, d.source, d.location) if d is not None else None
+        return ProductionLink(Production.SERVING_IDS, default=default, decision=decision)
+    w, builder = src.write, src.builder
+    layout = LayoutLink(w.key, w.expression, w.condition, w.bindings, w.location, builder.class_qualname if builder else None) if w is not None else None
+    return ProductionLink(Production.BUILDER_LAYOUT, _builder_transform(src), layout=layout, decision=decision)
+
+
+def _builder_transform(src: SourceCapture) -> tuple[TransformLink, ...]:
     """A config builder that writes the engine's own layout: the draft's ids are ignored."""
     builder, write = src.builder, src.write
     if builder is None:
@@ -228,25 +274,68 @@ def _builder_transform(src: Any) -> tuple[TransformLink, ...]:
     )
 
 
-def _source_concat(project: ChainProject, src: Any) -> ConcatLink:
-    """The order a setter-less path reads the states back (``sorted`` is layer order) and a
-    post-final-norm capture of b=L."""
-    index = project.concats
-    order = F.ConcatOrder.CONFIG if src.concat_order == "config" else F.ConcatOrder.LOOP
-    owner = getattr(src.site, "class_qualname", src.holder)
-    return ConcatLink(order, src.post_norm_site, index.chosen(src.holder), index.candidates(owner.rpartition(".")[0]))
-
-
-def _source_site(src: Any) -> SiteLink:
+def _source_concat(project: ChainProject, src: SourceCapture) -> ConcatLink:
+    """How a setter-less path reads the states back: in its order (``sorted``: one buffer
+    slot per id, ascending), a dict's concatenation by key (an id never stored raises), a
+    buffer whose unwritten slots are read all the same, the post-final-norm ids (hooks)."""
     site = src.site
+    hook = src.kind is F.IdSourceKind.HOOK
+    if src.mechanism == F.DICT_STORE:
+        unmatched = Unmatched.RAISES
+    else:
+        unmatched = Unmatched.EMPTY_SLOT if hook else Unmatched.DROPPED
+    post = project.conv.post_norm_ids if hook else ()
+    owner = site.class_qualname if site is not None else src.holder
+    return ConcatLink(
+        order=src.concat_order,
+        last_layer_at=None,
+        location=site.concat if isinstance(site, F.DictCaptureFact) else None,
+        candidates=project.concats.candidates(owner.rpartition(".")[0]) if site is not None else (),
+        unmatched=unmatched,
+        post_norm_ids=tuple(post),
+        post_norm_at=src.post_norm_site,
+    )
+
+
+def _capturability(src: SourceCapture) -> tuple[bool | None, bool | None]:
+    """(embedding, last layer) of a setter-less site. A capture loop knows both; a metadata
+    hook called after layer i's feed-forward records b = i + 1, so b = 0 can never be asked
+    for (the post-norm id is no boundary) and b = L is id L - 1; a dict store keyed by layer
+    records the layer's input or output the same way; an unknown point decides neither."""
+    site = src.site
+    if isinstance(site, F.CaptureSiteFact):
+        return site.embedding_capturable, site.last_layer_capturable
+    if src.point not in (F.INPUT, F.OUTPUT):
+        return None, None
+    return src.point == F.INPUT, src.point == F.OUTPUT
+
+
+def _first_iteration(site: F.CaptureSiteFact | F.DictCaptureFact | F.HookCallFact) -> FirstIteration | None:
+    """The index a capture loop meets at its first iteration, when recording it adds an
+    operand that is still None there (TypeError)."""
+    if not isinstance(site, F.CaptureSiteFact) or not site.first_none or site.label_offset is None:
+        return None
+    return FirstIteration(site.label_offset, site.first_none, site.stored_at or site.location)
+
+
+def _source_site(src: SourceCapture) -> SiteLink:
+    site = src.site
+    assert site is not None
+    emb, last = _capturability(src)
+    loop = site if isinstance(site, F.CaptureSiteFact) else None
     return SiteLink(
-        mechanism=mechanism(src.mechanism),
+        mechanism=mechanism(src.mechanism or ""),
         point=F.Point(src.point),
-        function=getattr(site, "function", ""),
+        function=site.function,
         location=site.location,
         note=src.point_note,
-        attribute=getattr(site, "attribute", None),
-        owner=getattr(site, "class_qualname", None),
+        attribute=site.attribute if not isinstance(site, F.HookCallFact) else None,
+        loop_range=loop.loop_range if loop is not None else None,
+        embedding_capturable=emb,
+        last_layer_capturable=last,
+        owner=site.class_qualname,
+        captured_expression=loop.captured_expression if loop is not None else None,
+        first_iteration=_first_iteration(site),
     )
 
 

@@ -22,6 +22,9 @@ CAPTURES, CAPTURES_NOTHING, REFUSES = F.Outcome.CAPTURES, F.Outcome.CAPTURES_NOT
 HOOK = F.IdSourceKind.HOOK
 
 
+SiteFact = F.CaptureSiteFact | F.DictCaptureFact | F.HookCallFact  # what records the states on a setter-less path
+
+
 @dataclass(frozen=True, slots=True)
 class SourceCapture:
     kind: F.IdSourceKind  # config | context | hook
@@ -29,7 +32,7 @@ class SourceCapture:
     key: str  # config attribute, context field, or serving key
     source: F.IdSourceFact | None
     transform: F.Transform | F.SourceKind  # IGNORED | SERVING
-    site: object | None  # CaptureSiteFact | DictCaptureFact | HookCallFact
+    site: SiteFact | None
     mechanism: F.Mechanism | None  # None when no site records
     point: F.Point
     point_note: str
@@ -52,7 +55,7 @@ class SourceCapture:
 
     @property
     def location(self) -> F.Location | None:
-        return self.source.location if self.source else getattr(self.site, "location", None)
+        return self.source.location if self.source else (self.site.location if self.site is not None else None)
 
 
 class _Index:

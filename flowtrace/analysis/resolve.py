@@ -24,6 +24,7 @@ from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink, StreamLink, compose_transforms
 from flowtrace.analysis.capture import Capture
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
+from flowtrace.analysis.config_capture import SourceCapture, opts_in, resolve_source
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
     F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
@@ -42,7 +43,7 @@ class ModelRow:
     capture: Capture | None
     # A capture path without a setter (config attribute, build context, metadata hook):
     # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
-    source: object | None = None
+    source: SourceCapture | None = None
     # The typed links of either path (flowtrace.analysis.chain): what the graph stores and
     # trace, the checks and the renderers read; None when the class has no capture path.
     chain: CaptureChain | None = None
@@ -743,7 +744,7 @@ class Project:
         """Where the scan concatenates captured states (the concat links read it)."""
         return ConcatIndex.of(self.files)
 
-    def chain_of(self, qualname: str, capture: Capture | None, source: object | None) -> CaptureChain | None:
+    def chain_of(self, qualname: str, capture: Capture | None, source: SourceCapture | None) -> CaptureChain | None:
         """The typed links of a row's capture path (setter-driven or setter-less)."""
         if capture is not None:
             return setter_chain(self, qualname, capture)
@@ -786,7 +787,7 @@ class Project:
             )
         return tuple(out)
 
-    def support_of(self, qualname: str, chain: CaptureChain | None, source: object | None) -> str:
+    def support_of(self, qualname: str, chain: CaptureChain | None, source: SourceCapture | None) -> str:
         """A row's support word, read off its chain: conditional on the target config (a
         dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
         entry setter hands the ids on), inherited (the entry setter is a base class's)."""
@@ -801,11 +802,9 @@ class Project:
             return DELEGATED
         return INHERITED if entry.owner != qualname else SUPPORTED
 
-    def _source(self, qualname: str, registered: dict[str, list[str]]):
+    def _source(self, qualname: str, registered: dict[str, list[str]]) -> SourceCapture | None:
         """The setter-less capture path of a registered class, or of a class that opts in
         through a profile-named base (see config_capture)."""
-        from flowtrace.analysis.config_capture import opts_in, resolve_source
-
         if qualname not in registered and not opts_in(self, qualname):
             return None
         return resolve_source(self, qualname, tuple(sorted(set(registered.get(qualname, ())))))

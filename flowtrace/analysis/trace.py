@@ -13,16 +13,29 @@ Every step carries the file:line it rests on, so a reader can check it against t
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
 from typing import NoReturn
 
 from flowtrace.model import facts as F
+from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, layout, offset
 from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
-from flowtrace.model.links import NOT_BREAKING, CaptureChain, SiteLink, TransformLink
+from flowtrace.model.links import (
+    NOT_BREAKING,
+    CaptureChain,
+    Decision,
+    Production,
+    ProductionLink,
+    SiteLink,
+    StoreKind,
+    StreamLink,
+    TransformLink,
+    Unmatched,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +207,15 @@ class _Stop(Exception):
 
 
 class _Tracer:
-    """Evaluates one row's chain on concrete ids, phase by phase; each phase adds its steps
-    (with file:line) and may end the trace with an outcome."""
+    """Evaluates one row's capture chain on concrete ids, one phase per link (DESIGN.md §3);
+    each phase adds its steps (with file:line) and may end the trace with an outcome.
+
+    Every id source goes through the same phases: the id source (link 1), id production
+    (link 2, dispatching on :class:`Production`), the store and the site (links 3-4), the
+    point, the boundaries (:func:`flowtrace.analysis.boundaries.layout`), the stream, slots
+    and return path (links 5-6) and the concat (link 7). Rows whose ids do not reach a setter
+    keep the words their traces always had (``self.setter_words`` is False): the same
+    numbers, phrased for an engine that fills the ids itself."""
 
     def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None, target_config: dict | None = None) -> None:
         self.project, self.row, self.layer_ids, self.L, self.hidden_size = project, row, layer_ids, num_layers, hidden_size
@@ -205,9 +225,12 @@ class _Tracer:
         self.indices: tuple[int, ...] | None = None
         self.boundaries: tuple[int, ...] | None = None
         self.dropped: list[tuple[int, str]] = []
+        self.extra_slots = 0
         self.outcome = F.Outcome.UNKNOWN
         self.raises_at: F.Location | None = None
         self.reason: str | None = None
+        self.setter_words = True
+        self.stated: Decision | None = None  # what a setter-less source decided without ids
 
     # -- outcome -----------------------------------------------------------------
     def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> NoReturn:
@@ -217,28 +240,29 @@ class _Tracer:
         self.problems.append(reason)
         raise _Stop
 
+    def end_unproduced(self, reason: str) -> NoReturn:
+        """No ids were produced: the outcome the source stated (a refused method raises at
+        start-up, an unfilled source captures nothing), else unknown."""
+        stated = self.stated
+        if stated is not None and stated.outcome == F.Outcome.REFUSES:
+            self.end(F.Outcome.RAISES, reason, stated.location)
+        if stated is not None and stated.outcome == F.Outcome.CAPTURES_NOTHING:
+            self.end(F.Outcome.CAPTURES_NOTHING, reason)
+        self.end(F.Outcome.UNKNOWN, reason)
+
     def result(self) -> TraceResult:
         boundaries = self.boundaries if self.outcome in (F.Outcome.CAPTURES, F.Outcome.CAPTURES_NOTHING) else None
         return TraceResult(
             self.row.qualname, self.L, tuple(self.layer_ids) if self.layer_ids is not None else None,
             self.indices, boundaries, tuple(self.dropped), tuple(self.steps), tuple(self.problems), self.hidden_size,
-            self.outcome, self.raises_at, self.reason,
+            self.outcome, self.raises_at, self.reason, self.extra_slots,
         )
 
     def run(self) -> TraceResult:
-        """The phases in chain order; each reads its link of ``row.chain`` (DESIGN.md §3)."""
-        chain = self.row.chain
+        """The phases in chain order; each reads its link of ``row.chain``."""
         try:
-            if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
-                self.setterless_phase()
-            self.runner_phase()
-            self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
-            if chain.holder is not None and chain.holder.depends_on:
-                chain = self.bind_dynamic(chain)
-            ids = self.initial_ids(chain)
-            self.run_chain(chain, ids)
-            if chain.site is None:
-                self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
+            chain = self.source_phase(self.row.chain)
+            chain = self.id_phase(chain)
             site = self.site_phase(chain)
             self.flow_phase(chain)
             offset = self.point_phase(site)
@@ -251,7 +275,21 @@ class _Tracer:
             pass
         return self.result()
 
-    # -- no setter: what the runner does with the class ---------------------------------
+    # -- link 1: the id source ---------------------------------------------------------
+    def source_phase(self, chain: CaptureChain | None) -> CaptureChain:
+        """No id source: the runner decides (it raises, or nothing is captured). A setter:
+        the runner's model check comes first. Any other source states its outcome, which the
+        trace keeps for when no ids can be produced."""
+        if chain is None or (chain.setter_driven and not chain.transforms):
+            self.setterless_phase()
+        if not chain.setter_driven:
+            self.setter_words = False
+            self.stated = chain.production.decision
+            return chain
+        self.runner_phase()
+        self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
+        return chain
+
     def setterless_phase(self) -> NoReturn:
         """A class without the setter captures nothing only if the runner lets it: an unguarded
         call of the entry setter, or a check that raises, ends the run there (per call site)."""
@@ -274,7 +312,20 @@ class _Tracer:
         if raising:
             self.end(F.Outcome.RAISES, raising[0].text, raising[0].call.raises_at)
 
-    # -- link 3 first when the holder is built from the target config ----------------
+    # -- link 2: id production -----------------------------------------------------------
+    def id_phase(self, chain: CaptureChain) -> CaptureChain:
+        """The concrete ids the site meets, by the way link 2 produces them."""
+        kind = chain.production.kind
+        if kind is Production.BUILDER_LAYOUT:
+            self.indices = self.layout_ids(chain)
+        elif kind is Production.SERVING_IDS:
+            self.indices = self.serving_ids(chain)
+        else:
+            if chain.holder is not None and chain.holder.depends_on:
+                chain = self.bind_dynamic(chain)
+            self.run_chain(chain, self.initial_ids(chain))
+        return chain
+
     def bind_dynamic(self, chain: CaptureChain) -> CaptureChain:
         """The wrapper's language model is whatever class the target config names under the
         holder link's ``depends_on`` (``text_config.architectures``): look it up in the registry
@@ -301,7 +352,6 @@ class _Tracer:
         self.steps.append(TraceStep("holder", f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged ({entry.owner.rsplit('.', 1)[-1]}.{entry.method})", where))
         return inner.chain
 
-    # -- link 1: ids ---------------------------------------------------------------
     def initial_ids(self, chain: CaptureChain) -> object:
         """The ids the first setter receives. Without config ids an engine either asks a
         default getter first (vLLM style) or hands None down the chain, whose setters may
@@ -319,7 +369,62 @@ class _Tracer:
         self.steps.append(TraceStep("config", f"default ids from {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}() = {getter.expression} -> {list(ids)}", getter.location))
         return list(ids)
 
-    # -- link 2: the transform chain ---------------------------------------------------
+    def unproduced(self, production: ProductionLink, written: bool = True) -> None:
+        """A setter-less source that states it is not filled (or refused), or writes no
+        layout: say why, and end."""
+        stated = production.decision
+        if stated is not None and (stated.outcome != F.Outcome.CAPTURES or not written):
+            self.steps.append(TraceStep("source", stated.reason, stated.location))
+            self.end_unproduced(f"{str(stated.outcome).replace('_', ' ')}: {stated.reason}")
+
+    def layout_ids(self, chain: CaptureChain) -> tuple[int, ...]:
+        """BUILDER_LAYOUT: the engine writes the ids itself (a config builder's expression,
+        evaluated on L), so the draft's ids are *ignored*: the trace says so and reports the
+        engine's layout whatever ``--layer-ids`` says."""
+        source, production = chain.source, chain.production
+        given = f"draft ids {list(self.layer_ids)}" if self.layer_ids is not None else "no draft ids"
+        holder = _short((chain.holder.holder if chain.holder else None) or "?")
+        read = f"{holder} reads {source.key} from the {'config' if source.kind == F.SourceKind.CONFIG_ATTRIBUTE else 'build context'}"
+        self.steps.append(TraceStep("config", f"{given}: {F.Transform.IGNORED} - {read}; the engine fills it itself, the draft's ids are never read; L = {self.L}", source.location))
+        write = production.layout
+        self.unproduced(production, write is not None)
+        if write is None:
+            self.end_unproduced("no layout is written")
+        owner = _short(write.builder) if write.builder else "the engine"
+        try:
+            value = evaluate(write.expression, _layer_names(write.expression, write.bindings, self.L))
+        except CannotEvaluate as exc:
+            self.end_unproduced(f"cannot evaluate {write.key} = {write.expression}: {exc}")
+        ids = _as_ids(value)
+        if ids is None:
+            self.end_unproduced(f"{write.expression} is not a list of ints")
+        gate = f" when {write.condition}" if write.condition else ""
+        self.steps.append(TraceStep("builder", f"{owner}: {write.key} = {write.expression} -> {list(ids)}{gate}", write.location))
+        return ids
+
+    def serving_ids(self, chain: CaptureChain) -> tuple[int, ...]:
+        """SERVING_IDS: the engine takes the ids from its serving config (``--layer-ids``
+        stands for it), sorted, with defaults applied by the metadata class."""
+        production, key = chain.production, chain.source.key
+        self.unproduced(production)
+        if self.layer_ids is not None:
+            ids = tuple(sorted(set(self.layer_ids)))
+            self.steps.append(TraceStep("config", f"serving config {key} = {list(self.layer_ids)}: the engine stores them sorted -> {list(ids)}; L = {self.L}"))
+            return ids
+        default = production.default
+        if default is None:
+            self.end_unproduced(f"no ids given and no metadata class applies defaults to {key}")
+        attribute = default.attribute
+        names = {"self.num_layers": self.L, f"self.{attribute}": None, "self.is_draft_model": False, "self.is_mtp_eagle": False}
+        run = run_function(default.source, {}, names)
+        writes = [w for w in run.writes if w.target == f"self.{attribute}" and _as_ids(w.value) is not None]
+        if run.raised or not writes:
+            self.end_unproduced(f"{_short(default.owner)}.{default.method} gives no default for L = {self.L}: {run.raised or '; '.join(run.unevaluated) or 'no write'}")
+        ids = tuple(sorted(_as_ids(writes[0].value) or ()))
+        self.steps.append(TraceStep("default", f"no {key} given: {_short(default.owner)}.{default.method} sets {attribute} = {writes[0].expression} -> {list(ids)} (sorted); L = {self.L}", default.location))
+        return ids
+
+    # -- link 2 for setters: the transform chain ------------------------------------------
     def has_attribute_for(self, qualname: str):
         """``hasattr(self, "x")`` / ``hasattr(self.m, "x")`` decided from the class (or the
         class built as ``self.m``): its methods and __init__ attributes; an object whose
@@ -348,7 +453,6 @@ class _Tracer:
     def setter_fact(self, link: TransformLink) -> F.SetterFact:
         """The setter a transform link names (its source is what the evaluator runs)."""
         return self.project.setters[link.owner][link.method]
-
     def run_chain(self, chain: CaptureChain, ids: object) -> None:
         """Link 2: each transform link's setter run on the ids it receives."""
         guards = self.project.conv.pp_guards
@@ -453,17 +557,27 @@ class _Tracer:
             verdict = "taken" if step.taken else "not taken"
             self.steps.append(TraceStep("branch", f"{owner}.{setter.method}: `{step.condition}` -> {verdict}: {step.reason}", self.line_of(setter, step.line)))
 
-    # -- links 3-4: holder and site ------------------------------------------------------
+    # -- links 3-4: the store and the site --------------------------------------------------
     def site_phase(self, chain: CaptureChain) -> SiteLink:
-        site = chain.site
+        """What is written where the site reads it, then the site; a chain without a site
+        ends here (a setter chain: nothing reads the indices; an engine-filled one: the point
+        is unknown)."""
+        site, holder = chain.site, chain.holder
+        holder_name = _short((holder.holder if holder else None) or "?")
+        if not self.setter_words:
+            if chain.production.kind is Production.BUILDER_LAYOUT and holder is not None:
+                self.steps.append(TraceStep("attribute", f"{holder_name}.{holder.attribute} = {list(self.indices or ())}", chain.source.location))
+            if site is None:
+                self.end(F.Outcome.UNKNOWN, "capture point unknown: no capture loop reads the ids")
+            return site
         if site is None:
+            self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
             breaking = [p.text for p in chain.problems if p.kind not in NOT_BREAKING]
             self.end(F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(breaking) or 'none found'})")
-        holder = ((chain.holder.holder if chain.holder else None) or "?").rsplit(".", 1)[-1]
         indices = self.indices or ()
-        attribute = site.attribute or (chain.holder.attribute if chain.holder else None) or "capture attribute"
+        attribute = site.attribute or (holder.attribute if holder else None) or "capture attribute"
         shown = sorted(set(indices)) if len(set(indices)) != len(indices) or list(indices) != sorted(indices) else list(indices)
-        self.steps.append(TraceStep("attribute", f"{holder}.{attribute} = {shown}", site.location))
+        self.steps.append(TraceStep("attribute", f"{holder_name}.{attribute} = {shown}", site.location))
         loop_range = " ".join((site.loop_range or "").split())
         self.steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1}); {site.mechanism}", site.location))
         return site
@@ -484,49 +598,65 @@ class _Tracer:
 
     def point_phase(self, site: SiteLink) -> int:
         if site.point == F.UNKNOWN:
-            self.steps.append(TraceStep("point", f"capture point unknown: {site.note}", site.location))
+            if self.setter_words:
+                self.steps.append(TraceStep("point", f"capture point unknown: {site.note}", site.location))
             self.end(F.Outcome.UNKNOWN, f"capture point unknown: {site.note}")
-        offset = 0 if site.point == F.INPUT else 1
-        self.steps.append(TraceStep("point", f"capture point {site.point}: index i yields boundary i{' + 1' if offset else ''} ({site.note})", (site.evidence or (site.location,))[0]))
-        return offset
+        shift = offset(site.point)
+        mechanism = f" ({site.mechanism})" if not self.setter_words else ""
+        self.steps.append(TraceStep("point", f"capture point {site.point}{mechanism}: index i yields boundary i{' + 1' if shift else ''} ({site.note})", (site.evidence or (site.location,))[0]))
+        return shift
 
-    def boundary_phase(self, chain: CaptureChain, site: SiteLink, offset: int) -> None:
-        L, stream = self.L, chain.stream
-        reachable = set(range(1, L))
-        if site.embedding_capturable or (stream and stream.raising_index is not None and stream.raising_index + offset == 0):
-            reachable.add(0)  # a raising index-0 record is reached (and raises, see the stream phase)
-        if site.last_layer_capturable:
-            reachable.add(L)
-        boundaries: set[int] = set()
-        self.wrap_flagged(site)
-        for i in self.indices or ():
-            b = i + offset
-            if b in reachable:
-                boundaries.add(b)
-            elif i < 0:
-                self.dropped.append((i, f"index {i} never equals a loop index (ids are not wrapped like Python negatives)"))
-            elif b == 0:
-                self.dropped.append((i, "the embedding (b=0) is never captured by this loop"))
-            elif b == L:
-                self.dropped.append((i, f"b={L} (last layer's output) is never captured: the loop records layer inputs only"))
-            else:
-                self.dropped.append((i, f"index {i} is outside range(0, {L})"))
-        for i, why in self.dropped:
-            self.steps.append(TraceStep("dropped", f"dropped id {i}: {why}", site.location, i))
-        concat = chain.concat
-        if concat is not None and concat.order == F.ConcatOrder.CONFIG:  # read back in the order the ids were given
-            self.boundaries = tuple(i + offset for i in self.indices or () if i + offset in boundaries)
-        else:
-            self.boundaries = tuple(sorted(boundaries))
-        if concat is not None and concat.last_layer_at is not None and L in boundaries:
+    # -- boundaries (flowtrace.analysis.boundaries) ------------------------------------------
+    def boundary_phase(self, chain: CaptureChain, site: SiteLink, shift: int) -> None:
+        """Indices -> boundaries at the site's point and capturability, read back in the
+        concat's order; ids dropped with the reason; a recording that raises at the loop's
+        first iteration, or a read-back by key of an id never stored, ends the trace."""
+        L, stream, concat = self.L, chain.stream, chain.concat
+        first = site.first_iteration
+        raising = stream.raising_index if stream is not None else (first.index if first is not None else None)
+        self.wrap_flagged(chain, site)
+        found = layout(
+            self.indices or (), site.point, L,
+            # a raising index-0 record is reached (and raises, see the stream phase)
+            embedding=bool(site.embedding_capturable) or (raising is not None and raising + shift == 0),
+            last_layer=bool(site.last_layer_capturable),
+            order=concat.order if concat is not None else F.ConcatOrder.LOOP,
+            unmatched=concat.unmatched if concat is not None else Unmatched.DROPPED,
+            post_norm=concat.post_norm_ids if concat is not None else (),
+            raising_index=raising,
+        )
+        if found.raises is not None and stream is None:
+            self.raise_in_loop(chain, site, found.raises)
+        post_at = concat.post_norm_at if concat is not None else None
+        unwritten = [d.index for d in found.dropped if d.reason is DropReason.UNWRITTEN]
+        if unwritten:
+            self.problems.append(f"ids {unwritten} match no layer but each takes a buffer slot the fc reads: uninitialised memory, no error")
+        for d in found.dropped:
+            why = _drop_text(d, L, self.setter_words)
+            self.dropped.append((d.index, why))
+            self.steps.append(TraceStep("dropped", f"dropped id {d.index}: {why}", (post_at if d.reason is DropReason.POST_NORM else None) or site.location, d.index))
+        self.boundaries, self.extra_slots = found.boundaries, found.extra_slots
+        if concat is not None and concat.last_layer_at is not None and L in found.boundaries:
             self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", concat.last_layer_at))
 
-    def wrap_flagged(self, site: SiteLink) -> None:
+    def raise_in_loop(self, chain: CaptureChain, site: SiteLink, raised: Raise) -> NoReturn:
+        """A site without a stream link raises inside the loop: at the first iteration (an
+        operand still None) or when the states are read back by a key never stored."""
+        i, first = raised.index, site.first_iteration
+        if raised.kind is RaiseKind.FIRST_ITERATION and first is not None:
+            self.steps.append(TraceStep("point", f"index {i}: {site.captured_expression or 'the stored value'} with {first.operand} = None raises TypeError", first.at))
+            self.end(F.Outcome.RAISES, f"raises: index {i} is met at the loop's first iteration, where {first.operand} is still None and is added unguarded (TypeError)", first.at)
+        at = (chain.concat.location if chain.concat is not None else None) or site.location
+        holder = _short((chain.holder.holder if chain.holder else None) or "?")
+        self.steps.append(TraceStep("concat", f"by_layer[{i}] does not exist: KeyError", at))
+        self.end(F.Outcome.RAISES, f"raises: id {i} is never stored (no layer {i}), so {holder}'s cat([by_layer[i] for i in ids]) raises KeyError", at)
+
+    def wrap_flagged(self, chain: CaptureChain, site: SiteLink) -> None:
         """A site that reads a per-layer flag (``getattr(layer, "<flag>", False)``) instead of
         the capture attribute: the setter marked ``self.layers[i]``, and Python indexes a list
         from the end for ``-L <= i < 0``, so such an id marks layer ``L + i`` (ids >= L raised
         in the setter already)."""
-        if not site.attribute or site.attribute in self.project.conv.attributes or not self.indices:
+        if chain.holder is None or chain.holder.store is not StoreKind.LAYER_MARKS or not self.indices:
             return
         L = self.L
         wrapped = tuple(i + L if -L <= i < 0 else i for i in self.indices)
@@ -546,7 +676,7 @@ class _Tracer:
         if stream.kind == F.StreamKind.MUTATED_REFERENCE and self.boundaries:
             self.reference_phase(stream)
 
-    def reference_phase(self, stream) -> None:
+    def reference_phase(self, stream: StreamLink) -> None:
         """A recorded reference the loop updates in place later: what a slot holds is the
         tensor's state when the concat reads it, not the boundary it was recorded at. When the
         loop never rebinds the name, every slot is that one tensor after the last layer (b=L)."""
@@ -593,19 +723,83 @@ class _Tracer:
 
     # -- link 7: concat ---------------------------------------------------------------------
     def concat_phase(self, chain: CaptureChain) -> None:
-        L, ordered = self.L, self.boundaries or ()
+        """The boundaries in read-back order and the fc width they make (every slot counts,
+        written or not); nothing recorded means nothing is captured."""
+        L, ordered, concat = self.L, self.boundaries or (), chain.concat
+        order = concat.order if concat is not None else F.ConcatOrder.LOOP
+        slots = len(ordered) + self.extra_slots
+        h = self.hidden_size
+        width = f"{slots} x {h} = {slots * h}" if h else f"{slots} x hidden_size"
+        listed = ", ".join(describe_boundary(b, L) for b in ordered)
+        if not self.setter_words:  # an engine-filled source: the buffer's slots, written or not
+            self.steps.append(TraceStep("boundaries", f"captured, {_ORDER_WORDS[order]}: {listed}" if ordered else "nothing is captured"))
+            post = sum(1 for i in self.indices or () if concat is not None and i in concat.post_norm_ids)
+            unwritten = self.extra_slots - post
+            extra = (f" + {post} post-final-norm slot" if post else "") + (f" + {unwritten} unwritten slot(s) (uninitialised)" if unwritten else "")
+            self.steps.append(TraceStep("concat", f"{len(ordered)} states{extra}; fc in_features = {width}", concat.location if concat is not None else None))
+            self.outcome = F.Outcome.CAPTURES if ordered else F.Outcome.CAPTURES_NOTHING
+            self.reason = ("; ".join(self.problems) or None) if not ordered else None
+            return
         if not ordered:
             self.steps.append(TraceStep("boundaries", "nothing is captured"))
             self.outcome, self.reason = F.Outcome.CAPTURES_NOTHING, "none of the capture indices is recorded by the loop"
             self.problems.append(self.reason)
             return
-        order = "config" if chain.concat is not None and chain.concat.order == F.ConcatOrder.CONFIG else "loop"
-        self.steps.append(TraceStep("boundaries", f"captured, in {order} order: " + ", ".join(describe_boundary(b, L) for b in ordered)))
-        concat = chain.concat.location if chain.concat is not None else None
-        h = self.hidden_size
-        width = f"{len(ordered)} x {h} = {len(ordered) * h}" if h else f"{len(ordered)} x hidden_size"
-        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat))
+        self.steps.append(TraceStep("boundaries", f"captured, in {'config' if order == F.ConcatOrder.CONFIG else 'loop'} order: {listed}"))
+        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat.location if concat is not None else None))
         self.outcome = F.Outcome.CAPTURES
+
+
+_ORDER_WORDS = {
+    F.ConcatOrder.CONFIG: "in config order (duplicates repeat)",
+    F.ConcatOrder.SORTED: "in ascending id order (buffer slots)",
+    F.ConcatOrder.LOOP: "in loop order",
+}
+
+
+def _drop_text(drop: Drop, num_layers: int, setter_words: bool) -> str:
+    """Why an id yields no boundary, in the words of the row's trace (an engine-filled source
+    says "not captured here" / "outside range" for what a setter chain's loop words apart)."""
+    i, L, reason = drop.index, num_layers, drop.reason
+    if reason is DropReason.POST_NORM:
+        return (f"id {i} is the post-final-norm state the CausalLM wrapper records; it fills a buffer slot "
+                "(first in ascending id order, unless the metadata moves it) but is not a residual-stream boundary")
+    if reason is DropReason.UNWRITTEN:
+        return (f"id {i} matches no layer (0..{L - 1}); it still takes a slot of the preallocated buffer, "
+                "which no layer writes: the draft reads uninitialised memory there and nothing raises")
+    if not setter_words:
+        return "the embedding (b=0) is not captured here" if drop.boundary == 0 else f"index {i} is outside range(0, {L})"
+    if reason is DropReason.NEGATIVE:
+        return f"index {i} never equals a loop index (ids are not wrapped like Python negatives)"
+    if reason is DropReason.EMBEDDING:
+        return "the embedding (b=0) is never captured by this loop"
+    if reason is DropReason.LAST_LAYER:
+        return f"b={L} (last layer's output) is never captured: the loop records layer inputs only"
+    return f"index {i} is outside range(0, {L})"
+
+
+def _short(qualname: str) -> str:
+    return qualname.rsplit(".", 1)[-1]
+
+
+_COUNT = re.compile(r"num_(hidden_)?layers")
+
+
+def _layer_names(expression: str, bindings: tuple[tuple[str, str], ...], num_layers: int) -> dict[str, object]:
+    """Every dotted name in ``expression`` (or bound before it) that counts layers means L."""
+    names: dict[str, object] = {}
+    for name, value in bindings:
+        if _COUNT.search(value):
+            names[name] = num_layers
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Name)) and _COUNT.search(ast.unparse(node)):
+            names.setdefault(ast.unparse(node), num_layers)
+    return names
+
 
 
 def trace_row(

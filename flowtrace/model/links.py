@@ -1,21 +1,29 @@
-"""The capture chain as typed links (shared/DESIGN.md section 3).
+"""The capture model: one typed chain of links per model row (shared/DESIGN.md section 3).
 
-A model class's answer is the composition of seven links, each found in the code and each
-carrying the file:line it rests on:
+Every row's answer is the composition of the same links, whatever the engine, each found in
+the code and carrying the file:line it rests on::
 
-    id source -> transform (one per setter in the chain) -> holder -> capture site
-              -> stream semantics -> return path -> concat
+    1 id source    where the ids come from (a draft-config key handed to a setter, a config
+                   attribute, a build-context field, the serving config) and whether the
+                   draft's ids are read at all                               IdSourceLink
+    2 production   how concrete ids are produced: a setter chain run on the draft's ids, a
+                   builder's layout evaluated on L, the serving ids sorted   ProductionLink
+    3 store        who holds them and what is written (a list attribute, per-layer marks, a
+                   config attribute, a context field, serving metadata)      HolderLink
+    4 site         the statement of a forward that reads them and records    SiteLink
+    5 stream       what is recorded at each index                            StreamLink
+    6 slots/return a fixed-slot collector; whether the states reach the runner  SlotsLink, ReturnLink
+    7 concat       the order they are read back, and what an id no layer records does  ConcatLink
+    8 serving      what the runner does with the model (room: see ServingLink)  ServingLink
 
-:mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row (``ModelRow.chain``)
-from what :mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
-:mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; trace, compat, the
-checks and the scan JSON read the links (the row's flat fields are a view of them).
-Links are frozen and hold strings, ints, enums and locations only, like the facts.
-
-An id source may be a setter (the runner hands draft-config ids to an entry setter), a
-serving-config key, a config attribute, a build context, or none (the engine ignores the
-draft's ids: transform ``ignored``). Profiles for other engines add sources of those kinds
-without new link types.
+:mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row
+(``ModelRow.chain``; None: the row has no id source at all) from what
+:mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
+:mod:`flowtrace.analysis.trace` evaluates it on concrete ids (one phase per link);
+:mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; compat, the
+checks and the scan JSON read the links. Links are frozen and hold strings, ints, enums and
+locations only, like the facts. ``docs/architecture.md`` ("The capture model") says how to
+add a link or a phase.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ from flowtrace.model.facts import (
     HolderKind,
     Location,
     Mechanism,
+    Outcome,
     Point,
     ProblemKind,
     ReturnKind,
+    ServingMode,
     SourceKind,
     StreamKind,
     Transform,
+    Word,
 )
 
 
@@ -52,6 +63,33 @@ def compose_transforms(outer: str, inner: str) -> str:
 NOT_BREAKING = frozenset({ProblemKind.INDEX0_RAISES, ProblemKind.PACKER_COUNT_CHECK, ProblemKind.DEPENDS_ON_CONFIG})
 
 
+class Production(Word):
+    """Link 2: how the concrete ids the capture site meets are produced (the tracer's id
+    phase dispatches on it)."""
+
+    SETTER_CHAIN = "setter_chain"  # the draft's ids run through the setters (the transform links)
+    BUILDER_LAYOUT = "builder_layout"  # a builder / build-context feed writes a layout evaluated on L; draft ids ignored
+    SERVING_IDS = "serving_ids"  # the serving config's ids, sorted; a metadata class's default when none is given
+
+
+class StoreKind(Word):
+    """Link 3: what the ids are written into, where the site reads them."""
+
+    ATTRIBUTE = "attribute"  # a list/set attribute on the holder (self.layers_to_capture)
+    LAYER_MARKS = "layer_marks"  # a flag set on each chosen layer, read back per layer by the site
+    CONFIG_ATTRIBUTE = "config_attribute"  # a config attribute the holder copies in __init__
+    CONTEXT_FIELD = "context_field"  # a build-context field the holder copies in __init__
+    METADATA = "metadata"  # the serving metadata's id set, read by a hook the layers call
+
+
+class Unmatched(Word):
+    """Link 7: what an id that no layer records does when the states are read back."""
+
+    DROPPED = "dropped"  # the loop never meets it: no state, no slot
+    RAISES = "raises"  # read back by key from a dict keyed by layer: KeyError
+    EMPTY_SLOT = "empty_slot"  # a slot of a preallocated buffer no layer writes: read uninitialised
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A typed problem on a chain: rules select on ``kind``; ``text`` is for people."""
@@ -65,15 +103,46 @@ class Problem:
 
 
 @dataclass(frozen=True, slots=True)
+class Decision:
+    """An outcome the links decide without concrete ids, and why: a builder's method gate
+    refuses, no builder fills the ids, no layer calls the hook, or the engine writes them."""
+
+    outcome: Outcome
+    reason: str
+    location: Location | None
+
+
+# -- link 1 -------------------------------------------------------------------------------
+
+_SOURCE_WORDS = {
+    SourceKind.SETTER: "setter",
+    SourceKind.CONFIG_ATTRIBUTE: "config",
+    SourceKind.BUILD_CONTEXT: "context",
+    SourceKind.SERVING_CONFIG: "hook",
+    SourceKind.NONE: "none",
+}
+
+
+@dataclass(frozen=True, slots=True)
 class IdSourceLink:
     kind: SourceKind
     key: str | None  # the draft/serving-config key, config attribute or context name
     location: Location | None  # where the engine reads it (setter entry for SETTER)
+    reads_draft_ids: bool = True  # False: the engine fills the ids itself or takes its serving config's
+
+    @property
+    def word(self) -> str:
+        """The id source's kind as outputs name it (``setter``, ``config``, ``context``, ``hook``)."""
+        return _SOURCE_WORDS[self.kind]
+
+
+# -- link 2 -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class TransformLink:
-    """One setter of the chain: what it does to the ids it receives."""
+    """One setter of the chain (or the builder that writes a layout): what it does to the ids
+    it receives."""
 
     owner: str  # qualified class the setter is defined on
     method: str
@@ -85,14 +154,81 @@ class TransformLink:
 
 
 @dataclass(frozen=True, slots=True)
+class LayoutLink:
+    """BUILDER_LAYOUT: the layout the engine writes itself (``key = expression`` under
+    ``condition``, after the local ``bindings``), evaluated on L."""
+
+    key: str
+    expression: str
+    condition: str  # the enclosing tests, "" when unconditional
+    bindings: tuple[tuple[str, str], ...]  # locals assigned before it (name, expression)
+    location: Location
+    builder: str | None  # qualified builder class; None: a build-context feed
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultLink:
+    """SERVING_IDS: the method that writes the metadata's ids when the serving config names
+    none (run by the evaluator on L)."""
+
+    owner: str  # qualified class
+    method: str
+    attribute: str
+    source: str
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class ProductionLink:
+    """Link 2. ``transforms``: the setters followed, outermost first (SETTER_CHAIN), or the
+    builder as one ``ignored`` transform (BUILDER_LAYOUT); ``decision``: the outcome the id
+    source's resolution states without ids (sources other than a setter always state one)."""
+
+    kind: Production
+    transforms: tuple[TransformLink, ...] = ()
+    layout: LayoutLink | None = None
+    default: DefaultLink | None = None
+    decision: Decision | None = None
+
+    @property
+    def id_transform(self) -> str:
+        """What the row's ``id_transform`` says: the entry setter's transform, ``ignored`` (the
+        engine's own layout) or ``serving_config`` (the engine's serving ids)."""
+        if self.kind is Production.BUILDER_LAYOUT:
+            return Transform.IGNORED
+        if self.kind is Production.SERVING_IDS:
+            return SourceKind.SERVING_CONFIG
+        return self.transforms[0].transform if self.transforms else Transform.IDENTITY
+
+
+# -- link 3 -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
 class HolderLink:
-    """The class whose attribute holds the capture indices, and how it is built."""
+    """The class whose attribute holds the capture indices, how it is built, and what is written."""
 
     holder: str | None  # qualified class; None when it depends on the target config
     kind: HolderKind
     attribute: str | None  # the capture attribute it holds
     location: Location | None  # the construction (or the class) that decides it
     depends_on: str | None = None  # config key for DYNAMIC holders, e.g. "text_config.architectures"
+    store: StoreKind = StoreKind.ATTRIBUTE
+
+
+# -- link 4 -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FirstIteration:
+    """A setter-less site's first-iteration raise: index ``index`` is met while ``operand``
+    is still None and is added unguarded (TypeError at ``at``). Setter rows state the same
+    fact in their stream link; setter-less rows carry no stream link yet (their scan JSON
+    says ``stream: null``), so the trace reads it here."""
+
+    index: int
+    operand: str
+    at: Location
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +246,16 @@ class SiteLink:
     embedding_capturable: bool | None = None  # b=0 is recorded (decided with the point)
     last_layer_capturable: bool | None = None  # b=L is recorded (output point or post-loop)
     owner: str | None = None  # qualified class whose method holds the site
+    captured_expression: str | None = None  # what is recorded, e.g. "hidden_states + residual"
+    first_iteration: FirstIteration | None = None
+
+
+# -- links 5-6 ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class StreamLink:
-    """What the site records; ``index0_raises`` names the first-iteration raise if any."""
+    """What the site records; ``raising_index`` names the first-iteration raise if any."""
 
     kind: StreamKind
     expression: str | None
@@ -156,20 +297,90 @@ class ReturnLink:
     flag: str | None = None  # the ``self.<flag>`` the decision turns on, if any
 
 
+# -- link 7 -------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class ConcatLink:
     order: ConcatOrder
     last_layer_at: Location | None  # a post-loop capture of b=L, if any
     location: Location | None  # the concatenation the states reach (what trace cites)
     candidates: tuple[Location, ...] = ()  # every concatenation they may reach (site module, draft modules)
+    unmatched: Unmatched = Unmatched.DROPPED
+    post_norm_ids: tuple[int, ...] = ()  # ids read back as the post-final-norm state: a slot, no boundary
+    post_norm_at: Location | None = None  # where that state is recorded
+
+
+# -- link 8: room for the serving path ------------------------------------------------------
+
+
+class ServingPhase(Word):
+    """When the runner calls the entry setter relative to what freezes the forward."""
+
+    LOAD = "load"
+    GRAPH_CAPTURE = "graph_capture"
+    WARM_UP = "warm_up"
+    RELOAD = "reload"
+    UNKNOWN = "unknown"
+
+
+class IdsPassed(Word):
+    """Which ids a runner call of the setter hands over."""
+
+    DRAFT = "draft"  # the draft config's ids
+    NONE = "none"  # None: the engine's default
+    RECOMPUTED = "recomputed"  # ids the runner computes itself
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class SetterCall:
+    """One call of the entry setter by the runner (serving path; nothing fills it yet)."""
+
+    phase: ServingPhase
+    ids: IdsPassed
+    count: int | None  # calls per start-up, when known
+    location: Location
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardPath:
+    """One forward path a batch can take (two-batch overlap, split prefill, idle ...): the
+    store it reads and whether it records. A path that reads a store nothing writes captures
+    nothing, never "captures" (serving path; nothing fills it yet)."""
+
+    name: str
+    reads: StoreKind | None
+    records: bool | None
+    location: Location | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServingLink:
+    """Link 8, what the engine's runner does with the model. ``modes``: the serving paths a
+    setter-less hook row can capture on (filled today). ``calls`` and ``paths`` are the
+    documented place for the runner's setter calls per phase and the forward paths; they stay
+    empty, and the tracer has no serving phase, until the serving-path analysis fills them."""
+
+    modes: tuple[ServingMode, ...] = ()
+    calls: tuple[SetterCall, ...] = ()
+    paths: tuple[ForwardPath, ...] = ()
+
+
+NO_SERVING = ServingLink()
+
+
+# -- the chain ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class CaptureChain:
-    """All links of one model class, outermost first."""
+    """All links of one model class, outermost first. ``method``: the speculative method this
+    chain answers for, as a profile names it (None: the profile's EAGLE-3 method; a row's
+    chains for further methods go beside this one, see docs/architecture.md)."""
 
     source: IdSourceLink
-    transforms: tuple[TransformLink, ...]
+    production: ProductionLink
     holder: HolderLink | None
     site: SiteLink | None
     stream: StreamLink | None
@@ -177,14 +388,27 @@ class CaptureChain:
     returns: ReturnLink | None
     concat: ConcatLink | None
     problems: tuple[Problem, ...] = ()
+    serving: ServingLink = NO_SERVING
+    method: str | None = None
+
+    @property
+    def transforms(self) -> tuple[TransformLink, ...]:
+        """Link 2's transform links (the setters followed, or a builder's ``ignored``)."""
+        return self.production.transforms
+
+    @property
+    def setter_driven(self) -> bool:
+        """The draft's ids reach an entry setter (link 1 is a setter)."""
+        return self.source.kind is SourceKind.SETTER
 
     @property
     def effective_transform(self) -> str:
         """What the whole transform chain does to the ids (link 2 composed, outermost first)."""
-        if not self.transforms:
+        transforms = self.production.transforms
+        if not transforms:
             return Transform.IDENTITY
-        out: str = self.transforms[0].transform
-        for link in self.transforms[1:]:
+        out: str = transforms[0].transform
+        for link in transforms[1:]:
             out = compose_transforms(out, link.transform)
         return out
 
@@ -197,16 +421,30 @@ class CaptureChain:
 
 
 __all__ = [
+    "NO_SERVING",
     "NOT_BREAKING",
     "CaptureChain",
-    "compose_transforms",
     "ConcatLink",
+    "Decision",
+    "DefaultLink",
+    "FirstIteration",
+    "ForwardPath",
     "HolderLink",
     "IdSourceLink",
+    "IdsPassed",
+    "LayoutLink",
     "Problem",
+    "Production",
+    "ProductionLink",
     "ReturnLink",
+    "ServingLink",
+    "ServingPhase",
+    "SetterCall",
     "SiteLink",
     "SlotsLink",
+    "StoreKind",
     "StreamLink",
     "TransformLink",
+    "Unmatched",
+    "compose_transforms",
 ]
