@@ -33,7 +33,7 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
 
 def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None):
     """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
-    from flowtrace.analysis.source_trace import trace_model
+    from flowtrace.analysis.serving_trace import trace_model
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")

@@ -62,20 +62,22 @@ def test_update_calls_with_fstring_values_register_classes(lmd):
 )
 def test_id_source_and_outcome(lmd, model, kind, read_at, outcome, decided_at):
     row = lmd.model(model)
-    src = row.source
-    assert row.capture is None and src is not None
-    assert (src.kind, where(src.source.location), src.outcome, where(src.reason_location)) == (kind, read_at, outcome, decided_at)
-    assert src.transform == "ignored"
+    chain = row.chain
+    assert row.capture is None and chain is not None and not chain.setter_driven
+    stated = chain.production.decision
+    assert (chain.source.word, where(chain.source.location), stated.outcome, where(stated.location)) == (kind, read_at, outcome, decided_at)
+    assert chain.production.id_transform == "ignored"
     # never call a class working when EAGLE-3 captures nothing or is refused
     assert row.support == ("supported" if outcome == "captures" else "broken")
 
 
 def test_capture_shapes(lmd):
-    alpha, kappa, quux = (lmd.model(m).source for m in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM"))
-    assert (alpha.mechanism, alpha.point, alpha.concat_order, where(alpha.site.location)) == ("append", "input", "loop", f"{LMD}/models/alpha.py:36")
-    assert (kappa.mechanism, kappa.point, kappa.concat_order) == ("dict_store", "input", "config")
-    assert (where(kappa.site.location), where(kappa.site.concat), kappa.site.layer_keyword) == (f"{LMD}/models/kappa.py:60", f"{LMD}/models/kappa.py:62", "capture_input")
-    assert (quux.mechanism, quux.point) == ("append", "output")
+    alpha, kappa, quux = (lmd.model(m).chain for m in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM"))
+    assert (alpha.site.mechanism, alpha.site.point, alpha.concat.order, where(alpha.site.location)) == ("append", "input", "loop", f"{LMD}/models/alpha.py:36")
+    assert (kappa.site.mechanism, kappa.site.point, kappa.concat.order) == ("dict_store", "input", "config")
+    (store,) = (d for ff in lmd.files if ff.sources is not None for d in ff.sources.dict_captures)
+    assert (where(kappa.site.location), where(kappa.concat.location), store.layer_keyword) == (f"{LMD}/models/kappa.py:60", f"{LMD}/models/kappa.py:62", "capture_input")
+    assert (quux.site.mechanism, quux.site.point) == ("append", "output")
 
 
 @pytest.mark.parametrize("ids", [None, [-1, 2, 30], [0, 1]])
@@ -159,10 +161,10 @@ def test_kappa_fixture_runs_as_stated():
 def test_hook_rows(trt):
     alpha, beta = trt.model("AlphaForCausalLM"), trt.model("BetaForCausalLM")
     assert alpha.registered and alpha.architectures == ("AlphaForCausalLM",)
-    assert (alpha.support, alpha.source.point, where(alpha.source.site.location)) == ("supported", "output", f"{TRT}/models/modeling_alpha.py:38")
-    assert where(alpha.source.default.location) == f"{TRT}/speculative/metadata.py:34"
-    assert beta.support == "broken" and beta.source.outcome == "captures_nothing"
-    assert "uninitialised" in beta.source.reason
+    assert (alpha.support, alpha.chain.site.point, where(alpha.chain.site.location)) == ("supported", "output", f"{TRT}/models/modeling_alpha.py:38")
+    assert where(alpha.chain.production.default.location) == f"{TRT}/speculative/metadata.py:34"
+    assert beta.support == "broken" and beta.chain.production.decision.outcome == "captures_nothing"
+    assert "uninitialised" in beta.chain.production.decision.reason
 
 
 def test_hook_trace_defaults_and_sorting(trt):

@@ -8,7 +8,7 @@ import pytest
 
 from fixture_paths import TRTLLM_LIKE
 from flowtrace import api
-from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.trace import trace_row
 from flowtrace.index.build import IndexOptions
 from flowtrace.model import facts as F
 from flowtrace.render.scan_json import scan_document
@@ -23,10 +23,10 @@ def test_a_model_that_does_not_opt_in_captures_on_the_two_model_path(scan):
     # modeling_gamma.py: GammaDecoderLayer calls the hook after its mlp; GammaForCausalLM
     # subclasses the plain DecoderModelForCausalLM.
     gamma = scan.project.row("GammaForCausalLM")
-    assert gamma.support == "supported" and gamma.source.modes == ("two_model",)
-    assert "two-model path only" in gamma.source.reason
-    assert scan.project.row("AlphaForCausalLM").source.modes == ("one_model", "two_model")
-    t = trace_model(scan.project, gamma, [2, 30], 32)
+    assert gamma.support == "supported" and gamma.chain.serving.modes == ("two_model",)
+    assert "two-model path only" in gamma.chain.production.decision.reason
+    assert scan.project.row("AlphaForCausalLM").chain.serving.modes == ("one_model", "two_model")
+    t = trace_row(scan.project, gamma, [2, 30], 32)
     assert t.boundaries == (3, 31)
 
 
@@ -41,7 +41,7 @@ def test_a_registered_file_without_markers_still_gets_a_row(scan):
 
 def test_ids_matching_no_layer_still_take_a_buffer_slot(scan):
     # modeling_alpha.py, L = 32: id 40 is no layer; id -1 is the post-final-norm slot; id 2 is b = 3.
-    t = trace_model(scan.project, scan.project.row("AlphaForCausalLM"), [2, 40, -1], 32, hidden_size=8)
+    t = trace_row(scan.project, scan.project.row("AlphaForCausalLM"), [2, 40, -1], 32, hidden_size=8)
     assert t.boundaries == (3,) and t.outcome == F.Outcome.CAPTURES
     assert t.extra_slots == 2 and t.fc_in_features == 3 * 8
     assert any("uninitialised memory" in why and "nothing raises" in why for i, why in t.dropped if i == 40)

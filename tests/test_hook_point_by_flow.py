@@ -9,7 +9,7 @@ import pytest
 
 from fixture_paths import TRTLLM_LIKE
 from flowtrace import api
-from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.trace import trace_row
 from flowtrace.index.build import IndexOptions
 from flowtrace.model import facts as F
 
@@ -35,12 +35,12 @@ def test_the_hook_records_what_the_feed_forward_returned(scan):
 
 def test_a_feed_forward_not_called_mlp_gives_the_layer_output(scan):
     row = scan.project.row("EpsilonForCausalLM")
-    assert row.support == "supported" and row.source.point == F.OUTPUT
-    assert "self.block" in row.source.point_note
-    assert trace_model(scan.project, row, None, 32).boundaries == (2, 16, 29)  # defaults (1, 15, 28) + 1
+    assert row.support == "supported" and row.chain.site.point == F.OUTPUT
+    assert "self.block" in row.chain.site.note
+    assert trace_row(scan.project, row, None, 32).boundaries == (2, 16, 29)  # defaults (1, 15, 28) + 1
 
 
 def test_a_state_reworked_after_the_hook_is_not_the_output(scan):
     row = scan.project.row("ZetaForCausalLM")
-    assert row.source.point == F.UNKNOWN
-    assert "post_block" in row.source.point_note
+    assert row.chain.site.point == F.UNKNOWN
+    assert "post_block" in row.chain.site.note

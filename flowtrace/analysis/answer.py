@@ -1,13 +1,13 @@
 """One answer shape for every row of every engine.
 
-A row's capture path comes either from a setter chain (``resolve.py``: the draft's ids reach
-a setter) or from a setter-less source (``config_capture.py``: a config attribute, a build
-context, a serving-config metadata hook). Both answer the same questions — where the ids come
-from, what happens to them, who holds them, where a state is recorded and at which point,
-whether the embedding (b = 0) and the last layer (b = L) can be asked for, and how it ends —
-so users, renderers and rules read one object whatever the engine. This module derives the
-parts neither path states in the same words: the id source, the capturability of a
-setter-less path and the row's outcome without concrete ids.
+Every row's capture path is one :class:`flowtrace.model.links.CaptureChain`, whatever its id
+source (a setter the draft's ids reach, a config attribute, a build context, a serving-config
+metadata hook). It answers the same questions — where the ids come from, what happens to them,
+who holds them, where a state is recorded and at which point, whether the embedding (b = 0)
+and the last layer (b = L) can be asked for, and how it ends — so users, renderers and rules
+read one object whatever the engine. This module derives, from the chain's typed fields only,
+what the outputs state in one set of words: the id source, the capturability and the row's
+outcome without concrete ids.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.model.links import CaptureChain
 
 _CAPTURING = frozenset({"supported", "inherited", "delegated"})
 # Chain problems after which the ids never reach a recorded state.
@@ -49,23 +50,22 @@ class Verdict:
 
 
 def id_source(row: ModelRow) -> IdSource | None:
-    c, src = row.capture, row.source
+    c, chain = row.capture, row.chain
     if c is not None:
         return IdSource("setter", f"{c.setter.class_qualname}.{c.setter.method}", c.setter.location, c.inherited)
-    if src is not None:
-        where = getattr(src, "location", None)
-        return IdSource(src.kind, src.key, where)  # type: ignore[attr-defined]
+    if chain is not None:
+        return IdSource(chain.source.word, chain.source.key or "", chain.source.location)
     return None
 
 
 def verdict(row: ModelRow) -> Verdict:
     """The row's outcome from its links alone: a setter chain that resolves captures; one that
     depends on the target config is unknown; a broken one raises (its return path or its setter
-    fails) or captures nothing; a setter-less path states its own outcome."""
-    src = row.source
-    if row.capture is None and src is not None:
-        return Verdict(src.outcome, src.reason, src.reason_location)  # type: ignore[attr-defined]
+    fails) or captures nothing; any other source states its own outcome."""
     chain = row.chain
+    stated = chain.production.decision if chain is not None and not chain.setter_driven else None
+    if stated is not None:
+        return Verdict(stated.outcome, stated.reason, stated.location)
     if row.capture is None or chain is None:
         return Verdict(F.Outcome.CAPTURES_NOTHING, "no capture path: the class neither takes ids nor records states", None)
     if row.support in _CAPTURING:
@@ -85,21 +85,29 @@ def verdict(row: ModelRow) -> Verdict:
     return Verdict(F.Outcome.UNKNOWN, first.text if first else None, first.location if first else None)
 
 
-def source_capturability(src: object) -> tuple[bool | None, bool | None]:
-    """(embedding, last layer) of a setter-less path. A recorded capture site knows both; a
-    metadata hook called after layer i's feed-forward records b = i + 1, so b = 0 can never be
-    asked for (the post-norm id is no boundary) and b = L is id L - 1; a dict store keyed by
-    layer records the layer's input or output the same way; a hook no layer calls writes no
-    boundary at all; an unknown point decides neither."""
-    site = getattr(src, "site", None)
-    if isinstance(site, F.CaptureSiteFact):
+def capturability(chain: CaptureChain) -> tuple[bool | None, bool | None]:
+    """(embedding, last layer) of a chain: what its site records (decided with the point,
+    analysis/chain.py); a hook no layer calls writes no boundary at all; a chain without a
+    site otherwise decides neither."""
+    site = chain.site
+    if site is not None:
         return site.embedding_capturable, site.last_layer_capturable
-    if site is None and getattr(src, "kind", None) == "hook":
+    if chain.source.kind == F.SourceKind.SERVING_CONFIG:
         return False, False  # no layer it builds calls the hook: no boundary is ever written
-    point = getattr(src, "point", F.UNKNOWN)
-    if site is None or point not in (F.INPUT, F.OUTPUT):
-        return None, None
-    return point == F.INPUT, point == F.OUTPUT
+    return None, None
 
 
-__all__ = ["IdSource", "Verdict", "id_source", "source_capturability", "verdict"]
+def point(chain: CaptureChain) -> F.Point:
+    """The capture point of a chain (``unknown`` without a site)."""
+    return chain.site.point if chain.site is not None else F.Point.UNKNOWN
+
+
+def mechanism(chain: CaptureChain) -> F.Mechanism | None:
+    """How the chain's states are recorded: its site's mechanism; a serving-config source is
+    a metadata hook even where no layer calls it; None for no site otherwise."""
+    if chain.site is not None:
+        return chain.site.mechanism
+    return F.Mechanism.HOOK if chain.source.kind == F.SourceKind.SERVING_CONFIG else None
+
+
+__all__ = ["IdSource", "Verdict", "capturability", "id_source", "mechanism", "point", "verdict"]

@@ -1,13 +1,13 @@
 """Assemble one :class:`flowtrace.model.links.CaptureChain` per model row (shared/DESIGN.md §3).
 
-Resolution (:mod:`flowtrace.analysis.resolve`, :mod:`flowtrace.analysis.config_capture`)
-finds the pieces of a capture path; this module turns them into the seven typed links, each
-with the file:line it rests on. The graph stores these links, and trace, the checks and the
-renderers read them, so every consumer sees the same chain instead of re-deriving it from
-the row's flat fields.
+Resolution (:mod:`flowtrace.analysis.resolve` for setters, :mod:`flowtrace.analysis.config_capture`
+for config attributes, build contexts and serving-config hooks) finds the pieces of a capture
+path; this module turns either into the same typed links, each with the file:line it rests on.
+The row keeps only the chain (and a setter path's resolution), so the graph, the tracer, compat,
+the checks and the renderers all read one model instead of re-deriving it from the facts.
 
 It imports neither module above (``resolve`` calls it while building rows): it reads a
-:class:`flowtrace.analysis.capture.Capture` / ``SourceCapture`` by their fields and the
+:class:`flowtrace.analysis.capture.Capture` / ``SourceCapture`` by their typed fields and the
 project through :class:`ChainProject`.
 """
 

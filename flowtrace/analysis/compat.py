@@ -21,8 +21,9 @@ from flowtrace.analysis.drafts import draft_classes, fixed_state_count
 from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.model.links import CaptureChain, Production
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
-from flowtrace.analysis.source_trace import source_notes, trace_model
+from flowtrace.analysis.serving_trace import trace_model
 from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from flowtrace.sources.configs import ConfigError, lookup, read_config
@@ -570,14 +571,40 @@ def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, id
     return tuple(out)
 
 
+def _at(location: F.Location | None) -> str:
+    return f" [{location}]" if location is not None else ""
+
+
+def source_notes(chain: CaptureChain, engine_ids: list[int] | None, trained: list[int]) -> list[str]:
+    """What compat says about a row whose ids do not reach a setter: why the draft's ids do
+    not decide the layout, and for a serving-config engine which serving ids would serve the
+    trained one."""
+    production, key = chain.production, chain.source.key
+    stated = production.decision
+    outcome = stated.outcome if stated is not None else F.Outcome.UNKNOWN
+    reason = f"{stated.reason}{_at(stated.location)}" if stated is not None else "the engine fills the ids itself"
+    if production.kind is Production.SERVING_IDS:
+        notes = [f"the engine reads no layer ids from the draft: it captures its serving config's {key} (b = id + 1), "
+                 f"or the defaults applied{_at(production.default.location if production.default else None)}"]
+        if outcome != F.Outcome.CAPTURES:
+            return notes + [f"{str(outcome).replace('_', ' ')}: {reason}"]
+        wanted = sorted(b - 1 for b in trained if b > 0)
+        notes.append(f"to serve the trained layout set {key} = {{{', '.join(map(str, wanted))}}}")
+        if 0 in trained:
+            notes.append("the trained embedding (b=0) cannot be requested from this engine: its ids are b - 1 and -1 is the post-final-norm state")
+        return notes
+    given = f"the draft's ids {list(engine_ids)}" if engine_ids is not None else "the draft's ids"
+    return [f"{given} are ignored (id transform {F.Transform.IGNORED}): {reason}; no draft config can change what it serves"]
+
+
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
     info, row = inputs.info, inputs.row
     trace = trace_model(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)
     notes = list(inputs.notes)
     engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
     engine_default = training_default = None
-    if row.source is not None:  # no setter: the engine serves its own layout (source_trace)
-        notes.extend(source_notes(row, engine_ids, inputs.trained))
+    if row.chain is not None and not row.chain.setter_driven:  # the engine serves its own layout or its serving ids
+        notes.extend(source_notes(row.chain, engine_ids, inputs.trained))
         engine_ids = engine_key = None
     elif engine_ids is None:
         engine_default, training_default = _defaults(project, row, inputs.conv, info.num_layers, info.hidden_size)

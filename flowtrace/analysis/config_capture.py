@@ -7,6 +7,8 @@ serving-config ids), the *writer* (the config builder selected for the class's a
 its speculative-method gate, the layout it writes), the *holder* and the *capture site*, and
 decides the outcome: the engine captures its own layout (the draft's ids are ``ignored``),
 captures nothing (the source is filled only for another method), or refuses the method.
+A :class:`SourceCapture` is what resolution hands to :mod:`flowtrace.analysis.chain`, which makes
+it the row's typed links; nothing else reads it.
 """
 
 from __future__ import annotations
@@ -48,10 +50,6 @@ class SourceCapture:
     # Hook engines: the serving paths the class can capture on ("one_model": it subclasses an
     # opt-in base, which builds the draft beside it; "two_model": its layers call the hook).
     modes: tuple[F.ServingMode, ...] = ()
-
-    @property
-    def support(self) -> str:
-        return "supported" if self.outcome == CAPTURES and self.site is not None and not self.problems else "broken"
 
     @property
     def location(self) -> F.Location | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from flowtrace.model import facts as F
+from flowtrace.model.links import LayoutLink, Production
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
@@ -46,7 +46,7 @@ def _rank(path: Path, target: str) -> tuple[int, int]:
 def accepts_draft(row: ModelRow) -> bool:
     """The engine gets past start-up with a draft for this row: it has a capture path (a
     setter that resolves, or a setter-less id source). A row without one is refused."""
-    return row.capture is not None or row.source is not None
+    return row.chain is not None
 
 
 class Reachability:
@@ -151,17 +151,16 @@ class Reachability:
 _LAYER_COUNTS = range(4, 161)
 
 
-def fixed_layout(row: ModelRow) -> F.GatedWrite | None:
+def fixed_layout(row: ModelRow) -> LayoutLink | None:
     """The layout the engine writes itself when the draft's ids are never read (a config
     builder's constant); None when a draft's ids reach the capture attribute."""
-    source = row.source
-    if source is None or getattr(source, "transform", None) != F.Transform.IGNORED:
+    chain = row.chain
+    if row.capture is not None or chain is None or chain.production.kind is not Production.BUILDER_LAYOUT:
         return None
-    write = getattr(source, "write", None)
-    return write if isinstance(write, F.GatedWrite) else None
+    return chain.production.layout
 
 
-def layout_can_name(write: F.GatedWrite, index: int) -> bool | None:
+def layout_can_name(write: LayoutLink, index: int) -> bool | None:
     """Whether an engine-written layout contains ``index`` for some layer count (None: the
     expression could not be evaluated, so the caller keeps its finding)."""
     from flowtrace.analysis.layer_ids import CannotEvaluate, evaluate, normalise

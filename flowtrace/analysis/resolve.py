@@ -40,13 +40,14 @@ class ModelRow:
     architectures: tuple[str, ...]
     generation_target: bool  # registered where the engine serves text generation (EAGLE-3 applies)
     support: str
-    capture: Capture | None
-    # A capture path without a setter (config attribute, build context, metadata hook):
-    # a flowtrace.analysis.config_capture.SourceCapture, when capture is None.
-    source: SourceCapture | None = None
-    # The typed links of either path (flowtrace.analysis.chain): what the graph stores and
-    # trace, the checks and the renderers read; None when the class has no capture path.
+    capture: Capture | None  # a setter-driven path's resolution (its setters, holder, site facts)
+    # The capture model (flowtrace.model.links): the typed links of whatever id source the row
+    # has (a setter, a config attribute, a build context, the serving config); what the graph
+    # stores and trace, compat, the checks and the renderers read. None: no id source at all.
     chain: CaptureChain | None = None
+    # Chains for further speculative methods a profile declares (each names its method in
+    # CaptureChain.method); ``chain`` answers for EAGLE-3. Empty until such a method is traced.
+    method_chains: tuple[CaptureChain, ...] = ()
 
 
 @dataclass
@@ -779,20 +780,27 @@ class Project:
                     registered=qualname in registered,
                     architectures=tuple(sorted(set(registered.get(qualname, ())))),
                     generation_target=qualname in generation,
-                    support=self.support_of(qualname, chain, source),
+                    support=self.support_of(qualname, chain),
                     capture=capture,
-                    source=source,
                     chain=chain,
                 )
             )
         return tuple(out)
 
-    def support_of(self, qualname: str, chain: CaptureChain | None, source: SourceCapture | None) -> str:
+    def support_of(self, qualname: str, chain: CaptureChain | None) -> str:
         """A row's support word, read off its chain: conditional on the target config (a
         dynamic holder link), broken (a breaking problem kind or no site link), delegated (the
-        entry setter hands the ids on), inherited (the entry setter is a base class's)."""
-        if chain is None or chain.source.kind != F.SourceKind.SETTER or not chain.transforms:
-            return getattr(source, "support", NONE) if source is not None else NONE
+        entry setter hands the ids on), inherited (the entry setter is a base class's). A
+        source other than a setter is supported when it states that it captures, a site
+        records and nothing is wrong on the way."""
+        if chain is None:
+            return NONE
+        if not chain.setter_driven:
+            decision = chain.production.decision
+            captures = decision is not None and decision.outcome == F.Outcome.CAPTURES
+            return SUPPORTED if captures and chain.site is not None and not chain.problems else BROKEN
+        if not chain.transforms:
+            return NONE
         entry = chain.transforms[0]
         if chain.holder is not None and chain.holder.depends_on:
             return CONDITIONAL

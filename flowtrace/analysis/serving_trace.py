@@ -10,12 +10,13 @@ every call) and names the forward paths on which some batches raise
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from flowtrace.analysis.forward_paths import skipping_paths
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.serving import Phase, ids_for, phases, serving_plan
-from flowtrace.analysis.trace import TraceResult, trace_row
+from flowtrace.analysis.trace import TraceResult, TraceStep, trace_row
 from flowtrace.model import facts as F
 
 
@@ -140,4 +141,28 @@ def row_serving(project: Project, row: ModelRow) -> dict | None:
     }
 
 
-__all__ = ["BatchPath", "PhaseTrace", "batch_paths", "differs", "has_plan", "phase_traces", "phase_words", "row_serving"]
+def trace_model(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None,
+                target_config: dict | None = None) -> TraceResult:
+    """The trace users see (``flowtrace trace``, compat, suggest, fix): the row's chain traced by
+    the one tracer (:func:`flowtrace.analysis.trace.trace_row`, links 1-7), then the serving
+    path's phases on top. ``target_config`` resolves holders built from the target's config."""
+    return with_serving(project, row, trace_row(project, row, layer_ids, num_layers, hidden_size, target_config), layer_ids, target_config)
+
+
+def with_serving(project: Project, row: ModelRow, result: TraceResult, layer_ids: list[int] | None, target_config: dict | None) -> TraceResult:
+    """``result`` with the serving path's phases and batch paths, and a ``serving`` step for
+    each phase that serves something else than the draft's ids do."""
+    found = phase_traces(project, row, layer_ids, result.num_layers, result.hidden_size, target_config, result)
+    paths = batch_paths(project, row) if row.capture is not None else ()
+    if not found and not paths:
+        return result
+    steps = list(result.steps)
+    for p in found:
+        said = phase_words(p, result.num_layers) if differs(p, result) else f"{p.words}: the ids traced above"
+        steps.append(TraceStep("serving", f"{said}; {'; '.join(p.calls)}", p.at))
+    for b in paths:
+        steps.append(TraceStep("serving", f"{b.batches}: {b.how}", b.at))
+    return dataclasses.replace(result, steps=tuple(steps), phases=found, batch_paths=paths)
+
+
+__all__ = ["BatchPath", "PhaseTrace", "batch_paths", "differs", "has_plan", "phase_traces", "phase_words", "row_serving", "trace_model", "with_serving"]

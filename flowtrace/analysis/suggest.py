@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from itertools import islice, product
 
 from flowtrace.analysis.resolve import ModelRow, Project
-from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.serving_trace import trace_model
 from flowtrace.analysis.trace import TraceResult, describe_boundary
+from flowtrace.model import facts as F
+from flowtrace.model.links import Production
 
 MAX_COMBINATIONS = 64
 MAX_SUGGESTIONS = 2
@@ -155,13 +157,16 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, str | None, str]:
 def _engine_writes_ids(search: _Search, want: list[int]) -> Suggestion | None:
     """A setter-less row whose engine writes the ids itself (a config builder, a build
     context): no draft config is read, so the change is at the line that writes them."""
-    src = getattr(search.row, "source", None)
-    if search.row.capture is not None or src is None or getattr(src, "kind", None) == "hook":
+    chain = search.row.chain
+    if search.row.capture is not None or chain is None or chain.production.kind is not Production.BUILDER_LAYOUT:
         return None
-    where = str(src.reason_location) if getattr(src, "reason_location", None) else (str(src.location) if src.location else None)
+    stated, read_at = chain.production.decision, chain.source.location
+    at = stated.location if stated is not None else None
+    where = str(at) if at else (str(read_at) if read_at else None)
     served = search.trace(want).boundaries
     retrain = f"; or train the draft on the layout it serves: boundaries {list(served)}" if served else ""
-    return Suggestion(None, None, None, f"the engine never reads the draft's ids: {src.reason}; code change: make that line take the draft's ids{retrain}", "id source", where)
+    why = stated.reason if stated is not None else "the engine writes them itself"
+    return Suggestion(None, None, None, f"the engine never reads the draft's ids: {why}; code change: make that line take the draft's ids{retrain}", "id source", where)
 
 
 def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) -> Suggestion:
@@ -169,7 +174,7 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
     written = _engine_writes_ids(search, want)
     if written is not None:
         return written
-    if capture is None and getattr(search.row, "source", None) is None:
+    if capture is None and search.row.chain is None:
         return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", str(search.row.location))
     if capture is not None and _ids_ignored(search):
         setter = capture.chain[-1] if capture.chain else capture.setter
@@ -196,11 +201,11 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
     """Verified id lists (at most two) that make the engine serve ``want``; else one
     suggestion naming the code change and the link that blocks."""
     search = _Search(project, row, num_layers, hidden)
-    source = getattr(row, "source", None)
-    if row.capture is None and (source is None or getattr(source, "kind", None) != "hook"):
+    chain = row.chain
+    if row.capture is None and (chain is None or chain.source.kind != F.SourceKind.SERVING_CONFIG):
         return (_blocked(search, want, {}),)
-    if row.capture is None:  # a metadata-hook engine: the ids stand for its serving config key
-        key = getattr(source, "key", key)
+    if row.capture is None and chain is not None:  # a metadata-hook engine: the ids stand for its serving config key
+        key = chain.source.key
     singles = search.singles(sorted(want))
     found: list[Suggestion] = []
     where_key = "serving config" if row.capture is None else "draft config"

@@ -17,11 +17,11 @@ import re
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, Callable, NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, layout, offset
-from flowtrace.analysis.layer_ids import CannotEvaluate, LayerStack, evaluate, normalise, run_function
+from flowtrace.analysis.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.model.links import (
@@ -131,7 +131,7 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
     return tuple(sites)
 
 
-def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute=None) -> dict[str, object]:
+def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute: Callable[[str, str], bool] | None = None) -> dict[str, object]:
     """What the setter's free expressions mean for a target with ``num_layers`` layers.
 
     Layer counts come from the config or the layer list, under the few owners engines use;
@@ -154,7 +154,7 @@ def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attr
     return names
 
 
-def default_from_getter(project: Project, qualname: str, num_layers: int, depth: int = 0):
+def default_from_getter(project: Project, qualname: str, num_layers: int, depth: int = 0) -> tuple[F.DefaultGetterFact, tuple[int, ...] | None, str | None] | None:
     """(getter, ids or None, reason) from the class's default-layer getter, following a
     getter that returns another object's getter; None when the class has no getter.
 
@@ -217,7 +217,7 @@ class _Tracer:
     keep the words their traces always had (``self.setter_words`` is False): the same
     numbers, phrased for an engine that fills the ids itself."""
 
-    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None, target_config: dict | None = None) -> None:
+    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None, target_config: dict[str, object] | None = None) -> None:
         self.project, self.row, self.layer_ids, self.L, self.hidden_size = project, row, layer_ids, num_layers, hidden_size
         self.target_config = target_config or {}
         self.steps: list[TraceStep] = []
@@ -425,7 +425,7 @@ class _Tracer:
         return ids
 
     # -- link 2 for setters: the transform chain ------------------------------------------
-    def has_attribute_for(self, qualname: str):
+    def has_attribute_for(self, qualname: str) -> Callable[[str, str], bool]:
         """``hasattr(self, "x")`` / ``hasattr(self.m, "x")`` decided from the class (or the
         class built as ``self.m``): its methods and __init__ attributes; an object whose
         class cannot be resolved is taken to have it (the delegate was resolved already)."""
@@ -483,13 +483,13 @@ class _Tracer:
         if self.indices is None:
             self.end(F.Outcome.UNKNOWN, "the setter chain ended without writing capture indices")
 
-    def setter_raised(self, setter: F.SetterFact, run, ids: object) -> None:
+    def setter_raised(self, setter: F.SetterFact, run: FunctionRun, ids: object) -> None:
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         at = self.line_of(setter, run.raised_line) if run.raised_line else setter.location
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}({ids}) raises {run.raised}", at))
         self.end(F.Outcome.RAISES, f"{owner}.{setter.method} raises {run.raised} for these ids", at)
 
-    def no_indices(self, chain: CaptureChain, setter: F.SetterFact, run, ids: object) -> None:
+    def no_indices(self, chain: CaptureChain, setter: F.SetterFact, run: FunctionRun, ids: object) -> None:
         """A setter that neither wrote indices nor handed them on: say why, and end."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         self.missing_delegate(chain, setter, run)
@@ -504,7 +504,7 @@ class _Tracer:
             )
         self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
 
-    def missing_delegate(self, chain: CaptureChain, setter: F.SetterFact, run) -> None:
+    def missing_delegate(self, chain: CaptureChain, setter: F.SetterFact, run: FunctionRun) -> None:
         """The setter ran its call of ``<delegate>.<method>()`` on an object whose class (resolved)
         defines no such method: Python raises AttributeError at that call, whatever the ids."""
         lacking = next((p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
@@ -550,7 +550,7 @@ class _Tracer:
         """A line of the setter's source (1 = its ``def``) as a file location."""
         return F.Location(setter.location.file, setter.location.line + max(line, 1) - 1)
 
-    def branch_steps(self, setter: F.SetterFact, run) -> None:
+    def branch_steps(self, setter: F.SetterFact, run: FunctionRun) -> None:
         """Every decision the setter took, inner predicates included, each with its line."""
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         for step in run.steps:
@@ -803,7 +803,7 @@ def _layer_names(expression: str, bindings: tuple[tuple[str, str], ...], num_lay
 
 
 def trace_row(
-    project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None
+    project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict[str, object] | None = None
 ) -> TraceResult:
     """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome.
     ``target_config`` (the target's config.json) resolves holders built from it.
@@ -814,7 +814,7 @@ def trace_row(
         return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
     if _TRACES[0] is not project:
         _TRACES[:] = [project, {}]
-    memo: dict = _TRACES[1]  # type: ignore[assignment]
+    memo: dict[tuple[object, ...], tuple[ModelRow, TraceResult]] = _TRACES[1]  # type: ignore[assignment]
     key = (id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
     found = memo.get(key)
     if found is None or found[0] is not row:
@@ -839,7 +839,7 @@ def parse_ids(text: str) -> list[int] | None:
         raise ValueError(f"--layer-ids must be comma-separated integers or 'default', got {text!r}") from None
 
 
-def trace_json(result: TraceResult) -> dict:
+def trace_json(result: TraceResult) -> dict[str, Any]:
     return {
         "schema": "flowtrace.trace/1",
         "model": result.model,

@@ -115,13 +115,15 @@ class IdSourceUnserved(Rule):
         project, cc = result.project, conventions(result)
         causes: dict[tuple, list[ModelRow]] = {}
         for row in result.rows:
-            src = row.source
-            if src is None or row.capture is not None or not row.registered or not is_target(row, project, cc):
+            chain = row.chain
+            if chain is None or chain.setter_driven or not row.registered or not is_target(row, project, cc):
                 continue
-            outcome = getattr(src, "outcome", None)
-            where = getattr(src, "reason_location", None) or getattr(src, "location", None)
-            if outcome in (REFUSES, CAPTURES_NOTHING) and where is not None:
-                causes.setdefault((outcome, where, getattr(src, "reason", "")), []).append(row)
+            stated = chain.production.decision
+            if stated is None:
+                continue
+            where = stated.location or chain.source.location
+            if stated.outcome in (REFUSES, CAPTURES_NOTHING) and where is not None:
+                causes.setdefault((stated.outcome, where, stated.reason), []).append(row)
         for (outcome, where, reason), rows in sorted(causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])):
             yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname))
 

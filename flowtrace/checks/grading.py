@@ -155,7 +155,7 @@ def _ids_can_reach(result: ScanResult, f: Finding) -> bool:
     if f.kind is not ProblemKind.INDEX0_RAISES:
         return True
     owner = f.symbol or ""
-    users = [r for r in result.rows if r.registered and r.source is not None and getattr(r.source, "holder", None) == owner]
+    users = [r for r in result.rows if r.registered and r.chain is not None and not r.chain.setter_driven and r.chain.holder is not None and r.chain.holder.holder == owner]
     if not users:
         return True
     for row in users:

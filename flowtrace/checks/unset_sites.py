@@ -25,8 +25,8 @@ def unset_capture_sites(result, other_family: bool):
     fed = setter_written_holders(result.graph)  # holders some setter chain writes (graph query)
     reported = set()
     for row in result.rows:
-        if row.capture is not None or row.source is not None or not is_target(row, project, cc):
-            continue  # row.source: a config attribute, build context or hook sets the ids (config_sources)
+        if row.chain is not None or not is_target(row, project, cc):
+            continue  # an id source sets the ids: a setter, or a config attribute, build context or hook
         for holder in _holders(project, row):
             if holder in fed or holder in reported:
                 continue  # some registered class's setter feeds this loop: heads without a setter are fine

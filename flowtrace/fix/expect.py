@@ -8,7 +8,7 @@ the re-scanned tree.
 
 from __future__ import annotations
 
-from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.serving_trace import trace_model
 from flowtrace.checks.targets import conventions
 from flowtrace.fix.model import Expectation
 

@@ -104,8 +104,8 @@ def _capture(row: ModelRow, project: Any = None) -> dict[str, Any] | None:
     chain's links, or a setter-less row's (config attribute, build context, metadata hook)
     in the same members (:func:`_source_capture`)."""
     c, chain = row.capture, row.chain
-    if c is None and row.source is not None:
-        return _source_capture(row)
+    if c is None and chain is not None and not chain.setter_driven:
+        return _source_capture(row, chain)
     if c is None or chain is None or not chain.transforms:
         return None
     entry, holder, site = chain.transforms[0], chain.holder, chain.site
@@ -150,50 +150,57 @@ def _serving(row: ModelRow, project: Any) -> dict[str, Any] | None:
     return row_serving(project, row)
 
 
-def _source_capture(row: ModelRow) -> dict[str, Any]:
+def _default_layers(chain: CaptureChain) -> str | None:
+    """What a setter-less row serves when no draft says otherwise: the layout a builder
+    writes, or the metadata method that applies defaults."""
+    production = chain.production
+    if production.layout is not None:
+        return production.layout.expression
+    d = production.default
+    return f"{d.owner.rsplit('.', 1)[-1]}.{d.method}" if d is not None else None
+
+
+def _source_capture(row: ModelRow, chain: CaptureChain) -> dict[str, Any]:
     """A setter-less row in the setter rows' members: no setter, the source's transform
     (``ignored``: the engine's own layout; ``serving_config``: the engine's serving ids), its
     holder and site, capturability from the site or the point (analysis/answer.py)."""
-    from flowtrace.analysis.answer import source_capturability
+    from flowtrace.analysis.answer import capturability, point
 
-    src: Any = row.source
-    emb, last = source_capturability(src)
-    site = src.site
-    owner = getattr(site, "class_qualname", None)
-    default = src.write.expression if src.write is not None else (
-        f"{src.default.class_qualname.rsplit('.', 1)[-1]}.{src.default.method}" if src.default is not None else None
-    )
+    emb, last = capturability(chain)
+    site, holder = chain.site, chain.holder
+    owner = site.owner if site is not None else None
+    transform = chain.production.id_transform
     return {
         "setter": None,
-        "id_transform": src.transform,
+        "id_transform": transform,
         "transform_note": None,
         "delegates_to": None,
-        "default_layers": default,
+        "default_layers": _default_layers(chain),
         "capture_site": {
             "qualname": f"{owner}.{site.function.rsplit('.', 1)[-1]}" if owner else None,
             "file": site.location.file,
             "line": site.location.line,
-            "mechanism": src.mechanism or None,
-            "point": src.point,
-            "note": src.point_note,
-            "loop_range": " ".join((getattr(site, "loop_range", None) or "").split()) or None,
-            "attribute": getattr(site, "attribute", None),
-            "captured_expression": getattr(site, "captured_expression", None),
+            "mechanism": site.mechanism,
+            "point": site.point,
+            "note": site.note,
+            "loop_range": " ".join((site.loop_range or "").split()) or None,
+            "attribute": site.attribute,
+            "captured_expression": site.captured_expression,
         } if site is not None else None,
         "embedding_capturable": emb,
         "last_layer_capturable": last,
-        "effective_transform": src.transform,
-        "holder": src.holder,
+        "effective_transform": transform,
+        "holder": holder.holder if holder is not None else None,
         "pp_guard": False,
-        "problems": list(src.problems),
-        "problem_kinds": sorted({str(p.kind) for p in row.chain.problems}) if row.chain is not None else [],
+        "problems": [p.text for p in chain.problems],
+        "problem_kinds": sorted({str(p.kind) for p in chain.problems}),
         "holder_kind": str(F.HolderKind.DIRECT),
         "depends_on": None,
-        "concat_order": src.concat_order,
-        "stream": _stream(row.chain) if row.chain is not None else None,
+        "concat_order": chain.concat.order if chain.concat is not None else F.ConcatOrder.LOOP,
+        "stream": _stream(chain),
         "slots": None,
-        "returns": _returns(row.chain) if row.chain is not None else None,
-        **_answer(row, src.point),
+        "returns": _returns(chain),
+        **_answer(row, point(chain)),
         "serving": None,
     }  # fmt: skip
 
@@ -210,7 +217,7 @@ def model_json(row: ModelRow, project: Any = None) -> dict[str, Any]:
         "architectures": list(row.architectures),
         "support": row.support,
         "capture": capture,
-        **({"id_source": source_json(row.source)} if row.source is not None else {}),
+        **({"id_source": source_json(row.chain)} if row.capture is None and row.chain is not None and not row.chain.setter_driven else {}),
     }
 
 
@@ -218,24 +225,28 @@ def _where(loc: F.Location | None) -> str | None:
     return f"{loc.file}:{loc.line}" if loc is not None else None
 
 
-def source_json(src) -> dict[str, Any]:  # noqa: ANN001 - a config_capture.SourceCapture
+def source_json(chain: CaptureChain) -> dict[str, Any]:
     """A setter-less capture path (config attribute, build context, metadata hook)."""
-    site = src.site
+    from flowtrace.analysis.answer import mechanism, point
+
+    source, production, site = chain.source, chain.production, chain.site
+    stated, layout = production.decision, production.layout
     return {
-        "kind": src.kind,
-        "key": src.key,
-        "read_at": _where(src.source.location) if src.source else None,
-        "holder": src.holder,
-        "id_transform": src.transform,
-        "outcome": src.outcome,
-        "reason": src.reason,
-        "decided_at": _where(src.reason_location),
-        "written_layout": src.write.expression if src.write is not None else None,
-        "builder": src.builder.class_qualname if src.builder is not None else None,
-        "capture_site": {"file": site.location.file, "line": site.location.line, "mechanism": src.mechanism, "point": src.point, "note": src.point_note} if site is not None else None,
-        "concat_order": src.concat_order,
-        "defaults_at": _where(src.default.location) if src.default is not None else None,
-        "problems": list(src.problems),
+        "kind": source.word,
+        "key": source.key,
+        # where the model reads its ids (the serving config has no such line: a hook is called)
+        "read_at": _where(source.location) if source.kind != F.SourceKind.SERVING_CONFIG else None,
+        "holder": chain.holder.holder if chain.holder is not None else None,
+        "id_transform": production.id_transform,
+        "outcome": stated.outcome if stated is not None else None,
+        "reason": stated.reason if stated is not None else None,
+        "decided_at": _where(stated.location) if stated is not None else None,
+        "written_layout": layout.expression if layout is not None else None,
+        "builder": layout.builder if layout is not None else None,
+        "capture_site": {"file": site.location.file, "line": site.location.line, "mechanism": mechanism(chain), "point": point(chain), "note": site.note} if site is not None else None,
+        "concat_order": chain.concat.order if chain.concat is not None else F.ConcatOrder.LOOP,
+        "defaults_at": _where(production.default.location) if production.default is not None else None,
+        "problems": [p.text for p in chain.problems],
     }
 
 
@@ -307,7 +318,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
             ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function} for ff in files for c in ff.concat_sites),
             key=lambda d: (d["file"], d["line"], d["expression"]),
         )),
-        ("drafts", True, lambda: drafts_json(files) if any(r.source is not None for r in result.rows) else ABSENT),
+        ("drafts", True, lambda: drafts_json(files) if any(r.chain is not None and not r.chain.setter_driven for r in result.rows) else ABSENT),
         ("diagnostics", True, lambda: [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics]),
         ("findings", False, lambda: [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))]),
     ]  # fmt: skip

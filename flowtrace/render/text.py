@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowtrace.model import facts as F
+
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
     from flowtrace.checks.base import Finding
+    from flowtrace.model.links import CaptureChain
 
 
 def _yn(value: bool | None) -> str:
@@ -39,8 +42,8 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> 
     for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
         c = r.capture
         kind = category.get(r.qualname, r.support)
-        if c is None and r.source is not None:
-            rows.append(_source_row(r, kind))
+        if c is None and r.chain is not None and not r.chain.setter_driven:
+            rows.append(_source_row(r, r.chain, kind))
             continue
         if c is None:
             rows.append([r.name, "reg" if r.registered else "-", kind, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
@@ -69,22 +72,25 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> 
     return _table(headers, rows)
 
 
-def _source_row(r, kind: str) -> list[str]:  # noqa: ANN001
+def _source_row(r, chain: CaptureChain, kind: str) -> list[str]:  # noqa: ANN001
     """A row whose ids come from a config attribute, build context or metadata hook."""
-    from flowtrace.analysis.answer import source_capturability
+    from flowtrace.analysis.answer import capturability, mechanism, point
 
-    src = r.source
-    where = f"{src.location}" if src.location else "-"
-    if src.write is not None:
-        default = src.write.expression
-    elif src.default is not None and src.outcome == "captures":
-        default = f"{src.default.class_qualname.rsplit('.', 1)[-1]}.{src.default.method}"
+    source, production, site = chain.source, chain.production, chain.site
+    stated = production.decision
+    outcome = stated.outcome if stated is not None else F.Outcome.UNKNOWN
+    where = f"{source.location}" if source.location else "-"
+    if production.layout is not None:
+        default = production.layout.expression
+    elif production.default is not None and outcome == F.Outcome.CAPTURES:
+        default = f"{production.default.owner.rsplit('.', 1)[-1]}.{production.default.method}"
     else:
-        default = src.outcome.replace("_", " ") if src.outcome != "captures" else "-"
-    site = f"{src.site.location}" if src.site is not None else "-"
-    point = src.point + (f" ({src.mechanism})" if src.mechanism else "")
-    emb, last = source_capturability(src)
-    return [r.name, "reg" if r.registered else "-", kind, src.transform, " ".join(default.split()), point, _yn(emb), _yn(last), f"{src.kind}: {where}", site, f"{r.location}"]
+        default = str(outcome).replace("_", " ") if outcome != F.Outcome.CAPTURES else "-"
+    how = mechanism(chain)
+    shown = f"{point(chain)}" + (f" ({how})" if how else "")
+    emb, last = capturability(chain)
+    return [r.name, "reg" if r.registered else "-", kind, str(production.id_transform), " ".join(default.split()), shown, _yn(emb), _yn(last),
+            f"{source.word}: {where}", f"{site.location}" if site is not None else "-", f"{r.location}"]
 
 
 def findings_text(findings: list[Finding], *, concise: bool = False) -> str:

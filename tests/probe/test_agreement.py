@@ -157,12 +157,13 @@ def cases() -> list:
             if not row.registered:  # inner holders are reached through their entry class
                 continue
             skip = None
-            if row.capture is None and row.source is not None and row.source.kind != "config":
+            source = row.chain.source if row.chain is not None and row.capture is None else None
+            if source is not None and source.word != "config":
                 # No setter: a build context or serving config decides the ids, which
                 # fixture_runtime does not play (a config attribute it does: the engine's config
                 # builder runs first); tests/test_engine_profiles.py runs these fixtures as
                 # torch code with the engine's own id source instead.
-                skip = [pytest.mark.skip(reason=f"{row.name}: ids from {row.source.kind} ({row.source.key}), not a setter the probe calls")]
+                skip = [pytest.mark.skip(reason=f"{row.name}: ids from {source.word} ({source.key}), not a setter the probe calls")]
             for id_set in ID_SETS:
                 out.append(pytest.param(root, row.name, id_set, marks=skip or _marks(root.name, row.name, id_set),
                                         id=f"{root.name}-{row.name}-{id_set}"))

@@ -16,7 +16,7 @@ import ast
 import libcst as cst
 
 from flowtrace.analysis.serving import SetterCall, serving_plan
-from flowtrace.analysis.source_trace import trace_model
+from flowtrace.analysis.serving_trace import trace_model
 from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, parse, positions
 from flowtrace.model.facts import Location, Outcome
