@@ -46,7 +46,9 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = (HERE.parent / "tests" / "fixtures" / "engines", HERE.parent / "tests" / "probe" / "agreement_engines")
 
 # Keys whose values measure the run, not the answer.
-VOLATILE = frozenset({"stats", "statistics", "elapsed", "elapsed_s", "seconds", "duration", "timing", "timings", "wall_s", "cpu_s"})
+VOLATILE = frozenset(
+    {"stats", "statistics", "elapsed", "elapsed_s", "seconds", "duration", "timing", "timings", "wall_s", "cpu_s"}
+)
 
 
 # -- the driver: runs inside one checkout's subprocess ------------------------------------------
@@ -97,11 +99,15 @@ def _invocations(scan_doc: dict, layers: int, id_lists: list[str]) -> tuple[list
             if m.get("registered"):
                 archs += [a for a in m.get("architectures", []) if a not in archs]
         elif m.get("registered"):
-            traces.append((f"{qualname} ids={id_lists[0]}", ["-m", qualname, "--layer-ids", id_lists[0], "-L", str(layers)]))
+            traces.append(
+                (f"{qualname} ids={id_lists[0]}", ["-m", qualname, "--layer-ids", id_lists[0], "-L", str(layers)])
+            )
     return traces, archs
 
 
-def drive(out_file: str, trees: list[str], layers: int, hidden: int, id_lists: list[str], draft_ids: list[int], jobs: str) -> None:
+def drive(
+    out_file: str, trees: list[str], layers: int, hidden: int, id_lists: list[str], draft_ids: list[int], jobs: str
+) -> None:
     """Write {tree: {output name: document}} for every tree (the subprocess's job)."""
     import flowtrace
 
@@ -121,11 +127,31 @@ def drive(out_file: str, trees: list[str], layers: int, hidden: int, id_lists: l
         for name, args in traces:
             outputs[f"trace {name}"] = _cli(["trace", tree, *args, "--format", "json", *common], work / "out.json")
         Path("draft").mkdir(exist_ok=True)
-        Path("draft/config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": draft_ids}}))
+        Path("draft/config.json").write_text(
+            json.dumps(
+                {
+                    "architectures": ["LlamaForCausalLMEagle3"],
+                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": draft_ids},
+                }
+            )
+        )
         for n, arch in enumerate(archs):
             target = Path(f"target-{n}.json")
             target.write_text(json.dumps({"architectures": [arch], "num_hidden_layers": layers, "hidden_size": hidden}))
-            outputs[f"compat {arch}"] = _cli(["compat", tree, "--target-config", str(target), "--draft-config", "draft/config.json", "--format", "json", *common], work / "out.json")
+            outputs[f"compat {arch}"] = _cli(
+                [
+                    "compat",
+                    tree,
+                    "--target-config",
+                    str(target),
+                    "--draft-config",
+                    "draft/config.json",
+                    "--format",
+                    "json",
+                    *common,
+                ],
+                work / "out.json",
+            )
         found[tree] = outputs
     Path(out_file).write_text(json.dumps(found), encoding="utf-8")
     os.chdir(out_dir)
@@ -165,10 +191,28 @@ def differing_paths(x: object, y: object, path: str = "", limit: int = 5) -> lis
 
 
 def run_checkout(src: Path, trees: list[str], args: argparse.Namespace, out: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (str(src), os.environ.get("PYTHONPATH")) if x), PYTHONHASHSEED="0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(x for x in (str(src), os.environ.get("PYTHONPATH")) if x),
+        PYTHONHASHSEED="0",
+    )
     env.pop("FLOWTRACE_RULES", None)
-    command = [sys.executable, str(Path(__file__).resolve()), "--drive", str(out), "--layers", str(args.layers), "--hidden", str(args.hidden),
-               "--draft-ids", args.draft_ids, "--jobs", str(args.jobs), *[f"--ids={i}" for i in args.ids], *trees]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--drive",
+        str(out),
+        "--layers",
+        str(args.layers),
+        "--hidden",
+        str(args.hidden),
+        "--draft-ids",
+        args.draft_ids,
+        "--jobs",
+        str(args.jobs),
+        *[f"--ids={i}" for i in args.ids],
+        *trees,
+    ]
     started = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=src)
     print(f"{src}: {time.perf_counter() - started:.0f}s", file=sys.stderr)
@@ -191,7 +235,10 @@ def compare(before: dict, after: dict, show: int) -> int:
         for kind, members in kinds.items():
             bad = [n for n in members if scrub(b.get(n, "<absent>")) != scrub(a.get(n, "<absent>"))]
             differing += len(bad)
-            print(f"{Path(tree).name:<24} {kind:<7} {len(members):>5} output(s): {'identical' if not bad else f'{len(bad)} differ'}")
+            print(
+                f"{Path(tree).name:<24} {kind:<7} {len(members):>5} output(s): "
+                + ("identical" if not bad else f"{len(bad)} differ")
+            )
             for name in bad[:show]:
                 print(f"    {name}")
                 for line in differing_paths(scrub(b.get(name, "<absent>")), scrub(a.get(name, "<absent>"))):
@@ -219,10 +266,16 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="the reference checkout (a source folder)")
     parser.add_argument("--after", type=Path, default=HERE.parent, help="the checkout under test (default: this one)")
     parser.add_argument("--engines", type=Path, help="a folder of unpacked releases named NAME-VERSION")
-    parser.add_argument("--no-fixtures", action="store_true", help="skip the fixture engines (tests/fixtures/engines, tests/probe/agreement_engines)")
+    parser.add_argument(
+        "--no-fixtures",
+        action="store_true",
+        help="skip the fixture engines (tests/fixtures/engines, tests/probe/agreement_engines)",
+    )
     parser.add_argument("--layers", type=int, default=32, help="L for every trace and compat (default 32)")
     parser.add_argument("--hidden", type=int, default=4096, help="the target's hidden size in compat (default 4096)")
-    parser.add_argument("--ids", action="append", help="explicit --layer-ids lists to trace (repeatable; default -1,1,15,31)")
+    parser.add_argument(
+        "--ids", action="append", help="explicit --layer-ids lists to trace (repeatable; default -1,1,15,31)"
+    )
     parser.add_argument("--draft-ids", default="1,15,28", help="the draft config's ids in compat (default 1,15,28)")
     parser.add_argument("--jobs", type=int, default=2, help="parser processes per scan (default 2)")
     parser.add_argument("--show", type=int, default=5, help="differing outputs shown per kind (default 5)")
@@ -231,7 +284,15 @@ def main() -> int:
     args = parser.parse_args()
     args.ids = args.ids or ["-1,1,15,31"]
     if args.drive:
-        drive(args.drive, args.trees, args.layers, args.hidden, args.ids, [int(x) for x in args.draft_ids.split(",")], str(args.jobs))
+        drive(
+            args.drive,
+            args.trees,
+            args.layers,
+            args.hidden,
+            args.ids,
+            [int(x) for x in args.draft_ids.split(",")],
+            str(args.jobs),
+        )
         return 0
     if args.before is None:
         parser.error("--before SRC is required")

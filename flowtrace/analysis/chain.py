@@ -168,10 +168,12 @@ def _holder(project: ChainProject, capture: Capture) -> HolderLink | None:
     store = _store(project, capture)
     if capture.depends_on:
         where = next((p.location for p in capture.issues if p.kind == F.ProblemKind.DEPENDS_ON_CONFIG), None)
-        return HolderLink(None, F.HolderKind.DYNAMIC, _attribute(capture), where or capture.setter.location, capture.depends_on, store)
+        location = where or capture.setter.location
+        return HolderLink(None, F.HolderKind.DYNAMIC, _attribute(capture), location, capture.depends_on, store)
     if capture.holder is None:
         return None
-    return HolderLink(capture.holder, capture.holder_kind, _attribute(capture), _class_location(project, capture.holder), store=store)
+    built_at = _class_location(project, capture.holder)
+    return HolderLink(capture.holder, capture.holder_kind, _attribute(capture), built_at, store=store)
 
 
 def _class_location(project: ChainProject, qualname: str | None) -> F.Location | None:
@@ -252,7 +254,9 @@ def _production(src: SourceCapture) -> ProductionLink:
         default = DefaultLink(d.class_qualname, d.method, d.attribute, d.source, d.location) if d is not None else None
         return ProductionLink(Production.SERVING_IDS, default=default, decision=decision)
     w, builder = src.write, src.builder
-    layout = LayoutLink(w.key, w.expression, w.condition, w.bindings, w.location, builder.class_qualname if builder else None) if w is not None else None
+    layout = None
+    if w is not None:
+        layout = LayoutLink(w.key, w.expression, w.condition, w.bindings, w.location, builder.class_qualname if builder else None)
     return ProductionLink(Production.BUILDER_LAYOUT, _builder_transform(src), layout=layout, decision=decision)
 
 

@@ -68,7 +68,7 @@ class Production(Word):
     phase dispatches on it)."""
 
     SETTER_CHAIN = "setter_chain"  # the draft's ids run through the setters (the transform links)
-    BUILDER_LAYOUT = "builder_layout"  # a builder / build-context feed writes a layout evaluated on L; draft ids ignored
+    BUILDER_LAYOUT = "builder_layout"  # a builder or build-context feed writes a layout evaluated on L
     SERVING_IDS = "serving_ids"  # the serving config's ids, sorted; a metadata class's default when none is given
 
 
