@@ -14,12 +14,13 @@ the code and carrying the file:line it rests on::
     5 stream       what is recorded at each index                            StreamLink
     6 slots/return a fixed-slot collector; whether the states reach the runner  SlotsLink, ReturnLink
     7 concat       the order they are read back, and what an id no layer records does  ConcatLink
-    8 serving      what the runner does with the model (room: see ServingLink)  ServingLink
+    8 serving      what the runner does with the model                       ServingLink
 
 :mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row
 (``ModelRow.chain``; None: the row has no id source at all) from what
 :mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
-:mod:`flowtrace.analysis.trace` evaluates it on concrete ids (one phase per link);
+:mod:`flowtrace.analysis.trace` evaluates it on concrete ids (one phase per link;
+:mod:`flowtrace.analysis.serving_trace` adds the serving path's phases on top);
 :mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; compat, the
 checks and the scan JSON read the links. Links are frozen and hold strings, ints, enums and
 locations only, like the facts. ``docs/architecture.md`` ("The capture model") says how to
@@ -311,60 +312,19 @@ class ConcatLink:
     post_norm_at: Location | None = None  # where that state is recorded
 
 
-# -- link 8: room for the serving path ------------------------------------------------------
-
-
-class ServingPhase(Word):
-    """When the runner calls the entry setter relative to what freezes the forward."""
-
-    LOAD = "load"
-    GRAPH_CAPTURE = "graph_capture"
-    WARM_UP = "warm_up"
-    RELOAD = "reload"
-    UNKNOWN = "unknown"
-
-
-class IdsPassed(Word):
-    """Which ids a runner call of the setter hands over."""
-
-    DRAFT = "draft"  # the draft config's ids
-    NONE = "none"  # None: the engine's default
-    RECOMPUTED = "recomputed"  # ids the runner computes itself
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class SetterCall:
-    """One call of the entry setter by the runner (serving path; nothing fills it yet)."""
-
-    phase: ServingPhase
-    ids: IdsPassed
-    count: int | None  # calls per start-up, when known
-    location: Location
-
-
-@dataclass(frozen=True, slots=True)
-class ForwardPath:
-    """One forward path a batch can take (two-batch overlap, split prefill, idle ...): the
-    store it reads and whether it records. A path that reads a store nothing writes captures
-    nothing, never "captures" (serving path; nothing fills it yet)."""
-
-    name: str
-    reads: StoreKind | None
-    records: bool | None
-    location: Location | None
+# -- link 8: the serving path ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class ServingLink:
-    """Link 8, what the engine's runner does with the model. ``modes``: the serving paths a
-    setter-less hook row can capture on (filled today). ``calls`` and ``paths`` are the
-    documented place for the runner's setter calls per phase and the forward paths; they stay
-    empty, and the tracer has no serving phase, until the serving-path analysis fills them."""
+    """Link 8, what the engine's runner does with the model, as far as the chain holds it:
+    ``modes``, the serving paths a serving-config hook row can capture on. The runner's setter
+    calls per phase and the forward paths a batch can take are read by
+    :mod:`flowtrace.analysis.serving` and :mod:`flowtrace.analysis.forward_paths` and traced on
+    top of the chain by :mod:`flowtrace.analysis.serving_trace`; they belong here (see
+    docs/architecture.md) once a row's serving facts are resolved with its chain."""
 
     modes: tuple[ServingMode, ...] = ()
-    calls: tuple[SetterCall, ...] = ()
-    paths: tuple[ForwardPath, ...] = ()
 
 
 NO_SERVING = ServingLink()
@@ -428,18 +388,14 @@ __all__ = [
     "Decision",
     "DefaultLink",
     "FirstIteration",
-    "ForwardPath",
     "HolderLink",
     "IdSourceLink",
-    "IdsPassed",
     "LayoutLink",
     "Problem",
     "Production",
     "ProductionLink",
     "ReturnLink",
     "ServingLink",
-    "ServingPhase",
-    "SetterCall",
     "SiteLink",
     "SlotsLink",
     "StoreKind",
