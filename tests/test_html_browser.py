@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -414,3 +415,85 @@ def test_the_matrix_names_the_id_source_where_a_row_has_no_setter(driver, tmp_pa
     assert "config" in cell.text and "aux_hidden_state_layers" in cell.text
     assert cell.find_element(By.CSS_SELECTOR, "a.src").get_attribute("href") == "https://example.org/src/lmdeploy/pytorch/models/alpha.py#L28"
     assert not _errors(driver)
+
+
+# ------------------------------------------------------------------------------------------
+# triage: the founding story's rows (tests/test_report_triage.py) at three window widths
+
+FOUNDING_IDS = (
+    "model-sglang.srt.models.gamma.GammaForCausalLM",
+    "model-sglang.srt.models.gamma_v3.GammaV3ForCausalLM",
+    "model-sglang.srt.models.omega_vl.OmegaVLForConditionalGeneration",
+)
+RED = "rgba(180, 35, 24, 1)"  # report.css --bad, as selenium reports a colour
+SCREENSHOTS = os.environ.get("FLOWTRACE_SCREENSHOTS")  # a folder: keep the triage screenshots there
+
+
+@pytest.fixture(scope="module")
+def founding_page(tmp_path_factory) -> Path:
+    from test_report_triage import founding_document
+
+    tmp = tmp_path_factory.mktemp("founding-page")
+    path = tmp / "report.html"
+    path.write_text(render_html(founding_document(tmp)), encoding="utf-8")
+    return path
+
+
+def _shot(driver, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
+
+
+@pytest.mark.parametrize("width", [1440, 900, 390])
+def test_the_founding_story_rows_are_red_with_their_finding(driver, founding_page, width):
+    driver.set_window_size(width, 1000)
+    try:
+        _open(driver, founding_page)
+        assert _errors(driver) == []
+        # nothing widens the page at this width; the first thing under the header is "start here"
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= driver.execute_script("return document.documentElement.clientWidth")
+        start = driver.find_element(By.ID, "start-here")
+        assert driver.execute_script("return arguments[0].getBoundingClientRect().top", start) < driver.execute_script("return window.innerHeight")
+        first = start.find_element(By.CSS_SELECTOR, "li.card")
+        assert first.get_attribute("data-severity") == "error"
+        card = next(c for c in start.find_elements(By.CSS_SELECTOR, "li.card") if "models/gamma.py:53" in c.text)
+        assert [a.text for a in card.find_elements(By.CSS_SELECTOR, "a.row-chip")] == ["GammaForCausalLM", "GammaV3ForCausalLM", "OmegaVLForConditionalGeneration"]
+        _shot(driver, f"start-here-{width}")
+        for model_id in FOUNDING_IDS:
+            row = driver.find_element(By.CSS_SELECTOR, f"#matrix-table tr[data-model='{model_id}']")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+            assert row.is_displayed()
+            badge = row.find_element(By.CSS_SELECTOR, "td .badge")
+            assert badge.value_of_css_property("color") == RED, "the support word is drawn in the error's colour"
+            assert badge.value_of_css_property("background-color") != "rgba(27, 127, 59, 1)", "never the supported green"
+            assert re.fullmatch(r"\d+ errors?", row.find_element(By.CSS_SELECTOR, ".flag-count").text)
+        _shot(driver, f"matrix-{width}")
+        # the class view of the inherited row lists the error
+        driver.find_element(By.CSS_SELECTOR, f"#matrix-table tr[data-model='{FOUNDING_IDS[1]}'] a.model-link").click()
+        article = driver.find_element(By.ID, FOUNDING_IDS[1])
+        assert article.is_displayed()
+        listed = article.find_element(By.CSS_SELECTOR, "ul.model-findings")
+        assert "FT007" in listed.text or "GammaForCausalLM.set_eagle3_layers_to_capture" in listed.text
+        _shot(driver, f"class-view-{width}")
+    finally:
+        driver.set_window_size(1400, 1000)
+
+
+def test_the_filters_agree_on_the_rows_a_severity_concerns(driver, founding_page):
+    _open(driver, founding_page)
+    only = driver.find_element(By.ID, "only-findings")
+    only.click()
+    shown = {r.get_attribute("data-model") for r in _visible_rows(driver)}
+    assert set(FOUNDING_IDS) <= shown, "only classes with findings keeps the founding rows"
+    only.click()
+    errors = driver.find_element(By.CSS_SELECTOR, "#summary .count-filter[data-filter-severity='error']")
+    errors.click()
+    shown = {r.get_attribute("data-model") for r in _visible_rows(driver)}
+    # the rows shown are exactly those the error cards of "start here" name
+    named = {a.get_attribute("href").rsplit("#", 1)[1] for a in driver.find_elements(By.CSS_SELECTOR, "#start-here li.card[data-severity='error'] a.row-chip")}
+    assert set(FOUNDING_IDS) <= shown and shown == named
+    visible = [li for li in driver.find_elements(By.CSS_SELECTOR, "li.finding") if li.is_displayed() or li.get_attribute("hidden") is None]
+    assert visible and all(li.get_attribute("data-severity") == "error" for li in visible)
+    errors.click()
+    assert len(_visible_rows(driver)) == len(driver.find_elements(By.CSS_SELECTOR, "#matrix-table tbody tr"))

@@ -634,7 +634,7 @@ def test_the_legend_names_every_status():
     tb = parse(render_html(sample_doc()))
     legend = by_id(tb)["legend"]
     terms = [n.text() for n in legend.walk() if n.tag == "dt"]
-    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "none", "error", "warning", "info"]
+    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "1 error", "none", "error", "warning", "info"]
     # the severities say which consequences they stand for, and that a finding's follows its own
     said = {n.text() for n in legend.walk() if n.tag == "dd"}
     assert any("silent_wrong" in t and "crash_serving" in t for t in said)

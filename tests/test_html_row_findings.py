@@ -77,3 +77,58 @@ def test_a_finding_shows_on_the_classes_its_path_runs_through():
     shown = _shown()
     assert shown["pkg.h.RegModel"] == {"FT002"} and shown["pkg.h.RegForCausalLM"] == {"FT002"}
     assert "FT002" not in shown["pkg.g.G"]
+
+
+def _chain(entry: str, *through: str, holder: str = "pkg.s.SModel", site: str = "pkg.s.SModel.forward") -> dict:
+    """A setter row's capture whose ids pass ``entry`` then each of ``through`` (delegation)."""
+    links = [{"setter": s, "transform": "delegates" if i < len(through) else "conditional", "file": "pkg/x.py", "line": 1} for i, s in enumerate((entry, *through))]
+    return {"setter": {"qualname": entry, "file": "pkg/x.py", "line": 1}, "transform_chain": links, "holder": holder, "capture_site": {"qualname": site}, "problem_kinds": []}
+
+
+SETTER = "pkg.s.S.set_x"
+CHAIN_DOC = {
+    "schema": "flowtrace.scan/1",
+    "models": [
+        _model("pkg.s.S", "pkg/s.py", 5, _chain(SETTER)),  # defines the setter
+        _model("pkg.s.SV3", "pkg/s.py", 40, _chain(SETTER)),  # inherits it
+        _model("pkg.k.Wrap", "pkg/k.py", 3, _chain("pkg.k.Wrap.set_x", SETTER)),  # delegates to an S
+        {**_model("pkg.s.SNextN", "pkg/s.py", 60, _chain(SETTER)), "draft": True},  # a draft built on S
+        _model("pkg.o.Other", "pkg/o.py", 3, _chain("pkg.o.Other.set_x", holder="pkg.o.OModel", site="pkg.o.OModel.forward")),
+        _model("pkg.t.T", "pkg/t.py", 3, _chain("pkg.t.T.set_x", holder="pkg.t.TOuter", site="pkg.s.SModel.forward")),
+    ],
+    "findings": [
+        # the setter's own transform: every row whose ids pass through it
+        _finding("FT007", SETTER, "pkg/s.py", 12, "transform_inconsistent"),
+        # a grouped cause naming its rows
+        {**_finding("FT010", "pkg.o.Other", "pkg/o.py", 30, "last_layer_unreachable"), "affects": ["pkg.s.SV3"]},
+        # a forward dropping the states: the rows whose site is that class's forward
+        _finding("FT020", "pkg.s.SModel", "pkg/s.py", 90, "return_dropped"),
+    ],
+}
+
+
+def test_a_setter_finding_shows_on_every_row_that_runs_the_setter():
+    from flowtrace.render.finding_rows import finding_rows
+
+    models = CHAIN_DOC["models"]
+    names = [[models[i]["qualname"] for i in rows] for rows in finding_rows(models, CHAIN_DOC["findings"])]
+    # own class, the inheriting subclass, the wrapper delegating to it; not the draft, not Other
+    assert names[0] == ["pkg.s.S", "pkg.s.SV3", "pkg.k.Wrap"]
+    assert names[1] == ["pkg.o.Other", "pkg.s.SV3"]  # its symbol's row, then the row it names
+    # SModel's forward records for S, SV3, Wrap and T (T's holder is another class); not the draft
+    assert sorted(names[2]) == ["pkg.k.Wrap", "pkg.s.S", "pkg.s.SV3", "pkg.t.T"]
+
+
+def test_the_json_row_findings_are_the_same_decision():
+    from flowtrace.render.finding_rows import row_findings
+
+    listed = row_findings(CHAIN_DOC["models"], CHAIN_DOC["findings"])
+    by_row = {m["qualname"]: [f["rule"] for f in fs] for m, fs in zip(CHAIN_DOC["models"], listed)}
+    assert by_row == {
+        "pkg.s.S": ["FT007", "FT020"],
+        "pkg.s.SV3": ["FT007", "FT010", "FT020"],
+        "pkg.k.Wrap": ["FT007", "FT020"],
+        "pkg.s.SNextN": [],
+        "pkg.o.Other": ["FT010"],
+        "pkg.t.T": ["FT020"],
+    }

@@ -37,7 +37,8 @@ def test_texts_kept_from_an_earlier_scan_fit_in_place(sglang_scan):
         return kept[name]
 
     first = scan_json_with_report(sglang_scan, findings, keep)
-    assert {"json:models", "json:diagnostics", "json:report"} <= set(computed)
+    # the rows' facts are kept as values: each row's findings are added afresh
+    assert {"json:models:rows", "json:diagnostics", "json:report"} <= set(computed)
     computed.clear()
     again = scan_json_with_report(sglang_scan, findings, keep)
     assert computed == []  # every facts-only member came from the kept texts
@@ -45,6 +46,8 @@ def test_texts_kept_from_an_earlier_scan_fit_in_place(sglang_scan):
     # the findings are not kept: fewer findings, the same kept texts, a different document
     fewer = findings[:1]
     assert scan_json_with_report(sglang_scan, fewer, keep) == _reference(sglang_scan, fewer)
+    rows = json.loads(scan_json_with_report(sglang_scan, fewer, keep))["models"]
+    assert {f["fingerprint"] for r in rows for f in r["findings"]} == {fewer[0].fingerprint}
 
 
 @pytest.mark.parametrize("value", [{}, [], {"a": [1, {"b": "x\ny"}], "c": {}}, {"é": ["\u2028", None, 1.5]}])

@@ -51,6 +51,9 @@ class Finding:
     # per-class findings of one rule): it has no patch of its own, the fix stage plans the
     # causes', and a baseline that accepted every cause accepts it.
     grouped: bool = False
+    # The model rows (qualnames) the finding concerns beside its symbol's: a finding at the place
+    # to fix names every class the cause reaches (the report shows it on each of their rows).
+    affects: tuple[str, ...] = ()
 
 
 def with_causes(findings: Iterable[Finding]) -> list[Finding]:
@@ -162,12 +165,14 @@ class Rule:
         steps: Sequence[tuple[str, Location | None]] = (),
         consequence: Consequence | None | _Default = DEFAULT,
         effect: str | None = None,
+        affects: Iterable[str] = (),
     ) -> Finding:
         """A finding of this rule; ``fix`` replaces the rule's generic fix when the engine's
         convention gives a more precise one. ``steps`` names the chain's links as
         ``(label, location)`` pairs (missing locations and repeats dropped); it replaces ``flow``.
         ``consequence`` (default: the rule's declared one; None: no consequence, a capability
-        note) decides the severity; ``effect`` says it in words for this finding."""
+        note) decides the severity; ``effect`` says it in words for this finding; ``affects``
+        names the model rows (qualnames) the finding concerns beside its symbol's."""
         labels: tuple[str, ...] = ()
         if steps:
             kept: dict[Location, str] = {}
@@ -192,6 +197,7 @@ class Rule:
             flow_labels=labels,
             consequence=chosen,
             effect=effect,
+            affects=tuple(sorted(set(affects) - {symbol})),
         )
 
 

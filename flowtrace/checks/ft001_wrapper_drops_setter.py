@@ -239,6 +239,7 @@ EntryClass = ExVLForConditionalGeneration
             fact.location, message, base, f"{attribute}:base", kind=group[0].kind, fix=fix,
             steps=(("base class", fact.location), *((f"wrapper {short(f.symbol)}", F.Location(f.file, f.line)) for f in group)),
             consequence=Consequence.REFUSED_STARTUP, effect=group[0].effect or _refusal_words(result, names),
+            affects=(f.symbol for f in group if f.symbol),
         )
         return dataclasses.replace(
             head, related=tuple(F.Location(f.file, f.line) for f in group), causes=tuple(group), grouped=True,

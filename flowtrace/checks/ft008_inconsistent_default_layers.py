@@ -106,6 +106,7 @@ class InconsistentDefaultLayers(Rule):
                     f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's other "
                     f"models: right only for drafts trained on this class's own default"
                 )),
+                affects=(r.qualname for r in rows),
             )
 
     def _as_draft_ids(self, result, where, names, rows, boundaries, majority, n, total, snippet, steps) -> Finding:
@@ -130,6 +131,7 @@ class InconsistentDefaultLayers(Rule):
                 f"a draft config without ids gets b={list(boundaries)} here and b={ids} on the engine's other models; "
                 f"which is right depends on what this model's drafts were trained on, not on the majority"
             )),
+            affects=(r.qualname for r in rows),
         )
 
 

@@ -139,6 +139,7 @@ class UnreachableEmbedding(Rule):
                     setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix,
                     consequence=Consequence.CRASH_SERVING,
                     effect=f"a draft asking for the embedding (id {embedding}) makes the engine raise at {other.raises_at} in the first forward",
+                    affects=(r.qualname for r in rows),
                 )
                 continue
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
@@ -154,7 +155,7 @@ class UnreachableEmbedding(Rule):
             consequence, effect = _consequence(result, rows, kind)
             yield self.finding(
                 setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix,
-                consequence=consequence, effect=effect,
+                consequence=consequence, effect=effect, affects=(r.qualname for r in rows),
             )
 
 

@@ -78,6 +78,7 @@ class ExModel(Module):
                 steps=(("setter", setter_loc), ("capture site", site_loc)),
                 consequence=graded.consequence,
                 effect=graded.effect,
+                affects=(r.qualname for r in rows),
             )
 
 

@@ -144,4 +144,5 @@ class IdSourceUnserved(Rule):
             consequence=Consequence.REFUSED_STARTUP if refused else Consequence.SILENT_WRONG,
             effect=effect,
             steps=(("decided at", where), *(("model", r.location) for r in rows[:4])),
+            affects=(r.qualname for r in rows),
         )

@@ -234,8 +234,11 @@ def _merged(group: list[Finding]) -> Finding:
     if others:
         message += f"; also affects {_listed(others)}"
     effects = list(dict.fromkeys(f.effect for f in group if f.effect))
+    # every class a merged finding concerned stays named by the one kept
+    affects = {a for f in group for a in f.affects} | {f.symbol for f in group[1:] if f.symbol}
     return dataclasses.replace(
         head,
+        affects=tuple(sorted(affects - {head.symbol})),
         effect="; ".join(effects) or head.effect,
         related=tuple(places),
         consequence=consequence,

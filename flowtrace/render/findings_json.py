@@ -6,7 +6,7 @@ plus ``hint``, ``flow`` (the capture chain, a list of ``{"file", "line", "label"
 typed problem, :class:`flowtrace.model.facts.ProblemKind`), ``consequence`` (what it does to a served
 draft, :class:`flowtrace.model.consequence.Consequence`; severity follows from it) with ``effect`` (the
 same in words) and ``entry_path`` (how a draft reaches it), and ``related`` (the other places of the
-same root cause). Fields are only
+same root cause), ``affects`` (the model classes the finding concerns beside its symbol's). Fields are only
 ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
 """
 
@@ -45,6 +45,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "effect": f.effect,
         "entry_path": f.entry_path,
         "related": [{"file": where.file, "line": where.line} for where in f.related],
+        # the model rows (qualnames) the finding names beside its symbol's
+        "affects": list(f.affects),
     }
 
 

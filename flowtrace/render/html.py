@@ -37,6 +37,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from flowtrace.render import svg_layout
+from flowtrace.render.finding_rows import RowIndex, file_line
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -50,6 +51,7 @@ LEGEND = (
     ("conditional", "transform", "id transform that depends on the ids themselves, e.g. add one only if the first id is 1"),
     ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
     ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
+    ("1 error", "support-supported flagged sev-error", "a support word outlined in red, with the count (amber: a warning): an error finding concerns this class, whatever its support says; a served draft may get other states than it was trained on, or crash the engine (see Start here)"),
     ("none", "support-none", "no capture path (no capture setter, config attribute or serving-config hook): EAGLE-3 cannot be enabled for this class"),
     # A finding's severity is its own consequence's (flowtrace.model.consequence); a rule's
     # listed severity is its default consequence's.
@@ -58,6 +60,11 @@ LEGEND = (
     ("info", "sev-info", "the engine refuses the model at start-up with its own message (refused_startup), or a capability note; a finding's severity follows its own consequence, a rule's listed severity is its default consequence's"),
 )
 SEVERITY_ORDER = ("error", "warning", "info")
+# What the "start here" section lists, and what turns a matrix row from its support colour to the
+# finding's: an error (silent wrong tensors, a crash while serving) or a warning.
+TRIAGE_SEVERITIES = ("error", "warning")
+# Consequences in the order a reader should meet them (flowtrace.model.consequence).
+CONSEQUENCE_ORDER = ("silent_wrong", "crash_serving", "crash_startup", "fragile", "refused_startup")
 PATH_KINDS = ("config", "setter", "attribute", "loop", "container", "concat", "fc")
 # Section ids are reserved before any data-derived id is handed out, so a rule code or class
 # name can never steal them.
@@ -121,12 +128,6 @@ def wbr(text: Any) -> Markup:
     so that long qualified names wrap in narrow table columns instead of widening them."""
     parts = re.split(r"(?<=\.)|(?<=[a-z0-9_])(?=[A-Z])", _str(text))
     return Markup("<wbr>").join(escape(p) for p in parts if p)
-
-
-def _file_line(at: str) -> tuple[str | None, int | None]:
-    """``"pkg/m.py:40"`` -> ``("pkg/m.py", 40)``; ``(at or None, None)`` without a line."""
-    file, _, line = at.rpartition(":")
-    return (file, int(line)) if file and line.isdigit() else (at or None, None)
 
 
 def _setter_owner(model: str, setter: str) -> str:
@@ -281,6 +282,20 @@ class FindingView:
     model_class: str | None = None
     probe_mark: str | None = None
     hint: str = ""
+    consequence: str = ""  # what it does to a served draft (silent_wrong, crash_serving, ...)
+    effect: str = ""  # the same in words
+    entry_path: str = ""
+    # every model row the finding concerns (render/finding_rows.py), its symbol's first
+    rows: list[ModelView] = field(default_factory=list)
+
+    @property
+    def severity_rank(self) -> int:
+        return _severity_rank(self.severity)
+
+    @property
+    def triage(self) -> bool:
+        """Shown under "start here": what breaks a served draft or may (errors, warnings)."""
+        return self.severity in TRIAGE_SEVERITIES
 
 
 @dataclass(slots=True)
@@ -288,7 +303,7 @@ class RuleGroup:
     code: str
     anchor: str
     name: str
-    severity: str
+    severity: str  # the worst of its findings' (the catalogue's when the document has none)
     summary: str
     rationale: str
     fix: str
@@ -379,6 +394,21 @@ class ModelView:
     setter_snippet: tuple[SnippetLine, ...] = ()
     site_snippet: tuple[SnippetLine, ...] = ()
 
+    @property
+    def worst(self) -> str:
+        """The worst severity of the findings that concern this row ("" without one)."""
+        severities = {f.severity for f in self.findings}
+        return next((s for s in SEVERITY_ORDER if s in severities), "")
+
+    @property
+    def flag(self) -> str:
+        """``error`` / ``warning`` when such a finding names the row: the matrix then shows the
+        row in that colour, never its support's green, whatever the support word says."""
+        return self.worst if self.worst in TRIAGE_SEVERITIES else ""
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
 
 def _search_text(parts: list[str]) -> str:
     """What the matrix filter matches, lower-cased; parts already contained are left out,
@@ -452,7 +482,7 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         default_layers=_one_line(_str(c.get("default_layers"))),
         setter_owner=_setter_owner(qualname, _str((setter or {}).get("qualname"))),
         id_source=(_str(source.get("kind")), _str(source.get("label")), _str(source.get("at"))) if source and not setter else None,
-        id_source_href=link(*_file_line(_str(source.get("at")))) if source and not setter else None,
+        id_source_href=link(*file_line(_str(source.get("at")))) if source and not setter else None,
         delegates=_short_qualname(_str(c.get("delegates_to")), 1) if "." in _str(c.get("delegates_to")).removeprefix("self.") else _str(c.get("delegates_to")),
         emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
         last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
@@ -464,79 +494,20 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
 
 
 class ModelIndex:
-    """Finds the model a finding's symbol or a probe claim names: exact qualname, the longest
-    model qualname that prefixes it (``pkg.Cls.method`` -> ``pkg.Cls``), or a unique class name."""
+    """The model views, found by what names them (:class:`flowtrace.render.finding_rows.RowIndex`
+    over the same rows, in the same order): a finding's rows, a probe claim's class."""
 
-    def __init__(self, models: list[ModelView]) -> None:
-        self.by_qualname = {m.qualname: m for m in models}
-        names = Counter(m.cls for m in models)
-        self.by_class = {m.cls: m for m in models if names[m.cls] == 1}
-        archs = Counter(a for m in models for a in set(m.architectures))
-        self.by_arch = {a: m for m in models for a in m.architectures if archs[a] == 1}
-        # One finding per root cause sits on the class to fix; a row whose capture runs in
-        # another class (its holder, or the model it delegates to) shows that class's findings
-        # too. Not its setter's class: a setter shared by many rows carries findings about the
-        # setter's own model, which explain nothing about another row.
-        self.by_cause: dict[str, list[ModelView]] = {}
-        # Also shown on a row: a finding at the row's class definition (a per-platform copy
-        # merged into another's finding keeps its place in ``related``; a wrapped model is a
-        # step of the wrapper's finding's ``flow``); for a setter-less row,
-        # at the place that decides its outcome (a config builder refusing the method); a finding on
-        # the row's setter class whose problem kind the row's own chain has (the setter's
-        # defect is this row's defect, not a remark about the setter's own model).
-        self.by_place: dict[tuple[str, int], list[ModelView]] = {}
-        self.by_setter_kind: dict[tuple[str, str], list[ModelView]] = {}
-        for m in models:
-            c = m.capture or {}
-            for cause in {_str(c.get("holder")), _str(c.get("delegates_to"))} - {"", m.qualname}:
-                self.by_cause.setdefault(cause, []).append(m)
-            places: set[tuple[str | None, int | None]] = {(m.file, m.line)}
-            if m.id_source is not None:  # setter-less rows only: a setter row's outcome_at is often its shared setter
-                places.add(_file_line(_str(c.get("outcome_at"))))
-            for file, line in places:
-                if file and line is not None:
-                    self.by_place.setdefault((file, line), []).append(m)
-            setter_class = _str((m.setter or {}).get("qualname")).rpartition(".")[0]
-            for kind in _list(c.get("problem_kinds")) if setter_class and setter_class != m.qualname else ():
-                self.by_setter_kind.setdefault((setter_class, _str(kind)), []).append(m)
+    def __init__(self, models: list[ModelView], raw: list[dict[str, Any]]) -> None:
+        self.models = models
+        self.rows = RowIndex(raw)
 
-    def affected_by(self, f: dict[str, Any]) -> list[ModelView]:
-        """Every model a finding concerns besides the one its symbol names (see ``__init__``)."""
-        out = self.affected(f.get("symbol"))
-        # its own place, the merged copies' places, and the classes its path runs through
-        for where in [f, *(_dict(r) for r in _list(f.get("related"))), *(_dict(s) for s in _list(f.get("flow")))]:
-            line = _int(where.get("line"))
-            if line is not None:
-                out += self.by_place.get((_str(where.get("file")), line), [])
-        kind, probe = _str(f.get("kind")), _str(f.get("symbol"))
-        while kind and probe:
-            out += self.by_setter_kind.get((probe, kind), [])
-            probe = probe.rpartition(".")[0]
-        return out
-
-    def affected(self, name: Any) -> list[ModelView]:
-        """The models whose capture chain runs through the class ``name`` (or its method) names."""
-        if not isinstance(name, str) or not name:
-            return []
-        probe, out = name, []
-        while probe:
-            out += self.by_cause.get(probe, [])
-            if "." not in probe:
-                break
-            probe = probe.rsplit(".", 1)[0]
-        return out
+    def rows_of(self, f: dict[str, Any]) -> list[ModelView]:
+        """Every model the finding concerns, its symbol's first."""
+        return [self.models[i] for i in self.rows.rows_of(f)]
 
     def find(self, name: Any) -> ModelView | None:
-        if not isinstance(name, str) or not name:
-            return None
-        probe = name
-        while probe:
-            if probe in self.by_qualname:
-                return self.by_qualname[probe]
-            if "." not in probe:
-                break
-            probe = probe.rsplit(".", 1)[0]
-        return self.by_class.get(name) or self.by_arch.get(name)
+        i = self.rows.find(name)
+        return self.models[i] if i is not None else None
 
 
 def _rules_meta(raw: Any) -> dict[str, dict[str, Any]]:
@@ -550,65 +521,88 @@ def _rules_meta(raw: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _finding_view(f: dict[str, Any], code: str, i: int, ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex) -> FindingView:
+    """One finding, attached to every row it concerns (each row lists it in its class view)."""
+    rows = index.rows_of(f)
+    model = index.find(f.get("symbol"))
+    view = FindingView(
+        anchor=ids.take(f"{_slug(code)}-{i}"),
+        index=i,
+        rule=code,
+        name=_str(f.get("name")),
+        severity=_str(f.get("severity")) or "info",
+        file=_str(f.get("file")),
+        line=_int(f.get("line")),
+        href=link(f.get("file"), f.get("line")),
+        message=_str(f.get("message")),
+        symbol=_str(f.get("symbol")),
+        fingerprint=_str(f.get("fingerprint")),
+        snippet=sources.snippet(f.get("file"), f.get("line")),
+        model_id=model.id if model else None,
+        model_class=model.cls if model else None,
+        hint=_str(f.get("hint")),
+        consequence=_str(f.get("consequence")),
+        effect=_str(f.get("effect")),
+        entry_path=_str(f.get("entry_path")),
+        rows=rows,
+    )
+    for row in rows:
+        row.findings.append(view)
+    return view
+
+
+def _worst(severities: Iterable[str], default: str = "info") -> str:
+    listed = set(severities)
+    return next((s for s in SEVERITY_ORDER if s in listed), next(iter(sorted(listed)), default))
+
+
+def _severity_rank(severity: str) -> int:
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else len(SEVERITY_ORDER)
+
+
 def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex) -> list[RuleGroup]:
+    """The findings by rule, the rules ordered by consequence (errors first, then warnings,
+    then info; by code within one severity), each rule's findings by place."""
     meta = _rules_meta(doc.get("rules"))
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for f in _list(doc.get("findings")):
         if isinstance(f, dict):
             by_rule.setdefault(_str(f.get("rule")) or "?", []).append(f)
-    groups: list[RuleGroup] = []
-    # Finding anchors first: they are the ids users paste into tickets (#FT003-2).
+    # Finding anchors first, by code: they are the ids users paste into tickets (#FT003-2).
     pending: list[tuple[str, list[FindingView]]] = []
     for code in sorted(by_rule):
         items = sorted(
             by_rule[code],
             key=lambda f: (_str(f.get("file")), _int(f.get("line")) or 0, _str(f.get("fingerprint")), _str(f.get("message")), _str(f.get("symbol"))),
         )
-        views: list[FindingView] = []
-        for i, f in enumerate(items, 1):
-            model = index.find(f.get("symbol"))
-            views.append(
-                FindingView(
-                    anchor=ids.take(f"{_slug(code)}-{i}"),
-                    index=i,
-                    rule=code,
-                    name=_str(f.get("name")),
-                    severity=_str(f.get("severity")) or "info",
-                    file=_str(f.get("file")),
-                    line=_int(f.get("line")),
-                    href=link(f.get("file"), f.get("line")),
-                    message=_str(f.get("message")),
-                    symbol=_str(f.get("symbol")),
-                    fingerprint=_str(f.get("fingerprint")),
-                    snippet=sources.snippet(f.get("file"), f.get("line")),
-                    model_id=model.id if model else None,
-                    model_class=model.cls if model else None,
-                    hint=_str(f.get("hint")),
-                )
-            )
-            seen: set[int] = set()
-            for target in (model, *index.affected_by(f)):
-                if target is not None and id(target) not in seen:
-                    seen.add(id(target))
-                    target.findings.append(views[-1])
-        pending.append((code, views))
+        pending.append((code, [_finding_view(f, code, i, ids, link, sources, index) for i, f in enumerate(items, 1)]))
+    groups: list[RuleGroup] = []
     for code, views in pending:
         m = meta.get(code, {})
-        severities = [v.severity for v in views]
-        worst = next((s for s in SEVERITY_ORDER if s in severities), severities[0] if severities else "info")
         groups.append(
             RuleGroup(
                 code=code,
                 anchor=ids.take(f"rule-{_slug(code)}"),
                 name=_str(m.get("name")) or (views[0].name if views else ""),
-                severity=_str(m.get("severity")) or worst,
+                severity=_worst((v.severity for v in views), _str(m.get("severity")) or "info"),
                 summary=_str(m.get("summary")),
                 rationale=_str(m.get("rationale")),
                 fix=_str(m.get("fix")),
                 findings=views,
             )
         )
-    return groups
+    return sorted(groups, key=lambda g: (_severity_rank(g.severity), g.code))
+
+
+def start_here(groups: list[RuleGroup]) -> list[FindingView]:
+    """The errors, then the warnings, each by what it does to a served draft (silent wrong
+    states before crashes), then by rule and place: what a reader should look at first."""
+
+    def key(f: FindingView) -> tuple:
+        consequence = CONSEQUENCE_ORDER.index(f.consequence) if f.consequence in CONSEQUENCE_ORDER else len(CONSEQUENCE_ORDER)
+        return (_severity_rank(f.severity), consequence, f.rule, f.file, f.line or 0)
+
+    return sorted((f for g in groups for f in g.findings if f.triage), key=key)
 
 
 def _probe_view(probe: dict[str, Any], index: ModelIndex) -> ProbeView:
@@ -734,25 +728,21 @@ def _default_model(models: list[ModelView], probe: ProbeView | None) -> ModelVie
     return models[0]
 
 
-def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None, link_origin: str | None = None) -> dict[str, Any]:
-    """Everything the template reads, computed once in Python (sorting, anchors, layouts)."""
-    root = _str(doc.get("root"))
-    link = SourceLinks(root=root, link_base=link_base)
-    sources = Sources(doc.get("sources"))
-    ids = IdAllocator()
-    models = [_model_view(m, i, ids, link, sources) for i, m in enumerate(_list(doc.get("models"))) if isinstance(m, dict)]
-    index = ModelIndex(models)
-    matrix = sorted(models, key=lambda m: (m.support_rank, m.index))
-    groups = _rule_groups(doc, ids, link, sources, index)
-    findings = [f for g in groups for f in g.findings]
-
-    probe_view, per_model = _probe_views(probe, index)
+def _attach_probe(models: list[ModelView], probe: dict[str, Any] | None, index: ModelIndex) -> ProbeView | None:
+    """Phase 3: the probe's verdict on each model it names (and on those models' findings);
+    returns the report's probe panel."""
+    panel, per_model = _probe_views(probe, index)
     for m in models:
         if m.id in per_model:
             m.probe = per_model[m.id]
             for f in m.findings:
                 f.probe_mark = m.probe.mark
+    return panel
 
+
+def _attach_pictures(doc: dict[str, Any], models: list[ModelView], link: SourceLinks) -> dict[str, bool]:
+    """Phase 4: each model's capture path, worked example and data-flow graph; says which of
+    the document's optional keys were there (a section says what is missing)."""
     paths = _dict(doc.get("paths"))
     examples = _dict(doc.get("examples"))
     graph = svg_layout.parse_graph(doc["graph"]) if isinstance(doc.get("graph"), dict) else None
@@ -765,73 +755,111 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
             # A class alone with no edges says nothing the matrix does not; skip its picture.
             if sub.number_of_edges():
                 m.graph = svg_layout.layout_graph(sub, cut)
+    return {"has_graph": graph is not None, "has_paths": bool(paths), "has_examples": bool(examples)}
 
+
+def _counted(values: Iterable[str], order: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(value, count) for every value of ``order`` (zeros included), then any others by name."""
+    counts = Counter(values)
+    return [(s, counts.get(s, 0)) for s in order] + sorted((s, n) for s, n in counts.items() if s not in order)
+
+
+def _summary(doc: dict[str, Any], models: list[ModelView], findings: list[FindingView]) -> dict[str, Any]:
+    """Phase 5: the header's facts and counts, and the inspector's groups."""
     stats = _dict(doc.get("stats"))
-    severities = Counter(f.severity for f in findings)
-    severity_counts = [(s, severities.get(s, 0)) for s in SEVERITY_ORDER] + sorted((s, n) for s, n in severities.items() if s not in SEVERITY_ORDER)
-    supports = Counter(m.support for m in models)
-    support_counts = [(s, supports.get(s, 0)) for s in SUPPORT_ORDER] + sorted((s, n) for s, n in supports.items() if s not in SUPPORT_ORDER)
-    groups_by_support = [(s, [m for m in models if m.support == s]) for s, n in support_counts if n]
-    profiles = [_str(p) for p in _list(doc.get("profiles"))]
     tool = _dict(doc.get("tool"))
-    default = _default_model(models, probe_view)
     seconds = stats.get("seconds")
-
-    data = {
-        "doc": {k: v for k, v in doc.items() if k not in RENDER_ONLY_KEYS},
-        "probe": probe,
-        "ui": {
-            "findings": [f.anchor for f in findings],
-            "default_model": default.id if default else None,
-            "link_prefix": link.prefix,
-        },
-    }
-    css, js = _asset("report.css"), _asset("report.js")
-    page_title = title or f"flowtrace report — {', '.join(profiles) or 'scan'} — {root or '.'}"
+    support_counts = _counted((m.support for m in models), SUPPORT_ORDER)
     return {
-        "title": page_title,
-        "doc": doc,
         "tool_name": _str(tool.get("name")) or "flowtrace",
         "tool_version": _str(tool.get("version")),
         "schema": _str(doc.get("schema")),
-        "root": root,
-        "profiles": profiles,
+        "profiles": [_str(p) for p in _list(doc.get("profiles"))],
         "stats": stats,
         "seconds": f"{seconds:.2f} s" if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else "—",
+        "severity_counts": _counted((f.severity for f in findings), SEVERITY_ORDER),
+        "support_counts": support_counts,
+        "groups_by_support": [(s, [m for m in models if m.support == s]) for s, n in support_counts if n],
+        "registered_count": sum(1 for m in models if m.registered),
+        "flagged_count": sum(1 for m in models if m.flag),
+    }
+
+
+def _matrix_order(m: ModelView) -> tuple[int, int, int]:
+    """The matrix's first order: rows an error names, then a warning, then by support."""
+    return (TRIAGE_SEVERITIES.index(m.flag) if m.flag else len(TRIAGE_SEVERITIES), m.support_rank, m.index)
+
+
+def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None, link_origin: str | None = None) -> dict[str, Any]:
+    """Everything the template reads, computed once in Python (sorting, anchors, layouts), in
+    named phases: 1 the model views, 2 the findings on the rows they concern, 3 the probe,
+    4 the pictures, 5 the summary, 6 the page's script data and assets."""
+    root = _str(doc.get("root"))
+    link = SourceLinks(root=root, link_base=link_base)
+    sources = Sources(doc.get("sources"))
+    ids = IdAllocator()
+    raw = [m for m in _list(doc.get("models")) if isinstance(m, dict)]
+    models = [_model_view(m, i, ids, link, sources) for i, m in enumerate(raw)]  # 1
+    index = ModelIndex(models, raw)
+    groups = _rule_groups(doc, ids, link, sources, index)  # 2
+    findings = [f for g in groups for f in g.findings]
+    probe_view = _attach_probe(models, probe, index)  # 3
+    pictures = _attach_pictures(doc, models, link)  # 4
+    summary = _summary(doc, models, findings)  # 5
+    default = _default_model(models, probe_view)
+    return {
+        **summary,
+        **pictures,
+        **_page(doc, probe, findings, default, link),  # 6
+        "title": title or f"flowtrace report — {', '.join(summary['profiles']) or 'scan'} — {root or '.'}",
+        "doc": doc,
+        "root": root,
         "models": models,
-        "matrix": matrix,
+        "matrix": sorted(models, key=_matrix_order),
         "groups": groups,
         "findings": findings,
-        "severity_counts": severity_counts,
-        "support_counts": support_counts,
-        "groups_by_support": groups_by_support,
-        "registered_count": sum(1 for m in models if m.registered),
+        "start_here": start_here(groups),
         "probe": probe_view,
         "default_model": default,
-        "has_graph": graph is not None,
-        "has_paths": bool(paths),
-        "has_examples": bool(examples),
         "has_rules": "rules" in doc,
         "has_sources": bool(sources.raw),
-        "diagnostics": [_dict(d) for d in _list(doc.get("diagnostics"))],
-        "capture_modes": [_dict(d) for d in _list(doc.get("capture_modes"))],
-        "concat_sites": [_dict(d) for d in _list(doc.get("concat_sites"))],
         "link": link,
         "link_base": link_base,
         "link_origin": link_origin or ("--link-base" if link_base else None),
+        **_TEMPLATE_HELPERS,
+    }
+
+
+def _page(doc: dict[str, Any], probe: dict[str, Any] | None, findings: list[FindingView], default: ModelView | None, link: SourceLinks) -> dict[str, Any]:
+    """Phase 6: the page's embedded data (the scan document without its bulky derived keys,
+    the probe, what the script needs), its assets and their CSP, and the plain tables."""
+    data = {
+        "doc": {k: v for k, v in doc.items() if k not in RENDER_ONLY_KEYS},
+        "probe": probe,
+        "ui": {"findings": [f.anchor for f in findings], "default_model": default.id if default else None, "link_prefix": link.prefix},
+    }
+    css, js = _asset("report.css"), _asset("report.js")
+    return {
         "data_json": json_for_script(data),
         "css": css,
         "js": js,
         "csp": content_security_policy(css, js),
-        "fmt": svg_layout.fmt,
-        "severity_css": _severity_css,
-        "support_css": _support_css,
-        "kind_css": _kind_css,
-        "wbr": wbr,
-        "short_qualname": _short_qualname,
-        "path_kinds": PATH_KINDS,
-        "legend": LEGEND,
+        "diagnostics": [_dict(d) for d in _list(doc.get("diagnostics"))],
+        "capture_modes": [_dict(d) for d in _list(doc.get("capture_modes"))],
+        "concat_sites": [_dict(d) for d in _list(doc.get("concat_sites"))],
     }
+
+
+_TEMPLATE_HELPERS = {
+    "fmt": svg_layout.fmt,
+    "severity_css": _severity_css,
+    "support_css": _support_css,
+    "kind_css": _kind_css,
+    "wbr": wbr,
+    "short_qualname": _short_qualname,
+    "path_kinds": PATH_KINDS,
+    "legend": LEGEND,
+}
 
 
 def _csp_hash(text: str) -> str:

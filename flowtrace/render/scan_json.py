@@ -118,6 +118,11 @@ def _capture(row: ModelRow, project: Any = None) -> dict[str, Any] | None:
         },
         "id_transform": entry.transform,
         "transform_note": entry.note,
+        # link 2 whole: every setter the ids pass through, outermost first
+        "transform_chain": [
+            {"setter": f"{t.owner}.{t.method}", "transform": t.transform, "file": t.location.file, "line": t.location.line}
+            for t in chain.transforms
+        ],
         "delegates_to": c.delegates_to,
         "default_layers": c.default_layers,
         "capture_site": _site(chain),
@@ -174,6 +179,7 @@ def _source_capture(row: ModelRow, chain: CaptureChain) -> dict[str, Any]:
         "setter": None,
         "id_transform": transform,
         "transform_note": None,
+        "transform_chain": [],
         "delegates_to": None,
         "default_layers": _default_layers(chain),
         "capture_site": {
@@ -283,17 +289,27 @@ ABSENT = object()
 Keep = Callable[[str, Callable[[], Any]], Any]
 
 
-def members(result: ScanResult, findings: list[Finding] | None = None) -> list[Member]:
-    """The document's members in order (see :func:`scan_document`)."""
+def members(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[Member]:
+    """The document's members in order (see :func:`scan_document`); ``keep`` supplies the
+    rows' facts-only part from a memo (their ``findings`` are added afresh)."""
     from flowtrace.analysis.categories import DRAFT, categories
 
     files = result.files
     stats = result.index.stats
+    listed = sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
 
-    def models() -> list[dict[str, Any]]:
+    def rows() -> list[dict[str, Any]]:
         # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
         kinds = categories(result)
         return [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
+
+    def models() -> list[dict[str, Any]]:
+        from flowtrace.render.finding_rows import row_findings
+
+        facts = keep("json:models:rows", rows) if keep is not None else rows()
+        named = row_findings(facts, [finding_json(f) for f in listed])
+        # the findings that concern each row (render/finding_rows.py): what the report shows on it
+        return [{**row, "findings": own} for row, own in zip(facts, named)]
 
     return [
         ("schema", False, lambda: SCHEMA),
@@ -309,7 +325,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
             "files_skipped": stats.files_skipped,
             "files_from_cache": stats.files_cached,
         }),
-        ("models", True, models),
+        ("models", False, models),
         ("capture_modes", True, lambda: sorted(
             ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
             key=lambda d: (d["file"], d["line"], d["mode"]),
@@ -320,7 +336,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None) -> list[M
         )),
         ("drafts", True, lambda: drafts_json(files) if any(r.chain is not None and not r.chain.setter_driven for r in result.rows) else ABSENT),
         ("diagnostics", True, lambda: [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics]),
-        ("findings", False, lambda: [finding_json(f) for f in sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))]),
+        ("findings", False, lambda: [finding_json(f) for f in listed]),
     ]  # fmt: skip
 
 
@@ -350,7 +366,7 @@ def object_text(items: list[tuple[str, str]]) -> str:
 def member_texts(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[tuple[str, str]]:
     """``(name, text)`` of every member present; ``keep`` supplies the facts-only ones."""
     out = []
-    for name, facts_only, compute in members(result, findings):
+    for name, facts_only, compute in members(result, findings, keep):
 
         def text(compute: Callable[[], Any] = compute) -> str:
             value = compute()

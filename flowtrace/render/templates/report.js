@@ -34,6 +34,7 @@
   var count = document.getElementById("matrix-count");
 
   var onlySupport = "";  /* a support count badge clicked in the summary ("" = every row) */
+  var onlySeverity = "";  /* a severity count badge clicked: rows a finding of that severity concerns */
 
   function applyFilter() {
     var terms = (filter && filter.value ? filter.value : "").toLowerCase().split(/\s+/).filter(Boolean);
@@ -42,13 +43,14 @@
       var text = row.getAttribute("data-search") || "";
       var ok = terms.every(function (t) { return text.indexOf(t) !== -1; });
       if (ok && onlySupport) ok = row.getAttribute("data-support") === onlySupport;
+      if (ok && onlySeverity) ok = (" " + (row.getAttribute("data-severities") || "") + " ").indexOf(" " + onlySeverity + " ") !== -1;
       if (ok && onlyRegistered && onlyRegistered.checked) ok = row.getAttribute("data-registered") === "1";
       if (ok && onlyFindings && onlyFindings.checked) ok = row.getAttribute("data-findings") !== "0";
       if (ok && hideUnsupported && hideUnsupported.checked) ok = row.getAttribute("data-support") !== "none";
       row.hidden = !ok;
       if (ok) shown += 1;
     });
-    if (count) count.textContent = shown + " of " + rows.length + " classes";
+    if (count) count.textContent = shown + " of " + rows.length + " classes" + (onlySeverity ? " (with " + onlySeverity + " findings)" : "");
   }
   [filter, onlyRegistered, onlyFindings, hideUnsupported].forEach(function (el) {
     if (el) el.addEventListener(el.type === "checkbox" ? "change" : "input", applyFilter);
@@ -89,9 +91,12 @@
       if (support !== null) {
         onlySupport = wasActive ? "" : support;
         applyFilter();
-      } else if (severity !== null && sevSelect) {
-        sevSelect.value = wasActive ? "" : severity;
+      } else if (severity !== null) {
+        /* the findings of that severity, and the matrix rows they concern: the same set */
+        onlySeverity = wasActive ? "" : severity;
+        if (sevSelect) sevSelect.value = onlySeverity;
         applyFindingFilter();
+        applyFilter();
       }
     });
   });
