@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from flowtrace.cli.messages import internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, drafts_option, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, output_options, scan_options
+from flowtrace.cli.ui import ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -74,7 +75,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """
-    from flowtrace.cli.ui import echo_output, refuse_non_python_file, several_paths, status, write_output
+    from flowtrace.cli.ui import distinct_outputs, echo_output, refuse_non_python_file, several_paths, status, write_output
     from flowtrace.lint.runner import CheckOptions, run_check
 
     def go() -> int:
@@ -86,6 +87,9 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
             return EXIT_CLEAN
         refuse_non_python_file(path)
         extra = _also_write(also_write)
+        reports = (("-o", output), *((f"--also-write {fmt}", target) for fmt, target in extra))
+        distinct_outputs(*reports, ("--write-baseline", write_baseline))
+        distinct_outputs(("--baseline", baseline), *reports)  # a report must not replace the baseline it reads
 
         def run():
             return run_check(path, CheckOptions.of(
@@ -167,33 +171,48 @@ def _render(outcome, fmt: str) -> str:  # noqa: ANN001
     return render_check(outcome, "full" if fmt == "text" else fmt, cwd=Path.cwd())
 
 
+def _rule_json(r) -> dict:  # noqa: ANN001 - a Rule class
+    from flowtrace.render.rules_doc import help_uri
+
+    return {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix, "url": help_uri(r.code)}
+
+
+def _write(text: str, output: str | None) -> None:
+    """The requested output to ``-o FILE`` (with a status line) or stdout."""
+    from flowtrace.cli.ui import echo_output, status, write_output
+
+    if output:
+        write_output(output, text)
+        status(f"flowtrace: wrote {output}")
+    else:
+        echo_output(text)
+
+
 @click.command("rules")
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_options(("text", "json"), "text", help="json: a list of the rules (code, name, severity, summary, rationale, fix, url).")
+@ui_options
 @click.pass_context
-def rules(ctx, fmt):
+def rules(ctx, fmt, output):
     """List every rule: code, name, severity, summary."""
-    from flowtrace.render.rules_doc import help_uri, registered_rules
+    from flowtrace.render.rules_doc import registered_rules
 
     def go() -> None:
         listed = registered_rules()
         if fmt == "json":
-            doc = [
-                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix, "url": help_uri(r.code)}
-                for r in listed
-            ]
-            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+            _write(json.dumps([_rule_json(r) for r in listed], indent=2, ensure_ascii=False) + "\n", output)
             return
         width = max((len(r.name) for r in listed), default=4)
-        for r in listed:
-            click.echo(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}")
+        _write("".join(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}\n" for r in listed), output)
 
     _guard(ctx, go)
 
 
 @click.command("explain")
 @click.argument("code")
+@output_options(("text", "json"), "text", help="json: the rule's metadata (as `rules --format json` lists it).")
+@ui_options
 @click.pass_context
-def explain(ctx, code):
+def explain(ctx, code, fmt, output):
     """Explain one rule: summary, rationale, fix, valid and invalid examples (for example FT003)."""
     from flowtrace.checks.base import Rule
     from flowtrace.render.rules_doc import registered_rules, rule_text
@@ -203,7 +222,8 @@ def explain(ctx, code):
         wanted = code.strip().upper()
         if wanted not in Rule.registry:
             _fail(ctx, f"flowtrace: error: unknown rule code {code!r} (valid codes: {', '.join(r.code for r in listed)})")
-        click.echo(rule_text(Rule.registry[wanted]), nl=False)
+        rule = Rule.registry[wanted]
+        _write(json.dumps(_rule_json(rule), indent=2, ensure_ascii=False) + "\n" if fmt == "json" else rule_text(rule), output)
 
     _guard(ctx, go)
 

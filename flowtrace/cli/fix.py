@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from flowtrace.cli.options import scan_options
+from flowtrace.cli.options import output_options, scan_options
 
 
 def report_lines(report) -> list[str]:
@@ -43,11 +43,14 @@ def write_report(root, report, *, echo: bool = True):
     return results, 0 if all(r.written for r in results) else 2
 
 
-def emit_diff(report, label: str = "") -> int:
+def emit_diff(report, label: str = "", output: str | None = None) -> int:
+    """The verified patches as one unified diff (to ``output`` when given); 1 when there is one."""
     from flowtrace.fix.run import unified_diff
 
     text = unified_diff(report, label)
-    if text:
+    if output:
+        _emit(text, output)
+    elif text:
         click.echo(text, nl=False)
     return 1 if text else 0
 
@@ -61,10 +64,10 @@ def emit_diff(report, label: str = "") -> int:
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified patches as one unified diff; exit 1 when there is one. Writes nothing.")
 @click.option("--write", "write", is_flag=True, help="Write the verified patches into the tree.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: one flowtrace.fix/1 document on stdout (per finding: verified or refused and why, what was written).")
+@output_options(("text", "json"), "text", help="json: one flowtrace.fix/1 document (per finding: verified or refused and why, what was written).",
+                output_help="Write the listing, the diff (--diff) or the JSON document to FILE instead of stdout.")
 @scan_options(config_aware=True)
-def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, write, fmt, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, write, fmt, output, profile, profile_file, exclude, jobs, no_cache, cache_dir):
     """Patch the fixable findings of PATH: each patch is verified by re-running the analysis on
     the patched tree (finding gone, nothing new, the trace serving the promised boundaries).
 
@@ -85,19 +88,30 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
     written = None
     if show_diff:
         click.echo("\n".join(lines), err=True)
-        code = emit_diff(report)
+        code = emit_diff(report, output=output)
     elif write:
         if fmt == "text":
             click.echo("\n".join(lines), err=True)
         written, code = write_report(outcome.result.root, report, echo=fmt == "text") if report.offered else ((), 0)
     else:
         if fmt == "text":
-            click.echo("\n".join(lines) + ("\n" if lines else ""), nl=False)
+            _emit("\n".join(lines) + ("\n" if lines else ""), output)
         code = 1 if report.offered else 0
     if fmt == "json":
-        click.echo(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2))
+        _emit(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n", output)
     click.echo(summary(report), err=True)
     sys.exit(code)
+
+
+def _emit(text: str, output: str | None) -> None:
+    """The requested output to ``-o FILE`` or stdout (what every command does)."""
+    from flowtrace.cli.ui import echo_output, status, write_output
+
+    if output:
+        write_output(output, text)
+        status(f"flowtrace: wrote {output}")
+    elif text:
+        echo_output(text)
 
 
 def _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):

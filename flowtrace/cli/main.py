@@ -14,7 +14,8 @@ import click
 
 from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, output_options, scan_options
+from flowtrace.cli.ui import ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -90,8 +91,7 @@ def main() -> None:
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @drafts_option(config_aware=True)
 @scan_options(config_aware=True)
-@click.option("--format", "--output-format", "fmt", type=click.Choice(FINDING_FORMATS), default="text", show_default=True, help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
-@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@output_options(FINDING_FORMATS, "text", help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE (then the text output is the findings and the report's path; --matrix adds the matrix).")
 @click.option("--matrix/--no-matrix", "matrix", default=None, help="Print the model matrix in the text output (default: yes, unless --html writes it to the report).")
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
@@ -106,7 +106,7 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
-    from flowtrace.cli.ui import html_report, refuse_non_python_file, several_paths, status
+    from flowtrace.cli.ui import distinct_outputs, html_report, refuse_non_python_file, several_paths, status
     from flowtrace.lint.runner import CheckOptions, run_check
     from flowtrace.render import text as text_render
 
@@ -119,6 +119,7 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
         click.echo(settings_text(path, config_file, isolated, profile), nl=False)
         return
     refuse_non_python_file(path)
+    distinct_outputs(("-o", output), ("--html", html_path))
     outcome = run_check(path, CheckOptions.of(
         profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
         config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
@@ -198,8 +199,7 @@ def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
 @click.option("--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size.")
 @click.option("--hidden-size", type=int, help="Target hidden size (for the fc width).")
 @scan_options
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@output_options(("text", "json"), "text", help="json: a flowtrace.trace/1 document.")
 def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
@@ -247,8 +247,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
 @click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@output_options(("text", "json"), "text", help="json: a flowtrace.compat/1 document.", output_help="Write to FILE instead of stdout (with --fix --diff: the diff).")
 @click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH).")
 @click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
 def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
@@ -294,8 +293,7 @@ def compat(path, target_config, draft_config, draft_name, drafts, trained_with, 
 @click.argument("old")
 @click.argument("new")
 @scan_options
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@output_options(("text", "json"), "text", help="json: a flowtrace.diff/1 document.")
 def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
 
@@ -321,8 +319,7 @@ def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fm
 @click.argument("path")
 @click.option("--model", "-m", help="Only the subgraph of this model class.")
 @scan_options
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["json", "graphml", "dot"]), default="json", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@output_options(("json", "graphml", "dot"), "json", help="json: node-link JSON (networkx); graphml; dot (Graphviz).")
 def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
     from flowtrace import api
@@ -343,14 +340,19 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
 @click.option("--scan", "scan_json", required=True, type=click.Path(dir_okay=False), help="A `flowtrace scan --format json` document.")
 @click.option("--probe", "probe_json", type=click.Path(dir_okay=False), help="A `flowtrace probe ... --format json` result to merge in.")
 @click.option("--probe-engine", "engine_json", multiple=True, type=click.Path(dir_okay=False), help="`flowtrace probe engine --format json` results: runtime-confirmed / refuted per model row.")
-@click.option("-o", "--output", default="reports/flowtrace-report.html", show_default=True, type=click.Path(dir_okay=False))
+@output_options(("html",), "html", help="html: one self-contained page (the only format: the JSON is what --scan reads).", output_help="Write the page to FILE.", output_default="reports/flowtrace-report.html")
 @click.option("--link-base", help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).")
-def report(scan_json, probe_json, engine_json, output, link_base):
+@ui_options
+def report(scan_json, probe_json, engine_json, fmt, output, link_base):
     """Render the HTML report from saved scan (and probe) results."""
     import json
 
+    from flowtrace.cli.ui import distinct_outputs
     from flowtrace.errors import UsageError
     from flowtrace.render.html import render_html
+
+    # the page must not replace what it is made from
+    distinct_outputs(("--scan", scan_json), ("--probe", probe_json), *(("--probe-engine", p) for p in engine_json), ("-o", output))
 
     def load(path: str, schema: str) -> dict:
         try:
@@ -392,10 +394,10 @@ def report(scan_json, probe_json, engine_json, output, link_base):
         inferred = infer_link_base(doc["root"], repository_subdir_of(doc.get("profiles")))
         if inferred is not None:
             link_base, origin = inferred.url, inferred.origin
-    from flowtrace.cli.ui import write_output
+    from flowtrace.cli.ui import status, write_output
 
     write_output(output, render_html(doc, link_base=link_base, probe=probe, link_origin=origin))
-    click.echo(f"flowtrace: wrote {output}", err=True)
+    status(f"flowtrace: wrote {output}")
 
 
 def _register_optional_commands() -> None:

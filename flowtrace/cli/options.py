@@ -1,4 +1,5 @@
-"""Options shared by every command that scans a tree (scan, trace, compat, graph, check)."""
+"""Options shared by the commands: the scan options (scan, trace, compat, graph, check, diff,
+fix) and the output options every command that writes output takes, spelled one way."""
 
 from __future__ import annotations
 
@@ -41,6 +42,21 @@ def drafts_option(f=None, *, config_aware: bool = False):
         return click.option("--drafts", "drafts", multiple=True, type=click.Path(dir_okay=False), metavar="FILE", help=help_text)(f)
 
     return decorate(f) if f is not None else decorate
+
+
+def output_options(formats: tuple[str, ...], default: str, *, help: str | None = None, output_help: str = "Write to FILE instead of stdout.", output_default: str | None = None):
+    """``--format``/``--output-format`` (the value is ``fmt``) and ``-o``/``--output``/
+    ``--output-file`` (``output``): the one spelling of both on every command that writes
+    output (tests/test_cli_options.py walks the command tree for them)."""
+
+    def decorate(f):
+        f = click.option(
+            "-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), default=output_default,
+            show_default=output_default is not None, metavar="FILE", help=output_help,
+        )(f)
+        return click.option("--format", "--output-format", "fmt", type=click.Choice(formats), default=default, show_default=True, help=help)(f)
+
+    return decorate
 
 
 # The format names every command that reports findings accepts (scan and check alike).

@@ -95,6 +95,21 @@ def write_output(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def distinct_outputs(*named: tuple[str, str | None]) -> None:
+    """Refuse one file named for two outputs (``-o F --html F``): one would silently overwrite
+    the other. ``named`` pairs an option's name with the file it names (None: not given)."""
+    from pathlib import Path
+
+    seen: dict[Path, str] = {}
+    for option, target in named:
+        if not target or target == "-":
+            continue
+        key = Path(target).expanduser().resolve()
+        if key in seen:
+            raise UsageError(f"{target} is named for two outputs ({seen[key]} and {option}): give each its own file")
+        seen[key] = option
+
+
 def refuse_non_python_file(path: str) -> None:
     """A file that is not Python (README.md) has no engine code: the same error for every command."""
     from pathlib import Path

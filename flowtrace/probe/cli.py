@@ -53,13 +53,15 @@ def _parse_factory_args(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _emit(text: str, output: str | None) -> None:
+    """The result to ``-o FILE`` (written atomically, as every command writes) or stdout."""
     if output:
+        from flowtrace.sources.output import write_atomic
+
         try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            write_atomic(output, text)
         except OSError as exc:
-            raise ProbeUsageError(f"-o {output}: cannot write: {exc}") from None
-        click.echo(f"wrote {output}", err=True)
+            raise ProbeUsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        click.echo(f"flowtrace: wrote {output}", err=True)
     else:
         click.echo(text, nl=False)
 
@@ -94,9 +96,10 @@ def _target_options(f):
         click.option("--expect", metavar="B0,B1,...", help="Claimed boundaries, e.g. 0,3,31."),
         click.option("--expect-trace", type=click.Path(dir_okay=False), metavar="TRACE_JSON",
                      help="Claim from `flowtrace trace --format json` (keys boundaries, model)."),
-        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                     show_default=True),
-        click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here."),
+        click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                     show_default=True, help="json: a flowtrace.probe/1 document (what `flowtrace report --probe` reads)."),
+        click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE",
+                     help="Write to FILE instead of stdout."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -198,8 +201,9 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 @click.option("--engine-python", type=click.Path(dir_okay=False), help="The engine venv's python (default: $FLOWTRACE_ENGINE_VENV or the install script's cache path).")
 @click.option("--profile-file", "profile_files", multiple=True, type=click.Path(dir_okay=False), metavar="PATH",
               help="Add an engine profile from this TOML file (its [probe] table and runner script; repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: a flowtrace.probe-engine/1 document (what `flowtrace report --probe-engine` reads).")
+@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE instead of stdout.")
 def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, device, engine_python, profile_files, fmt, output) -> None:
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
@@ -229,8 +233,10 @@ def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, devic
 
 @probe.command("merge")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the merged JSON here.")
-def merge_cmd(results, output) -> None:
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["json"]), default="json", show_default=True,
+              help="json: one merged flowtrace.probe/1 document (the only format: `flowtrace report --probe` reads it).")
+@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE instead of stdout.")
+def merge_cmd(results, fmt, output) -> None:
     """Merge probe JSON results into one document with a verdict per model.
 
     The document feeds `flowtrace report --probe`, which marks every model it names. Exit 0 when
