@@ -75,9 +75,13 @@ def compat_draft(result: ScanResult, name: str, target_config: str | Path | None
 
 
 def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()):
-    """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``."""
+    """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``; a side
+    without engine code is a :class:`UsageError` (a wrong folder is not "every class lost")."""
     from flowtrace.analysis.diff import diff_rows
+    from flowtrace.analysis.scan import require_engine_code
 
     before = scan(old, profile=profile, options=options, profile_files=profile_files)
+    require_engine_code(before, old)
     after = scan(new, profile=profile, options=options, profile_files=profile_files)
+    require_engine_code(after, new)
     return diff_rows(before.rows, after.rows, frozenset(before.project.classes), frozenset(after.project.classes))

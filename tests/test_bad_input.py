@@ -287,17 +287,18 @@ def test_a_tree_without_python_and_a_single_file(tmp_path):
     (empty / "docs").mkdir(parents=True)
     (empty / "docs" / "README.md").write_text("set_eagle3_layers_to_capture\n")
     (empty / "data.bin").write_bytes(b"\x00" * 100)
-    doc = scan_doc(empty)
-    assert doc["models"] == [] and doc["stats"]["files_total"] == 0 and doc["stats"]["parse_errors"] == 0
-    res = invoke("check", empty, "--no-cache")
-    no_traceback(res)
-    # issue 13: a path with no engine code is a usage error (exit 2, one line), not a green run
-    assert res.exit_code == 2 and "no engine code" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    # A single file as PATH, and a single bad file.
+    # a path with no engine code is a usage error (exit 2, one line) for scan as for check,
+    # not a green run or an empty matrix
+    for command in ("scan", "check"):
+        res = invoke(command, empty, "--no-cache")
+        no_traceback(res)
+        assert res.exit_code == 2 and "no engine code (no Python files" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    # A single bad file as PATH: refused, saying it could not be read and where
     one = tmp_path / "one.py"
     one.write_bytes(b"\xff\xfe layers_to_capture\n")
-    doc = scan_doc(one)
-    assert doc["stats"]["parse_errors"] == 1 and doc["diagnostics"][0]["file"] == "one.py"
+    res = invoke("scan", one, "--no-cache")
+    no_traceback(res)
+    assert res.exit_code == 2 and "no engine code (1 of 1 Python file unreadable (one.py:" in res.stderr, res.stderr
 
 
 def test_unicode_and_space_paths_as_the_root(tmp_path):

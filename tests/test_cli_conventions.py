@@ -164,11 +164,28 @@ def test_ctrl_c_is_interrupted_and_exit_130_for_every_command(monkeypatch):
         assert res.exit_code == 130 and res.stderr.strip() == "flowtrace: interrupted", (args, res.output)
 
 
+UNPLACED_ENGINE = """\
+class MForCausalLM:
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [i + 1 for i in layer_ids]
+
+
+class NForCausalLM:
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+"""
+
+
 def test_an_unrecognised_layout_says_which_profiles_were_applied(tmp_path):
+    # engine code (two engines' setters, one each: a tie by content) outside every detect path
+    (tmp_path / "model.py").write_text(UNPLACED_ENGINE, encoding="utf-8")
+    res = run("scan", tmp_path, *FAST)
+    assert res.exit_code == 0, res.output
+    assert f"flowtrace: warning: no known engine layout under {tmp_path}" in res.stderr and "applied every profile:" in res.stderr
+    # no engine code at all is not a layout question: refused, as check refuses it
     (tmp_path / "model.py").write_text("class M:\n    pass\n", encoding="utf-8")
     res = run("scan", tmp_path, *FAST)
-    assert res.exit_code == 0
-    assert f"flowtrace: warning: no known engine layout under {tmp_path}" in res.stderr and "applied every profile:" in res.stderr
+    assert res.exit_code == 2 and "no engine code" in res.stderr
 
 
 # --- hygiene (issue 27, item 5) ----------------------------------------------------------

@@ -90,3 +90,23 @@ def scan(
     index = build_index(root, profiles, options)
     project = Project(index.files, Conventions.merge(profiles))
     return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts)
+
+
+def require_engine_code(result: ScanResult, source: str | Path) -> None:
+    """Refuse a path without engine code (a README, a lone script, the wrong folder): every
+    command answers it with this one line and exit 2, never a green "0 findings", an empty
+    matrix or "72 classes lost". Engine code is what the profiles recognise
+    (:attr:`flowtrace.model.facts.FileFacts.engine_code`)."""
+    if any(ff.engine_code for ff in result.files):
+        return
+    total, unread = result.index.stats.files_total, result.index.stats.parse_errors
+    what = "no Python files, so no" if total == 0 else f"{total} Python file{'s' if total != 1 else ''}, none with a"
+    if unread:  # say why, when the engine code may be in a file that could not be read
+        first = next((d for d in result.index.diagnostics if d.kind != F.DiagnosticKind.SKIPPED), None)
+        what = f"{unread} of {total} Python file{'s' if total != 1 else ''} unreadable" + (f" ({first.file}:{first.line}: {first.reason})" if first else "") + ", none with a"
+    engines = " or ".join(p.name for p in result.profiles) or "any known engine"
+    looked = ", ".join(dict.fromkeys(p.detect_paths[0] for p in result.profiles if p.detect_paths))
+    raise UsageError(
+        f"{source}: no engine code ({what} model registry, capture setter or decoder-layer loop of {engines}); "
+        f"give an engine checkout, an unpacked wheel or pypi:NAME==VERSION{f', e.g. the folder holding {looked}' if looked else ''}"
+    )

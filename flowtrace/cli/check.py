@@ -71,7 +71,6 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
-    Exit 0 clean, 1 findings at or above --fail-on, 2 usage or internal error.
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """

@@ -74,8 +74,7 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
     \b
     The findings are the ones `flowtrace check PATH` reports: [tool.flowtrace] selection,
     per-file-ignores and `# flowtrace: ignore[...]` comments apply, so a suppressed finding is
-    never patched. Without --diff or --write it only lists what it would do. Exit 0 nothing to
-    fix (or all written), 1 fixes available (--diff: a diff printed), 2 error or a refused write.
+    never patched. Without --diff or --write it only lists what it would do.
     """
     from flowtrace.fix.document import fix_document
 

@@ -122,7 +122,7 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     distinct_outputs(("-o", output), ("--html", html_path))
     outcome = run_check(path, CheckOptions.of(
         profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
-        config=config_file, isolated=isolated, exit_zero=True, progress=None, require_engine_code=False,
+        config=config_file, isolated=isolated, exit_zero=True, progress=None,
     ))  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     _say_profiles(result, profile)
@@ -191,6 +191,19 @@ def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
     status(f"flowtrace: warning: no known engine layout under {result.root} (looked for each profile's detect paths); applied every profile: {names} (force one with --profile)")
 
 
+def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...], options, drafts: tuple[str, ...] = ()):  # noqa: ANN001, ANN202
+    """The scan of PATH for trace, compat and graph: refused (one line, exit 2) as check
+    refuses it when PATH holds no engine code."""
+    from flowtrace import api
+    from flowtrace.analysis.scan import require_engine_code
+    from flowtrace.cli.ui import refuse_non_python_file
+
+    refuse_non_python_file(path)
+    result = api.scan(path, profile=profile, profile_files=profile_files, options=options, drafts_files=tuple(drafts))
+    require_engine_code(result, path)
+    return result
+
+
 @main.command()
 @click.argument("path")
 @click.option("--model", "-m", required=True, help="Model class (simple or qualified name) or registered architecture.")
@@ -227,7 +240,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         hidden_size = hidden_size or info.hidden_size
     if not num_layers:
         raise click.UsageError("give --num-layers N or --target-config config.json")
-    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude))
     traced = api.trace(result, model, ids, num_layers, hidden_size, target_doc if target_config else None)
     if fmt == "json":
         import json
@@ -251,10 +264,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH).")
 @click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
 def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
-    """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?
-
-    Exit 0 on MATCH, 1 on MISMATCH, 2 on unusable input.
-    """
+    """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?"""
     from flowtrace import api
     from flowtrace.render.compat_json import compat_json
     from flowtrace.render.compat_text import compat_text
@@ -265,7 +275,7 @@ def compat(path, target_config, draft_config, draft_name, drafts, trained_with, 
         raise click.UsageError("--target-config is required with --draft-config")
     if draft_name is not None and (fix_config or trained_with or trained_boundaries):
         raise click.UsageError("--draft NAME takes its convention and layout from the catalogue: no --fix, --trained-with or --trained-boundaries")
-    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude), drafts_files=tuple(drafts))
+    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), drafts)
     if show_diff and not fix_config:
         raise click.UsageError("--diff goes with --fix")
     if fix_config:
@@ -298,13 +308,17 @@ def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fm
     """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
 
     Classes that gained or lost capture support, and changed facts (id transform, default
-    layers, capture point, embedding / last-layer capturability, support). Exit 0 when nothing
-    changed, 1 when something did, 2 on unusable input.
+    layers, capture point, embedding / last-layer capturability, support). A side without
+    engine code is refused, as check refuses it.
     """
     from flowtrace import api
     from flowtrace.analysis.diff import diff_document
     from flowtrace.render.diff_text import diff_text
 
+    from flowtrace.cli.ui import refuse_non_python_file
+
+    refuse_non_python_file(old)
+    refuse_non_python_file(new)
     changes = api.diff(old, new, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
     if fmt == "json":
         import json
@@ -322,10 +336,9 @@ def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fm
 @output_options(("json", "graphml", "dot"), "json", help="json: node-link JSON (networkx); graphml; dot (Graphviz).")
 def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
-    from flowtrace import api
     from flowtrace.analysis import graph as graphs
 
-    result = api.scan(path, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
+    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude))
     g = result.graph
     if model:
         g = graphs.model_subgraph(g, result.model(model).qualname)
@@ -412,9 +425,23 @@ def _register_optional_commands() -> None:
     main.add_command(fix)
     try:
         from flowtrace.probe.cli import probe
+
+        main.add_command(probe)
     except Exception:  # noqa: BLE001 - a broken optional part must not break scan
-        return
-    main.add_command(probe)
+        pass
+    _attach_exit_codes(main, ())
+
+
+def _attach_exit_codes(group: click.Group, prefix: tuple[str, ...]) -> None:
+    """End every command's --help with its exit codes, from the one table (cli/exits.py)."""
+    from flowtrace.cli.exits import EXIT_CODES, epilog
+
+    for name, cmd in group.commands.items():
+        path = " ".join((*prefix, name))
+        if isinstance(cmd, click.Group):
+            _attach_exit_codes(cmd, (*prefix, name))
+        elif path in EXIT_CODES:
+            cmd.epilog = epilog(path)
 
 
 _register_optional_commands()

@@ -23,7 +23,7 @@ def scan_options(f=None, *, config_aware: bool = False):
         f = click.option("--exclude", multiple=True, metavar="PATTERN", help=exclude_help)(f)
         f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
         f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
-        f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the root).")(f)
+        f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the scanned folder, written at the end of a scan of engine code, never when the command refuses; $XDG_CACHE_HOME/flowtrace/... when the folder is read-only).")(f)
         from flowtrace.cli.ui import ui_options
 
         return ui_options(f)

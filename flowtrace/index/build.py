@@ -564,7 +564,8 @@ class _IndexRun:
         if self.parser.failure:
             self.diagnostics.append(F.Diagnostic(".", 0, self.parser.failure, F.DiagnosticKind.SKIPPED))
         packages = self.read_packages()
-        if self.cache is not None:
+        if self.cache is not None and any(facts.engine_code for facts in self.results.values()):
+            # a tree without engine code is refused by every command: nothing is left in it
             self.cache.select(tuple(sorted(self.selected)))
             self.cache.save()
         return self.result(packages)

@@ -284,14 +284,9 @@ class FactCache:
         secret = key if key is not None else user_key()
         self.usable = secret is not None  # no key, no trust: scan as with --no-cache
         self.secret = secret or b""
-        if self.usable:
-            try:
-                (directory / "facts").mkdir(parents=True, exist_ok=True)
-                gitignore = directory / ".gitignore"
-                if not gitignore.exists():
-                    gitignore.write_text("*\n")
-            except OSError:
-                self.usable = False
+        # Nothing is written before save(): a scan that ends refused (no engine code) or
+        # interrupted leaves no folder behind in the tree it read.
+        self._unwritten: dict[str, bytes] = {}  # entry key -> its sealed pickle
         where = str(root.resolve()) if root is not None else ""
         self._root_id = hashlib.sha256(where.encode()).hexdigest()[:12]
         self._snapshot_name = f"snapshot-{self._root_id}-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
@@ -377,7 +372,7 @@ class FactCache:
         ``(None, b"")`` on a miss."""
         if not self.usable:
             return None, b""
-        payload = self._packed.get(key)
+        payload = self._packed.get(key) or self._next_pack.get(key)  # this scan's own entries are not on disk yet
         if payload is None:
             try:
                 with open(self._entry_path(key), "rb") as handle:
@@ -404,14 +399,33 @@ class FactCache:
             payload = dumps(facts)
         self._next_pack[key] = payload
         self._dirty = True
-        self._atomic_write(self._entry_path(key), seal(payload, self.secret))
+        self._unwritten[key] = seal(payload, self.secret)
+
+    def _create(self) -> bool:
+        """The cache folder, made on the first write, with a ``.gitignore`` so a checkout never
+        shows it; False when it cannot be made (the scan goes on uncached)."""
+        try:
+            (self.directory / "facts").mkdir(parents=True, exist_ok=True)
+            gitignore = self.directory / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("*\n")
+        except OSError:
+            self.usable = False
+        return self.usable
 
     def save(self) -> None:
-        """Write the snapshot of this scan (manifest and pack), when anything changed."""
+        """Write this scan's new entries and its snapshot (manifest and pack), when anything
+        changed. The only method that writes: the index calls it once, at the end of a scan of
+        a tree with engine code."""
         if not self.usable:
             return
         if not self._dirty and self._next_manifest.keys() == self.manifest.keys() and self._next_pack.keys() == self._packed.keys():
             return
+        if not self._create():
+            return
+        for key, sealed in self._unwritten.items():
+            self._atomic_write(self._entry_path(key), sealed)
+        self._unwritten.clear()
         payload = dumps((self.salt, self._next_manifest, self._next_pack, self._next_selection))
         self._atomic_write(self._snapshot_path(), seal(payload, self.secret))
         self._prune()

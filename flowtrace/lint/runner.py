@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from flowtrace.errors import UsageError
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.lint.display_paths import read_source
@@ -342,7 +341,9 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
         drafts_files=tuple(cfg.drafts) + tuple(opts.drafts),
     )
     if opts.require_engine_code:
-        _require_engine_code(result, str(path))
+        from flowtrace.analysis.scan import require_engine_code
+
+        require_engine_code(result, path)
     return result, options
 
 
@@ -456,24 +457,6 @@ def _memo(result: ScanResult, options, shape: object) -> ResultMemo | None:  # n
     from flowtrace.index.cache import default_cache_dir
 
     return ResultMemo.open(options.cache_dir or default_cache_dir(result.root), result.root, result.index.fingerprint, shape)
-
-
-def _require_engine_code(result: ScanResult, source: str) -> None:
-    """A check of a path without engine code is a usage error, not a green "0 findings".
-
-    Engine code is anything the profiles recognise: a registry entry, a capture setter, a
-    capture site or a decoder-layer loop. A file, an empty folder or the wrong folder has none.
-    """
-    if any(ff.registry or ff.setters or ff.capture_sites or ff.layer_loops for ff in result.files):
-        return
-    total = result.index.stats.files_total
-    what = "no Python files, so no" if total == 0 else f"{total} Python file{'s' if total != 1 else ''}, none with a"
-    engines = " or ".join(p.name for p in result.profiles) or "any known engine"
-    looked = " or ".join(p.detect_paths[0] for p in result.profiles if p.detect_paths)
-    raise UsageError(
-        f"{source}: no engine code to check ({what} model registry, capture setter or decoder-layer loop of {engines}); "
-        f"point check at an engine checkout, e.g. the folder holding {looked}"
-    )
 
 
 # --------------------------------------------------------------------------- paths and rendering

@@ -735,6 +735,13 @@ class FileFacts:
         level or in a lazy ``__getattr__``, in every branch."""
         return tuple(ImportFact(i.local, i.qualified) for i in self.package_imports if i.name != "*" and i.function in ("", "__getattr__"))
 
+    @property
+    def engine_code(self) -> bool:
+        """The file holds what the profiles recognise as engine code: a model registry entry, a
+        capture setter, a capture site or a decoder-layer loop. A tree with none is refused by
+        every command (and never cached)."""
+        return bool(self.registry or self.setters or self.capture_sites or self.layer_loops)
+
     @classmethod
     def unparsed(cls, path: str, module: str, message: str, kind: DiagnosticKind, line: int = 0) -> FileFacts:
         """A file the indexer could not (or would not) analyse: no facts, one counted diagnostic."""

@@ -120,11 +120,7 @@ def probe() -> None:
 def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
                 layers_module, expect, expect_trace, fmt, output, fc_module, final_norm_module,
                 aux_from_output) -> None:
-    """Run the target once and name the boundaries fed to the aux concatenation.
-
-    Exit 0 when the claim (--expect/--expect-trace) is confirmed or there is none, 1 when it is
-    refuted or cannot be confirmed, 2 on usage errors.
-    """
+    """Run the target once and name the boundaries fed to the aux concatenation."""
     from flowtrace.probe.report import capture_text
 
     prog = _progress()
@@ -163,11 +159,7 @@ def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embe
 def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
               layers_module, expect, expect_trace, fmt, output, lm_head_module, tokens,
               random_tokens, exhaustive, min_accuracy, min_margin) -> None:
-    """Rank candidate layouts by an EAGLE-3 draft's teacher-forced step-0 agreement.
-
-    Exit 0 when there is a clear winner (and it is the claim, if one is given), else 1; 2 on usage
-    errors.
-    """
+    """Rank candidate layouts by an EAGLE-3 draft's teacher-forced step-0 agreement."""
     from flowtrace.probe.report import draft_text
 
     prog = _progress()
@@ -208,7 +200,7 @@ def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, devic
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
     Records which boundaries reach the draft's fc at runtime and compares them with flowtrace's
-    static trace of the same engine's installed source. Exit 0 agree, 1 disagree, 2 usage.
+    static trace of the same engine's installed source.
     """
     from pathlib import Path
 
@@ -239,8 +231,7 @@ def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, devic
 def merge_cmd(results, fmt, output) -> None:
     """Merge probe JSON results into one document with a verdict per model.
 
-    The document feeds `flowtrace report --probe`, which marks every model it names. Exit 0 when
-    every model is confirmed, 1 otherwise, 2 on unreadable input.
+    The document feeds `flowtrace report --probe`, which marks every model it names.
     """
     from flowtrace.probe.merge import merge_documents, read_documents
 
