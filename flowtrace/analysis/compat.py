@@ -74,7 +74,7 @@ def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_laye
             ids = list(layout(conv.default_ids, num_layers))
         except LayoutError as exc:
             raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
-        notes.append(f"no ids in the draft config: {conv.name} default {conv.default_ids} = {ids}")
+        notes.append(f"no {conv.name} ids in the draft config (key {' or '.join(conv.layer_id_keys)}): the {conv.name} default {conv.default_ids} = {ids}")
     out, more = to_boundaries(conv.meaning, ids, num_layers)
     return list(out), notes + list(more), ids
 
@@ -164,6 +164,7 @@ class CompatResult:
     warnings: tuple[str, ...] = ()  # what went unchecked or looks wrong without deciding the verdict
     no_fix: str | None = None  # why no ids are suggested although the layouts differ
     assumed: tuple[str, ...] = ()  # the training convention and default compat assumed (said with -v)
+    draft_ids_key: str | None = None  # where draft_ids were read; None: the convention's default ids
 
     @property
     def exit_code(self) -> int:
@@ -426,6 +427,7 @@ class CompatInputs:
     draft_dir: Path | None  # the draft given as a folder (its weights may be read)
     assumed: tuple[str, ...] = ()  # the convention and default compat assumed (-v)
     row_project: Project | None = None  # the tree's project (its draft classes are checked too)
+    draft_ids_key: str | None = None  # where draft_ids were read (None: the convention's default)
 
     @property
     def target_hidden(self) -> int | None:
@@ -550,10 +552,14 @@ def inputs_from(
         _check_ids(conv, draft_ids, L, f"{draft_where}: {draft_key}")
         trained, notes, used = trained_boundaries(conv, draft_ids, L)
         convention_name = conv.name
+        if draft_ids is None and engine_ids is not None:
+            notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
+        if draft_ids is None and engine_ids is not None:
+            notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
         trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L),
-        project,
+        project, draft_key,
     )
 
 
@@ -595,6 +601,17 @@ def source_notes(chain: CaptureChain, engine_ids: list[int] | None, trained: lis
         return notes
     given = f"the draft's ids {list(engine_ids)}" if engine_ids is not None else "the draft's ids"
     return [f"{given} are ignored (id transform {F.Transform.IGNORED}): {reason}; no draft config can change what it serves"]
+
+
+def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: list[int]) -> str:
+    """Why a convention's default was used although the draft names ids: they sit under
+    another convention's key (``--trained-with speculators`` on a SpecForge draft)."""
+    detected = detect_training(draft, load_conventions())
+    if detected.name != conv.name and key in detected.layer_id_keys:
+        hint = f", where {detected.name} drafts keep them: trained with {detected.name}? (without --trained-with, {detected.name} is detected)"
+    else:
+        hint = ": name the convention whose key that is with --trained-with"
+    return f"its ids {ids} are under {key} (the engine reads them){hint}"
 
 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
@@ -825,4 +842,5 @@ def verdict(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]
         warnings=judgement.warnings,
         no_fix=advice.no_fix,
         assumed=inputs.assumed,
+        draft_ids_key=inputs.draft_ids_key,
     )

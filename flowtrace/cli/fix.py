@@ -157,8 +157,9 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
     return None
 
 
-def compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool) -> int:
-    """``compat --fix``: rewrite the draft config (or, with --diff, show the rewrite)."""
+def compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool, output: str | None = None) -> int:
+    """``compat --fix``: rewrite the draft config (or, with --diff, show the rewrite, to
+    ``output`` when given); what it did goes to stderr."""
     from flowtrace.analysis.compat import parse_boundaries
     from flowtrace.fix.draft_config import fix_draft_config
     from flowtrace.fix.model import FixReport, Proposal, Verified
@@ -177,7 +178,7 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
     proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))
     report = FixReport((Verified(proposal, ()),), (), 0)
     if show_diff:
-        return emit_diff(report)
+        return emit_diff(report, output=output)
     from flowtrace.fix.write import write_edits
 
     results = write_edits(planned.path.parent, (planned.edit,))

@@ -261,7 +261,7 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
 @output_options(("text", "json"), "text", help="json: a flowtrace.compat/1 document.", output_help="Write to FILE instead of stdout (with --fix --diff: the diff).")
-@click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH).")
+@click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH); then print the verdict on the rewritten config.")
 @click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
 def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?"""
@@ -275,13 +275,18 @@ def compat(path, target_config, draft_config, draft_name, drafts, trained_with, 
         raise click.UsageError("--target-config is required with --draft-config")
     if draft_name is not None and (fix_config or trained_with or trained_boundaries):
         raise click.UsageError("--draft NAME takes its convention and layout from the catalogue: no --fix, --trained-with or --trained-boundaries")
-    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), drafts)
     if show_diff and not fix_config:
         raise click.UsageError("--diff goes with --fix")
+    if show_diff and fmt == "json":
+        raise click.UsageError("--fix --diff prints a diff; without --diff, --format json writes the verdict on the rewritten config")
+    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), drafts)
     if fix_config:
         from flowtrace.cli.fix import compat_fix
 
-        sys.exit(compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff))
+        code = compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff, output)
+        if show_diff or code == EXIT_ERROR:
+            sys.exit(code)
+        # as `check --fix` reports what is left: the verdict on the config as it now is
     if draft_name is not None:
         verdict = api.compat_draft(result, draft_name, target_config)
     else:

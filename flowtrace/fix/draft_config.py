@@ -3,7 +3,7 @@
 compat already searches, on a MISMATCH, the ids that make the engine serve the trained layout
 and re-traces each (:mod:`flowtrace.analysis.suggest`). This module writes the first verified
 list under the key the engine reads, keeping the file's key order, indentation and final
-newline, and records the trained layout under ``"flowtrace": {"trained_boundaries": [...]}``:
+newline and every line it does not change (:mod:`flowtrace.fix.json_text`), and records the trained layout under ``"flowtrace": {"trained_boundaries": [...]}``:
 the new ids are the engine's, no longer the training convention's, so a later ``compat`` must
 read the layout from the record instead of converting the ids again. The new text is checked
 by running compat on it (in a temporary folder) before it is offered: MATCH, or nothing is
@@ -13,7 +13,6 @@ written.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,26 +34,24 @@ class ConfigFix:
     why: str
 
 
-def indentation(text: str) -> int | str | None:
-    """The indent unit of a JSON document as json.dumps takes it (None: one line)."""
-    match = re.search(r"\n([ \t]+)\S", text)
-    if match is None:
-        return None
-    unit = match.group(1)
-    return len(unit) if set(unit) == {" "} else unit
 
 
 def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...], convention: str, old_ids: tuple[int, ...] | None) -> str:
-    """The config text with ``key`` set to ``ids`` and the trained layout recorded."""
-    doc = json.loads(text)
-    set_dotted(doc, key, list(ids))
-    record = {RECORD_FIELD: list(trained), "trained_with": convention}
+    """The config text with ``key`` set to ``ids`` and the trained layout recorded, every other
+    line as it was (:mod:`flowtrace.fix.json_text`); the result reads as ``json.loads`` of the
+    old text with those two members set, or :class:`ValueError`."""
+    from flowtrace.fix.json_text import set_member
+
+    record: dict[str, object] = {RECORD_FIELD: list(trained), "trained_with": convention}
     if old_ids is not None:
         record["trained_ids"] = list(old_ids)
-    doc[RECORD_KEY] = record
-    indent = indentation(text)
-    out = json.dumps(doc, indent=indent, ensure_ascii=False)
-    return out + ("\n" if text.endswith("\n") else "")
+    out = set_member(set_member(text, key, list(ids)), RECORD_KEY, record)
+    expected = json.loads(text)
+    set_dotted(expected, key, list(ids))
+    expected[RECORD_KEY] = record
+    if json.loads(out) != expected:  # the text edit must mean exactly the two members set
+        raise ValueError(f"rewriting {key} would change more than {key} and {RECORD_KEY}")
+    return out
 
 
 def fix_draft_config(result, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
@@ -84,4 +81,8 @@ def fix_draft_config(result, target_config: str | Path, draft_config: str | Path
         again = run(trial)
     if again.verdict != "MATCH":
         return ConfigFix(path, None, f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config: {'; '.join(again.differences)}")
-    return ConfigFix(path, edit, f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained layout {list(before.trained)} is recorded under \"{RECORD_KEY}\"")
+    return ConfigFix(
+        path, edit,
+        f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained boundaries {list(before.trained)} are recorded under "
+        f"{RECORD_KEY}.{RECORD_FIELD}, so a plain `flowtrace compat` reads them instead of converting the new ids",
+    )

@@ -21,6 +21,8 @@ def compat_json(result: CompatResult) -> dict:
         "hidden_size": result.hidden_size,
         "trained_with": result.convention,
         "draft_ids": list(result.draft_ids) if result.draft_ids is not None else None,
+        # where draft_ids were read (null: the convention's default ids, the draft names none of its own)
+        "draft_ids_key": result.draft_ids_key,
         "engine_ids": list(result.engine_ids) if result.engine_ids is not None else None,
         "engine_key": result.engine_key,
         "trained_boundaries": list(result.trained),

@@ -19,9 +19,17 @@ def _layout(boundaries, L: int) -> str:
 
 
 def _fix_lines(result: CompatResult) -> list[str]:
-    lines = []
+    """One ``fix:`` per way out: the first verified ids for a key and config (other verified
+    ids for the same place on one ``also:`` line), or why no ids can do it."""
+    lines: list[str] = []
+    offered: dict[tuple[str | None, str], list[list[int]]] = {}
     for s in result.suggestions:
         if s.ids is not None:
+            place = (s.key, s.config)
+            if place in offered:
+                offered[place].append(list(s.ids))
+                continue
+            offered[place] = []
             lines.append(f"  fix: set {s.key or 'the ids'} = {list(s.ids)} in the {s.config} (weights unchanged)")
             lines.append(f"       re-traced: the engine then serves boundaries {list(s.served or ())}; {s.why}")
         elif s.blocked_by == "undecided":
@@ -31,6 +39,9 @@ def _fix_lines(result: CompatResult) -> list[str]:
             where = f" [{s.location}]" if s.location else ""
             lines.append(f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link blocks){where}")
             lines.append(f"       {s.why}")
+    for (key, config), others in offered.items():
+        if others:
+            lines.append(f"  also: {', '.join(str(ids) for ids in others)} under {key or 'the ids'} in the {config} serve the same layout (verified too)")
     first = next((s for s in result.suggestions if s.ids is not None), None)
     if first is not None and first.config != "draft config":
         lines.append(f"  check: flowtrace trace PATH -m {result.architecture} -L {result.num_layers} --layer-ids {','.join(map(str, first.ids or ()))} (the ids stand for the {first.config})")
@@ -39,11 +50,23 @@ def _fix_lines(result: CompatResult) -> list[str]:
     return lines
 
 
+def _trained_from(result: CompatResult) -> str:
+    """Where the trained layout comes from, in words that say what the numbers are."""
+    if result.convention == "given":
+        return "trained boundaries given by --trained-boundaries"
+    if result.convention == "recorded":
+        return "trained boundaries recorded by `compat --fix` under flowtrace.trained_boundaries"
+    ids = list(result.draft_ids or ())
+    if result.draft_ids_key is None:
+        return f"no {result.convention} ids in the draft config: the {result.convention} default ids {ids}"
+    return f"{result.convention} ids {ids}"
+
+
 def compat_text(result: CompatResult) -> str:
     L = result.num_layers
     served = list(result.served) if result.served is not None else None
     engine_ids = list(result.engine_ids) if result.engine_ids is not None else "none (engine default)"
-    trained_from = "given" if result.convention == "given" else f"{result.convention} ids {list(result.draft_ids or ())}"
+    trained_from = _trained_from(result)
     lines = [
         f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
         f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
