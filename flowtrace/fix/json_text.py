@@ -8,8 +8,8 @@ indentation unit (spaces or tabs) and line ending (LF or CRLF) of the file, ``":
 members have it; the final newline (or its absence) is untouched. ``json.dumps`` of the whole
 document would re-indent every line and split every one-line array.
 
-Positions come from the stdlib decoder (``raw_decode`` for a value's end, ``scanstring`` for a
-key), so what is located is exactly what ``json.loads`` reads (the last of duplicate keys).
+Positions come from the stdlib decoder (``raw_decode`` gives where a key or a value ends), so
+what is located is exactly what ``json.loads`` reads (the last of duplicate keys).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from json.decoder import scanstring
 from typing import Any
 
 _DECODER = json.JSONDecoder()
@@ -68,7 +67,7 @@ def _members(text: str, start: int) -> tuple[list[Member], int]:
     while True:
         if not text.startswith('"', i):
             raise JsonTextError(f"expected a key at offset {i}")
-        key, after = scanstring(text, i + 1)
+        key, after = _DECODER.raw_decode(text, i)
         colon = _skip(text, after)
         if not text.startswith(":", colon):
             raise JsonTextError(f"expected ':' at offset {colon}")
