@@ -101,6 +101,8 @@ def test_the_wheel_ships_the_profiles_and_templates(wheel_env, tmp_path):
     assert {p.name for p in Path(rules, "drafts").glob("*.toml")} == {p.name for p in (REPO / "rules" / "drafts").glob("*.toml")} != set()
     # the engine runner scripts the [probe] tables name travel with their profiles
     assert {p.name for p in Path(rules, "engines").glob("*.py")} == {p.name for p in (REPO / "rules" / "engines").glob("*.py")} != set()
+    # and so do the engine venv install scripts ([probe] install): `probe engine --install` works from the wheel
+    assert {p.name for p in Path(rules, "engines").glob("*.sh")} == {p.name for p in (REPO / "rules" / "engines").glob("*.sh")} != set()
 
 
 def test_the_installed_script_scans_and_checks_a_tree(wheel_env, tmp_path):

@@ -146,6 +146,7 @@ class Profile:
     # -- read by `flowtrace probe engine`, not the scan (flowtrace.probe.settings) ---------------
     package: str = _key("probe", TEXT, merged="")
     runner: str = _key("probe", TEXT, merged="")
+    install: str = _key("probe", TEXT, merged="")
     builds: tuple[str, ...] = _key("probe", merged="")
     env: tuple[str, ...] = _key("probe", merged="")
     draft_architecture: str = _key("probe", TEXT, merged="")

@@ -208,6 +208,8 @@ def probe_capture(
     expect: str | Sequence[int] | None = None,
     expect_trace: str | None = None,
     progress: Progress = None,
+    full_size: bool = False,
+    num_layers: int | None = None,
 ) -> CaptureResult:
     """Run the target once, record every boundary, observe the aux concatenation, match, judge."""
     require_torch()
@@ -224,10 +226,13 @@ def probe_capture(
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     timer = _Timer(dev.type == "cuda")
+    if num_layers is not None and (not hf_config or full_size):
+        raise ProbeError("--num-layers shrinks an --hf-config target (not with --factory or --full-size)")
     spec = _spec(
         factory=factory, factory_args=factory_args, hf_config=hf_config, path=path,
         embed_module=embed_module, layers_module=layers_module,
         final_norm_module=final_norm_module, fc_module=fc_module,
+        shrink=bool(hf_config) and not full_size, num_layers=num_layers,
     )
     _say(progress, f"building target on {dev} ({dtype_name(dt)})")
     with timer.phase("build_target"):

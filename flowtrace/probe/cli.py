@@ -117,9 +117,11 @@ def probe() -> None:
 @click.option("--final-norm-module", metavar="NAME", help="Final norm (default: norm beside the layers).")
 @click.option("--aux-from-output/--no-aux-from-output", default=True, show_default=True,
               help="Treat a (hidden, aux) model output as observed aux states.")
+@click.option("--num-layers", type=click.IntRange(1, 1024), help="--hf-config: also shrink the layer count to N (default: as configured, so claims at the real L hold).")
+@click.option("--full-size", is_flag=True, help="--hf-config: build the model as configured (default: a tiny one of the same architecture, as probe engine does; every change is reported).")
 def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
                 layers_module, expect, expect_trace, fmt, output, fc_module, final_norm_module,
-                aux_from_output) -> None:
+                aux_from_output, num_layers, full_size) -> None:
     """Run the target once and name the boundaries fed to the aux concatenation."""
     from flowtrace.probe.report import capture_text
 
@@ -135,7 +137,7 @@ def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embe
             path=path, device=device, dtype=dtype, seed=seed, embed_module=embed_module,
             layers_module=layers_module, fc_module=fc_module, final_norm_module=final_norm_module,
             aux_from_output=aux_from_output, expect=expect, expect_trace=expect_trace,
-            progress=prog,
+            progress=prog, full_size=full_size, num_layers=num_layers,
         )
 
     result = _run(go)
@@ -184,7 +186,8 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 
 @probe.command("engine")
 @click.option("--engine", help="The engine to run: a profile with a [probe] table (bundled: sglang, vllm; needed when there are several; see docs/probe-engine.md).")
-@click.option("--target-config", required=True, type=click.Path(), help="The target's config.json (or its folder).")
+@click.option("--install", "install", is_flag=True, help="Build the engine venv first with the script the profile ships ([probe] install; idempotent). Alone, it only installs.")
+@click.option("--target-config", type=click.Path(), help="The target's config.json (or its folder). Required unless --install is given alone.")
 @click.option("--draft-config", type=click.Path(), help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).")
 @click.option("--layer-ids", metavar="I0,I1,...", help="Ids handed to the engine's setter directly (no draft).")
 @click.option("--num-layers", type=click.IntRange(1, 64), help="Layers of the shrunk target (default 4).")
@@ -196,7 +199,7 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: a flowtrace.probe-engine/1 document (what `flowtrace report --probe-engine` reads).")
 @click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE instead of stdout.")
-def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, device, engine_python, profile_files, fmt, output) -> None:
+def engine_cmd(engine, install, target_config, draft_config, layer_ids, num_layers, device, engine_python, profile_files, fmt, output) -> None:
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
     Records which boundaries reach the draft's fc at runtime and compares them with flowtrace's
@@ -204,9 +207,19 @@ def engine_cmd(engine, target_config, draft_config, layer_ids, num_layers, devic
     """
     from pathlib import Path
 
-    from flowtrace.probe.engine import Case, draft_case, engine_text, parse_layer_ids, probe_engine
+    from flowtrace.probe.engine import Case, draft_case, engine_text, install_engine, parse_layer_ids, probe_engine
     from flowtrace.probe.settings import probe_settings
 
+    if install:
+        python = _run(lambda: install_engine(probe_settings(engine, tuple(Path(p) for p in profile_files)), device, engine_python))
+        engine_python = engine_python or str(python)
+        if not target_config:
+            if draft_config or layer_ids:
+                raise ProbeUsageError("give --target-config to probe after installing")
+            click.echo(f"flowtrace: engine venv ready: {python}", err=True)
+            return
+    if not target_config:
+        raise ProbeUsageError("give --target-config T/config.json (or --install alone to build the engine venv)")
     if draft_config and layer_ids:
         raise ProbeUsageError("give --draft-config or --layer-ids, not both")
     if not draft_config and not layer_ids:

@@ -84,13 +84,44 @@ def default_venv(settings: ProbeSettings, device: str) -> Path:
     return cache / "flowtrace" / "engines" / f"{dist}-{version or 'latest'}"
 
 
+def install_command(settings: ProbeSettings, device: str) -> str:
+    """The command that builds the engine venv, as the error lines say it."""
+    return f"flowtrace probe engine --install --engine {settings.engine}" + (f" --device {device}" if device != "cpu" else "")
+
+
+def install_engine(settings: ProbeSettings, device: str, engine_python: str | None = None) -> Path:
+    """Build (or keep) the engine venv with the profile's install script (``[probe] install``,
+    shipped next to the profile, so an installed flowtrace has it); returns the venv's python.
+    The script gets the venv folder, the device and that device's build; its output goes to
+    the caller's stderr as it runs. Engine-neutral: what to install is the profile's."""
+    build = settings.build(device)
+    if settings.install is None:
+        raise ProbeError(f"the {settings.engine} profile's [probe] table names no install script: install "
+                         f"{build.distribution}{'==' + build.version if build.version else ''} into a venv of its own "
+                         "and pass its python with --engine-python (see docs/probe-engine.md)")
+    venv = Path(engine_python).parent.parent if engine_python else default_venv(settings, device)
+    spec = f"{build.distribution}=={build.version}" if build.version else build.distribution
+    env = {**os.environ, "FLOWTRACE_ENGINE_VENV": str(venv), "FLOWTRACE_ENGINE_DEVICE": device, "FLOWTRACE_ENGINE_BUILD": spec}
+    try:
+        with subprocess.Popen(["bash", str(settings.install)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:  # noqa: S603 - our own shipped script
+            for line in proc.stdout or ():  # stdout holds only the command's output: the script's goes to stderr
+                sys.stderr.write(line)
+                sys.stderr.flush()
+        code = proc.returncode
+    except OSError as exc:
+        raise ProbeError(f"cannot run {settings.install}: {exc.strerror or exc} (it needs bash)") from None
+    if code != 0:
+        raise ProbeError(f"{settings.install} failed (exit {code}) installing {spec} into {venv}: see its output above")
+    return venv / "bin" / "python"
+
+
 def locate_engine(settings: ProbeSettings, device: str, engine_python: str | None) -> EngineEnv:
     """The engine venv's python, its engine version and source folder, or one clear usage error."""
     build = settings.build(device)
     dist, want = build.distribution, build.version
     python = engine_python or str(default_venv(settings, device) / "bin" / "python")
     if not os.path.exists(python):
-        raise ProbeError(f"no engine venv at {python}: run scripts/install-engine-venv.sh "
+        raise ProbeError(f"no engine venv at {python}: run {install_command(settings, device)} "
                          "(or pass --engine-python / set FLOWTRACE_ENGINE_VENV); see docs/probe-engine.md")
     try:
         out = subprocess.run([python, "-I", runner.__file__, "--about", settings.package, dist], capture_output=True, text=True, timeout=120, check=False)
@@ -98,9 +129,9 @@ def locate_engine(settings: ProbeSettings, device: str, engine_python: str | Non
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
         raise ProbeError(f"{python} did not answer as a python interpreter of an engine venv") from None
     if not about.get("version"):
-        raise ProbeError(f"{python}: {dist} is not installed in that venv; run scripts/install-engine-venv.sh")
+        raise ProbeError(f"{python}: {dist} is not installed in that venv; run {install_command(settings, device)}")
     if want and about["version"] != want:
-        raise ProbeError(f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run scripts/install-engine-venv.sh")
+        raise ProbeError(f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run {install_command(settings, device)}")
     if not about.get("source"):
         raise ProbeError(f"{python}: the {settings.package} package folder was not found in that venv")
     return EngineEnv(python, dist, about["version"], about["source"])

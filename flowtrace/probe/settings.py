@@ -42,6 +42,7 @@ class ProbeSettings:
     draft_model_type: str
     draft_ids_key: str
     id_keys: tuple[str, ...]  # [draft] layer_id_keys: where a draft config keeps its ids
+    install: Path | None = None  # the venv install script next to the profile (None: the profile names none)
 
     def build(self, device: str) -> Build:
         for b in self.builds:
@@ -96,8 +97,11 @@ def settings_of(profile: Profile) -> ProbeSettings:
     if not ids_key:
         raise ProbeError(f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids")
     id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
+    install = Path(profile.path).parent / profile.install if profile.install else None
+    if install is not None and (Path(profile.install).name != profile.install or not install.is_file()):
+        raise ProbeError(f"{where} install {profile.install!r}: expected the name of a script next to the profile")
     return ProbeSettings(profile.name, profile.package, runner, _builds(profile), _env(profile), profile.draft_architecture,
-                         profile.draft_model_type, ids_key, id_keys)
+                         profile.draft_model_type, ids_key, id_keys, install)
 
 
 def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:

