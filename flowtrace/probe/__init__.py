@@ -2,7 +2,8 @@
 
 The static analyzer predicts the aux-hidden-state layout from source; the probe checks that claim
 against values. It is the only part of flowtrace that runs model code, so torch stays an optional
-dependency (``pip install flowtrace-llm[probe]``): this package imports nothing heavy at import time.
+dependency (the ``probe`` extra: ``pip install '.[probe]'`` from a checkout, see docs/probe.md): this
+package imports nothing heavy at import time.
 ``flowtrace.probe.cli`` and ``flowtrace.probe.results`` are torch-free; every other module is
 imported lazily, from inside the functions that need it.
 

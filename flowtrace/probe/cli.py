@@ -1,7 +1,7 @@
 """``flowtrace probe``: a click group with ``capture``, ``draft``, ``engine`` and ``merge``.
 
 Importing this module is cheap and torch-free; torch is imported when a command runs, and its
-absence is one line ("install flowtrace-llm[probe]"). User mistakes exit 2 with one line; a refuted
+absence is one line saying how to install the ``probe`` extra. User mistakes exit 2 with one line; a refuted
 (or unconfirmed) claim exits 1; agreement exits 0.
 """
 
@@ -108,7 +108,14 @@ def _target_options(f):
 
 @click.group("probe")
 def probe() -> None:
-    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs flowtrace-llm[probe])."""
+    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs the probe extra: docs/probe.md).
+
+    \b
+    capture  run a target once, name the boundaries its aux concatenation receives
+    draft    rank layouts by a trained draft's agreement with the target
+    engine   run an installed engine (its own venv) against the static trace
+    merge    combine probe results into one document for `flowtrace report --probe`
+    """
 
 
 @probe.command("capture")

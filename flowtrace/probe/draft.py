@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from flowtrace.probe.blocks import Attention, RMSNorm, SwiGLU
-from flowtrace.probe.errors import MissingDependency, ProbeError
+from flowtrace.probe.errors import INSTALL_HINT, MissingDependency, ProbeError
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +167,8 @@ def _read_weights(path: Path) -> tuple[dict[str, torch.Tensor], str]:
             from safetensors.torch import load_file
         except ImportError:
             raise MissingDependency(
-                f"draft {path}: reading .safetensors needs the safetensors package: "
-                "pip install 'flowtrace-llm[probe]' (or pip install safetensors)"
+                f"draft {path}: reading .safetensors needs the safetensors package: pip install safetensors "
+                f"(or {INSTALL_HINT.removeprefix('install ')})"
             ) from None
         if st.is_file():
             return dict(load_file(str(st))), st.name

@@ -1,6 +1,6 @@
 """``flowtrace probe engine``: the installed engine itself at runtime, against the static trace of its source.
 
-The engine lives in its own venv (``scripts/install-engine-venv.sh``) and is never a flowtrace
+The engine lives in its own venv (``flowtrace probe engine --install``: the profile's install script) and is never a flowtrace
 dependency: this module runs that venv's python on :mod:`flowtrace.probe.engine_runner` in a
 subprocess, handing it the engine profile's ``[probe]`` settings (:mod:`flowtrace.probe.settings`:
 which package, which runner script, which environment), reads back plain JSON, then scans the same venv's installed engine source with

@@ -9,6 +9,14 @@ ordinary exceptions so that they do show a traceback.
 from __future__ import annotations
 
 
+# How to get the probe's extra today: flowtrace-llm is not on the package index yet, so from a
+# checkout, or pinned to a commit of the repository (docs/probe.md, "Install").
+INSTALL_HINT = (
+    "install the probe extra: from a flowtrace checkout pip install '.[probe]', else "
+    "pip install 'flowtrace-llm[probe] @ git+https://github.com/OWNER/flowtrace@COMMIT' (docs/probe.md)"
+)
+
+
 class ProbeError(Exception):
     """A user-facing problem: the message is one line that says what is wrong and how to fix it."""
 
@@ -22,8 +30,5 @@ def require_torch():
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise MissingDependency(
-            f"the probe needs PyTorch, which is not importable ({exc}); "
-            "install the extra: pip install 'flowtrace-llm[probe]'"
-        ) from None
+        raise MissingDependency(f"the probe needs PyTorch, which is not importable ({exc}); {INSTALL_HINT}") from None
     return torch
