@@ -181,3 +181,18 @@ def test_scan_json_on_the_command_line_carries_the_row_findings(tmp_path):
     assert res.exit_code == 0, res.output
     rows = {m["qualname"]: m for m in json.loads(res.stdout)["models"]}
     assert {"FT007"} <= {f["rule"] for f in rows[GAMMA_V3_ROW]["findings"] if f["severity"] == "error"}
+
+
+def test_the_text_matrix_counts_the_findings_of_each_row(tmp_path):
+    from click.testing import CliRunner
+
+    from flowtrace.cli.main import main
+
+    tree = founding_tree(tmp_path)
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[2].split()[-1] == "findings"  # the header's last column
+    for name in ("GammaForCausalLM", "GammaV3ForCausalLM", "OmegaVLForConditionalGeneration"):
+        row = next(line for line in lines if line.startswith(name + " "))
+        assert "1 error" in row, row

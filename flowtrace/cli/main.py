@@ -164,7 +164,14 @@ def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
     from flowtrace.render.check_output import render_check
 
     result = outcome.result
-    out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result), *text_render.serving_text(result), ""] if show_matrix else []
+    out: list[str] = []
+    if show_matrix:
+        from flowtrace.render.scan_json import annotated_models
+
+        memo = outcome.memo
+        keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
+        counts = text_render.finding_counts(annotated_models(result, list(outcome.findings), keep))
+        out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result, counts=counts), *text_render.serving_text(result), ""]
     if outcome.findings:
         out += [f"findings ({len(outcome.findings)}):", render_check(outcome, "concise", cwd=Path.cwd()).rstrip("\n")]
     diagnostics = result.index.diagnostics

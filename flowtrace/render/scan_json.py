@@ -289,27 +289,31 @@ ABSENT = object()
 Keep = Callable[[str, Callable[[], Any]], Any]
 
 
-def members(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[Member]:
-    """The document's members in order (see :func:`scan_document`); ``keep`` supplies the
-    rows' facts-only part from a memo (their ``findings`` are added afresh)."""
+def annotated_models(result: ScanResult, findings: list[Finding], keep: Keep | None = None) -> list[dict[str, Any]]:
+    """The ``models`` member: each row's facts (kept by ``keep`` while the facts are unchanged)
+    and the findings that concern it (render/finding_rows.py: what every output shows on it)."""
     from flowtrace.analysis.categories import DRAFT, categories
-
-    files = result.files
-    stats = result.index.stats
-    listed = sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+    from flowtrace.render.finding_rows import row_findings
 
     def rows() -> list[dict[str, Any]]:
         # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
         kinds = categories(result)
         return [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
 
-    def models() -> list[dict[str, Any]]:
-        from flowtrace.render.finding_rows import row_findings
+    facts = keep("json:models:rows", rows) if keep is not None else rows()
+    named = row_findings(facts, [finding_json(f) for f in findings])
+    return [{**row, "findings": own} for row, own in zip(facts, named)]
 
-        facts = keep("json:models:rows", rows) if keep is not None else rows()
-        named = row_findings(facts, [finding_json(f) for f in listed])
-        # the findings that concern each row (render/finding_rows.py): what the report shows on it
-        return [{**row, "findings": own} for row, own in zip(facts, named)]
+
+def members(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[Member]:
+    """The document's members in order (see :func:`scan_document`); ``keep`` supplies the
+    rows' facts-only part from a memo (their ``findings`` are added afresh)."""
+    files = result.files
+    stats = result.index.stats
+    listed = sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+
+    def models() -> list[dict[str, Any]]:
+        return annotated_models(result, listed, keep)
 
     return [
         ("schema", False, lambda: SCHEMA),

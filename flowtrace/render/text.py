@@ -35,8 +35,21 @@ def categories(result: ScanResult) -> dict[str, str]:
     return row_categories(result)
 
 
-def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> str:
-    """Registered classes first, then classes that only hold or inherit a setter."""
+def finding_counts(models: list[dict]) -> dict[str, str]:
+    """qualname -> "1 error, 2 info": the findings that concern each row (the scan JSON's
+    ``models[].findings``, decided once in render/finding_rows.py), worst first."""
+    out = {}
+    for m in models:
+        severities = [f.get("severity") for f in m.get("findings") or ()]
+        said = [f"{severities.count(s)} {s}" for s in ("error", "warning", "info") if s in severities]
+        if said:
+            out[str(m.get("qualname"))] = ", ".join(said)
+    return out
+
+
+def model_matrix(result: ScanResult, category: dict[str, str] | None = None, counts: dict[str, str] | None = None) -> str:
+    """Registered classes first, then classes that only hold or inherit a setter; with
+    ``counts`` (:func:`finding_counts`) a last column names the findings concerning each row."""
     category = category if category is not None else categories(result)
     rows = []
     for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
@@ -69,6 +82,10 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None) -> 
     # "id source": a setter, a config attribute, a build context or the serving config (a
     # hook engine has no setter); the same columns for every engine.
     headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "id source", "capture site", "class at"]
+    if counts is not None:
+        ordered = sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname))
+        headers.append("findings")
+        rows = [row + [counts.get(r.qualname, "-")] for row, r in zip(rows, ordered)]
     return _table(headers, rows)
 
 
