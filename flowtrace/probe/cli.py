@@ -108,14 +108,7 @@ def _target_options(f):
 
 @click.group("probe")
 def probe() -> None:
-    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs the probe extra: docs/probe.md).
-
-    \b
-    capture  run a target once, name the boundaries its aux concatenation receives
-    draft    rank layouts by a trained draft's agreement with the target
-    engine   run an installed engine (its own venv) against the static trace
-    merge    combine probe results into one document for `flowtrace report --probe`
-    """
+    """Confirm on real tensors which hidden states reach an EAGLE-3 draft (needs the probe extra: docs/probe.md)."""
 
 
 @probe.command("capture")
