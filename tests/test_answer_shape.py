@@ -15,7 +15,7 @@ from flowtrace.render.text import model_matrix
 
 # docs/scan-json.md lists these members of every capture object.
 MEMBERS = {
-    "setter", "id_source", "id_transform", "transform_note", "effective_transform", "delegates_to", "default_layers",
+    "setter", "id_source", "id_transform", "transform_note", "transform_chain", "effective_transform", "delegates_to", "default_layers",
     "holder", "holder_kind", "depends_on", "capture_site", "point", "embedding_capturable", "last_layer_capturable",
     "stream", "slots", "returns", "concat_order", "pp_guard", "problems", "problem_kinds", "outcome", "outcome_reason", "outcome_at",
     "serving",
