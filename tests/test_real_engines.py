@@ -99,3 +99,34 @@ def test_vllm_0_20_0_rows():
     # deepseek_v2.py:1271-1280: captures only before layer idx, nothing after the loop
     assert api.trace(scan, "DeepseekV3ForCausalLM", [2, 30, 61], 61).boundaries == (2, 30)
     assert api.trace(scan, "Gemma4ForConditionalGeneration", None, 30).boundaries == (2, 15, 27)
+
+
+def test_sglang_0_5_23_report_leads_with_the_founding_story():
+    """deepseek_v2.py:3458: DeepseekV2ForCausalLM.set_eagle3_layers_to_capture adds one only when
+    the first id is 1; DeepseekV3ForCausalLM inherits it (deepseek_v2.py:3518 `pass`) and
+    KimiK25ForConditionalGeneration hands the ids to its DeepseekV3ForCausalLM (kimi_k25.py:939).
+    The FT007 error at that setter must show on both rows (JSON and the report), which were green
+    "inherited" / "delegated" with 0 findings."""
+    from flowtrace.render.html import build_context
+    from flowtrace.render.report_data import report_document
+
+    scan = engine("sglang-0.5.23")
+    findings = api.findings(scan)
+    doc = report_document(scan, findings)
+    [error] = [f for f in doc["findings"] if f["rule"] == "FT007" and f["file"] == "sglang/srt/models/deepseek_v2.py"]
+    assert error["severity"] == "error"
+    rows = {m["class"]: m for m in doc["models"]}
+    for name in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"):
+        assert error["fingerprint"] in {f["fingerprint"] for f in rows[name]["findings"]}, name
+    models = {m.cls: m for m in build_context(doc)["models"]}
+    assert models["DeepseekV3ForCausalLM"].flag == models["KimiK25ForConditionalGeneration"].flag == "error"
+    # the oracle a reader uses: every registered target class an error or warning names in its
+    # words shows that finding on its row (a draft such as an MTP head is listed by FT025 among the
+    # classes reaching a setter, but a target's defect is not the draft's)
+    registered = {name for name, m in rows.items() if m["registered"] and not m["draft"]}
+    for f in doc["findings"]:
+        if f["severity"] not in ("error", "warning"):
+            continue
+        named = {word for word in __import__("re").findall(r"\w+", f["message"]) if word in registered}
+        shown = {name for name in named if f["fingerprint"] in {g["fingerprint"] for g in rows[name]["findings"]}}
+        assert shown == named, (f["rule"], f["file"], f["line"], sorted(named - shown))
