@@ -39,7 +39,10 @@ def write_report(root, report, *, echo: bool = True):
     results = write_edits(root, report.edits())
     if echo:
         for r in results:
-            click.echo(f"flowtrace: {'fixed' if r.written else 'not written'} {r.path}{'' if r.written else ': ' + r.why}", err=True)
+            if r.written:
+                _status(f"flowtrace: fixed {r.path}")
+            else:
+                click.echo(f"flowtrace: not written {r.path}: {r.why}", err=True)
     return results, 0 if all(r.written for r in results) else 2
 
 
@@ -86,11 +89,11 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
     lines = report_lines(report)
     written = None
     if show_diff:
-        click.echo("\n".join(lines), err=True)
+        _status("\n".join(lines))
         code = emit_diff(report, output=output)
     elif write:
         if fmt == "text":
-            click.echo("\n".join(lines), err=True)
+            _status("\n".join(lines))
         written, code = write_report(outcome.result.root, report, echo=fmt == "text") if report.offered else ((), 0)
     else:
         if fmt == "text":
@@ -98,8 +101,16 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
         code = 1 if report.offered else 0
     if fmt == "json":
         _emit(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n", output)
-    click.echo(summary(report), err=True)
+    _status(summary(report))
     sys.exit(code)
+
+
+def _status(text: str) -> None:
+    """What the command did, on stderr, unless -q (errors and refusals are never quiet)."""
+    from flowtrace.cli.ui import status
+
+    if text:
+        status(text)
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -147,13 +158,13 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
     report = fix_findings(outcome.result, list(outcome.findings), profile=profile, options=options, profile_files=profile_files,
                           suppressed=suppressed_by(outcome))
     if show_diff:
-        click.echo(summary(report), err=True)
+        _status(summary(report))
         return emit_diff(report)
     if report.offered:
         _, code = write_report(outcome.result.root, report)
         if code:
             return code
-    click.echo(summary(report), err=True)
+    _status(summary(report))
     return None
 
 
@@ -183,5 +194,8 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
 
     results = write_edits(planned.path.parent, (planned.edit,))
     for r in results:
-        click.echo(f"flowtrace: {'rewrote' if r.written else 'not written'} {planned.path}{'' if r.written else ': ' + r.why}", err=True)
+        if r.written:
+            _status(f"flowtrace: rewrote {planned.path}")
+        else:
+            click.echo(f"flowtrace: not written {planned.path}: {r.why}", err=True)
     return 0 if all(r.written for r in results) else 2
