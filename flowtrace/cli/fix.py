@@ -183,7 +183,10 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
         planned = fix_draft_config(result, target_config, draft_config, trained_with=trained_with, trained_boundaries=given)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    click.echo(f"flowtrace: {planned.path}: {planned.why}", err=True)
+    if planned.edit is not None:
+        _status(f"flowtrace: {planned.path}: {planned.why}")
+    else:  # why nothing is offered: always said
+        click.echo(f"flowtrace: {planned.path}: {planned.why}", err=True)
     if planned.edit is None:
         return 0 if planned.why.startswith("already MATCH") else 1
     proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))
