@@ -189,7 +189,7 @@ def test_the_text_matrix_counts_the_findings_of_each_row(tmp_path):
     from flowtrace.cli.main import main
 
     tree = founding_tree(tmp_path)
-    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--jobs", "1"])
+    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--jobs", "1", "--drafts", str(founding_drafts(tree))])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[2].split()[-1] == "findings"  # the header's last column
