@@ -101,16 +101,27 @@ def test_vllm_0_20_0_rows():
     assert api.trace(scan, "Gemma4ForConditionalGeneration", None, 30).boundaries == (2, 15, 27)
 
 
-def test_sglang_0_5_23_report_leads_with_the_founding_story():
+def test_sglang_0_5_23_report_leads_with_the_founding_story(tmp_path):
     """deepseek_v2.py:3458: DeepseekV2ForCausalLM.set_eagle3_layers_to_capture adds one only when
     the first id is 1; DeepseekV3ForCausalLM inherits it (deepseek_v2.py:3518 `pass`) and
     KimiK25ForConditionalGeneration hands the ids to its DeepseekV3ForCausalLM (kimi_k25.py:939).
-    The FT007 error at that setter must show on both rows (JSON and the report), which were green
-    "inherited" / "delegated" with 0 findings."""
+    The FT007 finding at that setter must show on both rows (JSON and the report), which were
+    green "inherited" / "delegated" with 0 findings. The shipped catalogue's Kimi and DeepSeek
+    drafts are served right (ids starting at 1), so alone it is a warning; with the founding
+    story's own draft (SpecForge ids [-1, 2, 30] for the 61-layer Kimi-K2.5, given as a user
+    catalogue file) it is an error, and both rows are flagged by it."""
     from flowtrace.render.html import build_context
     from flowtrace.render.report_data import report_document
 
-    scan = engine("sglang-0.5.23")
+    drafts = tmp_path / "founding.toml"
+    drafts.write_text(
+        '[[draft]]\nname = "founding-story/kimi-k25-eagle3"\ntarget = "moonshotai/Kimi-K2.5"\n'
+        'architectures = ["KimiK25ForConditionalGeneration"]\nnum_hidden_layers = 61\ntrainer = "SpecForge"\n'
+        'convention = "specforge"\nkey = "eagle_config.eagle_aux_hidden_state_layer_ids"\nids = [-1, 2, 30]\n'
+        'target_hidden_size = 7168\nsource = "the founding story: trained on cat([embed_output, layer3, layer31])"\n',
+        encoding="utf-8",
+    )
+    scan = api.scan(real_engine("sglang-0.5.23"), drafts_files=(drafts,))
     findings = api.findings(scan)
     doc = report_document(scan, findings)
     [error] = [f for f in doc["findings"] if f["rule"] == "FT007" and f["file"] == "sglang/srt/models/deepseek_v2.py"]
