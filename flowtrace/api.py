@@ -33,13 +33,13 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
 
 def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None):
     """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
-    from flowtrace.analysis.serving_trace import trace_model
+    from flowtrace.analysis.trace import trace_row
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")
     if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
         raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
-    return trace_model(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config)
+    return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config)
 
 
 def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):

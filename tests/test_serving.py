@@ -153,6 +153,39 @@ def test_a_path_the_engine_refuses_with_a_draft_is_silent(tmp_path):
     assert not [f for f in api.findings(result, ("FT027",))]
 
 
+# -- link 8: the serving facts on the row's chain ---------------------------------------------------
+def test_the_chain_holds_the_serving_path(broken, fixed):
+    # dense_moe.py's rows: the runner's start-up as above (prefill holds the draft's ids handed at
+    # model_runner.py:25; the graph captured at graph_runner.py:13 holds the defaults set at line 12,
+    # and the reload re-runs that call); the forward hands layers after first_k_dense_replace to
+    # run_layers_overlapped (dense_moe.py:48) without the collector, on `can_run_tbo` batches
+    serving = broken.model("DenseMoeForCausalLM").chain.serving
+    assert [(p.name, [_where(c.step.location) for c in p.calls], _where(p.at)) for p in serving.phases] == [
+        ("prefill", [(RUNNER, 25)], (RUNNER, 25)),
+        ("graph replay", [(GRAPHS, 12)], (GRAPHS, 13)),
+        ("after a weight reload", [(GRAPHS, 12)], (GRAPHS, 12)),
+    ]
+    assert [(p.run.location.line, p.records, p.reads, p.batches()) for p in serving.skipping] == [
+        (48, False, "layers_to_capture", "two-batch overlap batches"),
+    ]
+    assert serving.unread is None
+    # unread.py: set_eagle3_layers_to_capture (line 55) fills layers_to_capture; UnreadModel.forward
+    # records at line 32 when the layer's `_is_layer_to_capture` mark is set, which nothing sets
+    unread = broken.model("UnreadForCausalLM").chain.serving.unread
+    assert unread is not None
+    assert (_where(unread.setter_at), unread.setter_method, unread.writes, unread.reads, _where(unread.site_at)) == (
+        ("sglang/srt/models/unread.py", 55), "set_eagle3_layers_to_capture", ("layers_to_capture",), ("_is_layer_to_capture",),
+        ("sglang/srt/models/unread.py", 32),
+    )
+    assert unread.function.endswith("UnreadModel.forward")
+    # the fixed twin: the draft's ids set once (model_runner.py:24) before the capture at line 20
+    # (held by every phase), the collector handed over, the marks set too
+    good = fixed.model("DenseMoeForCausalLM").chain.serving
+    assert {tuple(_where(c.step.location) for c in p.calls) for p in good.phases} == {((RUNNER, 24),)}
+    assert good.skipping == () and good.unread is None
+    assert fixed.model("UnreadForCausalLM").chain.serving.unread is None
+
+
 # -- trace, compat, the matrix ------------------------------------------------------------------------
 def _phases(trace):
     return {p.phase: (p.outcome, p.boundaries) for p in trace.phases}

@@ -14,31 +14,15 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass
 from functools import lru_cache
 
 from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
+from flowtrace.model.links import UnreadLink
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
-
-
-@dataclass(frozen=True, slots=True)
-class UnreadWrite:
-    """The setter chain writes ``writes``; the capturing forward reads only ``reads``."""
-
-    setter: F.SetterFact  # the setter that writes (the chain's last one that writes anything)
-    writes: tuple[str, ...]
-    reads: tuple[str, ...]
-    site: F.CaptureSiteFact
-
-    def words(self) -> str:
-        return (
-            f"{self.setter.class_qualname.rsplit('.', 1)[-1]}.{self.setter.method} writes {', '.join(self.writes)}, but "
-            f"{self.site.function} decides by {', '.join(self.reads)} ({self.site.location}), which nothing it runs sets"
-        )
 
 
 @lru_cache(maxsize=4096)
@@ -74,28 +58,17 @@ def _written(setters: tuple[F.SetterFact, ...]) -> tuple[F.SetterFact | None, li
     return writer, names, assigned
 
 
-def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ...], site: F.CaptureSiteFact) -> UnreadWrite | None:
+def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ...], site: F.CaptureSiteFact) -> UnreadLink | None:
     """The mismatch of :mod:`this module <flowtrace.analysis.attribute_flow>` for a chain's
-    setters and the capture sites of its forward (``site``: the chain's own), or None."""
+    setters and the capture sites of its forward (``site``: the chain's own), or None; the
+    chain's link 8 holds it (``ServingLink.unread``)."""
     reads = sorted({s.attribute for s in sites if s.attribute})
     if not reads or any(s.attribute is None for s in sites):
         return None  # a site that does not name what it reads (a hook, a helper): not decided here
     writer, written, assigned = _written(setters)
     if writer is None or set(reads) & assigned:
         return None
-    return UnreadWrite(writer, tuple(written), tuple(reads), site)
-
-
-def unread_write(project: Project, row: ModelRow) -> UnreadWrite | None:
-    """:func:`unread` for a row of the project."""
-    chain = row.chain
-    link = chain.site if chain is not None else None
-    if chain is None or link is None or link.owner is None:
-        return None
-    sites = tuple(s for s in project.sites.get(link.owner, []) if s.function == link.function)
-    site = next((s for s in sites if s.location == link.location), sites[0] if sites else None)
-    setters = tuple(s for t in chain.transforms if (s := project.setters.get(t.owner, {}).get(t.method)) is not None)
-    return unread(setters, sites, site) if site is not None else None
+    return UnreadLink(writer.class_qualname, writer.method, writer.location, tuple(written), tuple(reads), site.function, site.location)
 
 
 def nothing_recorded(project: Project, row: ModelRow, holder: str | None) -> tuple[F.Outcome, str, F.Location | None]:
@@ -118,4 +91,4 @@ def nothing_recorded(project: Project, row: ModelRow, holder: str | None) -> tup
     return F.Outcome.CAPTURES_NOTHING, "nothing is recorded: the loop never meets a marked layer", None
 
 
-__all__ = ["UnreadWrite", "nothing_recorded", "unread", "unread_write"]
+__all__ = ["nothing_recorded", "unread"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowtrace.model import facts as F
-from flowtrace.model.links import NOT_BREAKING, Problem, ReturnLink, SlotsLink, StreamLink
+from flowtrace.model.links import NOT_BREAKING, Problem, ReturnLink, SlotsLink, StreamLink, UnreadLink
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class Capture:
     slots: SlotsLink | None = None
     concat_order: F.ConcatOrder = F.ConcatOrder.LOOP
     returns: ReturnLink | None = None  # link 6: whether the states reach the runner
+    unread: UnreadLink | None = None  # link 8: the setters write what the forward does not read
 
     def kinds(self) -> set[F.ProblemKind]:
         return {p.kind for p in self.issues}

@@ -123,6 +123,7 @@ def setter_chain(project: ChainProject, qualname: str, capture: Capture) -> Capt
         returns=getattr(capture, "returns", None),  # added by the return-path resolution
         concat=_concat(project, capture.holder, site) if site is not None else None,
         problems=tuple(capture.issues),
+        serving=ServingLink(unread=capture.unread),
     )
 
 

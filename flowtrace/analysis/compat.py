@@ -23,8 +23,7 @@ from flowtrace.engines.training import LayoutError, TrainingConvention, id_range
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
-from flowtrace.analysis.serving_trace import trace_model
-from flowtrace.analysis.trace import TraceResult
+from flowtrace.analysis.trace import TraceResult, trace_row
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from flowtrace.sources.configs import ConfigError, lookup, read_config
 
@@ -136,7 +135,7 @@ class Difference:
     hidden: int | None = None  # the target's hidden size
     beyond: tuple[tuple[int, int], ...] = ()  # FIT: (draft id, trained boundary) past the last layer
     layers: int | None = None  # FIT: the target's L
-    phase: object | None = None  # PHASE: the phase's trace (flowtrace.analysis.serving_trace.PhaseTrace)
+    phase: object | None = None  # PHASE: the phase's trace (flowtrace.analysis.serving_phase.PhaseTrace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +386,7 @@ def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None
 
 def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
-    fallback = trace_model(project, row, None, L, hidden)
+    fallback = trace_row(project, row, None, L, hidden)
     if outcome(fallback) == "captures" and fallback.boundaries is not None:
         source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
         at, _ = deciding_setter(fallback)
@@ -616,7 +615,7 @@ def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: 
 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
     info, row = inputs.info, inputs.row
-    trace = trace_model(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)
+    trace = trace_row(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)
     notes = list(inputs.notes)
     engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
     engine_default = training_default = None

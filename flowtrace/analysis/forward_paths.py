@@ -12,24 +12,13 @@ path (``[serving] batch_paths``: ``"can_run_tbo: two-batch overlap"``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model import facts as F
+from flowtrace.model.links import CaptureChain, ForwardPathLink
 
-
-@dataclass(frozen=True, slots=True)
-class SkippingPath:
-    """A reachable forward path on which some layers run without the capture."""
-
-    run: F.LayerRunFact
-    words: str  # "two-batch overlap" (profile), else the call's condition
-    site: F.CaptureSiteFact
-    how: str  # what happens then, in words
-    raises_at: F.Location | None  # the count check that raises, when one does
-
-    def batches(self) -> str:
-        return f"{self.words} batches"
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import Project
 
 
 def _path_words(project: Project, run: F.LayerRunFact) -> str | None:
@@ -56,9 +45,9 @@ def _how(site: F.CaptureSiteFact, run: F.LayerRunFact) -> tuple[str, F.Location 
     return f"the layers of {run.layers} are not captured: the draft's fc gets fewer states than it has slots and raises on the shape", None
 
 
-def skipping_paths(project: Project, row: ModelRow) -> tuple[SkippingPath, ...]:
-    """The row's capturing forward's layer-running calls that skip the capture (see the module doc)."""
-    chain = row.chain
+def forward_paths(project: Project, chain: CaptureChain | None) -> tuple[ForwardPathLink, ...]:
+    """The layer-running calls of the chain's capturing forward (link 8), each with the store
+    the forward reads and whether the call records (see the module doc)."""
     site_link = chain.site if chain is not None else None
     if site_link is None or site_link.owner is None:
         return ()
@@ -67,11 +56,9 @@ def skipping_paths(project: Project, row: ModelRow) -> tuple[SkippingPath, ...]:
         return ()
     out = []
     for run in _runs(project).get((site.class_qualname, site.function), ()):
-        if not run.hands_capture:
-            words = _path_words(project, run)
-            if words is not None:
-                how, at = _how(site, run)
-                out.append(SkippingPath(run, words, site, how, at))
+        words = _path_words(project, run)
+        how, at = _how(site, run) if not run.hands_capture else ("", None)
+        out.append(ForwardPathLink(run, run.hands_capture, site.attribute, site.location, words, how, at))
     return tuple(out)
 
 
@@ -89,4 +76,4 @@ def _runs(project: Project) -> dict[tuple[str, str], list[F.LayerRunFact]]:
     return _RUNS[1]  # type: ignore[return-value]
 
 
-__all__ = ["SkippingPath", "skipping_paths"]
+__all__ = ["forward_paths"]

@@ -11,7 +11,7 @@ how the layer's forward uses the callback (a :class:`flowtrace.model.facts.Callb
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from flowtrace.index.sites import PointDecision, point_decision
@@ -25,6 +25,7 @@ from flowtrace.model.links import NOT_BREAKING, CaptureChain, Problem, SlotsLink
 from flowtrace.analysis.capture import Capture
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 from flowtrace.analysis.config_capture import SourceCapture, opts_in, resolve_source
+from flowtrace.analysis.serving import serving_link
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
     F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
@@ -681,11 +682,12 @@ class Project:
         if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
+        mismatch = None
         if site is not None:
             forward = tuple(s for s in self.sites.get(site.class_qualname, []) if s.function == site.function)
             mismatch = unread(tuple(res.chain), forward, site)
             if mismatch is not None:
-                res.problem(F.ProblemKind.SETTER_WRITES_UNREAD, mismatch.words(), mismatch.setter.location)
+                res.problem(F.ProblemKind.SETTER_WRITES_UNREAD, mismatch.words(), mismatch.setter_at)
         slots = self.slots_link(site) if site is not None else None
         returns = return_link(self, res.qualname, res.chain, res.targets, res.holder, site)
         if returns is not None and returns.kind != F.ReturnKind.RETURNED and returns.decided:
@@ -716,6 +718,7 @@ class Project:
             slots=slots,
             concat_order=F.ConcatOrder(site.concat_order) if site is not None else F.ConcatOrder.LOOP,
             returns=returns,
+            unread=mismatch,
         )
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:
@@ -746,10 +749,15 @@ class Project:
         return ConcatIndex.of(self.files)
 
     def chain_of(self, qualname: str, capture: Capture | None, source: SourceCapture | None) -> CaptureChain | None:
-        """The typed links of a row's capture path (setter-driven or setter-less)."""
+        """The typed links of a row's capture path (setter-driven or setter-less), link 8
+        (the serving path) completed once the others are known."""
         if capture is not None:
-            return setter_chain(self, qualname, capture)
-        return source_chain(self, source) if source is not None else None
+            chain = setter_chain(self, qualname, capture)
+        elif source is not None:
+            chain = source_chain(self, source)
+        else:
+            return None
+        return replace(chain, serving=serving_link(self, chain))
 
     @cached_property
     def rows(self) -> tuple[ModelRow, ...]:

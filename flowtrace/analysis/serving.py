@@ -25,32 +25,18 @@ on serves the union of every call).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from flowtrace.analysis.resolve import ModelRow, Project
+from flowtrace.analysis.forward_paths import forward_paths
 from flowtrace.model import facts as F
+from flowtrace.model.links import CaptureChain, PhaseLink, ServingLink, SetterCall
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import Project
 
 _MAX_DEPTH = 14
 _MAX_STATES = 64
 STARTUP, WARMUP, GRAPH_CAPTURE, WEIGHT_RELOAD = "start-up", "warm-up", "graph capture", "weight reload"
-
-
-@dataclass(frozen=True, slots=True)
-class SetterCall:
-    """One setter call on a way through the runner."""
-
-    step: F.RunnerStep
-    function: str  # the runner function holding it (qualified)
-    phase: str  # start-up, warm-up, graph capture or weight reload
-
-    @property
-    def default(self) -> bool:
-        return self.step.ids == F.RunnerIds.DEFAULT
-
-    def words(self) -> str:
-        where = self.function.rsplit(".", 2)
-        owner = ".".join(where[-2:]) if len(where) >= 2 else self.function
-        ids = "no ids (the model's defaults)" if self.default else f"`{self.step.ids_text}`"
-        return f"{owner} calls {self.step.name}() with {ids} ({self.step.location}, {self.phase})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,21 +290,8 @@ def serving_plan(project: Project) -> ServingPlan:
 
 
 # -- one row: which calls each phase serves -----------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Phase:
-    """What one kind of batch is served with: the setter calls whose ids the model holds then
-    (the last one, or every one when marks accumulate), or none at all (a graph captured before
-    any call replays the model's initial, empty capture list)."""
-
-    name: str  # "prefill" | "graph replay" | "after a weight reload"
-    words: str  # for people: "prefill (eager)", "decode and target-verify batches (graph replay)"
-    calls: tuple[SetterCall, ...]
-    at: F.Location | None  # the capture (graph replay), or the last call
-
-
-def accumulates(project: Project, row: ModelRow) -> F.LayerMarkFact | None:
-    """The mark a setter of the row's chain turns on per id and never off, that the forward reads."""
-    chain = row.chain
+def accumulates(project: Project, chain: CaptureChain | None) -> F.LayerMarkFact | None:
+    """The mark a setter of the chain turns on per id and never off, that the forward reads."""
     for link in chain.transforms if chain is not None else ():
         setter = project.setters.get(link.owner, {}).get(link.method)
         for mark in setter.marks if setter is not None else ():
@@ -333,22 +306,23 @@ def _held(calls: tuple[SetterCall, ...], union: bool) -> tuple[SetterCall, ...]:
     return calls if union else calls[-1:]
 
 
-def phases(project: Project, row: ModelRow, plan: ServingPlan | None = None) -> tuple[Phase, ...]:
+def phases(project: Project, chain: CaptureChain | None, plan: ServingPlan | None = None) -> tuple[PhaseLink, ...]:
     """The phases of the representative start-up way (prefill, graph replay) and of a weight reload after
-    it; empty when the runner's start-up was not read (no ``[serving] startup`` reaches a call)."""
+    it, for a row's chain; empty when the runner's start-up was not read (no ``[serving] startup``
+    reaches a call)."""
     plan = plan or serving_plan(project)
     path = plan.representative()
     if path is None:
         return ()
-    union = accumulates(project, row) is not None
-    out = [Phase("prefill", "prefill (eager)", _held(path.calls, union), path.calls[-1].step.location)]
+    union = accumulates(project, chain) is not None
+    out = [PhaseLink("prefill", "prefill (eager)", _held(path.calls, union), path.calls[-1].step.location)]
     graph = path.graph_calls
     if graph is not None:
-        out.append(Phase("graph replay", f"{plan.replayed} (graph replay)", _held(graph, union), path.captures[-1].step.location))
+        out.append(PhaseLink("graph replay", f"{plan.replayed} (graph replay)", _held(graph, union), path.captures[-1].step.location))
     reload = [p for p in plan.reload if p.calls[: p.reload_from or 0] == path.calls]
     if reload:
         after = min(reload, key=_rank)
-        out.append(Phase("after a weight reload", "prefill after a weight reload", _held(after.calls, union), after.calls[-1].step.location))
+        out.append(PhaseLink("after a weight reload", "prefill after a weight reload", _held(after.calls, union), after.calls[-1].step.location))
     return tuple(out)
 
 
@@ -369,4 +343,25 @@ def ids_for(call: SetterCall, draft_ids: list[int] | None) -> tuple[bool, list[i
     return False, None
 
 
-__all__ = ["GraphCapture", "Phase", "RunnerPath", "ServingPlan", "SetterCall", "accumulates", "build_plan", "ids_for", "phases", "serving_plan"]
+def serving_link(project: Project, chain: CaptureChain) -> ServingLink:
+    """Link 8 of a row's chain, completed once its other links are known: the setter calls
+    each phase of serving holds and the forward's layer-running paths, for a chain whose ids
+    reach a setter (the runner hands the draft's ids to setters). What the chain's assembly
+    put there (serving modes, what the setters write against what the forward reads) stays."""
+    if not chain.setter_driven:
+        return chain.serving
+    return ServingLink(chain.serving.modes, phases(project, chain), forward_paths(project, chain), chain.serving.unread)
+
+
+__all__ = [
+    "GraphCapture",
+    "RunnerPath",
+    "ServingPlan",
+    "SetterCall",
+    "accumulates",
+    "build_plan",
+    "ids_for",
+    "phases",
+    "serving_link",
+    "serving_plan",
+]

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from itertools import islice, product
 
 from flowtrace.analysis.resolve import ModelRow, Project
-from flowtrace.analysis.serving_trace import trace_model
-from flowtrace.analysis.trace import TraceResult, describe_boundary
+from flowtrace.analysis.trace import TraceResult, describe_boundary, trace_row
 from flowtrace.model import facts as F
 from flowtrace.model.links import Production
 
@@ -103,7 +102,7 @@ class _Search:
     def trace(self, ids: list[int]) -> TraceResult:
         key = tuple(ids)
         if key not in self._memo:
-            self._memo[key] = trace_model(self.project, self.row, list(ids), self.L, self.hidden)
+            self._memo[key] = trace_row(self.project, self.row, list(ids), self.L, self.hidden)
         return self._memo[key]
 
     def singles(self, want: list[int]) -> dict[int, list[int]]:
@@ -212,7 +211,7 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
     for ids in search.candidates(sorted(want), singles):
         if not serves(search.trace(ids), want):
             continue
-        confirmed = trace_model(project, row, list(ids), num_layers, hidden)  # re-traced before it is reported
+        confirmed = trace_row(project, row, list(ids), num_layers, hidden)  # re-traced before it is reported
         if not serves(confirmed, want):
             continue
         where, text = deciding_setter(confirmed)

@@ -13,6 +13,7 @@ Every step carries the file:line it rests on, so a reader can check it against t
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import textwrap
 from functools import lru_cache
@@ -24,7 +25,9 @@ from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, la
 from flowtrace.analysis.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
+from flowtrace.analysis.serving_phase import BatchPath, PhaseTrace, serving_phase
 from flowtrace.model.links import (
+    NO_SERVING,
     NOT_BREAKING,
     CaptureChain,
     Decision,
@@ -63,12 +66,12 @@ class TraceResult:
     # Buffer slots the fc reads that hold no boundary (hook engines: the post-final-norm id,
     # ids no layer matches): they count in the fc width all the same.
     extra_slots: int = 0
-    # The serving path (flowtrace.analysis.serving_trace): what each phase records when the
+    # The serving phase (flowtrace.analysis.serving_phase): what each phase records when the
     # runner holds other ids than the draft's in it (graph replay, after a weight reload), and
     # the batches whose forward path runs layers without the capture. The fields above answer
     # for the draft's ids as the runner hands them (prefill).
-    phases: tuple = ()
-    batch_paths: tuple = ()
+    phases: tuple[PhaseTrace, ...] = ()
+    batch_paths: tuple[BatchPath, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -586,12 +589,13 @@ class _Tracer:
         """The loop reads what no setter of the chain writes (analysis/attribute_flow): it never
         records, whatever the ids; the engine then raises where the wrapper unpacks, or captures
         nothing."""
-        from flowtrace.analysis.attribute_flow import nothing_recorded, unread_write
+        from flowtrace.analysis.attribute_flow import nothing_recorded
 
-        mismatch = unread_write(self.project, self.row) if chain.has(F.ProblemKind.SETTER_WRITES_UNREAD) else None
+        own = self.row.chain  # the row's own link 8 (not a config-bound holder's chain)
+        mismatch = own.serving.unread if own is not None and chain.has(F.ProblemKind.SETTER_WRITES_UNREAD) else None
         if mismatch is None:
             return
-        self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site.location))
+        self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site_at))
         outcome, reason, at = nothing_recorded(self.project, self.row, chain.holder.holder if chain.holder else None)
         self.boundaries = ()
         self.end(outcome, reason, at)
@@ -805,26 +809,54 @@ def _layer_names(expression: str, bindings: tuple[tuple[str, str], ...], num_lay
 def trace_row(
     project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict[str, object] | None = None
 ) -> TraceResult:
-    """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome.
-    ``target_config`` (the target's config.json) resolves holders built from it.
+    """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome, then
+    what each phase of serving records (link 8, :mod:`flowtrace.analysis.serving_phase`). The
+    one tracer entry: ``flowtrace trace``, compat, suggest, fix, the checks and the report call
+    it. ``target_config`` (the target's config.json) resolves holders built from it.
 
     Traced once per project, row and arguments: the rules and the report ask for the same
     rows at the same L (the result is frozen and depends on nothing else)."""
+    return _memo(project, row, (True, layer_ids, num_layers, hidden_size), target_config, _all_phases)
+
+
+def _links(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None,
+           target_config: dict[str, object] | None) -> TraceResult:
+    """Links 1-7 (the tracer's phases up to the concat)."""
+    return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+
+
+def _all_phases(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None,
+                target_config: dict[str, object] | None) -> TraceResult:
+    """Links 1-7, then the serving phase, which traces links 1-7 again on the ids each phase of
+    serving holds."""
+    result = _memo(project, row, (False, layer_ids, num_layers, hidden_size), target_config, _links)
+    link = row.chain.serving if row.chain is not None else NO_SERVING
+    served = serving_phase(link, result, layer_ids, lambda ids: _memo(project, row, (False, ids, num_layers, hidden_size), target_config, _links))
+    if served is None:
+        return result
+    steps = result.steps + tuple(TraceStep("serving", text, at) for text, at in served.steps)
+    return dataclasses.replace(result, steps=steps, phases=served.phases, batch_paths=served.batch_paths)
+
+
+def _memo(project: Project, row: ModelRow, args: tuple[bool, list[int] | None, int, int | None], target_config: dict[str, object] | None,
+          run: Callable[..., TraceResult]) -> TraceResult:
+    """``run`` once per project, row and arguments (not memoised with a target config)."""
+    serving, layer_ids, num_layers, hidden_size = args
     if target_config is not None:
-        return _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run()
+        return run(project, row, layer_ids, num_layers, hidden_size, target_config)
     if _TRACES[0] is not project:
         _TRACES[:] = [project, {}]
     memo: dict[tuple[object, ...], tuple[ModelRow, TraceResult]] = _TRACES[1]  # type: ignore[assignment]
-    key = (id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
+    key = (serving, id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
     found = memo.get(key)
     if found is None or found[0] is not row:
-        found = (row, _Tracer(project, row, layer_ids, num_layers, hidden_size, target_config).run())
+        found = (row, run(project, row, layer_ids, num_layers, hidden_size, None))
         memo[key] = found
     return found[1]
 
 
-# The last project's traces: [project, {(id(row), ids, L, hidden): (row, result)}] (the row is
-# kept so that its id stays its own).
+# The last project's traces: [project, {(serving, id(row), ids, L, hidden): (row, result)}] (the
+# row is kept so that its id stays its own).
 _TRACES: list[object] = [None, {}]
 
 
@@ -885,9 +917,9 @@ def trace_text(result: TraceResult) -> str:
             lines.append(f"=> {p.words}: {what}" + (f"  [{p.at}]" if p.at else ""))
     for b in result.batch_paths:
         lines.append(f"=> raises on {b.batches}: {b.how}  [{b.at}]")
-    for p in result.problems:
-        if p != result.reason:
-            lines.append(f"problem: {p}")
+    for problem in result.problems:
+        if problem != result.reason:
+            lines.append(f"problem: {problem}")
     return "\n".join(lines) + "\n"
 
 

@@ -108,8 +108,9 @@ def handed_ids(result: ScanResult, ids: tuple[int, ...] | None, key: str | None)
 
 def _raise_phase(traced: TraceResult) -> str:
     """Where the engine raises: ``runner`` (its own model check, with its own message: a
-    refusal), ``startup`` (the setter, while the model loads) or ``serving`` (a forward)."""
-    last = traced.steps[-1].kind if traced.steps else ""
+    refusal), ``startup`` (the setter, while the model loads) or ``serving`` (a forward). Read
+    off the last step of links 1-7 (the serving phase's steps come after it)."""
+    last = next((s.kind for s in reversed(traced.steps) if s.kind != "serving"), "")
     return "runner" if last == "runner" else "startup" if last in _STARTUP_STEPS else "serving"
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.analysis.attribute_flow import UnreadWrite, unread_write
 from flowtrace.analysis.graph import models_without_site
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.targets import unpack_failure
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
+from flowtrace.model.links import UnreadLink
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
@@ -81,23 +81,23 @@ class ExModel(Module):
     def _unread(self, result: ScanResult) -> Iterator[Finding]:
         """The holder has a capture loop, but it reads what the setters never write
         (:mod:`flowtrace.analysis.attribute_flow`): one finding per setter and loop."""
-        found: dict[tuple, tuple[UnreadWrite, list[str]]] = {}
+        found: dict[tuple, tuple[UnreadLink, list[str]]] = {}
         for row in result.rows:
             if row.chain is None or not row.chain.has(ProblemKind.SETTER_WRITES_UNREAD):
                 continue
-            u = unread_write(result.project, row)
+            u = row.chain.serving.unread  # link 8: what the setters write against what the forward reads
             if u is not None:
-                found.setdefault((u.setter.location, u.site.location), (u, []))[1].append(row.name)
+                found.setdefault((u.setter_at, u.site_at), (u, []))[1].append(row.name)
         for key in sorted(found, key=lambda k: (k[0].file, k[0].line, k[1].file, k[1].line)):
             u, names = found[key]
             who = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             yield self.finding(
-                u.setter.location,
+                u.setter_at,
                 f"{u.words()}: nothing is captured for {who}",
-                f"{u.setter.class_qualname}.{u.setter.method}",
+                f"{u.setter_owner}.{u.setter_method}",
                 f"{','.join(u.writes)}->{','.join(u.reads)}",
                 kind=ProblemKind.SETTER_WRITES_UNREAD,
-                steps=(("setter writes", u.setter.location), ("the loop reads something else", u.site.location)),
+                steps=(("setter writes", u.setter_at), ("the loop reads something else", u.site_at)),
                 consequence=Consequence.CRASH_SERVING,
                 effect=(
                     "the loop never records a state, whatever ids the draft sends: the first forward that serves a draft "

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from flowtrace.analysis.forward_paths import SkippingPath, skipping_paths
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.example_code import causal_lm, module
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence
 from flowtrace.model.facts import Location, ProblemKind
+from flowtrace.model.links import ForwardPathLink
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
@@ -84,18 +84,18 @@ class LayersRunWithoutCapture(Rule):
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         cc = conventions(result)
-        found: dict[Location, tuple[SkippingPath, list[str]]] = {}
+        found: dict[Location, tuple[ForwardPathLink, list[str]]] = {}
         for row in result.rows:
-            if not row.registered or row.capture is None or not is_target(row, result.project, cc):
+            if not row.registered or row.capture is None or row.chain is None or not is_target(row, result.project, cc):
                 continue
-            for path in skipping_paths(result.project, row):
+            for path in row.chain.serving.skipping:  # link 8: the forward's paths without the capture
                 entry = found.setdefault(path.run.location, (path, []))
                 entry[1].append(row.name)
         for location in sorted(found, key=lambda loc: (loc.file, loc.line)):
             path, names = found[location]
             yield self._finding(path, sorted(names))
 
-    def _finding(self, path: SkippingPath, names: list[str]) -> Finding:
+    def _finding(self, path: ForwardPathLink, names: list[str]) -> Finding:
         run = path.run
         who = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return self.finding(
@@ -104,7 +104,7 @@ class LayersRunWithoutCapture(Rule):
             f"(under `{run.condition}`): {who} raises on {path.batches()}: {path.how}",
             run.class_qualname,
             f"{run.function}:{run.callee}:{run.layers}",
-            steps=(("capture site", path.site.location), ("layers run without the capture", run.location), ("raises", path.raises_at)),
+            steps=(("capture site", path.site_at), ("layers run without the capture", run.location), ("raises", path.raises_at)),
             consequence=Consequence.CRASH_SERVING,
             effect=(
                 f"every {path.words} batch served with a draft runs those layers without recording them: {path.how}"

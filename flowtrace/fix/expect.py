@@ -8,7 +8,7 @@ the re-scanned tree.
 
 from __future__ import annotations
 
-from flowtrace.analysis.serving_trace import trace_model
+from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.targets import conventions
 from flowtrace.fix.model import Expectation
 
@@ -43,7 +43,7 @@ def traced(result, expectation: Expectation):
     row = result.project.row(expectation.model)
     if row is None:
         return None
-    return trace_model(result.project, row, list(expectation.ids), expectation.num_layers, None)
+    return trace_row(result.project, row, list(expectation.ids), expectation.num_layers, None)
 
 
 def check(result, expectation: Expectation) -> str | None:

@@ -18,13 +18,13 @@ the code and carrying the file:line it rests on::
 
 :mod:`flowtrace.analysis.chain` assembles one :class:`CaptureChain` per model row
 (``ModelRow.chain``; None: the row has no id source at all) from what
-:mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found;
-:mod:`flowtrace.analysis.trace` evaluates it on concrete ids (one phase per link;
-:mod:`flowtrace.analysis.serving_trace` adds the serving path's phases on top);
-:mod:`flowtrace.analysis.graph` stores every link as a typed node or edge; compat, the
-checks and the scan JSON read the links. Links are frozen and hold strings, ints, enums and
-locations only, like the facts. ``docs/architecture.md`` ("The capture model") says how to
-add a link or a phase.
+:mod:`flowtrace.analysis.resolve` and :mod:`flowtrace.analysis.config_capture` found (link 8
+from :mod:`flowtrace.analysis.serving`, once the row's chain is known);
+:mod:`flowtrace.analysis.trace` evaluates it on concrete ids (one phase per link, the serving
+phase in :mod:`flowtrace.analysis.serving_phase`); :mod:`flowtrace.analysis.graph` stores links
+1-7 as typed nodes and edges; compat, the checks and the scan JSON read the links. Links are
+frozen and hold strings, ints, enums, locations and (link 8) the runner's step facts, like the
+facts. ``docs/architecture.md`` ("The capture model") says how to add a link or a phase.
 """
 
 from __future__ import annotations
@@ -34,12 +34,15 @@ from dataclasses import dataclass
 from flowtrace.model.facts import (
     ConcatOrder,
     HolderKind,
+    LayerRunFact,
     Location,
     Mechanism,
     Outcome,
     Point,
     ProblemKind,
     ReturnKind,
+    RunnerIds,
+    RunnerStep,
     ServingMode,
     SourceKind,
     StreamKind,
@@ -316,15 +319,104 @@ class ConcatLink:
 
 
 @dataclass(frozen=True, slots=True)
+class SetterCall:
+    """One setter call the runner makes on a way through its start-up (read by
+    :mod:`flowtrace.analysis.serving`): the step, the runner function holding it (qualified) and
+    the phase it runs in (start-up, warm-up, graph capture, weight reload)."""
+
+    step: RunnerStep
+    function: str
+    phase: str
+
+    @property
+    def default(self) -> bool:
+        return self.step.ids == RunnerIds.DEFAULT
+
+    def words(self) -> str:
+        where = self.function.rsplit(".", 2)
+        owner = ".".join(where[-2:]) if len(where) >= 2 else self.function
+        ids = "no ids (the model's defaults)" if self.default else f"`{self.step.ids_text}`"
+        return f"{owner} calls {self.step.name}() with {ids} ({self.step.location}, {self.phase})"
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseLink:
+    """What one kind of batch is served with: the setter calls whose ids the model holds then
+    (the last one, or every one when marks accumulate), or none at all (a graph captured before
+    any call replays the model's initial, empty capture list)."""
+
+    name: str  # "prefill" | "graph replay" | "after a weight reload"
+    words: str  # for people: "prefill (eager)", "decode and target-verify batches (graph replay)"
+    calls: tuple[SetterCall, ...]
+    at: Location | None  # the capture (graph replay), or the last call
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardPathLink:
+    """A call in the row's capturing forward that runs decoder layers itself: another path for
+    those layers (:mod:`flowtrace.analysis.forward_paths`). ``records``: it is handed the
+    collector (it may record); ``reads``: the store the forward's capture reads (an attribute
+    or a per-layer mark); ``words``: the batches that take it, in words (the profile's name
+    for the batch flag, else the call's condition; None: the engine never runs them while a
+    draft is served); ``how``/``raises_at``: what happens on those batches when the path
+    does not record."""
+
+    run: LayerRunFact
+    records: bool
+    reads: str | None
+    site_at: Location
+    words: str | None
+    how: str = ""
+    raises_at: Location | None = None
+
+    @property
+    def skips_capture(self) -> bool:
+        """Batches served with a draft take this path and its layers are not recorded."""
+        return not self.records and self.words is not None
+
+    def batches(self) -> str:
+        return f"{self.words} batches"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadLink:
+    """The setter chain writes ``writes``; the capturing forward decides by ``reads`` only
+    (:mod:`flowtrace.analysis.attribute_flow`): the forward never records."""
+
+    setter_owner: str  # qualified class of the setter that writes (the chain's last one that writes)
+    setter_method: str
+    setter_at: Location
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+    function: str  # the capturing forward
+    site_at: Location
+
+    def words(self) -> str:
+        return (
+            f"{self.setter_owner.rsplit('.', 1)[-1]}.{self.setter_method} writes {', '.join(self.writes)}, but "
+            f"{self.function} decides by {', '.join(self.reads)} ({self.site_at}), which nothing it runs sets"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ServingLink:
-    """Link 8, what the engine's runner does with the model, as far as the chain holds it:
-    ``modes``, the serving paths a serving-config hook row can capture on. The runner's setter
-    calls per phase and the forward paths a batch can take are read by
-    :mod:`flowtrace.analysis.serving` and :mod:`flowtrace.analysis.forward_paths` and traced on
-    top of the chain by :mod:`flowtrace.analysis.serving_trace`; they belong here (see
-    docs/architecture.md) once a row's serving facts are resolved with its chain."""
+    """Link 8, what the engine's runner does with the model, resolved once per row with its
+    chain: ``modes``, the serving paths a serving-config hook row can capture on; ``phases``,
+    the setter calls whose ids each phase of serving holds (prefill, graph replay, after a
+    weight reload; empty when the runner's start-up was not read); ``paths``, the layer-running
+    calls of the capturing forward, and whether each records; ``unread``, what the setters
+    write against what the forward reads, when they differ. The tracer's serving phase
+    (:mod:`flowtrace.analysis.serving_phase`) traces the phases and paths on concrete ids."""
 
     modes: tuple[ServingMode, ...] = ()
+    phases: tuple[PhaseLink, ...] = ()
+    paths: tuple[ForwardPathLink, ...] = ()
+    unread: UnreadLink | None = None
+
+    @property
+    def skipping(self) -> tuple[ForwardPathLink, ...]:
+        """The paths some batches served with a draft take without the capture."""
+        return tuple(p for p in self.paths if p.skips_capture)
 
 
 NO_SERVING = ServingLink()
@@ -388,19 +480,23 @@ __all__ = [
     "Decision",
     "DefaultLink",
     "FirstIteration",
+    "ForwardPathLink",
     "HolderLink",
     "IdSourceLink",
     "LayoutLink",
+    "PhaseLink",
     "Problem",
     "Production",
     "ProductionLink",
     "ReturnLink",
     "ServingLink",
+    "SetterCall",
     "SiteLink",
     "SlotsLink",
     "StoreKind",
     "StreamLink",
     "TransformLink",
     "Unmatched",
+    "UnreadLink",
     "compose_transforms",
 ]

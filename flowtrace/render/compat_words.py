@@ -50,7 +50,7 @@ def difference_text(d: Difference, result: CompatResult) -> str:
         named = ", ".join(f"id {i} (b={b})" for i, b in d.beyond)
         return f"fit: this draft does not fit this target (L = {d.layers}): {named} lies past the last layer's output b={d.layers}"
     if d.kind == DifferenceKind.PHASE:
-        from flowtrace.analysis.serving_trace import phase_words
+        from flowtrace.analysis.serving_phase import phase_words
 
         return f"serving: {phase_words(d.phase, result.num_layers)}{f'  [{d.at}]' if d.at else ''}"  # type: ignore[arg-type]
     if d.kind == DifferenceKind.DRAFT_CLASS:

@@ -150,9 +150,9 @@ def _serving(row: ModelRow, project: Any) -> dict[str, Any] | None:
     the capture (``null`` when the runner's start-up was not read and no such path exists)."""
     if project is None:
         return None
-    from flowtrace.analysis.serving_trace import row_serving
+    from flowtrace.analysis.serving_phase import row_serving
 
-    return row_serving(project, row)
+    return row_serving(row)
 
 
 def _default_layers(chain: CaptureChain) -> str | None:

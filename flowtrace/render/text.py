@@ -151,12 +151,12 @@ def summary_line(result: ScanResult, findings: list[Finding] | None = None, coun
 def serving_text(result: ScanResult) -> list[str]:
     """The serving path under the matrix: which ids each phase holds (grouped: most rows share
     the runner's answer), and the batches that raise on a path without the capture."""
-    from flowtrace.analysis.serving_trace import row_serving
+    from flowtrace.analysis.serving_phase import row_serving
 
     groups: dict[tuple, list[str]] = {}
     paths: dict[tuple, list[str]] = {}
     for r in sorted(result.rows, key=lambda r: r.name):
-        found = row_serving(result.project, r)
+        found = row_serving(r)
         if found is None:
             continue
         key = tuple((p["words"], p["ids"], p["at"]) for p in found["phases"])

@@ -16,7 +16,7 @@ import ast
 import libcst as cst
 
 from flowtrace.analysis.serving import SetterCall, serving_plan
-from flowtrace.analysis.serving_trace import trace_model
+from flowtrace.analysis.trace import trace_row
 from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, parse, positions
 from flowtrace.model.facts import Location, Outcome
@@ -82,7 +82,7 @@ def _expectations(result, call: SetterCall) -> tuple[Expectation, ...]:
     for row in result.rows:
         if not row.registered or row.capture is None or row.chain is None or row.chain.site is None:
             continue
-        traced = trace_model(result.project, row, list(_PROBE_IDS), _PROBE_LAYERS, None)
+        traced = trace_row(result.project, row, list(_PROBE_IDS), _PROBE_LAYERS, None)
         if traced.outcome == Outcome.CAPTURES and traced.boundaries:
             out.append(Expectation(row.qualname, _PROBE_IDS, _PROBE_LAYERS, tuple(traced.boundaries), every_phase=True))
         if len(out) >= _MAX_ROWS:

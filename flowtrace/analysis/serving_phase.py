@@ -1,23 +1,31 @@
-"""The serving path on concrete ids: what each phase of serving records for one row.
+"""The tracer's serving phase (link 8): what each phase of serving records for one row.
 
-:mod:`flowtrace.analysis.serving` says which setter calls each phase is served with (prefill
+The row's link 8 (:class:`flowtrace.model.links.ServingLink`, resolved with its chain by
+:mod:`flowtrace.analysis.serving`) says which setter calls each phase is served with (prefill
 runs eagerly with the ids held last; decode and verify batches replay graphs with the ids held
-when they were captured; a weight reload may leave prefill on other ids); this module traces the
-row's chain with each of those calls' ids (a setter that only turns marks on serves the union of
-every call) and names the forward paths on which some batches raise
-(:mod:`flowtrace.analysis.forward_paths`). trace, compat and the matrix read the result.
+when they were captured; a weight reload may leave prefill on other ids) and which forward
+paths run layers without the capture. This phase traces the chain with each of those calls'
+ids (a setter that only turns marks on serves the union of every call) through the tracer's
+links 1-7, handed to it as ``retrace``, and names the batches that raise on a path without the
+capture. :func:`flowtrace.analysis.trace.trace_row` runs it after the concat phase; it never
+imports the tracer (the tracer imports it).
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from flowtrace.analysis.forward_paths import skipping_paths
-from flowtrace.analysis.resolve import ModelRow, Project
-from flowtrace.analysis.serving import Phase, ids_for, phases, serving_plan
-from flowtrace.analysis.trace import TraceResult, TraceStep, trace_row
+from flowtrace.analysis.serving import ids_for
 from flowtrace.model import facts as F
+from flowtrace.model.links import NO_SERVING, PhaseLink, ServingLink
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.analysis.trace import TraceResult
+
+Retrace = Callable[[list[int] | None], "TraceResult"]  # links 1-7 of the row on other ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,16 @@ class BatchPath:
     raises_at: F.Location | None
 
 
+@dataclass(frozen=True, slots=True)
+class ServingTrace:
+    """What the serving phase adds to a trace: the phases, the batch paths, and one
+    ``serving`` step (text, location) per phase and path."""
+
+    phases: tuple[PhaseTrace, ...]
+    batch_paths: tuple[BatchPath, ...]
+    steps: tuple[tuple[str, F.Location | None], ...]
+
+
 def _combined(traces: list[TraceResult]) -> tuple[F.Outcome, tuple[int, ...] | None, str | None]:
     """One phase's answer from the traces of the calls it holds (more than one: marks that
     accumulate, so the loop records the union of their layers)."""
@@ -57,32 +75,25 @@ def _combined(traces: list[TraceResult]) -> tuple[F.Outcome, tuple[int, ...] | N
     return F.Outcome.CAPTURES, tuple(union), None
 
 
-def _phase_trace(project: Project, row: ModelRow, phase: Phase, layer_ids: list[int] | None, num_layers: int,
-                 hidden_size: int | None, target_config: dict | None, prefill: TraceResult) -> PhaseTrace:
+def _phase_trace(phase: PhaseLink, layer_ids: list[int] | None, prefill: TraceResult, retrace: Retrace) -> PhaseTrace:
     traces: list[TraceResult] = []
     held_ids: tuple[int, ...] | None = None
+    calls = tuple(c.words() for c in phase.calls)
     for call in phase.calls:
         known, ids = ids_for(call, layer_ids)
         if not known:
-            return PhaseTrace(phase.name, phase.words, None, F.Outcome.UNKNOWN, None, f"the runner hands `{call.step.ids_text}`, which flowtrace cannot evaluate", phase.at, tuple(c.words() for c in phase.calls))
+            why = f"the runner hands `{call.step.ids_text}`, which flowtrace cannot evaluate"
+            return PhaseTrace(phase.name, phase.words, None, F.Outcome.UNKNOWN, None, why, phase.at, calls)
         held_ids = tuple(ids) if ids is not None else None
         same = (ids == layer_ids) or (ids is None and layer_ids is None)
-        traces.append(prefill if same else trace_row(project, row, ids, num_layers, hidden_size, target_config))
+        traces.append(prefill if same else retrace(ids))
     outcome, boundaries, reason = _combined(traces)
-    return PhaseTrace(phase.name, phase.words, held_ids, outcome, boundaries, reason, phase.at, tuple(c.words() for c in phase.calls))
+    return PhaseTrace(phase.name, phase.words, held_ids, outcome, boundaries, reason, phase.at, calls)
 
 
-def phase_traces(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None,
-                 target_config: dict | None, prefill: TraceResult) -> tuple[PhaseTrace, ...]:
-    """Every phase of the runner's representative start-up, traced (empty when the runner's
-    start-up was not read, or the row has no setter chain)."""
-    if row.capture is None or row.chain is None:
-        return ()
-    return tuple(_phase_trace(project, row, p, layer_ids, num_layers, hidden_size, target_config, prefill) for p in phases(project, row))
-
-
-def batch_paths(project: Project, row: ModelRow) -> tuple[BatchPath, ...]:
-    return tuple(BatchPath(p.batches(), p.run.location, p.how, p.raises_at) for p in skipping_paths(project, row))
+def batch_paths(link: ServingLink) -> tuple[BatchPath, ...]:
+    """The batches whose forward path runs layers without the capture (link 8's paths)."""
+    return tuple(BatchPath(p.batches(), p.run.location, p.how, p.raises_at) for p in link.skipping)
 
 
 def differs(phase: PhaseTrace, prefill: TraceResult) -> bool:
@@ -103,11 +114,23 @@ def phase_words(phase: PhaseTrace, num_layers: int) -> str:
     return f"{phase.words}: {what}, with {held}"
 
 
-def has_plan(project: Project) -> bool:
-    return serving_plan(project).known
+def serving_phase(link: ServingLink, result: TraceResult, layer_ids: list[int] | None, retrace: Retrace) -> ServingTrace | None:
+    """Phase 8 on concrete ids: every phase of serving the link holds, traced (``result`` is
+    the trace of the draft's ids as the runner hands them: prefill), and the batch paths;
+    None when the link holds neither."""
+    found = tuple(_phase_trace(p, layer_ids, result, retrace) for p in link.phases)
+    paths = batch_paths(link)
+    if not found and not paths:
+        return None
+    steps: list[tuple[str, F.Location | None]] = []
+    for p in found:
+        said = phase_words(p, result.num_layers) if differs(p, result) else f"{p.words}: the ids traced above"
+        steps.append((f"{said}; {'; '.join(p.calls)}", p.at))
+    steps += [(f"{b.batches}: {b.how}", b.at) for b in paths]
+    return ServingTrace(found, paths, tuple(steps))
 
 
-def _held_words(phase: Phase) -> str:
+def _held_words(phase: PhaseLink) -> str:
     """Which ids a phase holds, without concrete ids: the draft's, the model's default, the
     union of several calls' (marks that accumulate), or none (graphs captured before any)."""
     if not phase.calls:
@@ -123,46 +146,22 @@ def _held_words(phase: Phase) -> str:
     return f"`{call.step.ids_text}`"
 
 
-def row_serving(project: Project, row: ModelRow) -> dict | None:
+def row_serving(row: ModelRow) -> dict[str, Any] | None:
     """The matrix's ``capture.serving``: which ids each phase of serving holds and the batches
     that raise on a path without the capture; None when neither is known for the row."""
     if row.capture is None or row.chain is None or not row.registered:
         return None  # the runner serves registered entries; an inner model is served through one
-    found = phases(project, row)
-    paths = batch_paths(project, row)
-    if not found and not paths:
+    link = row.chain.serving if row.chain is not None else NO_SERVING
+    paths = batch_paths(link)
+    if not link.phases and not paths:
         return None
     return {
         "phases": [
             {"phase": p.name, "words": p.words, "ids": _held_words(p), "at": str(p.at) if p.at else None, "calls": [c.words() for c in p.calls]}
-            for p in found
+            for p in link.phases
         ],
         "batch_paths": [{"batches": b.batches, "outcome": "raises", "at": str(b.at), "how": b.how} for b in paths],
     }
 
 
-def trace_model(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None,
-                target_config: dict | None = None) -> TraceResult:
-    """The trace users see (``flowtrace trace``, compat, suggest, fix): the row's chain traced by
-    the one tracer (:func:`flowtrace.analysis.trace.trace_row`, links 1-7), then the serving
-    path's phases on top. ``target_config`` resolves holders built from the target's config."""
-    return with_serving(project, row, trace_row(project, row, layer_ids, num_layers, hidden_size, target_config), layer_ids, target_config)
-
-
-def with_serving(project: Project, row: ModelRow, result: TraceResult, layer_ids: list[int] | None, target_config: dict | None) -> TraceResult:
-    """``result`` with the serving path's phases and batch paths, and a ``serving`` step for
-    each phase that serves something else than the draft's ids do."""
-    found = phase_traces(project, row, layer_ids, result.num_layers, result.hidden_size, target_config, result)
-    paths = batch_paths(project, row) if row.capture is not None else ()
-    if not found and not paths:
-        return result
-    steps = list(result.steps)
-    for p in found:
-        said = phase_words(p, result.num_layers) if differs(p, result) else f"{p.words}: the ids traced above"
-        steps.append(TraceStep("serving", f"{said}; {'; '.join(p.calls)}", p.at))
-    for b in paths:
-        steps.append(TraceStep("serving", f"{b.batches}: {b.how}", b.at))
-    return dataclasses.replace(result, steps=tuple(steps), phases=found, batch_paths=paths)
-
-
-__all__ = ["BatchPath", "PhaseTrace", "batch_paths", "differs", "has_plan", "phase_traces", "phase_words", "row_serving", "trace_model", "with_serving"]
+__all__ = ["BatchPath", "PhaseTrace", "ServingTrace", "batch_paths", "differs", "phase_words", "row_serving", "serving_phase"]
