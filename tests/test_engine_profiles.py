@@ -372,4 +372,4 @@ def test_compat_suggestions_for_setterless_rows(lmd, trt, tmp_path):
     blocked = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
     assert all(b.ids is None or 0 not in (b.served or ()) for b in blocked)
     (fixed,) = api.compat(lmd, target, draft, trained_boundaries=[3, 16, 31]).suggestions
-    assert fixed.ids is None and fixed.blocked_by == "id source" and fixed.location == f"{LMD}/configurations/alpha.py:19"
+    assert fixed.ids is None and fixed.blocked_by == "id source" and str(fixed.location) == f"{LMD}/configurations/alpha.py:19"

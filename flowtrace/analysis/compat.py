@@ -96,7 +96,7 @@ class SlotDifference:
     slot: int
     trained: int | None
     served: int | None
-    decided_at: str | None
+    decided_at: F.Location | None
     reason: str  # the trace's words for what decided it (a setter branch, a dropping capture site)
     form: SlotForm
     draft_id: int | None = None  # PATH: the draft's id and the engine's index for it
@@ -129,7 +129,7 @@ class Difference:
     slot: SlotDifference | None = None  # SLOT
     numbered: bool = True  # SLOT: the slots line up position by position
     reason: str | None = None  # UNDECIDED / RAISES / NOTHING: the trace's reason
-    at: str | None = None  # RAISES / NOTHING: where the engine raises
+    at: F.Location | None = None  # RAISES / NOTHING: where the engine raises; PHASE, DRAFT_CLASS: the capture, the fc
     expected: int | None = None  # COUNT, CHECKPOINT_*: states the fc takes; WIDTH: the draft's target_hidden_size
     got: int | None = None  # COUNT, CHECKPOINT_SERVED: states captured; CHECKPOINT_LAYOUT: the layout's count; WIDTH: hidden_size
     hidden: int | None = None  # the target's hidden size
@@ -212,20 +212,20 @@ def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int
     return None, None
 
 
-def _dropped_steps(trace: TraceResult) -> list[tuple[int | None, str, str]]:
-    """(capture index, file:line, text) of each id the capture site never records."""
-    return [(step.index, str(step.location), step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
+def _dropped_steps(trace: TraceResult) -> list[tuple[int | None, F.Location, str]]:
+    """(capture index, location, text) of each id the capture site never records."""
+    return [(step.index, step.location, step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
 
 
-def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
-    """(file:line, why) of the write that set the capture indices, with the last branch
+def _setter_branch(trace: TraceResult) -> tuple[F.Location | None, str]:
+    """(location, why) of the write that set the capture indices, with the last branch
     decision before it when the trace records branch steps."""
     writes = [s for s in trace.steps if s.kind in ("setter", "builder", "default") and s.location is not None]
     if not writes:
         located = [s for s in trace.steps if s.location is not None]
         builder = next((s for s in located if s.kind == "builder"), None) or next((s for s in located if s.kind == "config"), None)
         if builder is not None:  # setter-less engines: the line that writes (or reads) the ids
-            return str(builder.location), f"decided by the engine: {builder.text}"
+            return builder.location, f"decided by the engine: {builder.text}"
         return None, "decided by the setter"
     write = writes[-1]
     position = trace.steps.index(write)
@@ -233,10 +233,10 @@ def _setter_branch(trace: TraceResult) -> tuple[str | None, str]:
     what = write.text.split("  [")[0].split(": ", 1)[-1]
     if branch is not None:
         decision = branch.text.split(": ", 1)[-1]
-        return str(write.location), f"{decision} [{branch.location}], so {what}"
+        return write.location, f"{decision} [{branch.location}], so {what}"
     tag = write.text.split("  [")[-1].rstrip("]") if "  [" in write.text else ""
     who = "the setter" if write.kind == "setter" else "the engine's own layout:"  # builder / metadata default
-    return str(write.location), f"{who} {what}" + (f" ({tag})" if tag else "")
+    return write.location, f"{who} {what}" + (f" ({tag})" if tag else "")
 
 
 def _path_differences(trace: TraceResult, paths: list[IdPath], recorded: bool = False) -> list[SlotDifference]:
@@ -690,7 +690,7 @@ def _phase_differences(trace: TraceResult, want: list[int]) -> list[Difference]:
             continue
         if p.phase == "prefill" and p.outcome == trace.outcome and p.boundaries == trace.boundaries:
             continue  # the trace itself: already judged
-        out.append(Difference(DifferenceKind.PHASE, phase=p, reason=p.reason, at=str(p.at) if p.at else None))
+        out.append(Difference(DifferenceKind.PHASE, phase=p, reason=p.reason, at=p.at))
     return out
 
 
@@ -711,7 +711,7 @@ def _draft_class_difference(inputs: CompatInputs, hidden: int | None) -> Differe
             continue
         fixed = fixed_state_count(project, row.qualname)
         if fixed is not None and fixed.states != states:
-            return Difference(DifferenceKind.DRAFT_CLASS, reason=row.name, at=str(fixed.fc.location), expected=fixed.states, got=states, hidden=hidden)
+            return Difference(DifferenceKind.DRAFT_CLASS, reason=row.name, at=fixed.fc.location, expected=fixed.states, got=states, hidden=hidden)
     return None
 
 

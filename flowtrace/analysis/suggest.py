@@ -36,7 +36,7 @@ class Suggestion:
     served: tuple[int, ...] | None
     why: str
     blocked_by: str | None = None  # the capture-chain link that blocks: "setter", "capture site", ...
-    location: str | None = None  # file:line of the blocking code, or of the branch the ids take
+    location: F.Location | None = None  # the blocking code, or the branch the ids take
     config: str = "draft config"  # where ``key`` lives: the draft's config, or the engine's serving config
 
 
@@ -57,9 +57,8 @@ def decided(trace: TraceResult) -> bool:
     return getattr(value, "value", value) in ("captures", "raises", "captures_nothing")
 
 
-def raises_at(trace: TraceResult) -> str | None:
-    value = getattr(trace, "raises_at", None)
-    return str(value) if value else None
+def raises_at(trace: TraceResult) -> F.Location | None:
+    return trace.raises_at
 
 
 def reason(trace: TraceResult) -> str | None:
@@ -74,12 +73,12 @@ def serves(trace: TraceResult, want: list[int]) -> bool:
     return outcome(trace) == "captures" and trace.boundaries is not None and sorted(trace.boundaries) == sorted(want) and not trace.dropped and not trace.problems
 
 
-def deciding_setter(trace: TraceResult) -> tuple[str | None, str | None]:
-    """(file:line, text) of the last decision step: the setter (or branch) that wrote the
+def deciding_setter(trace: TraceResult) -> tuple[F.Location | None, str | None]:
+    """(location, text) of the last decision step: the setter (or branch) that wrote the
     capture indices; later trace versions may add finer-grained ``branch`` steps."""
     for step in reversed(trace.steps):
         if step.kind in ("branch", "setter") and step.location is not None:
-            return str(step.location), step.text
+            return step.location, step.text
     return None, None
 
 
@@ -137,8 +136,8 @@ def _ids_ignored(search: _Search) -> bool:
     return len(results) == 1 and bool(next(iter(results)))
 
 
-def _why_unreachable(search: _Search, b: int) -> tuple[str, str | None, str]:
-    """(why, file:line, link) for a boundary no single id reaches."""
+def _why_unreachable(search: _Search, b: int) -> tuple[str, F.Location | None, str]:
+    """(why, location, link) for a boundary no single id reaches."""
     L = search.L
     for ids in ([b], [b - 1]) if b > 0 else ([0], [-1]):
         t = search.trace(ids)
@@ -149,7 +148,7 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, str | None, str]:
         why = dict(t.dropped)  # capture index -> why the site never records it
         for step in t.steps:
             if step.kind == "dropped" and step.location is not None and step.index in why:
-                return f"{describe_boundary(b, L)} is never captured: {why[step.index]}", str(step.location), "capture site"
+                return f"{describe_boundary(b, L)} is never captured: {why[step.index]}", step.location, "capture site"
     return f"no id makes the engine capture {describe_boundary(b, L)}", None, "capture site"
 
 
@@ -161,7 +160,7 @@ def _engine_writes_ids(search: _Search, want: list[int]) -> Suggestion | None:
         return None
     stated, read_at = chain.production.decision, chain.source.location
     at = stated.location if stated is not None else None
-    where = str(at) if at else (str(read_at) if read_at else None)
+    where = at or read_at
     served = search.trace(want).boundaries
     retrain = f"; or train the draft on the layout it serves: boundaries {list(served)}" if served else ""
     why = stated.reason if stated is not None else "the engine writes them itself"
@@ -174,10 +173,10 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
     if written is not None:
         return written
     if capture is None and search.row.chain is None:
-        return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", str(search.row.location))
+        return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", search.row.location)
     if capture is not None and _ids_ignored(search):
         setter = capture.chain[-1] if capture.chain else capture.setter
-        where: str | None = str(setter.location)
+        where: F.Location | None = setter.location
         return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
     if not singles:
         probe = search.trace(want)
@@ -229,6 +228,6 @@ def suggestion_json(s: Suggestion) -> dict:
         "served_boundaries": list(s.served) if s.served is not None else None,
         "why": s.why,
         "blocked_by": s.blocked_by,
-        "location": s.location,
+        "location": str(s.location) if s.location is not None else None,
         "config": s.config,
     }

@@ -24,14 +24,6 @@ def _boundaries(result, row, ids):
     return trace_row(result.project, row, ids, PROBE_LAYERS).boundaries
 
 
-def _location(text) -> F.Location | None:
-    """A trace's ``raises_at`` ("file:line" or a Location) as a Location."""
-    if text is None or isinstance(text, F.Location):
-        return text
-    file, _, line = str(text).rpartition(":")
-    return F.Location(file, int(line)) if file and line.isdigit() else None
-
-
 def _majority_transform(result) -> str | None:
     chains = (setter_chain(r) for r in result.rows if r.registered)
     counts = Counter(c.effective_transform for c in chains if c is not None and c.site is not None)
@@ -134,7 +126,7 @@ class UnreachableEmbedding(Rule):
             if kind is ProblemKind.EMBEDDING_RAISES:
                 message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
                 fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
-                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", _location(other.raises_at)), ("capture site", site))
+                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", other.raises_at), ("capture site", site))
                 yield self.finding(
                     setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix,
                     consequence=Consequence.CRASH_SERVING,
