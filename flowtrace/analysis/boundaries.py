@@ -144,4 +144,24 @@ def layout(
     return Layout(boundaries, tuple(dropped), len(boundaries) + extra, raises)
 
 
-__all__ = ["Drop", "DropReason", "Layout", "Raise", "RaiseKind", "classify", "layout", "offset", "reachable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """What one recorded state is: the residual stream at ``boundary``, or, on a delta stream
+    (a site recording ``hidden_states`` while its layers return the residual apart), what
+    layer ``layer_value_of`` returns first — its output without the residual, no boundary at
+    all. Exactly one of the two is set (the names match the engine probe's runtime slots)."""
+
+    boundary: int | None
+    layer_value_of: int | None = None
+
+
+def delta_slots(boundaries: Sequence[int]) -> tuple[Slot, ...]:
+    """The slots a delta stream fills where the indices name ``boundaries``: before the first
+    layer (b = 0) the recorded tensor is the embedding output, the stream itself; at any later
+    boundary b it is what layer b - 1 returned first, without the residual it returned apart."""
+    return tuple(Slot(0) if b == 0 else Slot(None, b - 1) for b in boundaries)
+
+
+__all__ = ["Drop", "DropReason", "Layout", "Raise", "RaiseKind", "Slot", "classify", "delta_slots", "layout", "offset", "reachable"]

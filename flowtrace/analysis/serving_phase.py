@@ -65,7 +65,7 @@ class ServingTrace:
 def _combined(traces: list[TraceResult]) -> tuple[F.Outcome, tuple[int, ...] | None, str | None]:
     """One phase's answer from the traces of the calls it holds (more than one: marks that
     accumulate, so the loop records the union of their layers)."""
-    for outcome in (F.Outcome.RAISES, F.Outcome.UNKNOWN, F.Outcome.REFUSES):
+    for outcome in (F.Outcome.RAISES, F.Outcome.UNKNOWN, F.Outcome.REFUSES, F.Outcome.CAPTURES_DELTAS):
         hit = next((t for t in traces if t.outcome == outcome), None)
         if hit is not None:
             return outcome, None, hit.reason

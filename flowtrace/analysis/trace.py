@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
 
 from flowtrace.model import facts as F
-from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, layout, offset
+from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
 from flowtrace.analysis.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, normalise, run_function
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
@@ -30,6 +30,7 @@ from flowtrace.model.links import (
     NO_SERVING,
     NOT_BREAKING,
     CaptureChain,
+    ConcatLink,
     Decision,
     Production,
     ProductionLink,
@@ -72,6 +73,9 @@ class TraceResult:
     # for the draft's ids as the runner hands them (prefill).
     phases: tuple[PhaseTrace, ...] = ()
     batch_paths: tuple[BatchPath, ...] = ()
+    # What each recorded state is, in read-back order (outcomes captures and captures_deltas):
+    # a boundary, or (a delta stream) the output of a layer without its residual.
+    slots: tuple[Slot, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -79,9 +83,10 @@ class TraceResult:
 
     @property
     def fc_in_features(self) -> int | None:
-        if self.boundaries is None or self.hidden_size is None:
+        states = len(self.boundaries) if self.boundaries is not None else len(self.slots) if self.slots else None
+        if states is None or self.hidden_size is None:
             return None
-        return (len(self.boundaries) + self.extra_slots) * self.hidden_size
+        return (states + self.extra_slots) * self.hidden_size
 
 
 def describe_boundary(b: int, num_layers: int) -> str:
@@ -234,6 +239,7 @@ class _Tracer:
         self.reason: str | None = None
         self.setter_words = True
         self.stated: Decision | None = None  # what a setter-less source decided without ids
+        self.deltas: tuple[Slot, ...] | None = None  # a delta stream's slots (link 5), once known
 
     # -- outcome -----------------------------------------------------------------
     def end(self, outcome: F.Outcome, reason: str, at: F.Location | None = None) -> NoReturn:
@@ -255,10 +261,15 @@ class _Tracer:
 
     def result(self) -> TraceResult:
         boundaries = self.boundaries if self.outcome in (F.Outcome.CAPTURES, F.Outcome.CAPTURES_NOTHING) else None
+        slots: tuple[Slot, ...] = ()
+        if self.outcome == F.Outcome.CAPTURES_DELTAS:
+            slots = self.deltas or ()
+        elif self.outcome == F.Outcome.CAPTURES:
+            slots = tuple(Slot(b) for b in boundaries or ())
         return TraceResult(
             self.row.qualname, self.L, tuple(self.layer_ids) if self.layer_ids is not None else None,
             self.indices, boundaries, tuple(self.dropped), tuple(self.steps), tuple(self.problems), self.hidden_size,
-            self.outcome, self.raises_at, self.reason, self.extra_slots,
+            self.outcome, self.raises_at, self.reason, self.extra_slots, slots=slots,
         )
 
     def run(self) -> TraceResult:
@@ -679,6 +690,23 @@ class _Tracer:
             self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
         if stream.kind == F.StreamKind.MUTATED_REFERENCE and self.boundaries:
             self.reference_phase(stream)
+        if stream.kind == F.StreamKind.DELTA and any(b > 0 for b in self.boundaries or ()):
+            self.delta_phase(chain, stream)
+
+    def delta_phase(self, chain: CaptureChain, stream: StreamLink) -> None:
+        """A delta stream: the site records ``hidden_states`` alone while the loop's layers
+        return the residual apart, so past the embedding a slot holds what layer b - 1 returned
+        first (its output without the residual), not the residual stream at b. The trace goes
+        on (a raise or a dropped return still decides first); the concat says what is handed over."""
+        self.deltas = delta_slots(self.boundaries or ())
+        at = chain.site.location if chain.site is not None else None
+        named = ", ".join(_slot_words(s, self.L) for s in self.deltas)
+        self.steps.append(TraceStep(
+            "stream",
+            f"`{stream.expression}` is recorded alone while the layers return (hidden_states, residual) apart and none "
+            f"adds the residual: a slot at b > 0 holds what layer b - 1 returns first, not the residual stream: {named}",
+            at,
+        ))
 
     def reference_phase(self, stream: StreamLink) -> None:
         """A recorded reference the loop updates in place later: what a slot holds is the
@@ -735,6 +763,9 @@ class _Tracer:
         h = self.hidden_size
         width = f"{slots} x {h} = {slots * h}" if h else f"{slots} x hidden_size"
         listed = ", ".join(describe_boundary(b, L) for b in ordered)
+        if self.deltas is not None and ordered:
+            self.concat_deltas(concat, order, width)
+            return
         if not self.setter_words:  # an engine-filled source: the buffer's slots, written or not
             self.steps.append(TraceStep("boundaries", f"captured, {_ORDER_WORDS[order]}: {listed}" if ordered else "nothing is captured"))
             post = sum(1 for i in self.indices or () if concat is not None and i in concat.post_norm_ids)
@@ -752,6 +783,28 @@ class _Tracer:
         self.steps.append(TraceStep("boundaries", f"captured, in {'config' if order == F.ConcatOrder.CONFIG else 'loop'} order: {listed}"))
         self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat.location if concat is not None else None))
         self.outcome = F.Outcome.CAPTURES
+
+
+    def concat_deltas(self, concat: ConcatLink | None, order: F.ConcatOrder, width: str) -> None:
+        """The concat of a delta stream's slots: the engine hands the draft layer outputs
+        without the residual; no boundary list describes them (outcome ``captures_deltas``)."""
+        deltas = self.deltas or ()
+        named = ", ".join(_slot_words(s, self.L) for s in deltas)
+        self.steps.append(TraceStep("boundaries", f"captured, {_ORDER_WORDS[order]}: {named}"))
+        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(deltas)} states; fc in_features = {width}", concat.location if concat is not None else None))
+        outputs = [s.layer_value_of for s in deltas if s.layer_value_of is not None]
+        self.outcome = F.Outcome.CAPTURES_DELTAS
+        layers = f"layer{'s' if len(outputs) > 1 else ''} {', '.join(map(str, outputs))}"
+        which = "no slot is" if len(outputs) == len(deltas) else "not every slot is"
+        self.reason = f"the draft is handed the output of {layers} without the residual the layers return apart: {which} a residual-stream boundary ({named})"
+        self.problems.append(self.reason)
+
+
+def _slot_words(slot: Slot, num_layers: int) -> str:
+    """A recorded state in words: a boundary, or a layer's output without the residual."""
+    if slot.boundary is not None:
+        return describe_boundary(slot.boundary, num_layers)
+    return f"layer {slot.layer_value_of}'s output without the residual"
 
 
 _ORDER_WORDS = {
@@ -883,6 +936,7 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
         "hidden_size": result.hidden_size,
         "fc_in_features": result.fc_in_features,
         "extra_slots": result.extra_slots,
+        "slots": [{"boundary": s.boundary, "layer_value_of": s.layer_value_of} for s in result.slots],
         "steps": [{"kind": s.kind, "text": s.text, "file": s.location.file if s.location else None, "line": s.location.line if s.location else None} for s in result.steps],
         "problems": list(result.problems),
         "outcome": str(result.outcome),

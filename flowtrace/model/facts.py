@@ -77,6 +77,9 @@ class Outcome(Word):
     CAPTURES_NOTHING = "captures_nothing"
     UNKNOWN = "unknown"  # a link could not be decided (the reason says which)
     REFUSES = "refuses"  # the engine refuses the speculative method for this model (a config builder's gate)
+    # Every id is recorded, but some slots hold a layer's output without the residual its layers
+    # return apart (a delta stream): states, not residual-stream boundaries (``TraceResult.slots``).
+    CAPTURES_DELTAS = "captures_deltas"
 
 
 class StreamKind(Word):
