@@ -28,6 +28,7 @@ from flowtrace.probe.results import (
     INCONCLUSIVE,
     REFUTED,
     CAPTURES,
+    CAPTURES_DELTAS,
     CaptureResult,
     Claim,
     DraftInfo,
@@ -262,14 +263,14 @@ def probe_capture(
     warnings = list(target.warnings) + list(tape.warnings) + _capture_warnings(
         target, fc_hook, spy, ignored
     )
-    if primary is None and raised is None and (claim is None or claim.outcome == CAPTURES):
+    if primary is None and raised is None and (claim is None or claim.outcome in (CAPTURES, CAPTURES_DELTAS)):
         warnings.append(
             "no aux hidden states were observed: no hidden-size concatenation along the last "
             "dim, no draft fc input (--fc-module NAME) and no (hidden, aux) model output; make "
             "the factory run the EAGLE-3 capture path (e.g. call set_eagle3_layers_to_capture)"
         )
     seen = observations[primary] if primary is not None else None
-    if claim is not None and (raised is not None or claim.outcome != CAPTURES):
+    if claim is not None and (raised is not None or claim.outcome not in (CAPTURES, CAPTURES_DELTAS)):
         slots, verdict = compare_outcome(claim, raised, seen)
     else:
         slots, verdict = compare(claim, seen)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from flowtrace.probe.results import HIDDEN_PART
+
 HIDDEN_NAMES = ("hidden_states", "hidden", "hidden_state", "x", "h", "inputs_embeds")
 RESIDUAL_NAMES = ("residual",)
 DELTA_NOTE = (
@@ -310,11 +312,11 @@ class BoundaryRecorder:
         views: list[View] = []
         for k, (h, r) in sorted(self.outputs.items()):
             if r is not None:
-                views.append(View(k + 1, "hidden part only (residual not added)", h, False))
+                views.append(View(k + 1, HIDDEN_PART, h, False))
                 views.append(View(k + 1, "residual part only (hidden not added)", r, False))
         for k, (h, r) in sorted(self.inputs.items()):
             if r is not None and (k == 0 or k - 1 not in self.outputs):
-                views.append(View(k, "hidden part only (residual not added)", h, False))
+                views.append(View(k, HIDDEN_PART, h, False))
         return views
 
 

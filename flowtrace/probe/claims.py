@@ -12,6 +12,8 @@ from pathlib import Path
 from flowtrace.probe.errors import ProbeError
 from flowtrace.probe.results import (
     CAPTURES,
+    CAPTURES_DELTAS,
+    HIDDEN_PART,
     CAPTURES_NOTHING,
     CONFIRMED,
     OUTCOMES,
@@ -72,7 +74,10 @@ def load_trace_claim(path: str) -> Claim:
         )
     outcome = _trace_outcome(data, path)
     raw = data["boundaries"]
-    if outcome != CAPTURES and raw in (None, []):
+    deltas: tuple[bool, ...] = ()
+    if outcome == CAPTURES_DELTAS:
+        raw, deltas = _delta_slots(data, path)
+    elif outcome != CAPTURES and raw in (None, []):
         raw = []
     elif not isinstance(raw, list) or not raw or not all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in raw
@@ -91,7 +96,34 @@ def load_trace_claim(path: str) -> Claim:
         outcome=outcome,
         raises_at=str(raises_at) if raises_at else None,
         layer_ids=tuple(ids) if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else None,
+        deltas=deltas,
     )
+
+
+def _delta_slots(data: dict, path: str) -> tuple[list[int], tuple[bool, ...]]:
+    """A ``captures_deltas`` trace's ``slots``: a boundary b, or ``layer_value_of`` k (what
+    layer k returns first without the residual, which the run shows as the hidden part of the
+    split value at b = k + 1)."""
+    slots = data.get("slots")
+    out: list[int] = []
+    deltas: list[bool] = []
+    for s in slots if isinstance(slots, list) else []:
+        b, k = (s.get("boundary"), s.get("layer_value_of")) if isinstance(s, dict) else (None, None)
+        if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+            out.append(b)
+            deltas.append(False)
+        elif isinstance(k, int) and not isinstance(k, bool) and k >= 0:
+            out.append(k + 1)
+            deltas.append(True)
+        else:
+            out = []
+            break
+    if not out:
+        raise ProbeError(
+            f"--expect-trace: {path}: a captures_deltas trace needs a non-empty \"slots\" list "
+            "(each a boundary or a layer_value_of); write it with `flowtrace trace --format json`"
+        )
+    return out, tuple(deltas)
 
 
 def _trace_outcome(data: dict, path: str) -> str:
@@ -160,7 +192,8 @@ def compare(claim: Claim | None, observation: Observation | None) -> tuple[tuple
                 )
             )
             continue
-        verdicts.append(_slot_verdict(i, exp, ch))
+        delta = i < len(claim.deltas) and claim.deltas[i]
+        verdicts.append(_delta_verdict(i, exp, ch) if delta else _slot_verdict(i, exp, ch))
     kinds = {v.verdict for v in verdicts}
     if REFUTED in kinds:
         overall = REFUTED
@@ -212,6 +245,18 @@ def _slot_verdict(i: int, exp: int, ch) -> SlotVerdict:
             "(cosine alone cannot confirm: adjacent boundaries are correlated)",
         )
     return SlotVerdict(i, exp, None, INCONCLUSIVE, f"chunk matches no boundary: {ch.note}")
+
+
+def _delta_verdict(i: int, exp: int, ch) -> SlotVerdict:
+    """A slot claimed to hold what layer exp - 1 returns first, without the residual: confirmed
+    by an exact match with that hidden part, refuted by an exact match with anything else."""
+    layer = f"layer {exp - 1}'s output without the residual"
+    if ch.kind in ("exact", "allclose") and not ch.confirmed and ch.view == HIDDEN_PART and ch.boundary == exp:
+        return SlotVerdict(i, exp, exp, CONFIRMED, f"{ch.kind} match with {layer} ({HIDDEN_PART} at {boundary_label(exp)})")
+    if ch.kind in ("exact", "allclose"):
+        fed = boundary_label(ch.boundary) if ch.confirmed else f"{boundary_label(ch.boundary)} {ch.view}"
+        return SlotVerdict(i, exp, ch.boundary, REFUTED, f"the engine feeds {fed}, not {layer}")
+    return SlotVerdict(i, exp, None, INCONCLUSIVE, f"no exact match for {layer}: {ch.note or ch.kind}")
 
 
 def frame_matches(raises_at: str, frame: str) -> bool:

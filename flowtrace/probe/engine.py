@@ -270,23 +270,35 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
         at = at or next((where(s) for s in doc["steps"] if s["file"]), None)
         raises_at = doc["raises_at"] or None
         out.append({"outcome": doc["outcome"], "boundaries": doc["boundaries"], "raises_at": raises_at,
-                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"]})
+                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"], "slots": doc["slots"]})
     return out
 
 
 def observed_outcome(case: dict) -> str:
-    """captures / raises / captures_nothing / unmatched / not_run, from the runner's record."""
+    """captures / raises / captures_nothing / captures_deltas / unmatched / not_run, from the
+    runner's record (captures_deltas: every state is a boundary or what a layer returns first)."""
     if case.get("outcome") in ("raises", "not_run"):
         return case["outcome"]
     slots = case.get("slots") or []
     if not slots:
         return "captures_nothing"
-    return "captures" if all(s["boundary"] is not None for s in slots) else "unmatched"
+    if all(s["boundary"] is not None for s in slots):
+        return "captures"
+    if all(s["boundary"] is not None or s.get("layer_value_of") is not None for s in slots):
+        return "captures_deltas"
+    return "unmatched"
+
+
+def _slot_key(slot: dict) -> tuple[int | None, int | None]:
+    """A state as (boundary, layer whose first output it is): one of the two is set."""
+    return slot.get("boundary"), slot.get("layer_value_of") if slot.get("boundary") is None else None
 
 
 def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
     """Per slot agree/disagree, and the whole verdict (outcome and boundaries both)."""
     outcome = observed_outcome(case)
+    if outcome == "captures_deltas" or static.get("outcome") == "captures_deltas":
+        return _compare_deltas(outcome, case, static)
     seen = [s.get("boundary") for s in case.get("slots") or []]
     want = list(static.get("boundaries") or [])
     n = max(len(seen), len(want))
@@ -304,6 +316,20 @@ def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
     if outcome == "captures_nothing":
         return s_out == "captures_nothing" or (s_out == "captures" and not want), slots
     return outcome == "captures" and s_out == "captures" and seen == want, slots
+
+
+def _compare_deltas(outcome: str, case: dict, static: dict) -> tuple[bool, list[dict]]:
+    """Slot by slot on (boundary, layer_value_of) pairs, when either side holds a layer's
+    output without the residual; ``observed``/``static`` keep the boundary (None for a delta)."""
+    seen = [_slot_key(s) for s in case.get("slots") or []]
+    want = [_slot_key(s) for s in static.get("slots") or []] or [(b, None) for b in static.get("boundaries") or []]
+    slots = []
+    for i in range(max(len(seen), len(want))):
+        o = seen[i] if i < len(seen) else (None, None)
+        w = want[i] if i < len(want) else (None, None)
+        slots.append({"slot": i, "observed": o[0], "static": w[0], "agree": o != (None, None) and o == w,
+                      "static_at": static.get("at")})
+    return outcome == static.get("outcome") and seen == want, slots
 
 
 def same_raise(case: dict, static: dict) -> bool:
@@ -343,7 +369,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
         "num_layers": raw.get("num_layers") or raw.get("requested_layers"), "case": case_spec.name, "mode": case_spec.mode,
         "layer_ids": list(case_spec.ids) if case_spec.ids is not None else None,
         "observed": observed,
-        "static": {k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features")},
+        "static": {k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features", "slots")},
         "slots": slots, "agree": agree, "shrunk": raw.get("shrunk", []),
         "seconds": round(float(raw.get("seconds") or 0.0), 2), "peak_rss_mb": round(float(raw.get("peak_rss_mb") or 0.0), 1),
         "engine_processes": raw.get("processes", 1),
@@ -403,6 +429,9 @@ def engine_text(result: EngineProbeResult) -> str:
         seen = o["slots"][sl["slot"]] if sl["slot"] < len(o["slots"]) else {}
         if seen.get("boundary") is None and seen.get("layer_value_of") is not None:
             lines.append(f"    runtime slot {sl['slot']} is what layer {seen['layer_value_of']} returns first, not the residual stream")
+        said = (s.get("slots") or [])[sl["slot"]] if sl["slot"] < len(s.get("slots") or []) else {}
+        if said.get("boundary") is None and said.get("layer_value_of") is not None:
+            lines.append(f"    static slot {sl['slot']} is what layer {said['layer_value_of']} returns first, not the residual stream")
     if o["outcome"] == "raises":
         lines.append(f"  runtime raised at {o['raised_at']}: {o['message']}")
     if s["outcome"] != "captures":

@@ -23,11 +23,15 @@ CLEAR_WINNER = "clear winner"
 NO_CLEAR_WINNER = "no clear winner"
 
 # Outcomes of one run, the same words as ``flowtrace trace``'s ``outcome``: the engine feeds
-# aux states to the concat, raises on the way, or feeds nothing.
+# aux states to the concat, raises on the way, or feeds nothing; or (a delta stream) feeds a
+# layer's first output without the residual its layers return apart in some slot.
 CAPTURES = "captures"
 RAISES = "raises"
 CAPTURES_NOTHING = "captures_nothing"
-OUTCOMES = (CAPTURES, RAISES, CAPTURES_NOTHING)
+CAPTURES_DELTAS = "captures_deltas"
+OUTCOMES = (CAPTURES, RAISES, CAPTURES_NOTHING, CAPTURES_DELTAS)
+# The view of a split layer value without its residual: what a delta slot matches exactly.
+HIDDEN_PART = "hidden part only (residual not added)"
 
 
 def boundary_label(b: int | None) -> str:
@@ -145,13 +149,20 @@ class Observation:
         }
 
 
+def is_delta(chunk: ChunkMatch) -> bool:
+    """The chunk is exactly a layer's first output without the residual (a delta slot)."""
+    return not chunk.confirmed and chunk.kind in ("exact", "allclose") and chunk.view == HIDDEN_PART
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     """A static prediction to check: from ``--expect`` or a ``flowtrace trace --format json`` file.
 
     ``outcome`` is what the trace predicts for the run (``captures`` these boundaries,
-    ``raises`` at ``raises_at`` "file:line", or ``captures_nothing``); ``--expect`` always claims
-    ``captures``.
+    ``raises`` at ``raises_at`` "file:line", ``captures_nothing``, or ``captures_deltas``);
+    ``--expect`` always claims ``captures``. ``deltas`` (``captures_deltas`` only) marks each
+    slot that holds what layer b - 1 returns first, without the residual, rather than the
+    residual stream at ``boundaries[i]`` = b.
     """
 
     source: str
@@ -160,9 +171,10 @@ class Claim:
     outcome: str = CAPTURES
     raises_at: str | None = None
     layer_ids: tuple[int, ...] | None = None
+    deltas: tuple[bool, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "source": self.source,
             "model": self.model,
             "boundaries": list(self.boundaries),
@@ -170,6 +182,9 @@ class Claim:
             "raises_at": self.raises_at,
             "layer_ids": None if self.layer_ids is None else list(self.layer_ids),
         }
+        if self.outcome == CAPTURES_DELTAS:  # which slots are deltas: only a delta claim has any
+            out["deltas"] = list(self.deltas)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +244,10 @@ class CaptureResult:
         """What the run did: raised, fed aux states to the concat/fc/output, or fed none."""
         if self.raised is not None:
             return RAISES
-        return CAPTURES_NOTHING if self.primary is None else CAPTURES
+        if self.primary is None:
+            return CAPTURES_NOTHING
+        chunks = self.observations[self.primary].chunks
+        return CAPTURES_DELTAS if any(is_delta(c) for c in chunks) else CAPTURES
 
     @property
     def model(self) -> str | None:
@@ -424,6 +442,8 @@ __all__ = [
     "CAPTURES",
     "RAISES",
     "CAPTURES_NOTHING",
+    "CAPTURES_DELTAS",
+    "HIDDEN_PART",
     "OUTCOMES",
     "Raised",
     "TargetInfo",
@@ -436,5 +456,6 @@ __all__ = [
     "CandidateScore",
     "DraftResult",
     "boundary_label",
+    "is_delta",
     "layout_label",
 ]

@@ -90,6 +90,20 @@ def test_compare_per_slot():
     assert not compare({}, {"slots": [{"boundary": None}]}, {"outcome": "captures", "boundaries": [5]})[0]
 
 
+def test_compare_delta_slots_on_both_sides():
+    # the runtime names a state that is no boundary by the layer whose first output it is
+    seen = {"outcome": "captures", "slots": [{"boundary": 0}, {"boundary": None, "layer_value_of": 3}]}
+    static = {"outcome": "captures_deltas", "boundaries": None,
+              "slots": [{"boundary": 0, "layer_value_of": None}, {"boundary": None, "layer_value_of": 3}]}
+    agree, slots = compare({}, seen, static)
+    assert agree and [s["agree"] for s in slots] == [True, True]
+    other = {**static, "slots": [{"boundary": 0, "layer_value_of": None}, {"boundary": None, "layer_value_of": 2}]}
+    agree, slots = compare({}, seen, other)
+    assert not agree and [s["agree"] for s in slots] == [True, False]
+    # a static boundary where the runtime saw a layer output: disagree
+    assert not compare({}, seen, {"outcome": "captures", "boundaries": [0, 4]})[0]
+
+
 def test_report_runs_carry_runtime_badges():
     doc = {"schema": "flowtrace.probe-engine/1", "engine": "vllm", "engine_version": "0.32.0", "architecture": "LlamaForCausalLM",
            "num_layers": 4, "layer_ids": [1, 2, 3], "agree": False, "static": {"boundaries": [1, 2, 3], "outcome": "captures"},

@@ -136,10 +136,14 @@ def test_the_wrapper_delegates_and_its_text_model_records_the_layer_output_witho
     # `hidden_states` before layer i (models/gemma3_causal.py:657; :639 on a CPU with AMX) and after the
     # loop for index L (:671-672), while its layers return (hidden_states, residual) apart (:408-412):
     # what is recorded is what the previous layer returned first (its output after
-    # post_feedforward_layernorm), never the residual stream.
+    # post_feedforward_layernorm), never the residual stream. The static trace says the same
+    # (outcome captures_deltas, each slot the layer whose output it is), slot by slot.
     for doc, layers, values in zip(_run("gemma3"), ([2, 3, 4], [1, 2, 3], [2, 2, 1]), ([1, 2, 3], [0, 1, 2], [0, 1])):
         assert doc["model_class"] == "Gemma3ForConditionalGeneration"
         assert doc["observed"]["engine_layers"] == layers
-        assert doc["observed"]["outcome"] == "unmatched"
+        assert doc["observed"]["outcome"] == "captures_deltas"
         assert [s["boundary"] for s in doc["observed"]["slots"]] == [None] * len(values)
         assert [s["layer_value_of"] for s in doc["observed"]["slots"]] == values
+        assert doc["static"]["outcome"] == "captures_deltas" and doc["static"]["boundaries"] is None
+        assert doc["static"]["slots"] == [{"boundary": None, "layer_value_of": k} for k in values]
+        assert doc["agree"] and all(sl["agree"] for sl in doc["slots"])

@@ -50,6 +50,26 @@ def test_captures_nothing_claim():
     assert compare_outcome(claim, _raised("/a.py:1"), None)[1] == "refuted"
 
 
+def test_a_delta_claim_loads_its_slots_and_is_judged_on_the_hidden_part(tmp_path):
+    # a trace slot with layer_value_of k is the hidden part of layer k's split value, seen at b = k + 1
+    trace = tmp_path / "t.json"
+    slots = [{"boundary": 0, "layer_value_of": None}, {"boundary": None, "layer_value_of": 3}]
+    trace.write_text(json.dumps({"boundaries": None, "outcome": "captures_deltas", "slots": slots}))
+    claim = load_trace_claim(str(trace))
+    assert (claim.outcome, claim.boundaries, claim.deltas) == ("captures_deltas", (0, 4), (False, True))
+    hidden = "hidden part only (residual not added)"
+    seen = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, hidden, "exact", False)))
+    assert compare_outcome(claim, None, seen)[1] == "confirmed"
+    # the stream at b=4 instead, or the hidden part of another layer: refuted
+    stream = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, "stream", "exact", True)))
+    assert compare_outcome(claim, None, stream)[1] == "refuted"
+    other = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 5, hidden, "exact", False)))
+    assert compare_outcome(claim, None, other)[1] == "refuted"
+    trace.write_text(json.dumps({"boundaries": None, "outcome": "captures_deltas", "slots": []}))
+    with pytest.raises(ProbeError, match="needs a non-empty"):
+        load_trace_claim(str(trace))
+
+
 def test_a_captures_claim_is_refuted_by_a_raise():
     slots, verdict = compare_outcome(Claim("t.json", (0, 2)), _raised("/a/rho.py:18"), None)
     assert verdict == "refuted" and "raised TypeError" in slots[0].evidence
