@@ -78,7 +78,7 @@ def nothing_recorded(project: Project, row: ModelRow, holder: str | None) -> tup
     forward = [r for r in project.return_shapes.get(holder or "", []) if r.function.endswith(".forward")]
     alone = next((r for r in forward if r.shape == F.ReturnShape.SINGLE), None)
     unpack = next(
-        (u for u in project.output_uses.get(row.qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on),
+        (u for u in project.output_uses.get(row.qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on and u.via is None),
         None,
     )
     if alone is not None and unpack is not None and any(r.shape == F.ReturnShape.TUPLE for r in forward):

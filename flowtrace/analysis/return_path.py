@@ -170,7 +170,7 @@ def return_link(project, qualname: str, setters: Sequence[F.SetterFact], targets
     chain = _Chain(tuple(setters), tuple(targets))
     early = _early_return(project, holder, site, chain)
     wrapper = _forward_owner(project, qualname)
-    uses = list(project.output_uses.get(wrapper, [])) if wrapper else []
+    uses = [u for u in project.output_uses.get(wrapper, []) if u.via is None] if wrapper else []  # a routed output: FT020's
     attribute = next((u.attribute for u in uses if _leads_to(project, project.attribute_class(qualname, u.attribute), holder)), None)
     if attribute is None:
         return early  # no call of the object that holds the capture (a logits processor, a pooler...)

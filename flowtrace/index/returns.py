@@ -120,6 +120,24 @@ def _inner_call(node: ast.AST) -> str | None:
     return None
 
 
+def _routed_call(node: ast.AST, method: str) -> tuple[tuple[str, ...], str] | None:
+    """(attributes, via) for an output that reaches a forward another way than ``self.<attr>(...)``:
+    the base's own version (``super().forward(...)`` -> ((method,), "super()")), or a module-level
+    helper handed some of the model's attributes (``routine(language_model=self.model,
+    flag=self.flag)`` -> (("model", "flag"), "routine")), whose result is taken for the output of
+    whichever of them is a module (the reader keeps those whose class it resolves)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == method and isinstance(func.value, ast.Call):
+        base = func.value.func
+        return ((method,), "super()") if isinstance(base, ast.Name) and base.id == "super" else None
+    if isinstance(func, ast.Name):
+        handed = tuple(dict.fromkeys(a for v in (*node.args, *(k.value for k in node.keywords)) if (a := _self_attribute(v))))
+        return (handed, func.id) if handed else None
+    return None
+
+
 def _ends_in_return(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
 
@@ -143,12 +161,16 @@ class _Uses:
         self.qualname, self.function, self.path, self.offset = qualname, function, path, offset
         self.bound: dict[str, str] = {}  # local name -> the self.<attr> whose output it holds
         self.out: list[F.OutputUseFact] = []
+        # Outputs that reach the forward another way (see _routed_call): local name -> (attribute,
+        # via); and the names bound to one element of the base's own output (``h, x = out``).
+        self.routed: dict[str, tuple[tuple[str, ...], str]] = {}
+        self.parts: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    def add(self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt) -> None:
+    def add(self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt, via: str | None = None) -> None:
         where = F.Location(self.path, node.lineno + self.offset)
         text = " ".join(ast.unparse(node).split())[:160]
         self.out.append(F.OutputUseFact(self.qualname, self.function, attribute, kind, arity,
-                                        flag[0] if flag else None, flag[1] if flag else None, where, text))
+                                        flag[0] if flag else None, flag[1] if flag else None, where, text, via))
 
     def block(self, body: list[ast.stmt], flag: _Flag) -> None:
         for stmt in body:
@@ -171,14 +193,21 @@ class _Uses:
         attribute = called or (self.bound.get(source) if source else None)
         if isinstance(target, ast.Tuple) and attribute:
             self.add(attribute, UNPACK, len(target.elts), flag, stmt)
+        routed = None if called else _routed_call(stmt.value, self.function.rsplit(".", 1)[-1]) or self.routed.get(source or "")
+        if isinstance(target, ast.Tuple) and routed is not None and not attribute:
+            for module in routed[0]:
+                self.add(module, UNPACK, len(target.elts), flag, stmt, routed[1])
         for bound in stmt.targets:  # rebound: no longer the inner model's output
-            if bound.__class__ is ast.Name:
-                self.bound.pop(bound.id, None)  # type: ignore[attr-defined]
-            else:
-                for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)):
-                    self.bound.pop(name, None)
+            for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)):
+                self.bound.pop(name, None)
+                self.routed.pop(name, None)
+                self.parts.pop(name, None)
         if isinstance(target, ast.Name) and called:
             self.bound[target.id] = called
+        elif isinstance(target, ast.Name) and routed:
+            self.routed[target.id] = routed
+        elif isinstance(target, ast.Tuple) and routed and routed[1] == "super()":
+            self.parts.update((e.id, routed) for e in target.elts if isinstance(e, ast.Name))
 
     def returned(self, stmt: ast.Return, value: ast.expr, flag: _Flag) -> None:
         called = _inner_call(value)
@@ -192,6 +221,10 @@ class _Uses:
         if isinstance(value, ast.Subscript) and _inner_call(value.value) and isinstance(value.slice, ast.Constant):
             self.add(_inner_call(value.value) or "", DROP, 0, flag, stmt)
             return
+        part = self.parts.get(value.id) if isinstance(value, ast.Name) else None
+        if part is not None:  # `h, x = super().forward(...); return h`: one element of the base's output
+            for module in part[0]:
+                self.add(module, DROP, 0, flag, stmt, part[1])
         for name, attribute in self.bound.items():
             if isinstance(value, ast.Name) and value.id == name:
                 self.add(attribute, PASS, 0, flag, stmt)

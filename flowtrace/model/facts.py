@@ -805,6 +805,10 @@ class OutputUseFact:
     flag_on: bool | None
     location: Location
     text: str
+    # How the output reached the forward when not by ``self.<attribute>(...)``: "super()" (the
+    # base's own forward, ``attribute`` its name), or the helper handed ``self.<attribute>``
+    # (``helper(language_model=self.model)``), whose output is taken for that module's.
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
