@@ -63,3 +63,21 @@ def test_a_stream_that_adds_the_residual_still_captures_boundaries(scan):
 def test_the_missing_residual_is_an_error_at_the_recording(scan):
     found = [f for f in api.findings(scan) if f.rule == "FT013" and f.file == FILE]
     assert [(f.line, f.severity) for f in found] == [(_line("aux_hidden_states.append(hidden_states)"), "error")]
+
+
+def test_compat_says_mismatch_and_names_the_layer_outputs(scan, tmp_path):
+    # a SpecForge-style draft naming ids [1, 15, 28] was trained on b = [2, 16, 29]; the engine
+    # (setter + 1, the loop's recording) hands it what layers 1, 15 and 28 return first
+    import json
+
+    from flowtrace.analysis.compat import DifferenceKind
+
+    target, draft = tmp_path / "target.json", tmp_path / "draft.json"
+    target.write_text(json.dumps({"architectures": ["DeltaForConditionalGeneration"], "num_hidden_layers": 32, "hidden_size": 64}))
+    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64,
+                                 "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}))
+    result = api.compat(scan, target, draft)
+    assert result.verdict == "MISMATCH"
+    assert result.trace.outcome == F.Outcome.CAPTURES_DELTAS
+    assert result.trace.slots == (Slot(None, 1), Slot(None, 15), Slot(None, 28))
+    assert [d.kind for d in result.differences] == [DifferenceKind.DELTAS]

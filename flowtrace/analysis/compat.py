@@ -119,6 +119,7 @@ class DifferenceKind(F.Word):
     FIT = "fit"  # trained boundaries past the target's last layer: the draft was trained on a deeper model
     PHASE = "phase"  # a phase of serving (graph replay, after a weight reload) holds other ids than the draft's
     DRAFT_CLASS = "draft_class"  # the engine's draft class sizes its fc for another number of states
+    DELTAS = "deltas"  # the states handed over are layer outputs without the residual, no boundaries
 
 
 @dataclass(frozen=True, slots=True)
@@ -716,10 +717,12 @@ def _draft_class_difference(inputs: CompatInputs, hidden: int | None) -> Differe
 
 
 def _no_service(trace: TraceResult) -> Difference:
-    """The difference when the engine serves nothing usable: undecided, raises or nothing."""
+    """The difference when the engine serves nothing usable: undecided, raises, nothing, or
+    layer outputs without the residual (no boundary a draft was trained on)."""
     if not decided(trace):
         return Difference(DifferenceKind.UNDECIDED, reason=reason(trace))
-    kind = DifferenceKind.RAISES if outcome(trace) == "raises" else DifferenceKind.NOTHING
+    said = outcome(trace)
+    kind = DifferenceKind.RAISES if said == "raises" else DifferenceKind.DELTAS if said == "captures_deltas" else DifferenceKind.NOTHING
     return Difference(kind, reason=reason(trace), at=raises_at(trace))
 
 

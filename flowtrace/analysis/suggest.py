@@ -41,10 +41,10 @@ class Suggestion:
 
 
 def outcome(trace: TraceResult) -> str:
-    """captures | raises | captures_nothing (the trace's own field once it has one)."""
+    """captures | raises | captures_nothing | captures_deltas (the trace's own field once it has one)."""
     value = getattr(trace, "outcome", None)
     value = getattr(value, "value", value)  # an enum member or its string
-    if isinstance(value, str) and value in ("captures", "raises", "captures_nothing"):
+    if isinstance(value, str) and value in ("captures", "raises", "captures_nothing", "captures_deltas"):
         return value
     return "captures" if trace.boundaries else "captures_nothing"
 
@@ -54,7 +54,7 @@ def decided(trace: TraceResult) -> bool:
     value = getattr(trace, "outcome", None)
     if value is None:
         return trace.boundaries is not None
-    return getattr(value, "value", value) in ("captures", "raises", "captures_nothing")
+    return getattr(value, "value", value) in ("captures", "raises", "captures_nothing", "captures_deltas")
 
 
 def raises_at(trace: TraceResult) -> F.Location | None:

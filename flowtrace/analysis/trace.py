@@ -88,6 +88,15 @@ class TraceResult:
             return None
         return (states + self.extra_slots) * self.hidden_size
 
+    @property
+    def named_boundaries(self) -> tuple[int, ...] | None:
+        """The boundaries the capture indices name: ``boundaries``, or on a delta stream the
+        boundary each slot stands at (layer k's output at b = k + 1). The layout rules compare
+        these (which layers the ids pick); what the stream holds there is FT013's concern."""
+        if self.outcome != F.Outcome.CAPTURES_DELTAS:
+            return self.boundaries
+        return tuple(s.boundary if s.boundary is not None else (s.layer_value_of or 0) + 1 for s in self.slots)
+
 
 def describe_boundary(b: int, num_layers: int) -> str:
     if b == 0:
@@ -925,7 +934,7 @@ def parse_ids(text: str) -> list[int] | None:
 
 
 def trace_json(result: TraceResult) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "schema": "flowtrace.trace/1",
         "model": result.model,
         "num_layers": result.num_layers,
@@ -936,7 +945,6 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
         "hidden_size": result.hidden_size,
         "fc_in_features": result.fc_in_features,
         "extra_slots": result.extra_slots,
-        "slots": [{"boundary": s.boundary, "layer_value_of": s.layer_value_of} for s in result.slots],
         "steps": [{"kind": s.kind, "text": s.text, "file": s.location.file if s.location else None, "line": s.location.line if s.location else None} for s in result.steps],
         "problems": list(result.problems),
         "outcome": str(result.outcome),
@@ -952,6 +960,9 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
             "batch_paths": [{"batches": b.batches, "at": str(b.at), "outcome": "raises", "how": b.how, "raises_at": str(b.raises_at) if b.raises_at else None} for b in result.batch_paths],
         },
     }
+    if result.outcome == F.Outcome.CAPTURES_DELTAS:  # what each state is, where no boundary list says it
+        out["slots"] = [{"boundary": s.boundary, "layer_value_of": s.layer_value_of} for s in result.slots]
+    return out
 
 
 def trace_text(result: TraceResult) -> str:

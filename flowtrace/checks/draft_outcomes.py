@@ -125,6 +125,8 @@ def judge(traced: TraceResult, trained: tuple[int, ...], what: str) -> tuple[Con
         if phase == "startup":
             return Consequence.CRASH_STARTUP, f"{what} makes start-up fail{where}: {traced.reason}"
         return Consequence.CRASH_SERVING, f"{what} makes the engine raise{where}: {traced.reason}"
+    if traced.outcome == F.Outcome.CAPTURES_DELTAS:  # the layers the ids pick, each without the residual
+        return Consequence.SILENT_WRONG, f"{what} silently receives layer outputs without the residual in place of b={list(trained)}: {traced.reason}"
     served = traced.boundaries
     if traced.outcome != F.Outcome.CAPTURES or served is None:
         return None

@@ -75,7 +75,7 @@ class InconsistentDefaultLayers(Rule):
                 continue
             if c.stream is not None and c.stream.kind == F.StreamKind.MUTATED_REFERENCE:
                 continue  # its slots all hold one later state, whatever the default names (FT013 says so)
-            boundaries = trace_row(result.project, row, None, PROBE_LAYERS).boundaries
+            boundaries = trace_row(result.project, row, None, PROBE_LAYERS).named_boundaries
             if boundaries:
                 by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[3].append(row)
         if len(by_setter) < 3:
@@ -156,5 +156,5 @@ def _mapped_like_draft_ids(result: ScanResult, row, boundaries: tuple[int, ...],
         return False
     if tuple(m - embedding for m in majority) != boundaries:
         return False
-    as_ids = trace_row(result.project, row, list(majority), PROBE_LAYERS).boundaries
+    as_ids = trace_row(result.project, row, list(majority), PROBE_LAYERS).named_boundaries
     return as_ids is not None and tuple(as_ids) == boundaries

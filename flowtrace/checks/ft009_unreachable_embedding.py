@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _boundaries(result, row, ids):
     """The boundaries ``ids`` reach on a probe layer count; None when the trace cannot decide."""
-    return trace_row(result.project, row, ids, PROBE_LAYERS).boundaries
+    return trace_row(result.project, row, ids, PROBE_LAYERS).named_boundaries
 
 
 def _majority_transform(result) -> str | None:
@@ -110,7 +110,7 @@ class UnreachableEmbedding(Rule):
                 entry = merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), [setter_loc, row, [], traced])
                 entry[2].extend(rows)
                 continue
-            reached = traced.boundaries
+            reached = traced.named_boundaries
             if reached is None or 0 in reached:
                 continue
             other = next((i for i in (-1, 0) if i != embedding and 0 in (_boundaries(result, row, [i]) or ())), None)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def _reaches(result, row, ids, boundary) -> bool:
     traced = trace_row(result.project, row, ids, PROBE_LAYERS)
-    return traced.boundaries is not None and boundary in traced.boundaries
+    return traced.named_boundaries is not None and boundary in traced.named_boundaries
 
 
 class UnreachableLastLayer(Rule):

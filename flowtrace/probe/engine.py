@@ -270,7 +270,7 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
         at = at or next((where(s) for s in doc["steps"] if s["file"]), None)
         raises_at = doc["raises_at"] or None
         out.append({"outcome": doc["outcome"], "boundaries": doc["boundaries"], "raises_at": raises_at,
-                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"], "slots": doc["slots"]})
+                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"], "slots": doc.get("slots")})
     return out
 
 

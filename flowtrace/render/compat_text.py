@@ -71,7 +71,7 @@ def compat_text(result: CompatResult) -> str:
         f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
         f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
         f"  engine reads {result.engine_key or 'no ids'} = {engine_ids}",
-        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else f"nothing ({outcome(result.trace)})"),
+        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else _unserved(result.trace)),
     ]
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")
@@ -83,3 +83,13 @@ def compat_text(result: CompatResult) -> str:
         lines.append(f"  fix: none: {result.no_fix}")
     lines += _fix_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def _unserved(trace) -> str:
+    """What reaches the draft when no boundary list does: layer outputs without the residual
+    (a delta stream), or nothing (the outcome says why)."""
+    slots = getattr(trace, "slots", ()) if outcome(trace) == "captures_deltas" else ()
+    if slots:
+        named = ", ".join(f"b={s.boundary}" if s.boundary is not None else f"layer {s.layer_value_of}'s output" for s in slots)
+        return f"states that are no residual-stream boundary ({named}, without the residual)"
+    return f"nothing ({outcome(trace)})"

@@ -44,6 +44,8 @@ def difference_text(d: Difference, result: CompatResult) -> str:
     if d.kind in (DifferenceKind.RAISES, DifferenceKind.NOTHING):
         what = "raises" if d.kind == DifferenceKind.RAISES else "captures nothing usable"
         return f"the engine {what}: {d.reason or 'no boundary recorded'}{f' (at {d.at})' if d.at else ''}"
+    if d.kind == DifferenceKind.DELTAS:
+        return f"the engine hands the draft layer outputs without the residual, no residual-stream boundary: {d.reason}"
     if d.kind == DifferenceKind.COUNT:
         return f"count: the draft's fc expects {d.expected} x {d.hidden or 'hidden'}, the engine captures {d.got}"
     if d.kind == DifferenceKind.FIT:
