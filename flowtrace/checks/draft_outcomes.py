@@ -125,10 +125,10 @@ def judge(traced: TraceResult, trained: tuple[int, ...], what: str) -> tuple[Con
         if phase == "startup":
             return Consequence.CRASH_STARTUP, f"{what} makes start-up fail{where}: {traced.reason}"
         return Consequence.CRASH_SERVING, f"{what} makes the engine raise{where}: {traced.reason}"
-    if traced.outcome == F.Outcome.CAPTURES_DELTAS:  # the layers the ids pick, each without the residual
-        return Consequence.SILENT_WRONG, f"{what} silently receives layer outputs without the residual in place of b={list(trained)}: {traced.reason}"
-    served = traced.boundaries
-    if traced.outcome != F.Outcome.CAPTURES or served is None:
+    # The layout the ids pick: on a delta stream, the boundaries its slots stand at (that each
+    # lacks the residual is FT013's finding, not a matter of the draft's id convention).
+    served = traced.named_boundaries
+    if traced.outcome not in (F.Outcome.CAPTURES, F.Outcome.CAPTURES_DELTAS) or served is None:
         return None
     if sorted(served) == sorted(trained):
         return None, f"{what} gets b={list(trained)}, what it was trained on"
@@ -149,7 +149,7 @@ def outcome_of(result: ScanResult, row: ModelRow, c: _Candidate) -> DraftOutcome
     if judged is None:
         return None
     consequence, words = judged
-    return DraftOutcome(c.name, c.published, c.layers, ids, c.trained, traced.boundaries, consequence, words, row.name)
+    return DraftOutcome(c.name, c.published, c.layers, ids, c.trained, traced.named_boundaries, consequence, words, row.name)
 
 
 def outcomes(
