@@ -22,6 +22,8 @@ L = 32
         ("AlphaForCausalLM", [-1, 2, 30], (0, 3, 31)),
         ("AlphaForCausalLM", None, (2, 16, 29)),
         # identity, capture after layer i: id i -> boundary i + 1; -1 never matches a loop index
+        # (beta.py records `hidden_states` alone while its layers return the residual apart: the
+        # slots are what layer b - 1 returns first, at the boundaries the indices name)
         ("BetaForCausalLM", [-1, 2, 30], (3, 31)),
         ("BetaForCausalLM", [0, 15, 31], (1, 16, 32)),
         ("BetaForCausalLM", None, (2, 16, 29)),  # default [1, n//2 - 1, n - 4] + 1
@@ -37,7 +39,10 @@ L = 32
 )
 def test_sglang_like_boundaries(sglang_scan, model, ids, expected):
     traced = api.trace(sglang_scan, model, ids, L)
-    assert traced.boundaries == expected, traced.problems
+    assert traced.named_boundaries == expected, traced.problems
+    delta = model == "BetaForCausalLM"
+    assert str(traced.outcome) == ("captures_deltas" if delta else "captures")
+    assert traced.boundaries == (None if delta else expected)
 
 
 def test_vllm_like_boundaries(vllm_scan):

@@ -631,7 +631,10 @@ def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, 
 
 def pair(inputs: CompatInputs, traced: Traced) -> Pairing:
     trace, trained = traced.trace, inputs.trained
-    served = list(trace.boundaries) if trace.boundaries is not None and outcome(trace) == "captures" else None
+    # On a delta stream the ids still pick boundaries (named_boundaries): paired slot by slot as
+    # any layout, while judge adds that no slot holds the residual stream.
+    named = trace.named_boundaries if outcome(trace) == "captures_deltas" else trace.boundaries
+    served = list(named) if named is not None and outcome(trace) in ("captures", "captures_deltas") else None
     want = sorted(trained)  # engines concatenate in layer order, so training order is compared sorted
     paths = _id_paths(inputs.row, trace, inputs.draft_ids, traced.engine_ids, trained) if not inputs.given else []
     if served is None:
@@ -664,6 +667,8 @@ def judge(inputs: CompatInputs, traced: Traced, pairing: Pairing) -> Judgement:
         if len(want) != len(served):
             differences.append(Difference(DifferenceKind.COUNT, expected=len(want), got=len(served), hidden=hidden))
         notes += [f"engine drops id {i}: {why}" for i, why in trace.dropped]
+        if outcome(trace) == "captures_deltas":
+            differences.append(Difference(DifferenceKind.DELTAS, reason=reason(trace)))
     if target_hidden is not None and hidden and target_hidden != hidden:
         differences.append(Difference(DifferenceKind.WIDTH, expected=target_hidden, got=hidden, hidden=hidden))
     more, ckpt_notes = _checkpoint_differences(inputs.checkpoint, hidden or target_hidden, len(inputs.trained), served)

@@ -178,6 +178,10 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
         setter = capture.chain[-1] if capture.chain else capture.setter
         where: F.Location | None = setter.location
         return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
+    deltas = search.trace(want)
+    if outcome(deltas) == "captures_deltas":  # no ids give the residual the recording leaves out
+        at = next((st.location for st in deltas.steps if st.kind == "stream" and st.location), None)
+        return Suggestion(None, None, None, f"no ids can: {reason(deltas)}; code change needed at the recording (add the residual the layers return apart)", "stream semantics", at)
     if not singles:
         probe = search.trace(want)
         if not decided(probe):

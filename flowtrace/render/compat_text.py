@@ -71,7 +71,7 @@ def compat_text(result: CompatResult) -> str:
         f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
         f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
         f"  engine reads {result.engine_key or 'no ids'} = {engine_ids}",
-        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None else _unserved(result.trace)),
+        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None and outcome(result.trace) != "captures_deltas" else _unserved(result.trace)),
     ]
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")
