@@ -17,7 +17,7 @@ from flowtrace.engines.check_conventions import CheckConventions, check_conventi
 from flowtrace.engines.profiles import Conventions, Profile, ProfileError, load_profile, profile_keys, profile_tables
 
 REPO = Path(__file__).resolve().parents[1]
-DERIVED = {"setter_order", "markers", "digest", "package"}  # computed by Conventions.merge or the index (the root package), not a key of their own
+DERIVED = {"setter_order", "markers", "digest", "package", "methods_served", "method", "id_functions"}  # computed by Conventions.merge (the [methods.*] tables: every method, the chosen one, its default-id function) or the index (the root package), not a key of their own
 
 
 def test_conventions_attributes_are_exactly_the_merged_declarations():

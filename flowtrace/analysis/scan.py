@@ -7,7 +7,7 @@ API); it sits in the analysis stage so that none of them has to import the API a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -73,11 +73,12 @@ def resolve_root(path: str | Path) -> Path:
 
 def scan(
     path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = (),
-    drafts_files: tuple[str | Path, ...] = (),
+    drafts_files: tuple[str | Path, ...] = (), method: str | None = None,
 ) -> ScanResult:
     """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
     merged with the bundled ones; ``drafts_files``: the user's own draft catalogue files, added
-    to the shipped one)."""
+    to the shipped one; ``method``: the speculative method the matrix answers for, a profile's
+    ``[methods.<name>]`` by name or label, None: the profiles' default)."""
     source = str(path)
     if source.startswith("pypi:"):
         from flowtrace.sources.fetch import fetch_pypi
@@ -87,8 +88,10 @@ def scan(
         root = resolve_root(path)
     drafts = load_catalogue(drafts_files) if drafts_files else shipped_catalogue()
     profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
-    index = build_index(root, profiles, options)
-    project = Project(index.files, Conventions.merge(profiles))
+    conv = Conventions.merge(profiles, method)  # an unknown method fails here, before the index
+    chosen = conv.method.name if conv.method is not None and method is not None else None
+    index = build_index(root, profiles, replace(options or IndexOptions(), method=chosen))
+    project = Project(index.files, conv)
     return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts)
 
 

@@ -43,9 +43,10 @@ Keys (all optional):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Iterable
 
+from flowtrace.engines.methods import default_of, merge_methods
 from flowtrace.engines.profiles import CaptureFamily
 
 if TYPE_CHECKING:
@@ -80,12 +81,46 @@ class CheckConventions:
         return next((f for f in self.capture_families if method in f.setters), None)
 
 
-def check_conventions(profiles: Iterable[Profile]) -> CheckConventions:
+def check_conventions(profiles: Iterable[Profile], method: str | None = None) -> CheckConventions:
     """The union of the selected profiles' ``[checks]`` values, in profile order (the embedding
-    id only when every profile that names one names the same)."""
+    id only when every profile that names one names the same). ``method``: the speculative
+    method the rules check (None: the default one); its own values (``embedding_id``,
+    ``startup_refusal``, ``target_methods``) replace the profile's, and the other methods'
+    setters are its other capture families."""
     profiles = list(profiles)
     if not profiles:
         return CheckConventions()
+    general = _general(profiles)
+    return _for_method(general, profiles, method)
+
+
+def _for_method(general: CheckConventions, profiles: list[Profile], method: str | None) -> CheckConventions:
+    served = merge_methods(p.methods_served for p in profiles)
+    if not served:
+        return general
+    chosen = default_of(served) if method is None else next((m for m in served if m.name == method), default_of(served))
+    own = set(chosen.setters)
+    families = [f for f in general.capture_families if not own.intersection(f.setters)]
+    known = {s for f in families for s in f.setters}
+    for other in served:
+        setters = tuple(s for s in other.setters if s not in own and s not in known)
+        if other.name != chosen.name and setters:
+            families.append(CaptureFamily(other.title, setters))
+            known.update(setters)
+    changes: dict[str, object] = {"capture_families": tuple(families)}
+    if chosen.none_embedding:
+        changes["embedding_id"] = None
+    elif chosen.embedding_id is not None:
+        changes["embedding_id"] = chosen.embedding_id
+    if not chosen.default:
+        changes["startup_refusal"] = chosen.startup_refusal or None
+        changes["target_methods"] = chosen.target_methods
+    elif chosen.target_methods:
+        changes["target_methods"] = tuple(dict.fromkeys((*general.target_methods, *chosen.target_methods)))
+    return replace(general, **changes)  # type: ignore[arg-type]
+
+
+def _general(profiles: list[Profile]) -> CheckConventions:
     values: dict[str, object] = {}
     for f in fields(CheckConventions):
         if f.name not in ("embedding_id", "startup_refusal", "startup_forward"):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from flowtrace.engines.methods import SpecMethod, default_of, find_method, merge_methods, read_methods, with_legacy
 from flowtrace.errors import ProfileError
 
 try:  # the stdlib's own parser of regular expressions (renamed in 3.11)
@@ -45,10 +46,11 @@ class CaptureFamily:
 
 
 # What a key holds. STRINGS: a list of strings; TEXT: a string; INT: an integer (not a bool);
-# HELPERS / FAMILIES: the two lists of small tables.
-STRINGS, TEXT, INT, HELPERS, FAMILIES = "strings", "str", "int", "helpers", "families"
-_EMPTY_OF: dict[str, object] = {STRINGS: (), TEXT: "", INT: None, HELPERS: (), FAMILIES: ()}
-_KIND_WORD: dict[str, str] = {STRINGS: "list", TEXT: "str", INT: "int", HELPERS: "list", FAMILIES: "list"}
+# HELPERS / FAMILIES: the two lists of small tables; METHODS: a table whose every key is a
+# method's table (``[methods.<name>]``, flowtrace.engines.methods).
+STRINGS, TEXT, INT, HELPERS, FAMILIES, METHODS = "strings", "str", "int", "helpers", "families", "methods"
+_EMPTY_OF: dict[str, object] = {STRINGS: (), TEXT: "", INT: None, HELPERS: (), FAMILIES: (), METHODS: ()}
+_KIND_WORD: dict[str, str] = {STRINGS: "list", TEXT: "str", INT: "int", HELPERS: "list", FAMILIES: "list", METHODS: "table"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,15 @@ class Profile:
     draft_architecture: str = _key("probe", TEXT, merged="")
     draft_model_type: str = _key("probe", TEXT, merged="")
     draft_ids_key: str = _key("probe", TEXT, merged="")
+    # -- the speculative methods the engine serves ([methods.<name>], flowtrace.engines.methods);
+    # the keys above that describe one method (setters, default getters, layer-id keys, the
+    # builders' method word, the probe's draft) are its default method's --------------------------
+    methods_served: tuple[SpecMethod, ...] = _key("methods:<name>", METHODS, merged="")
+
+    @property
+    def default_method(self) -> SpecMethod:
+        """The method answered when ``--method`` is not given."""
+        return default_of(self.methods_served)
 
 
 def _where(field_name: str, spec: KeySpec) -> tuple[str, str]:
@@ -313,6 +324,10 @@ def _read_tables(data: dict, path: Path) -> dict[str, object]:
         table = data.get(section, {})
         if not isinstance(table, dict):
             raise ProfileError(f"{path}: [{section}] must be a table, found {type(table).__name__}")
+        whole = next((name for t, _, name, spec in keys if t == section and spec.kind == METHODS), None)
+        if whole is not None:  # every key of the table is a method's own table
+            values[whole] = read_methods(table, str(path))
+            continue
         unknown = sorted(set(table) - set(names))
         if unknown:
             raise ProfileError(f"{path}: [{section}] has unknown key(s) {', '.join(unknown)}")
@@ -356,12 +371,31 @@ def load_profile(path: Path) -> Profile:
     if "engine" not in data:
         raise ProfileError(f"{path}: missing table [engine] (a profile needs at least [engine] name = \"...\")")
     values = _read_tables(data, path)
+    _fold_methods(values, str(path))
     name = values["name"]
     if not name:
         raise ProfileError(f"{path}: [engine] is missing the key 'name'")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
         raise ProfileError(f"{path}: [engine] name must be 1-64 letters, digits, '_', '.' or '-', found {name!r}")
     return Profile(path=str(path), digest=hashlib.sha256(raw).hexdigest()[:16], **values)  # type: ignore[arg-type]
+
+
+# The keys written before methods existed, as the default method's keys (Profile field -> method key).
+_LEGACY_KEYS = {"setters": "setters", "default_getters": "default_getters", "layer_id_keys": "layer_id_keys", "method": "engine_name",
+                "draft_architecture": "probe_draft_architecture", "draft_model_type": "probe_draft_model_type", "draft_ids_key": "probe_draft_ids_key"}
+
+
+def _fold_methods(values: dict[str, object], where: str) -> None:
+    """The older keys and the default method say the same thing: fold the older keys into the
+    default method (:func:`flowtrace.engines.methods.with_legacy`), then give those fields the
+    default method's values, so what reads them (the probe, the family detection) keeps
+    reading the method it always read."""
+    legacy = {key: values[field_name] for field_name, key in _LEGACY_KEYS.items() if values.get(field_name)}
+    methods = with_legacy(values["methods_served"], legacy, where)  # type: ignore[arg-type]
+    values["methods_served"] = methods
+    chosen = default_of(methods)
+    for field_name, key in _LEGACY_KEYS.items():
+        values[field_name] = getattr(chosen, key)
 
 
 def available_profiles(directory: Path | None = None) -> dict[str, Path]:
@@ -485,6 +519,12 @@ class Conventions:
     # The package the scanned folder itself is (:func:`root_package`): the prefix of
     # every module name, so the tree's absolute imports of its own modules resolve.
     package: str = ""
+    # -- the speculative methods ([methods.<name>]): every method the profiles declare, the one
+    # these conventions answer for (its setters, getters and layer-id keys are the ones above),
+    # and the tree functions that compute a method's default ids (the index reads their source).
+    methods_served: tuple[SpecMethod, ...] = ()
+    method: SpecMethod | None = None
+    id_functions: frozenset[str] = frozenset()
 
     def is_dict_file(self, path: str) -> bool:
         """``path`` (relative to the scanned root) is a registry file a profile names; the
@@ -493,24 +533,55 @@ class Conventions:
         return any(full.endswith(d) for d in self.dict_files)
 
     @classmethod
-    def merge(cls, profiles: list[Profile]) -> Conventions:
+    def merge(cls, profiles: list[Profile], method: str | None = None) -> Conventions:
         """The union of the profiles, each key combined as its declaration says (``merged`` /
-        ``how`` on the :class:`Profile` field); markers, setter order and digest are derived."""
+        ``how`` on the :class:`Profile` field); markers, setter order and digest are derived.
+
+        ``method``: the speculative method the index and the analysis answer for (None: the
+        profiles' default method, whose keys are the profile's own, so nothing changes); another
+        method's setters, default getters, layer-id keys and builders' word replace the default
+        method's, and the digest names it, so the fact cache keeps each method's facts apart."""
         values: dict[str, object] = {}
         for _, _, name, spec in profile_keys():
             if spec.merged != "":
                 values[spec.merged or name] = _MERGE[spec.how](profiles, name)
-        setters = _union(profiles, "setters")
+        served = merge_methods(p.methods_served for p in profiles)
+        chosen = _chosen(served, method)
+        setter_order = _ordered(profiles, "setters")
+        digest_text = "".join(p.digest for p in profiles)
+        if chosen is not None and not chosen.default:
+            setter_order = chosen.setters
+            values["setters"] = frozenset(setter_order)
+            values["default_getters"] = frozenset(chosen.default_getters)
+            values["layer_id_keys"] = chosen.layer_id_keys
+            values["methods"] = frozenset((chosen.engine_name,)) if chosen.engine_name else frozenset()
+            digest_text += f"\0method={chosen.name}"
+        functions = frozenset((chosen.default_function,)) if chosen is not None and chosen.default_function else frozenset()
+        setters = _union(profiles, "setters") | values["setters"]  # type: ignore[operator]
         markers = sorted(
             {m for p in profiles for m in p.markers} | setters | _union(profiles, "attributes") | _union(profiles, "config_keys") | _union(profiles, "hooks")
             | _union(profiles, "context_feeds") | _union(profiles, "serving_keys") | {f.rsplit(".", 1)[-1] for f in _union(profiles, "context_fields")}
+            | functions
         )
         return cls(
-            setter_order=_ordered(profiles, "setters"),
+            setter_order=setter_order,
             markers=tuple(m.encode() for m in markers),
-            digest=hashlib.sha256("".join(p.digest for p in profiles).encode()).hexdigest()[:16],
+            digest=hashlib.sha256(digest_text.encode()).hexdigest()[:16],
+            methods_served=served,
+            method=chosen,
+            id_functions=functions,
             **values,  # type: ignore[arg-type]
         )
+
+
+def _chosen(served: tuple[SpecMethod, ...], method: str | None) -> SpecMethod | None:
+    """The method the conventions answer for: the one named (by name or label), else the default."""
+    if method is None:
+        return default_of(served) if served else None
+    found = find_method(served, method)
+    if found is None:
+        raise ProfileError(f"unknown method {method!r}: the selected profiles serve {', '.join(m.name for m in served) or 'none'} (pass one of those to --method)")
+    return found
 
 
 def _union(profiles: list[Profile], attr: str) -> frozenset:

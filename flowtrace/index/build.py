@@ -60,6 +60,7 @@ class IndexOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
     progress: bool | None = None  # None: when stderr is a terminal
+    method: str | None = None  # the speculative method ([methods.<name>]); None: the profiles' default
 
 
 FULL, TABLE, PACKAGE = "full", "table", "package"  # PACKAGE: a package __init__'s imports only
@@ -377,7 +378,9 @@ class _IndexRun:
     def __init__(self, root: Path, profiles: list[Profile], options: IndexOptions) -> None:
         self.root, self.profiles, self.options = root, profiles, options
         self.started = time.perf_counter()
-        self.conv = _rooted(Conventions.merge(profiles), root)
+        # The index extracts the facts of one speculative method (its setters, getters, id keys):
+        # another method is another index, cached under its own digest.
+        self.conv = _rooted(Conventions.merge(profiles, options.method), root)
         self.sources, self.diagnostics = discover(root, options.excludes)
         self.cache = self._open_cache()
         self.by_path: dict[str, SourceFile] = {s.path: s for s in self.sources}

@@ -268,6 +268,18 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.
     return dataclasses.replace(facts, sources=found) if found else facts
 
 
+def id_functions(path: str, module_name: str, tree: ast.Module, source: str, names: frozenset[str]) -> tuple[F.IdFunctionFact, ...]:
+    """The module-level functions a profile method names as its default-id computation."""
+    lines = source.splitlines()
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            text = "\n".join(lines[node.lineno - 1 : node.end_lineno or node.lineno])
+            parameters = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
+            out.append(F.IdFunctionFact(f"{module_name}.{node.name}", node.name, F.Location(path, node.lineno), parameters, text))
+    return tuple(out)
+
+
 def analyze_bytes(
     path: str,
     data: bytes,
@@ -305,6 +317,10 @@ def analyze_bytes(
                 runner = runner_steps.runner_functions(path, modname, module, conv, imports)
                 if runner:
                     facts = dataclasses.replace(facts, runner_functions=runner)
+            if conv.id_functions:
+                functions = id_functions(path, modname, module, source, conv.id_functions)
+                if functions:
+                    facts = dataclasses.replace(facts, id_functions=functions)
             return _with_sources(facts, source, conv, module)
     except _Timeout:
         return F.FileFacts.unparsed(path, modname, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT)

@@ -692,6 +692,18 @@ class Diagnostic:
 
 
 @dataclass(frozen=True, slots=True)
+class IdFunctionFact:
+    """A module-level function the runner calls for a method's ids when the draft names none
+    (a profile's ``[methods.*] default_function``, e.g. ``build_target_layer_ids(L, n)``)."""
+
+    qualname: str  # module-qualified
+    name: str
+    location: Location
+    parameters: tuple[str, ...]
+    source: str  # the whole function, for the evaluator
+
+
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     path: str
     module: str
@@ -731,6 +743,9 @@ class FileFacts:
     # functions and their steps; calls in a capturing forward that run layers themselves.
     runner_functions: tuple[RunnerFunctionFact, ...] = ()
     layer_runs: tuple[LayerRunFact, ...] = ()
+    # Functions a profile method names as the runner's default-id computation
+    # (``[methods.*] default_function``): their source, for the evaluator.
+    id_functions: tuple[IdFunctionFact, ...] = ()
 
     @property
     def reexports(self) -> tuple[ImportFact, ...]:
