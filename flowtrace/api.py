@@ -13,7 +13,7 @@ from flowtrace.errors import UsageError
 from flowtrace.index.build import IndexOptions
 from flowtrace.analysis.scan import ScanResult, resolve_root, scan
 
-__all__ = ["IndexOptions", "ScanResult", "UsageError", "compat", "compat_draft", "findings", "html_report", "resolve_root", "scan", "trace"]
+__all__ = ["IndexOptions", "ScanResult", "UsageError", "answered_for", "compat", "compat_draft", "draft_method", "findings", "html_report", "resolve_root", "scan", "trace"]
 
 
 def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
@@ -72,6 +72,37 @@ def compat_draft(result: ScanResult, name: str, target_config: str | Path | None
         return verdict(result.project, catalogue_inputs(result.project, entry, result.drafts, target_config, result.engine_keys), result.engine_keys)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+def draft_method(result: ScanResult, draft_config: str | Path | None = None, draft_name: str | None = None):
+    """The speculative method a draft is for (``compat`` without ``--method``): a catalogue
+    draft's own method, else what its config holds (:mod:`flowtrace.analysis.method_choice`);
+    None when it names none the profiles serve."""
+    from flowtrace.analysis.method_choice import MethodChoice, draft_method as choose
+    from flowtrace.engines.methods import find_method
+    from flowtrace.sources.configs import ConfigError, read_config
+
+    served = result.project.conv.methods_served
+    if draft_name is not None:
+        entry = result.drafts.find(draft_name)
+        found = find_method(served, entry.method) if entry is not None else None
+        return MethodChoice(found, f"the catalogue entry {entry.name} is a {found.title} draft") if found is not None and entry is not None else None
+    if draft_config is None:
+        return None
+    try:
+        return choose(served, read_config(draft_config, "draft"))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def answered_for(verdict, result: ScanResult, why: str | None):  # noqa: ANN001, ANN201
+    """The verdict naming the method it answers for, when that is not the profiles' default."""
+    import dataclasses
+
+    chosen = result.method
+    if result.method_asked is None or chosen is None:
+        return verdict
+    return dataclasses.replace(verdict, method=chosen.title, method_why=why or "named with --method")
 
 
 def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()):

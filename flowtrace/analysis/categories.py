@@ -39,7 +39,7 @@ _CACHE_ATTR = "_flowtrace_draft_models"
 
 def draft_models(result: ScanResult) -> frozenset[str]:
     """Qualified names of every class that is a draft model."""
-    return project_drafts(result.project, check_conventions(result.profiles))
+    return project_drafts(result.project, check_conventions(result.profiles, result.method_asked))
 
 
 def project_drafts(project: Project, cc: CheckConventions) -> frozenset[str]:

@@ -165,6 +165,10 @@ class CompatResult:
     no_fix: str | None = None  # why no ids are suggested although the layouts differ
     assumed: tuple[str, ...] = ()  # the training convention and default compat assumed (said with -v)
     draft_ids_key: str | None = None  # where draft_ids were read; None: the convention's default ids
+    # The speculative method answered for, when it is not the profiles' default (its label),
+    # and why (named with --method, or picked from the draft config: flowtrace.analysis.method_choice).
+    method: str | None = None
+    method_why: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -785,8 +789,9 @@ def catalogue_inputs(project: Project, entry: CatalogueDraft, catalogue: DraftCa
     convention (or its recorded training layout), and the target it was published for (the
     first of its architectures this tree registers, at its layer count) unless a target
     config is given."""
-    if entry.method != EAGLE3:
-        raise ConfigError(f"draft {entry.name!r} is a {entry.method} draft; compat checks EAGLE-3 drafts")
+    answered = project.conv.method.name if project.conv.method is not None else EAGLE3
+    if entry.method != answered:
+        raise ConfigError(f"draft {entry.name!r} is a {entry.method} draft and this engine's profiles serve no method of that name (compat checks a draft under the method it was trained for)")
     if target_config is not None:
         target, target_where = read_config(target_config, "target"), str(target_config)
     else:

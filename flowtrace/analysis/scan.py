@@ -16,6 +16,7 @@ from flowtrace.model import facts as F
 from flowtrace.index.build import IndexOptions, build_index
 from flowtrace.engines.family import ProfileChoice, choose
 from flowtrace.engines.drafts import DraftCatalogue, load_catalogue, shipped_catalogue
+from flowtrace.engines.methods import SpecMethod
 from flowtrace.engines.profiles import Conventions, Profile
 from flowtrace.analysis.resolve import ModelRow, Project
 
@@ -44,8 +45,21 @@ class ScanResult:
         return ",".join(p.name for p in self.profiles)
 
     @property
+    def method(self) -> SpecMethod | None:
+        """The speculative method this scan answers for (None: a profile set that declares none)."""
+        return self.project.conv.method
+
+    @property
+    def method_asked(self) -> str | None:
+        """The method's name when it is not the profiles' default (what ``--method`` changed)."""
+        chosen = self.method
+        return chosen.name if chosen is not None and not chosen.default else None
+
+    @property
     def engine_keys(self) -> tuple[str, ...]:
         """Where the engine reads the draft's layer ids, in the order it tries them."""
+        if self.method_asked:
+            return self.project.conv.layer_id_keys
         return tuple(dict.fromkeys(k for p in self.profiles for k in p.layer_id_keys))
 
     @cached_property

@@ -28,7 +28,7 @@ def conventions(result: ScanResult) -> CheckConventions:
     project = result.project
     cached = getattr(project, _CACHE_ATTR, None)
     if cached is None:
-        cached = check_conventions(result.profiles)
+        cached = check_conventions(result.profiles, result.method_asked)
         setattr(project, _CACHE_ATTR, cached)
     return cached
 

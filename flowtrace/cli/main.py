@@ -14,7 +14,7 @@ import click
 
 from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, output_options, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, method_option, output_options, scan_options
 from flowtrace.cli.ui import ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -91,6 +91,7 @@ def main() -> None:
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @drafts_option(config_aware=True)
 @scan_options(config_aware=True)
+@method_option
 @output_options(FINDING_FORMATS, "text", help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE (then the text output is the findings and the report's path; --matrix adds the matrix).")
 @click.option("--matrix/--no-matrix", "matrix", default=None, help="Print the model matrix in the text output (default: yes, unless --html writes it to the report).")
@@ -99,7 +100,7 @@ def main() -> None:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
-def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
+def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
     """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform, capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
@@ -122,7 +123,7 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     distinct_outputs(("-o", output), ("--html", html_path))
     outcome = run_check(path, CheckOptions.of(
         profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
-        config=config_file, isolated=isolated, exit_zero=True, progress=None,
+        config=config_file, isolated=isolated, exit_zero=True, progress=None, method=method,
     ))  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     _say_profiles(result, profile)
@@ -182,6 +183,14 @@ def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
     return "\n".join(out).strip("\n") + "\n" if out else ""
 
 
+def _one_method(method: str | None) -> None:
+    """trace and compat answer for one method: ``--method all`` is scan's."""
+    from flowtrace.analysis.scan import ALL_METHODS
+
+    if method == ALL_METHODS:
+        raise click.BadParameter("'all' is for scan (every method's answer per row); trace and compat answer for one method: name it", param_hint="--method")
+
+
 def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
     """When no engine layout was recognised, say so and which profiles were applied."""
     from flowtrace.cli.ui import status, verbose
@@ -198,15 +207,15 @@ def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
     status(f"flowtrace: warning: no known engine layout under {result.root} (looked for each profile's detect paths); applied every profile: {names} (force one with --profile)")
 
 
-def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...], options, drafts: tuple[str, ...] = ()):  # noqa: ANN001, ANN202
+def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...], options, drafts: tuple[str, ...] = (), method: str | None = None):  # noqa: ANN001, ANN202
     """The scan of PATH for trace, compat and graph: refused (one line, exit 2) as check
-    refuses it when PATH holds no engine code."""
+    refuses it when PATH holds no engine code. ``method``: the speculative method it answers for."""
     from flowtrace import api
     from flowtrace.analysis.scan import require_engine_code
     from flowtrace.cli.ui import refuse_non_python_file
 
     refuse_non_python_file(path)
-    result = api.scan(path, profile=profile, profile_files=profile_files, options=options, drafts_files=tuple(drafts))
+    result = api.scan(path, profile=profile, profile_files=profile_files, options=options, drafts_files=tuple(drafts), method=method)
     require_engine_code(result, path)
     return result
 
@@ -218,9 +227,11 @@ def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...],
 @click.option("--num-layers", "-L", type=int, help="Number of decoder layers of the target.")
 @click.option("--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size.")
 @click.option("--hidden-size", type=int, help="Target hidden size (for the fc width).")
+@click.option("--draft-layers", type=click.IntRange(min=1), help="The draft's layer count, for a method whose runner computes its default ids from it (a profile's [methods.*] default_function).")
 @scan_options
+@method_option
 @output_options(("text", "json"), "text", help="json: a flowtrace.trace/1 document.")
-def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
+def trace(path, model, layer_ids, num_layers, target_config, hidden_size, draft_layers, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
     Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
@@ -247,8 +258,9 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
         hidden_size = hidden_size or info.hidden_size
     if not num_layers:
         raise click.UsageError("give --num-layers N or --target-config config.json")
-    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude))
-    traced = api.trace(result, model, ids, num_layers, hidden_size, target_doc if target_config else None)
+    _one_method(method)
+    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), method=method)
+    traced = api.trace(result, model, ids, num_layers, hidden_size, target_doc if target_config else None, draft_layers=draft_layers)
     if fmt == "json":
         import json
 
@@ -267,10 +279,11 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, profil
 @click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
 @click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
 @scan_options
+@method_option
 @output_options(("text", "json"), "text", help="json: a flowtrace.compat/1 document.", output_help="Write to FILE instead of stdout (with --fix --diff: the diff).")
 @click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH); then print the verdict on the rewritten config.")
 @click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
-def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output, fix_config, show_diff):
+def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output, fix_config, show_diff):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?"""
     from flowtrace import api
     from flowtrace.render.compat_json import compat_json
@@ -286,7 +299,19 @@ def compat(path, target_config, draft_config, draft_name, drafts, trained_with, 
         raise click.UsageError("--diff goes with --fix")
     if show_diff and fmt == "json":
         raise click.UsageError("--fix --diff prints a diff; without --diff, --format json writes the verdict on the rewritten config")
-    result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), drafts)
+    _one_method(method)
+    options = index_options(jobs, no_cache, cache_dir, exclude)
+    result = _engine_scan(path, profile, profile_file, options, drafts, method)
+    why = None
+    if method is None:  # the draft says which method it is for
+        picked = api.draft_method(result, draft_config, draft_name)
+        if picked is not None and result.method is not None and picked.method.name != result.method.name:
+            result = _engine_scan(path, profile, profile_file, options, drafts, picked.method.name)
+        if picked is not None:
+            why = picked.why
+            from flowtrace.cli.ui import verbose
+
+            verbose(f"method {picked.method.title}: {picked.why}")
     if fix_config:
         from flowtrace.cli.fix import compat_fix
 
@@ -298,6 +323,7 @@ def compat(path, target_config, draft_config, draft_name, drafts, trained_with, 
         verdict = api.compat_draft(result, draft_name, target_config)
     else:
         verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
+    verdict = api.answered_for(verdict, result, why)
     from flowtrace.cli.ui import verbose
 
     for line in verdict.assumed:

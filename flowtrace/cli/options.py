@@ -59,6 +59,14 @@ def output_options(formats: tuple[str, ...], default: str, *, help: str | None =
     return decorate
 
 
+def method_option(f):
+    """Add --method NAME: the speculative method to answer for (a profile's [methods.<name>])."""
+    return click.option(
+        "--method", "method", metavar="NAME", default=None,
+        help="Answer for this speculative method: a [methods.<name>] of the engine profile, by name or label (default: the profile's default method; scan --method all: every method; docs/profiles.md).",
+    )(f)
+
+
 # The format names every command that reports findings accepts (scan and check alike).
 FINDING_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "html")
 

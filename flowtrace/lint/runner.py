@@ -207,6 +207,7 @@ class CheckOptions:
     isolated: bool = False
     progress: bool | None = False
     require_engine_code: bool = True
+    method: str | None = None  # the speculative method ([methods.<name>]); None: the profiles' default
 
     @classmethod
     def of(
@@ -338,7 +339,7 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
     )
     result = scan(
         path, profile=opts.profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files),
-        drafts_files=tuple(cfg.drafts) + tuple(opts.drafts),
+        drafts_files=tuple(cfg.drafts) + tuple(opts.drafts), method=opts.method,
     )
     if opts.require_engine_code:
         from flowtrace.analysis.scan import require_engine_code

@@ -12,7 +12,7 @@ from flowtrace.sources.checkpoint import checkpoint_json
 def compat_json(result: CompatResult) -> dict:
     from flowtrace.analysis.trace import trace_json
 
-    return {
+    doc = {
         "schema": "flowtrace.compat/1",
         "verdict": result.verdict,
         "model": result.model,
@@ -40,3 +40,6 @@ def compat_json(result: CompatResult) -> dict:
         "no_fix": result.no_fix,
         "trace": trace_json(result.trace),
     }
+    if result.method is not None:  # added only for a method other than the profiles' default
+        doc["method"] = {"label": result.method, "why": result.method_why}
+    return doc

@@ -76,6 +76,8 @@ def compat_text(result: CompatResult) -> str:
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")
         lines.append(f"           vs {result.training_default}")
+    if result.method is not None:
+        lines.insert(1, f"  method: {result.method} ({result.method_why})")
     lines += [f"  - {d}" for d in differences_text(result)]
     lines += [f"  warning: {w}" for w in result.warnings]
     lines += [f"  note: {n}" for n in result.notes]
