@@ -780,6 +780,8 @@ class Project:
                 continue
             cls = self.classes[qualname]
             chain = self.chain_of(qualname, capture, source)
+            if chain is not None and self.conv.method is not None and not self.conv.method.default:
+                chain = replace(chain, method=self.conv.method.name)  # a chain names a method other than the default
             out.append(
                 ModelRow(
                     name=cls.name,

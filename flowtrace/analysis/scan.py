@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 from flowtrace.errors import UsageError
 from flowtrace.model import facts as F
@@ -31,6 +32,11 @@ class ScanResult:
     # The published drafts and trainers' defaults the grading measures ids against (the shipped
     # catalogue plus the user's --drafts files).
     drafts: DraftCatalogue = field(default_factory=shipped_catalogue)
+    # ``--method all``: the outputs carry every served method's answer beside this one's.
+    every_method: bool = False
+    # The same scan for another method (the index and the analysis per method: its setters,
+    # id keys and getters are other names); None for a result built by hand.
+    again: Callable[[str], ScanResult] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rows(self) -> tuple[ModelRow, ...]:
@@ -55,6 +61,27 @@ class ScanResult:
         chosen = self.method
         return chosen.name if chosen is not None and not chosen.default else None
 
+    @cached_property
+    def method_results(self) -> dict[str, ScanResult]:
+        """Every other method the profiles serve, scanned for it (name -> result), in the
+        profiles' order; empty for a result that cannot scan again."""
+        served = self.project.conv.methods_served
+        own = self.method.name if self.method is not None else None
+        if self.again is None:
+            return {}
+        return {m.name: self.again(m.name) for m in served if m.name != own}
+
+    @cached_property
+    def method_rows(self) -> tuple[ModelRow, ...]:
+        """The rows with ``method_chains`` filled: each class's chain under every other served
+        method (:attr:`method_results`) that gives it one, each naming its method."""
+        by_method = {name: {r.qualname: r for r in other.rows} for name, other in self.method_results.items()}
+        out = []
+        for row in self.rows:
+            chains = tuple(other.chain for rows in by_method.values() if (other := rows.get(row.qualname)) is not None and other.chain is not None)
+            out.append(replace(row, method_chains=chains) if chains else row)
+        return tuple(out)
+
     @property
     def engine_keys(self) -> tuple[str, ...]:
         """Where the engine reads the draft's layer ids, in the order it tries them."""
@@ -76,6 +103,10 @@ class ScanResult:
             hint = f" (similar: {', '.join(close)})" if close else ""
             raise UsageError(f"no model class or architecture named {name!r} in {self.root}{hint}")
         return row
+
+
+# ``--method all``: answer for the default method and carry every other served method's answers.
+ALL_METHODS = "all"
 
 
 def resolve_root(path: str | Path) -> Path:
@@ -102,11 +133,17 @@ def scan(
         root = resolve_root(path)
     drafts = load_catalogue(drafts_files) if drafts_files else shipped_catalogue()
     profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
-    conv = Conventions.merge(profiles, method)  # an unknown method fails here, before the index
-    chosen = conv.method.name if conv.method is not None and method is not None else None
-    index = build_index(root, profiles, replace(options or IndexOptions(), method=chosen))
+    every_method = method == ALL_METHODS
+    conv = Conventions.merge(profiles, None if every_method else method)  # an unknown method fails here, before the index
+    chosen = conv.method.name if conv.method is not None and method is not None and not every_method else None
+    options = replace(options or IndexOptions(), method=chosen)
+    index = build_index(root, profiles, options)
     project = Project(index.files, conv)
-    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts)
+
+    def again(name: str) -> ScanResult:
+        return scan(root, profile=profile, options=replace(options, progress=False), profile_files=profile_files, drafts_files=drafts_files, method=name)
+
+    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts, every_method=every_method, again=again)
 
 
 def require_engine_code(result: ScanResult, source: str | Path) -> None:

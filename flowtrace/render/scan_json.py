@@ -289,6 +289,28 @@ ABSENT = object()
 Keep = Callable[[str, Callable[[], Any]], Any]
 
 
+def _method(result: ScanResult) -> Any:
+    """The method answered for, when ``--method`` names one other than the default, or every
+    served method with ``--method all`` (added members: absent otherwise)."""
+    chosen = result.method
+    if chosen is None or (result.method_asked is None and not result.every_method):
+        return ABSENT
+    doc: dict[str, Any] = {"name": chosen.name, "label": chosen.title}
+    if result.every_method:
+        doc["served"] = [{"name": m.name, "label": m.title} for m in result.project.conv.methods_served]
+    return doc
+
+
+def method_answers(result: ScanResult) -> dict[str, dict[str, Any]]:
+    """qualname -> method name -> that method's answer for the class (its support and capture
+    object, as ``models`` writes them), for every other method the profiles serve."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, other in result.method_results.items():
+        for row in other.rows:
+            out.setdefault(row.qualname, {})[name] = {"support": row.support, "capture": _capture(row, other.project)}
+    return out
+
+
 def annotated_models(result: ScanResult, findings: list[Finding], keep: Keep | None = None) -> list[dict[str, Any]]:
     """The ``models`` member: each row's facts (kept by ``keep`` while the facts are unchanged)
     and the findings that concern it (render/finding_rows.py: what every output shows on it)."""
@@ -298,9 +320,14 @@ def annotated_models(result: ScanResult, findings: list[Finding], keep: Keep | N
     def rows() -> list[dict[str, Any]]:
         # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
         kinds = categories(result)
-        return [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
+        out = [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
+        if result.every_method:
+            per_method = method_answers(result)
+            for model in out:
+                model["methods"] = per_method.get(model["qualname"], {})
+        return out
 
-    facts = keep("json:models:rows", rows) if keep is not None else rows()
+    facts = keep("json:models:rows", rows) if keep is not None and not result.every_method else rows()
     named = row_findings(facts, [finding_json(f) for f in findings])
     return [{**row, "findings": own} for row, own in zip(facts, named)]
 
@@ -317,6 +344,7 @@ def members(result: ScanResult, findings: list[Finding] | None = None, keep: Kee
 
     return [
         ("schema", False, lambda: SCHEMA),
+        ("method", False, lambda: _method(result)),
         ("tool", False, lambda: {"name": "flowtrace", "version": __version__}),
         ("root", False, lambda: result.root.resolve().as_posix()),
         ("profiles", False, lambda: sorted(p.name for p in result.profiles)),
