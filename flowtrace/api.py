@@ -31,15 +31,18 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
     return render_html(report_document(result, findings), link_base=link_base, probe=probe)
 
 
-def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None):
-    """Which boundaries the engine captures for ``model`` and these ids (None: default)."""
-    from flowtrace.analysis.trace import trace_row
+def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None,
+          *, draft_layers: int | None = None):
+    """Which boundaries the engine captures for ``model`` and these ids (None: default;
+    ``draft_layers``: the draft's layer count, for a method whose runner computes its default
+    ids from it)."""
+    from flowtrace.analysis.method_ids import trace_for_method
 
     if num_layers <= 0:
         raise UsageError("--num-layers must be a positive integer")
     if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
         raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
-    return trace_row(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config)
+    return trace_for_method(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config, draft_layers=draft_layers)
 
 
 def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):

@@ -23,6 +23,7 @@ from flowtrace.engines.training import LayoutError, TrainingConvention, id_range
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
+from flowtrace.analysis.method_ids import trace_for_method
 from flowtrace.analysis.trace import TraceResult, trace_row
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from flowtrace.sources.configs import ConfigError, lookup, read_config
@@ -620,7 +621,7 @@ def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: 
 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
     info, row = inputs.info, inputs.row
-    trace = trace_row(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)
+    trace = trace_for_method(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)  # the runner's step first (a method's id offset)
     notes = list(inputs.notes)
     engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
     engine_default = training_default = None
