@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, FixExample, Rule
-from flowtrace.checks.targets import capture_works, conventions, is_target, methods_on_mro, short, wrapper_bases
+from flowtrace.checks.targets import capture_works, conventions, is_target, method_title, methods_on_mro, short, wrapper_bases
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -228,11 +228,12 @@ EntryClass = ExVLForConditionalGeneration
         fact = result.project.classes[base]
         names = [short(f.symbol) for f in group]
         archs = [a for f in group for r in result.rows if r.qualname == f.symbol for a in (r.architectures or (r.name,))]
-        lacks = group[0].message.split(", but ", 1)[1].split("; EAGLE-3 cannot", 1)[0] if ", but " in group[0].message else "lacks the EAGLE-3 methods"
+        title = method_title(result)
+        lacks = group[0].message.split(", but ", 1)[1].split(f"; {title} cannot", 1)[0] if ", but " in group[0].message else f"lacks the {title} methods"
         lacks = lacks.replace(names[0], fact.name)
         message = (
             f"{fact.name} is the base of {len(group)} registered wrappers that each build self.{attribute} with a model that "
-            f"captures ({', '.join(names)}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(dict.fromkeys(archs))}"
+            f"captures ({', '.join(names)}), but {lacks}; {title} cannot be enabled for {', '.join(dict.fromkeys(archs))}"
         )
         fix = (group[0].hint or self.fix).replace(names[0], fact.name) + f" One method on {fact.name} serves all {len(group)} subclasses."
         head = self.finding(
@@ -264,7 +265,7 @@ EntryClass = ExVLForConditionalGeneration
         reach = short(holder) + (f" (through {short(inner)})" if holder != inner else "")
         runs = f"{short(owner)}.forward ({forward})" if owner == holder else f"its forward, {short(owner)}.forward ({forward}),"
         message = (
-            f"{row.name} builds {attr} = {short(inner)} ({where}), but {lacks}; EAGLE-3 cannot be enabled for "
+            f"{row.name} builds {attr} = {short(inner)} ({where}), but {lacks}; {method_title(result)} cannot be enabled for "
             f"{', '.join(row.architectures) or row.name}. Adding that alone would not help: the ids would reach "
             f"{reach}, and {runs} never captures a layer"
         )
@@ -293,7 +294,7 @@ EntryClass = ExVLForConditionalGeneration
             lacks = f"does not declare {' or '.join(interfaces)} (which supplies {entry}())"
             fix = f"Add {' or '.join(interfaces)} to {row.name}'s bases; its {entry}() reaches {attr}.model."
         else:
-            lacks = f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an EAGLE-3 target"
+            lacks = f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an {method_title(result)} target"
             fix = f"Add {', '.join(m + '()' for m in missing)} to {row.name}, each handing the call to {attr}.<method>(...)."
         return lacks, fix, missing, entry
 
@@ -317,7 +318,7 @@ EntryClass = ExVLForConditionalGeneration
         where = F.Location(row.location.file, assignment.line)
         message = (
             f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through {short(setter.class_qualname)}.{setter.method} "
-            f"({setter.location}), but {lacks}; EAGLE-3 cannot be enabled for {', '.join(row.architectures) or row.name}"
+            f"({setter.location}), but {lacks}; {method_title(result)} cannot be enabled for {', '.join(row.architectures) or row.name}"
         )
         flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind

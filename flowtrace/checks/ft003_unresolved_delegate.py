@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import short
+from flowtrace.checks.targets import method_title, short
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ EntryClass = ExVLForConditionalGeneration
                 f"{c.setter.delegate}.{method}",
                 steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
                 effect=(
-                    f"{row.name} claims EAGLE-3 support (it has the setter), and start-up dies when the engine sets the capture "
+                    f"{row.name} claims {method_title(result)} support (it has the setter), and start-up dies when the engine sets the capture "
                     f"layers: AttributeError: '{short(target)}' object has no attribute '{method}', which does not say the model "
                     f"is unsupported; no draft is served wrong"
                 ),

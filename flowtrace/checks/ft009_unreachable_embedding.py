@@ -96,6 +96,8 @@ class UnreachableEmbedding(Rule):
         # One finding per setter and kind of problem: an interface setter shared by dozens of
         # models is one defect, not one per model file.
         cc = conventions(result)
+        if result.method is not None and result.method.none_embedding:
+            return  # the method's drafts cannot name the embedding (its runner refuses such ids)
         embedding = cc.embedding_id if cc.embedding_id is not None else -1
         merged: dict[tuple, list] = {}
         for (entry_loc, _), rows in setter_groups(result).items():

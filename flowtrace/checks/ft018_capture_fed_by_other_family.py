@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import conventions, short
+from flowtrace.checks.targets import conventions, method_title, short
 from flowtrace.checks.unset_sites import unset_capture_sites
 from flowtrace.model.facts import ProblemKind
 
@@ -69,7 +69,7 @@ EntryClass = ExForCausalLM
             yield self.finding(
                 site.location,
                 f"{short(site.class_qualname)}'s capture loop ({site.location}) is set only by {method} ({family.name if family else 'another family'}, "
-                f"{use.location}); {row.name} has no {setter}(), so EAGLE-3 cannot be enabled for it",
+                f"{use.location}); {row.name} has no {setter}(), so {method_title(result)} cannot be enabled for it",
                 holder,
                 f"{site.function}:{method}",
                 steps=(("registered class", row.location), ("other family's setter", use.location), ("capture site", site.location)),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import conventions, family_writers, short
+from flowtrace.checks.targets import conventions, family_writers, method_title, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -89,7 +89,7 @@ EntryClass = ExForCausalLM
             yield self.finding(
                 use.location,
                 f"{name}.forward unpacks the aux states when self.{use.attribute} is set ({use.location}), but no setter turns it on "
-                f"and neither {name} nor the models it builds capture a layer: EAGLE-3 cannot be enabled for {name}",
+                f"and neither {name} nor the models it builds capture a layer: {method_title(result)} cannot be enabled for {name}",
                 qualname,
                 f"{use.function}:{use.attribute}",
                 steps=(("wrapper", project.classes[qualname].location), ("flag test and unpack", use.location)),

@@ -21,4 +21,18 @@ def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[st
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))
-    return grade(result, out)
+    return _named(result, grade(result, out))
+
+
+def _named(result: ScanResult, findings: list) -> list:
+    """Under a method other than the default (``--method``), every finding names it first and
+    its fingerprint is its own: a baseline taken for one method does not accept another's
+    finding at the same line (the default method's findings are as they always were)."""
+    import dataclasses
+
+    from flowtrace.checks.base import fingerprint
+
+    asked, chosen = result.method_asked, result.method
+    if asked is None or chosen is None:
+        return findings
+    return [dataclasses.replace(f, message=f"{chosen.title}: {f.message}", fingerprint=fingerprint(f.rule, f.symbol, f"{f.fingerprint}:{asked}")) for f in findings]

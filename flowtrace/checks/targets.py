@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from flowtrace.analysis.categories import project_drafts
 from flowtrace.engines.check_conventions import CheckConventions, check_conventions
+from flowtrace.engines.methods import LEGACY
 from flowtrace.model.consequence import Consequence
 from flowtrace.model.links import NOT_BREAKING
 
@@ -31,6 +32,13 @@ def conventions(result: ScanResult) -> CheckConventions:
         cached = check_conventions(result.profiles, result.method_asked)
         setattr(project, _CACHE_ATTR, cached)
     return cached
+
+
+def method_title(result: ScanResult) -> str:
+    """The speculative method the findings are about, as the profile labels it (messages name
+    it: the default method's label is what they always said)."""
+    chosen = result.method
+    return chosen.title if chosen is not None else LEGACY[1]
 
 
 def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:

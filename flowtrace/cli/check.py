@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from flowtrace.cli.messages import internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, drafts_option, output_options, scan_options
+from flowtrace.cli.options import FINDING_FORMATS, drafts_option, method_option, output_options, scan_options
 from flowtrace.cli.ui import ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -66,8 +66,9 @@ def _guard(ctx: click.Context, fn):
 @click.option("--diff", "show_diff", is_flag=True, help="Print the verified fixes as a unified diff instead of the findings; exit 1 when there is one. Writes nothing.")
 @drafts_option(config_aware=True)
 @scan_options(config_aware=True)
+@method_option
 @click.pass_context
-def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, method):
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
@@ -109,6 +110,7 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
                 config=config_file,
                 isolated=isolated,
                 progress=None,
+                method=method,
             ))
 
         outcome = run()
