@@ -1,0 +1,260 @@
+"""Speculative methods as profile data: one engine serving EAGLE-3 and DFlash side by side.
+
+The fixture engine (tests/fixtures/methods/sglang_methods, its README tabulates it) has, per
+model, an EAGLE-3 setter and a DFlash setter: sharing the loop and the +1, adding its own +1
+through an inner model's setter, forgetting the +1, and a wrapper delegating to a text model
+that has no DFlash setter. Every expectation below is read off that code: the capture loop
+records a layer's input, so index i is boundary i, and a +1 setter turns id i (the output of
+layer i) into boundary i + 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixture_paths import VLLM_LIKE
+from flowtrace import api
+from flowtrace.cli.main import main
+from flowtrace.engines.profiles import Conventions, ProfileError, load_all, load_profile
+from flowtrace.model.facts import Outcome, ProblemKind
+
+FIXTURE = Path(__file__).parent / "fixtures" / "methods" / "sglang_methods"
+MODELS = FIXTURE / "sglang" / "srt" / "models"
+L = 32
+
+
+def _line(path: Path, text: str, after: str = "") -> int:
+    """The line of the first ``text`` in ``path`` (after the first ``after``): expectations
+    name the fixture's own lines."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    return next(i for i, line in enumerate(lines) if i >= start and text in line) + 1
+
+
+@pytest.fixture(scope="module")
+def eagle3():
+    return api.scan(FIXTURE, options=api.IndexOptions(use_cache=False, jobs=1))
+
+
+@pytest.fixture(scope="module")
+def dflash():
+    return api.scan(FIXTURE, options=api.IndexOptions(use_cache=False, jobs=1), method="dflash")
+
+
+def _support(result) -> dict[str, str]:
+    return {r.name: r.support for r in result.rows if r.registered}
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+
+def test_the_bundled_profiles_declare_their_methods_with_eagle3_the_default():
+    profiles = {p.name: p for p in load_all()}
+    sglang, vllm, lmdeploy = profiles["sglang"], profiles["vllm"], profiles["lmdeploy"]
+    assert [m.name for m in sglang.methods_served] == ["eagle3", "dflash", "dspark"]
+    assert sglang.default_method.name == "eagle3"
+    # the older keys read the default method's values: what the probe and family detection use
+    assert sglang.setters == ("set_eagle3_layers_to_capture",)
+    dflash = next(m for m in sglang.methods_served if m.name == "dflash")
+    assert dflash.setters == ("set_dflash_layers_to_capture",)
+    assert dflash.layer_id_keys == ("dflash_config.target_layer_ids", "target_layer_ids")
+    assert dflash.default_function == "build_target_layer_ids"
+    # vLLM serves DFlash through the EAGLE-3 setter, adding 1 to the draft's ids
+    vllm_dflash = next(m for m in vllm.methods_served if m.name == "dflash")
+    assert vllm_dflash.setters == vllm.setters and vllm_dflash.id_offset == 1
+    assert lmdeploy.method == "eagle3" and [m.engine_name for m in lmdeploy.methods_served] == ["eagle3", "dflash"]
+
+
+def _profile(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text('[engine]\nname = "x"\n' + body)
+    return path
+
+
+def test_a_profile_without_methods_has_one_from_its_older_keys(tmp_path):
+    p = load_profile(_profile(tmp_path, '[capture]\nsetters = ["set_x"]\n[draft]\nlayer_id_keys = ["k"]\n'))
+    (only,) = p.methods_served
+    assert (only.name, only.title, only.default, only.setters, only.layer_id_keys) == ("eagle3", "EAGLE-3", True, ("set_x",), ("k",))
+
+
+def test_method_tables_are_checked(tmp_path):
+    with pytest.raises(ProfileError, match=r"\[methods.a\] has unknown key\(s\) setter "):
+        load_profile(_profile(tmp_path, '[methods.a]\nsetter = ["s"]\n'))
+    with pytest.raises(ProfileError, match="more than one method is marked default"):
+        load_profile(_profile(tmp_path, "[methods.a]\ndefault = true\n[methods.b]\ndefault = true\n"))
+    with pytest.raises(ProfileError, match=r"\[methods.a\] setters = \('s',\) differs from the older key's"):
+        load_profile(_profile(tmp_path, '[capture]\nsetters = ["t"]\n[methods.a]\nsetters = ["s"]\n'))
+    with pytest.raises(ProfileError, match="default_function needs default_arguments"):
+        load_profile(_profile(tmp_path, '[methods.a]\ndefault_function = "f"\n'))
+
+
+def test_the_default_method_merges_to_the_conventions_of_old_and_another_method_is_cached_apart():
+    profiles = [p for p in load_all() if p.name == "sglang"]
+    plain, named, other = Conventions.merge(profiles), Conventions.merge(profiles, "EAGLE-3"), Conventions.merge(profiles, "dflash")
+    assert named == plain
+    assert other.setters == frozenset({"set_dflash_layers_to_capture"}) and other.setter_order == ("set_dflash_layers_to_capture",)
+    assert other.digest != plain.digest
+    with pytest.raises(ProfileError, match="unknown method 'medusa'"):
+        Conventions.merge(profiles, "medusa")
+
+
+# -- rows -----------------------------------------------------------------------------------
+
+
+def test_eagle3_rows_are_the_eagle3_setters(eagle3):
+    assert _support(eagle3) == {
+        "IdentityForCausalLM": "supported", "OwnPlusForCausalLM": "supported", "SharedForCausalLM": "supported",
+        "SharedMoeForCausalLM": "supported", "WrapVLForConditionalGeneration": "delegated",
+    }
+    assert all(r.chain is None or r.chain.method is None for r in eagle3.rows)
+
+
+def test_dflash_rows_follow_the_dflash_setters(dflash):
+    assert _support(dflash) == {
+        "IdentityForCausalLM": "supported",  # identity, a finding below
+        "OwnPlusForCausalLM": "delegated",  # its +1, then the inner model's DFlash setter
+        "SharedForCausalLM": "supported", "SharedMoeForCausalLM": "supported",
+        "WrapVLForConditionalGeneration": "broken",  # InnerTextModel has no DFlash setter
+    }
+    rows = {r.name: r for r in dflash.rows}
+    assert rows["WrapVLForConditionalGeneration"].chain.has(ProblemKind.DELEGATE_LACKS_SETTER)
+    assert rows["IdentityForCausalLM"].chain.transforms[0].transform == "identity"
+    assert rows["SharedForCausalLM"].chain.transforms[0].transform == "plus_one"
+    assert {r.chain.method for r in dflash.rows if r.chain is not None} == {"dflash"}
+
+
+def test_method_chains_hold_every_other_method_the_class_serves(tmp_path):
+    result = api.scan(FIXTURE, options=api.IndexOptions(use_cache=False, jobs=1), method="all")
+    rows = {r.name: r for r in result.method_rows}
+    # DSpark's runner falls back to the DFlash setter (the fixture has no DSpark setter)
+    assert [c.method for c in rows["SharedForCausalLM"].method_chains] == ["dflash", "dspark"]
+    assert rows["SharedForCausalLM"].chain.method is None
+    # scan JSON: each model's answers under the other methods, and which methods there are
+    out = tmp_path / "scan.json"
+    run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--method", "all", "--no-cache", "--format", "json", "-o", str(out)])
+    assert run.exit_code == 0, run.output
+    doc = json.loads(out.read_text())
+    assert [m["name"] for m in doc["method"]["served"]] == ["eagle3", "dflash", "dspark"]
+    models = {m["class"]: m for m in doc["models"]}
+    assert models["WrapVLForConditionalGeneration"]["support"] == "delegated"
+    assert models["WrapVLForConditionalGeneration"]["methods"]["dflash"]["support"] == "broken"
+    assert models["IdentityForCausalLM"]["methods"]["dflash"]["capture"]["id_transform"] == "identity"
+
+
+def test_plain_scan_json_has_no_method_members(tmp_path):
+    out = tmp_path / "scan.json"
+    run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--no-cache", "--format", "json", "-o", str(out)])
+    assert run.exit_code == 0, run.output
+    doc = json.loads(out.read_text())
+    assert "method" not in doc and all("methods" not in m for m in doc["models"])
+
+
+# -- traces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "boundaries"),
+    [("SharedForCausalLM", (2, 16, 29)), ("OwnPlusForCausalLM", (2, 16, 29)), ("IdentityForCausalLM", (1, 15, 28))],
+)
+def test_dflash_traces_on_explicit_ids(dflash, model, boundaries):
+    traced = api.trace(dflash, model, [1, 15, 28], L)
+    assert traced.outcome == Outcome.CAPTURES and traced.boundaries == boundaries
+
+
+def test_a_delegation_to_a_model_without_the_method_raises(dflash):
+    traced = api.trace(dflash, "WrapVLForConditionalGeneration", [1, 15, 28], L)
+    assert traced.outcome == Outcome.RAISES
+    assert traced.raises_at.line == _line(MODELS / "wrap_vl.py", "self.model.set_dflash_layers_to_capture(layer_ids)")
+
+
+def test_dflash_default_ids_come_from_the_runners_function(dflash):
+    # build_target_layer_ids(32, 5): start 1, span 28 -> 1 + 28 i // 4 = [1, 8, 15, 22, 29]; +1 each
+    traced = api.trace(dflash, "SharedForCausalLM", None, L, draft_layers=5)
+    assert traced.boundaries == (2, 9, 16, 23, 30)
+    assert "build_target_layer_ids" in traced.steps[0].text
+    assert traced.steps[0].location.line == _line(FIXTURE / "sglang" / "srt" / "speculative" / "dflash_utils.py", "def build_target_layer_ids")
+    assert api.trace(dflash, "SharedForCausalLM", None, L, draft_layers=1).boundaries == (17,)  # [32 // 2] + 1
+    unknown = api.trace(dflash, "SharedForCausalLM", None, L)
+    assert unknown.outcome == Outcome.UNKNOWN and "--draft-layers" in unknown.reason
+
+
+def test_eagle3_traces_are_unchanged_by_the_dflash_setters(eagle3):
+    assert api.trace(eagle3, "IdentityForCausalLM", [1, 15, 28], L).boundaries == (2, 16, 29)
+    assert api.trace(eagle3, "SharedForCausalLM", None, L).boundaries == (2, 16, 29)  # [2, n // 2, n - 3]
+
+
+def test_vllm_adds_one_to_dflash_ids_before_its_eagle3_setter():
+    # vllm_like's DeepseekForCausalLM stores the ids as given and records layer idx's input:
+    # boundary = id for EAGLE-3; DFlash's ids reach the setter one higher
+    result = api.scan(VLLM_LIKE, options=api.IndexOptions(use_cache=False, jobs=1), method="dflash")
+    traced = api.trace(result, "DeepseekForCausalLM", [1, 15, 28], L)
+    assert traced.boundaries == (2, 16, 29)
+    assert traced.layer_ids == (1, 15, 28)
+    assert "adds 1" in traced.steps[0].text
+
+
+# -- findings -------------------------------------------------------------------------------
+
+
+def _findings(result) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in api.findings(result):
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
+def test_the_delegation_and_convention_findings_run_per_method(eagle3, dflash):
+    plain, per_method = _findings(eagle3), _findings(dflash)
+    assert "FT003" not in plain and "FT007" not in plain  # every EAGLE-3 setter adds 1 and resolves
+    (delegate,) = per_method["FT003"]
+    assert (Path(delegate.file).name, delegate.line) == ("wrap_vl.py", _line(MODELS / "wrap_vl.py", "def set_dflash_layers_to_capture"))
+    assert delegate.message.startswith("DFlash: ") and "InnerTextModel, which has no set_dflash_layers_to_capture()" in delegate.message
+    (convention,) = per_method["FT007"]
+    assert (Path(convention.file).name, convention.line) == ("identity.py", _line(MODELS / "identity.py", "def set_dflash_layers_to_capture"))
+    # the setters that map ids themselves: shared, shared_moe and own_plus's outer one add 1
+    # (own_plus's inner setter only receives mapped ids); identity.py's does not
+    assert "uses identity; 3 of 4 setters in this engine use plus_one" in convention.message
+    # the same place under two methods is two findings for a baseline
+    assert {f.fingerprint for f in per_method["FT010"]}.isdisjoint(f.fingerprint for f in plain["FT010"])
+
+
+# -- compat ---------------------------------------------------------------------------------
+
+
+def _configs(tmp_path: Path, arch: str, draft: dict) -> tuple[Path, Path]:
+    target, draft_path = tmp_path / "target.json", tmp_path / "draft.json"
+    target.write_text(json.dumps({"architectures": [arch], "num_hidden_layers": L, "hidden_size": 64}))
+    draft_path.write_text(json.dumps(draft))
+    return target, draft_path
+
+
+DFLASH_DRAFT = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 3, "hidden_size": 64, "dflash_config": {"target_layer_ids": [1, 15, 28]}}
+
+
+@pytest.mark.parametrize(("arch", "code", "verdict"), [("SharedForCausalLM", 0, "MATCH"), ("IdentityForCausalLM", 1, "MISMATCH")])
+def test_compat_picks_the_method_from_the_draft_and_says_which(tmp_path, arch, code, verdict):
+    target, draft = _configs(tmp_path, arch, DFLASH_DRAFT)
+    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft), "--no-cache", "--format", "json"])
+    assert run.exit_code == code, run.output
+    doc = json.loads(run.stdout)
+    assert doc["verdict"] == verdict and doc["method"]["label"] == "DFlash"
+    assert "DFlashDraftModel" in doc["method"]["why"]
+    assert doc["engine_key"] == "dflash_config.target_layer_ids"
+
+
+def test_compat_of_an_eagle3_draft_names_no_method(tmp_path):
+    draft = {"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}
+    target, draft_path = _configs(tmp_path, "IdentityForCausalLM", draft)
+    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache", "--format", "json"])
+    assert run.exit_code == 0, run.output
+    assert "method" not in json.loads(run.stdout)
+
+
+def test_an_unknown_method_is_a_one_line_usage_error():
+    run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--method", "medusa", "--no-cache"])
+    assert run.exit_code == 2
+    assert "unknown method 'medusa'" in run.output and "eagle3, dflash, dspark" in run.output and "Traceback" not in run.output
