@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from flowtrace.engines.profiles import rules_directory
+from flowtrace.engines.methods import LEGACY
 from flowtrace.engines.training import LayoutError, TrainingConvention, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.errors import ProfileError
 
@@ -30,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-EAGLE3 = "eagle3"  # the method a [[draft]] entry names when it names none
+EAGLE3 = LEGACY[0]  # the method a [[draft]] entry names when it names none: the profiles' one method of old
 
 _DRAFT_KEYS = {
     "name": str, "target": str, "architectures": list, "num_hidden_layers": int, "method": str, "trainer": str,
