@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fixture_paths import VLLM_LIKE
+from fixture_paths import LMDEPLOY_LIKE, VLLM_LIKE
 from flowtrace import api
 from flowtrace.cli.main import main
 from flowtrace.engines.profiles import Conventions, ProfileError, load_all, load_profile
@@ -258,3 +258,15 @@ def test_an_unknown_method_is_a_one_line_usage_error():
     run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--method", "medusa", "--no-cache"])
     assert run.exit_code == 2
     assert "unknown method 'medusa'" in run.output and "eagle3, dflash, dspark" in run.output and "Traceback" not in run.output
+
+
+def test_lmdeploy_fills_its_context_for_dflash_only():
+    # lmdeploy_like: SpecConfig fills target_layer_ids only under method == 'dflash' (config.py),
+    # which QuuxModel reads from the build context; AlphaConfigBuilder writes the config
+    # attribute only for spec_method 'eagle3' (configurations/alpha.py)
+    plain = api.scan(LMDEPLOY_LIKE, options=api.IndexOptions(use_cache=False, jobs=1))
+    dflash = api.scan(LMDEPLOY_LIKE, options=api.IndexOptions(use_cache=False, jobs=1), method="dflash")
+    assert (_support(plain)["QuuxForCausalLM"], _support(dflash)["QuuxForCausalLM"]) == ("broken", "supported")
+    assert (_support(plain)["AlphaForCausalLM"], _support(dflash)["AlphaForCausalLM"]) == ("supported", "broken")
+    unserved = [f for f in api.findings(dflash) if f.rule == "FT023" and "AlphaForCausalLM" in f.message]
+    assert unserved and "method 'dflash'" in unserved[0].message
