@@ -29,8 +29,7 @@ def _fail(ctx: click.Context, message: str) -> None:
 
 def _guard(ctx: click.Context, fn):
     """Run ``fn``; user errors and unexpected exceptions become one line and exit 2."""
-    from flowtrace.errors import UsageError
-    from flowtrace.engines.profiles import ProfileError
+    from flowtrace.errors import ProfileError, UsageError
 
     try:
         return fn()

@@ -46,8 +46,7 @@ class FlowtraceGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else EXIT_CLEAN)
 
     def invoke(self, ctx: click.Context):
-        from flowtrace.errors import UsageError
-        from flowtrace.engines.profiles import ProfileError
+        from flowtrace.errors import ProfileError, UsageError
 
         try:
             return super().invoke(ctx)

@@ -19,7 +19,7 @@ import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.engines.methods import LEGACY
@@ -140,7 +140,7 @@ class DraftCatalogue:
         return conv.meaning if conv is not None else None
 
 
-def _typed(entry: dict, schema: dict[str, type], required: Sequence[str], where: str) -> None:
+def _typed(entry: dict[str, Any], schema: dict[str, type], required: Sequence[str], where: str) -> None:
     unknown = sorted(set(entry) - set(schema))
     if unknown:
         raise ProfileError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(schema)})")
@@ -153,7 +153,7 @@ def _typed(entry: dict, schema: dict[str, type], required: Sequence[str], where:
             raise ProfileError(f"{where}: {key} must be a {kind.__name__}, found {value!r}")
 
 
-def _draft(entry: dict, family: str, file: str, conventions: Mapping[str, TrainingConvention], where: str) -> CatalogueDraft:
+def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[str, TrainingConvention], where: str) -> CatalogueDraft:
     _typed(entry, _DRAFT_KEYS, _DRAFT_REQUIRED, where)
     conv = conventions.get(entry["convention"])
     if conv is None:
@@ -196,7 +196,7 @@ def _draft(entry: dict, family: str, file: str, conventions: Mapping[str, Traini
     )
 
 
-def _trainer(entry: dict, conventions: Mapping[str, TrainingConvention], where: str) -> TrainerDefault:
+def _trainer(entry: dict[str, Any], conventions: Mapping[str, TrainingConvention], where: str) -> TrainerDefault:
     _typed(entry, _TRAINER_KEYS, _TRAINER_REQUIRED, where)
     if entry["convention"] not in conventions:
         raise ProfileError(f"{where}: unknown convention {entry['convention']!r}")

@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from flowtrace.engines.profiles import Profile, detects, select_profiles
 
@@ -59,7 +60,7 @@ def _signatures(p: Profile) -> dict[str, re.Pattern[bytes]]:
     return out
 
 
-def _sources(root: Path):
+def _sources(root: Path) -> Iterator[Path]:
     """The tree's Python files (sorted, so the first evidence named is stable)."""
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))

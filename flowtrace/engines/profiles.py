@@ -19,9 +19,9 @@ from flowtrace.engines.methods import SpecMethod, default_of, find_method, merge
 from flowtrace.errors import ProfileError
 
 try:  # the stdlib's own parser of regular expressions (renamed in 3.11)
-    import re._parser as _sre_parse  # type: ignore[import-not-found]
+    import re._parser as _sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_parse as _sre_parse
 
 _MAXREPEAT = _sre_parse.MAXREPEAT
 
@@ -212,14 +212,14 @@ MAX_PROFILE_BYTES = 256 * 1024
 _MAX_PATTERN = 200
 
 
-def _strings(value: list, where: str) -> tuple[str, ...]:
+def _strings(value: list[Any], where: str) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str):
             raise ProfileError(f"{where}: expected a list of strings, found {item!r}")
     return tuple(value)
 
 
-def _unbounded(node_list) -> bool:  # noqa: ANN001 - sre_parse's SubPattern
+def _unbounded(node_list: Any) -> bool:  # sre_parse's SubPattern: private, typed loosely
     """Does this parsed pattern contain a repeat with no upper bound?"""
     for op, arg in node_list:
         name = str(op)
@@ -234,7 +234,7 @@ def _unbounded(node_list) -> bool:  # noqa: ANN001 - sre_parse's SubPattern
     return False
 
 
-def _backtracks(node_list) -> bool:  # noqa: ANN001
+def _backtracks(node_list: Any) -> bool:  # sre_parse's SubPattern
     """A repeat around something that itself repeats or alternates: ``(a+)+``, ``(a|a)*``.
 
     Python's ``re`` backtracks, and such nesting takes exponential time on a near miss. Profile
@@ -270,7 +270,7 @@ def regex_problem(pattern: str) -> str | None:
     return None
 
 
-def _helpers(value: list, where: str) -> tuple[CaptureHelper, ...]:
+def _helpers(value: list[Any], where: str) -> tuple[CaptureHelper, ...]:
     out = []
     for item in value:
         if not isinstance(item, dict) or set(item) != {"name", "label_arg"} or not isinstance(item.get("name"), str) or type(item.get("label_arg")) is not int:
@@ -279,7 +279,7 @@ def _helpers(value: list, where: str) -> tuple[CaptureHelper, ...]:
     return tuple(out)
 
 
-def _families(value: list, where: str) -> tuple[CaptureFamily, ...]:
+def _families(value: list[Any], where: str) -> tuple[CaptureFamily, ...]:
     out = []
     for item in value:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("setters", []), list):
@@ -291,14 +291,14 @@ def _families(value: list, where: str) -> tuple[CaptureFamily, ...]:
 _PYTHON_TYPE: dict[str, type] = {STRINGS: list, TEXT: str, INT: int, HELPERS: list, FAMILIES: list}
 
 
-def _read_key(table: dict, toml: str, spec: KeySpec, where: str) -> Any:
+def _read_key(table: dict[str, Any], toml: str, spec: KeySpec, where: str) -> Any:
     """One key's value, checked against its declaration (absent: its default)."""
     if toml not in table:
         return spec.fallback if spec.fallback is not None else _EMPTY_OF[spec.kind]
     value: Any = table[toml]
     if not isinstance(value, _PYTHON_TYPE[spec.kind]) or isinstance(value, bool):
         raise ProfileError(f"{where} {toml} must be a {_KIND_WORD[spec.kind]}, found {type(value).__name__}")
-    converters: dict[str, Callable[[list, str], Any]] = {STRINGS: _strings, HELPERS: _helpers, FAMILIES: _families}
+    converters: dict[str, Callable[[list[Any], str], Any]] = {STRINGS: _strings, HELPERS: _helpers, FAMILIES: _families}
     convert = converters.get(spec.kind)
     read: Any = convert(table[toml], f"{where} {toml}") if convert is not None else value
     if spec.regex:
@@ -316,7 +316,7 @@ def _guard_patterns(read: str | tuple[str, ...], where: str) -> None:
             raise ProfileError(f"{where}: {problem}" if isinstance(read, str) else f"{where}: {pattern!r}: {problem}")
 
 
-def _read_tables(data: dict, path: Path) -> dict[str, object]:
+def _read_tables(data: dict[str, Any], path: Path) -> dict[str, object]:
     """Every declared key, table by table, as Profile field values."""
     values: dict[str, object] = {}
     keys = profile_keys()
@@ -337,7 +337,7 @@ def _read_tables(data: dict, path: Path) -> dict[str, object]:
     return values
 
 
-def _parse(path: Path) -> tuple[bytes, dict]:
+def _parse(path: Path) -> tuple[bytes, dict[str, Any]]:
     try:
         size = path.stat().st_size
         if size > MAX_PROFILE_BYTES:
@@ -584,23 +584,25 @@ def _chosen(served: tuple[SpecMethod, ...], method: str | None) -> SpecMethod | 
     return found
 
 
-def _union(profiles: list[Profile], attr: str) -> frozenset:
+# The mergers read a Profile field by its declared name (getattr), so their items are typed
+# by that field, not here.
+def _union(profiles: list[Profile], attr: str) -> frozenset[Any]:
     return frozenset(x for p in profiles for x in getattr(p, attr) if x)
 
 
-def _ordered(profiles: list[Profile], attr: str) -> tuple:
+def _ordered(profiles: list[Profile], attr: str) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(x for p in profiles for x in getattr(p, attr) if x))
 
 
-def _each(profiles: list[Profile], attr: str) -> frozenset:
+def _each(profiles: list[Profile], attr: str) -> frozenset[Any]:
     return frozenset(v for p in profiles if (v := getattr(p, attr)) is not None and v != "")
 
 
-def _each_ordered(profiles: list[Profile], attr: str) -> tuple:
+def _each_ordered(profiles: list[Profile], attr: str) -> tuple[Any, ...]:
     return tuple(v for p in profiles if (v := getattr(p, attr)) is not None and v != "")
 
 
-def _helpers_by_name(profiles: list[Profile], attr: str) -> tuple:
+def _helpers_by_name(profiles: list[Profile], attr: str) -> tuple[CaptureHelper, ...]:
     return tuple({h.name: h for p in profiles for h in getattr(p, attr)}.values())
 
 

@@ -244,7 +244,8 @@ def _read_drafts(t: _Table, key: str) -> tuple[Path, ...]:
 
 
 def _read_profile(t: _Table, key: str) -> str:
-    from flowtrace.engines.profiles import ProfileError, available_profiles, load_profile
+    from flowtrace.engines.profiles import available_profiles, load_profile
+    from flowtrace.errors import ProfileError
 
     value = t.values[key]
     if not isinstance(value, str):

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowtrace.engines.profiles import Profile, ProfileError, load_all
+from flowtrace.engines.profiles import Profile, load_all
+from flowtrace.errors import ProfileError
 from flowtrace.probe.errors import ProbeError
 
 DEVICES = ("cpu", "cuda")
