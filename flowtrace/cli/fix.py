@@ -183,10 +183,15 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
         planned = fix_draft_config(result, target_config, draft_config, trained_with=trained_with, trained_boundaries=given)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    why = planned.why
+    if planned.rejected is not None:  # the rewrite compat refused: its differences, in words
+        from flowtrace.render.compat_words import differences_text
+
+        why += ": " + "; ".join(differences_text(planned.rejected))
     if planned.edit is not None:
-        _status(f"flowtrace: {planned.path}: {planned.why}")
+        _status(f"flowtrace: {planned.path}: {why}")
     else:  # why nothing is offered: always said
-        click.echo(f"flowtrace: {planned.path}: {planned.why}", err=True)
+        click.echo(f"flowtrace: {planned.path}: {why}", err=True)
     if planned.edit is None:
         return 0 if planned.why.startswith("already MATCH") else 1
     proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))

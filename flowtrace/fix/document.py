@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowtrace.fix.model import FixReport, Verified, Withheld
+from flowtrace.fix.write import WriteResult
 
 SCHEMA = "flowtrace.fix/1"
 
@@ -21,7 +22,7 @@ def _diff(v: Verified) -> str:
     return unified_diff(FixReport((v,), (), 0))
 
 
-def _verified(v: Verified, written: dict[str, Any] | None) -> dict:
+def _verified(v: Verified, written: dict[str, WriteResult] | None) -> dict[str, Any]:
     p = v.proposal
     files = [e.path for e in p.edits]
     entry: dict[str, Any] = {"rule": p.rule, "fingerprint": p.fingerprint, "symbol": p.symbol, "file": p.file, "line": p.line,
@@ -35,11 +36,11 @@ def _verified(v: Verified, written: dict[str, Any] | None) -> dict:
     return entry
 
 
-def _refused(w: Withheld, status: str) -> dict:
+def _refused(w: Withheld, status: str) -> dict[str, Any]:
     return {"rule": w.rule, "fingerprint": w.fingerprint, "symbol": w.symbol, "file": w.file, "line": w.line, "status": status, "why": w.why}
 
 
-def fix_document(report: FixReport, *, mode: str, written: Sequence[Any] | None = None) -> dict:
+def fix_document(report: FixReport, *, mode: str, written: Sequence[WriteResult] | None = None) -> dict[str, Any]:
     """The report as JSON-ready data; ``written``: the write results of ``--write`` (None: nothing written)."""
     by_path = {r.path: r for r in written} if written is not None else None
     findings = [_verified(v, by_path) for v in report.offered]

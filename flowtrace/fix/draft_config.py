@@ -16,10 +16,15 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowtrace.fix.model import FileEdit
 from flowtrace.analysis.compat import set_dotted
 from flowtrace.sources.configs import config_path, read_document
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.compat import CompatResult
+    from flowtrace.analysis.scan import ScanResult
 
 RECORD_KEY = "flowtrace"
 RECORD_FIELD = "trained_boundaries"
@@ -27,11 +32,14 @@ RECORD_FIELD = "trained_boundaries"
 
 @dataclass(frozen=True, slots=True)
 class ConfigFix:
-    """The rewritten config (``edit`` None when nothing is offered) and why."""
+    """The rewritten config (``edit`` None when nothing is offered) and why. ``rejected`` is
+    compat's verdict on a rewrite that did not MATCH: its differences are data, worded by the
+    caller (the words live in :mod:`flowtrace.render`, after this stage)."""
 
     path: Path
     edit: FileEdit | None
     why: str
+    rejected: CompatResult | None = None
 
 
 
@@ -54,12 +62,12 @@ def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...],
     return out
 
 
-def fix_draft_config(result, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
+def fix_draft_config(result: ScanResult, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
     """Plan the config rewrite for one deployment and verify it with compat (MATCH).
     Raises :class:`flowtrace.sources.configs.ConfigError` for unusable configs, as compat does."""
     from flowtrace.analysis.compat import compat
 
-    def run(draft: str | Path, given: list[int] | None = None):
+    def run(draft: str | Path, given: list[int] | None = None) -> CompatResult:
         return compat(result.project, target_config, draft, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
 
     path = config_path(draft_config)
@@ -80,7 +88,7 @@ def fix_draft_config(result, target_config: str | Path, draft_config: str | Path
         trial.write_text(after, encoding="utf-8")
         again = run(trial)
     if again.verdict != "MATCH":
-        return ConfigFix(path, None, f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config: {'; '.join(again.differences)}")
+        return ConfigFix(path, None, f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config", again)
     return ConfigFix(
         path, edit,
         f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained boundaries {list(before.trained)} are recorded under "

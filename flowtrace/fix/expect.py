@@ -8,20 +8,27 @@ the re-scanned tree.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.targets import conventions
 from flowtrace.fix.model import Expectation
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.analysis.trace import TraceResult
 
 PROBE_LAYERS = 32  # the layer count expectations are traced at (any L > the ids used works)
 MAX_ROWS = 3  # rows checked per fix: they share the holder, so a few stand for all
 
 
-def embedding_id(result) -> int:
+def embedding_id(result: ScanResult) -> int:
     value = conventions(result).embedding_id
     return -1 if value is None else value
 
 
-def site_rows(result, holder: str) -> list:
+def site_rows(result: ScanResult, holder: str) -> list[ModelRow]:
     """Rows whose capture chain ends at a site in ``holder``, registered ones first (a class
     the registry cannot name, e.g. defined twice under one module path, is still traced)."""
     rows = []
@@ -33,20 +40,20 @@ def site_rows(result, holder: str) -> list:
     return rows[:MAX_ROWS]
 
 
-def embedding_expectations(result, holder: str) -> tuple[Expectation, ...]:
+def embedding_expectations(result: ScanResult, holder: str) -> tuple[Expectation, ...]:
     """Asking for the embedding alone serves b = 0, for the rows capturing through ``holder``."""
     ids = (embedding_id(result),)
     return tuple(Expectation(r.qualname, ids, PROBE_LAYERS, (0,)) for r in site_rows(result, holder))
 
 
-def traced(result, expectation: Expectation):
+def traced(result: ScanResult, expectation: Expectation) -> TraceResult | None:
     row = result.project.row(expectation.model)
     if row is None:
         return None
     return trace_row(result.project, row, list(expectation.ids), expectation.num_layers, None)
 
 
-def check(result, expectation: Expectation) -> str | None:
+def check(result: ScanResult, expectation: Expectation) -> str | None:
     """None when the patched tree serves the expectation, else what it serves instead."""
     t = traced(result, expectation)
     if t is None:

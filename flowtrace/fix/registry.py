@@ -7,7 +7,21 @@ never imports libcst), next to its examples.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+    from flowtrace.fix.model import Proposal
+    from flowtrace.fix.source import Sources
+
+
+class Codemod(Protocol):
+    """A rule's codemod (``plan`` in :mod:`flowtrace.fix.codemods`): one finding's patch, planned
+    against the tree as ``sources`` holds it, or :class:`flowtrace.fix.model.CannotFix`."""
+
+    def __call__(self, result: ScanResult, finding: Finding, sources: Sources, /) -> Proposal: ...
+
 
 def reference(code: str) -> str | None:
     """The codemod reference a rule declares (``autofix``), or None."""
@@ -22,9 +36,10 @@ def fixable(code: str) -> bool:
     return reference(code) is not None
 
 
-def codemod(code: str) -> Callable | None:
+def codemod(code: str) -> Codemod | None:
     ref = reference(code)
     if ref is None:
         return None
     module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    plan: Codemod = getattr(importlib.import_module(module), name)  # the reference names a plan function
+    return plan

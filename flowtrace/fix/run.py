@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flowtrace.analysis.scan import ScanResult
 from flowtrace.fix.model import CannotFix, FixReport, Proposal, Verified, Withheld
-from flowtrace.fix.registry import codemod
+from flowtrace.fix.registry import Codemod, codemod
 from flowtrace.checks.base import Finding, with_causes
 from flowtrace.fix.source import Sources
 from flowtrace.fix.verify import Workspace, verify, verify_batch
@@ -21,7 +21,7 @@ from flowtrace.index.build import IndexOptions
 
 def fix_findings(
     result: ScanResult,
-    findings: list,
+    findings: list[Finding],
     *,
     profile: str | None = None,
     options: IndexOptions | None = None,
@@ -60,7 +60,7 @@ class _Run:
         self.offered: list[Verified] = []
         self.withheld: list[Withheld] = []
 
-    def _plan(self, todo: list) -> tuple[list[Proposal], list[Withheld], Sources]:
+    def _plan(self, todo: list[tuple[Finding, Codemod]]) -> tuple[list[Proposal], list[Withheld], Sources]:
         """Each finding's proposal, planned in order on a trial copy (patches of one file compose)."""
         trial = self.sources.fork()
         proposals, refused = [], []
@@ -74,7 +74,7 @@ class _Run:
             proposals.append(proposal)
         return proposals, refused, trial
 
-    def group(self, workspace: Workspace, todo: list, before: list) -> list:
+    def group(self, workspace: Workspace, todo: list[tuple[Finding, Codemod]], before: list[Finding]) -> list[Finding]:
         """Judge ``todo``; returns the findings of the tree with what was accepted (the next ``before``)."""
         if len(todo) == 1:
             return self._one(workspace, todo[0], before)
@@ -90,7 +90,7 @@ class _Run:
         self.withheld += refused
         return before
 
-    def _one(self, workspace: Workspace, item: tuple, before: list) -> list:
+    def _one(self, workspace: Workspace, item: tuple[Finding, Codemod], before: list[Finding]) -> list[Finding]:
         finding, mod = item
         try:
             proposal = mod(self.result, finding, self.sources)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from flowtrace.analysis.scan import ScanResult, scan
 from flowtrace.checks.run import run_rules
-from flowtrace.checks.base import with_causes
+from flowtrace.checks.base import Finding, with_causes
 from flowtrace.fix.expect import check
 from flowtrace.fix.model import Proposal, Verified, Withheld
 from flowtrace.fix.write import replace_atomically, resolve_inside
@@ -58,7 +58,7 @@ class Workspace:
         for rel, text in self._originals.items():
             replace_atomically(resolve_inside(self.root, rel), keep.get(rel, text))
 
-    def scan(self) -> tuple[ScanResult, list]:
+    def scan(self) -> tuple[ScanResult, list[Finding]]:
         result = scan(self.root, profile=self.profile, options=self.options, profile_files=self.profile_files)
         return result, run_rules(result)
 
@@ -77,7 +77,7 @@ def _parse_errors(proposal: Proposal) -> list[str]:
     return out
 
 
-def inherited(finding, before: list, proposal: Proposal) -> bool:
+def inherited(finding: Finding, before: list[Finding], proposal: Proposal) -> bool:
     """A finding the patched tree has that is an existing defect reaching one more class: the
     same rule and kind at the same place (a grouped finding now naming the patched class too),
     or the same rule and kind as a finding of a class the proposal says it inherits from."""
@@ -89,7 +89,7 @@ def inherited(finding, before: list, proposal: Proposal) -> bool:
 
 
 def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict[str, str], texts: dict[str, str],
-                 before: list) -> tuple[list[Verified] | None, list]:
+                 before: list[Finding]) -> tuple[list[Verified] | None, list[Finding]]:
     """Judge several proposals with one re-scan of the tree holding ``texts`` (the accepted
     texts with every proposal applied, in order). All pass the checks of :func:`verify`, each
     on the combined tree, or the batch is refused (None) and the caller judges smaller groups:
@@ -122,7 +122,7 @@ def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict
     return verified, found
 
 
-def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], before: list) -> tuple[Verified | Withheld, list]:
+def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], before: list[Finding]) -> tuple[Verified | Withheld, list[Finding]]:
     """Judge ``proposal`` on top of the ``accepted`` texts; ``before``: the findings (every
     rule) of the tree with the accepted texts. Returns the judgement and the patched tree's
     findings (the next proposal's ``before`` when this one is accepted)."""

@@ -23,7 +23,11 @@ the ids).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from flowtrace.checks.targets import short
 from flowtrace.fix.codemods.guard_residual import guarded
@@ -31,6 +35,11 @@ from flowtrace.fix.expect import PROBE_LAYERS, embedding_id, site_rows, traced
 from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, method, one_class, parse, positions, simple_name
 from flowtrace.model import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
 
 _LIST_SITES = (F.Mechanism.APPEND,)
 
@@ -75,7 +84,7 @@ def _statements(fn: cst.FunctionDef) -> list[cst.CSTNode]:
     return list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
 
 
-def _assignments(stmt: cst.CSTNode):
+def _assignments(stmt: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression]]:
     """(name, value) pairs a statement binds, looking into ``if``/``else`` blocks."""
     if isinstance(stmt, cst.SimpleStatementLine):
         for small in stmt.body:
@@ -93,7 +102,7 @@ def _assignments(stmt: cst.CSTNode):
                 yield from _assignments(block)
 
 
-def _targets(target: cst.BaseExpression, value: cst.BaseExpression):
+def _targets(target: cst.BaseExpression, value: cst.BaseExpression) -> Iterator[tuple[str, cst.BaseExpression]]:
     if isinstance(target, cst.Name):
         yield target.value, value
     elif isinstance(target, (cst.Tuple, cst.List)):
@@ -103,7 +112,7 @@ def _targets(target: cst.BaseExpression, value: cst.BaseExpression):
                 yield el.value.value, (values[k].value if values else cst.Name("_unknown"))
 
 
-def _loop_of(fn: cst.FunctionDef, pos: dict, line: int) -> cst.For:
+def _loop_of(fn: cst.FunctionDef, pos: dict[cst.CSTNode, CodeRange], line: int) -> cst.For:
     for stmt in _statements(fn):
         if isinstance(stmt, cst.For) and pos[stmt].start.line <= line <= pos[stmt].end.line:
             return stmt
@@ -139,12 +148,12 @@ class _InsertBefore(cst.CSTTransformer):
         return updated.with_changes(body=[*body[:k], self.statement, *body[k:]])
 
 
-def plan(result, finding, sources: Sources) -> Proposal:
+def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     row = next((r for r in result.rows if r.qualname == finding.symbol), None)
     chain = row.chain if row is not None else None
     if row is None or chain is None or chain.site is None or chain.site.owner is None:
         raise CannotFix(f"{finding.symbol}: no resolved capture site")
-    site = chain.site
+    site, owner = chain.site, chain.site.owner
     emb = embedding_id(result)
     probe = traced_indices(result, row, emb)
     if probe is None:
@@ -167,7 +176,7 @@ def plan(result, finding, sources: Sources) -> Proposal:
     file = site.location.file
     wrapper = parse(sources.text(file), file)
     pos = positions(wrapper)
-    cls = one_class(wrapper.module, simple_name(site.owner), site.location.line, pos, file)
+    cls = one_class(wrapper.module, simple_name(owner), site.location.line, pos, file)
     fn = method(cls, site.function.rsplit(".", 1)[-1])
     if fn is None:
         raise CannotFix(f"{short(site.owner)}.{site.function} not found by libcst")
@@ -181,7 +190,7 @@ def plan(result, finding, sources: Sources) -> Proposal:
     append = cst.Expr(cst.Call(cst.Attribute(cst.Name(site.container), cst.Name("append")), [cst.Arg(stream)]))
     statement = cst.If(test=test, body=cst.IndentedBlock([cst.SimpleStatementLine([append])]))
     patched = wrapper.module.visit(_InsertBefore(loop, statement))
-    rows = site_rows(result, site.owner) or [row]
+    rows = site_rows(result, owner) or [row]
     expect = tuple(Expectation(r.qualname, (emb,), PROBE_LAYERS, (0,)) for r in rows)
     return Proposal(
         rule=finding.rule,
@@ -195,7 +204,7 @@ def plan(result, finding, sources: Sources) -> Proposal:
     )
 
 
-def traced_indices(result, row, emb: int) -> int | None:
+def traced_indices(result: ScanResult, row: ModelRow, emb: int) -> int | None:
     """The holder index the setter makes of the embedding id."""
     t = traced(result, Expectation(row.qualname, (emb,), PROBE_LAYERS, ()))
     indices = t.capture_indices if t is not None else None

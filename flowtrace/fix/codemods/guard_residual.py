@@ -9,11 +9,18 @@ it is the sum. This codemod rewrites exactly that sum, at the line the index rec
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
+from libcst.metadata import CodeRange, ParentNodeProvider
 
 from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, one_class, parse, positions, simple_name
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+    from flowtrace.model.facts import CaptureSiteFact
 
 # Where an IfExp may stand without parentheses (it binds looser than every operator).
 _LOOSE_PARENTS = (cst.Assign, cst.AnnAssign, cst.Arg, cst.Return, cst.Element, cst.AugAssign)
@@ -40,7 +47,7 @@ class GuardSum(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (ParentNodeProvider,)
 
-    def __init__(self, target: cst.FunctionDef, name: str, line: int, pos: dict) -> None:
+    def __init__(self, target: cst.FunctionDef, name: str, line: int, pos: dict[cst.CSTNode, CodeRange]) -> None:
         super().__init__()
         self.target, self.name, self.line, self.pos = target, name, line, pos
         self.inside = 0
@@ -68,7 +75,7 @@ class GuardSum(cst.CSTTransformer):
         return guarded(updated, self.name, isinstance(parent, _LOOSE_PARENTS))
 
 
-def plan(result, finding, sources: Sources) -> Proposal:
+def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     """Guard the finding's sum and every other unguarded capture expression of the same loop and
     None operand (FT022 groups them into one finding): a forward with a second capture branch
     taken at the first index (an all-gather of ``hidden_states + residual``) is fixed whole, or
@@ -105,8 +112,11 @@ def plan(result, finding, sources: Sources) -> Proposal:
     )
 
 
-def _guard_one(text: str, site, line: int) -> str:
+def _guard_one(text: str, site: CaptureSiteFact, line: int) -> str:
     """``text`` with the first ``... + <operand>`` at or after ``line`` in the site's method guarded."""
+    none_name = site.first_none
+    if not none_name:  # plan groups only sites with an operand that may be None
+        raise CannotFix(f"{site.class_qualname}.{site.function}: no operand that may be None at line {line}")
     stored = site.stored_at or site.location
     wrapper = parse(text, stored.file)
     pos = positions(wrapper)
@@ -115,10 +125,10 @@ def _guard_one(text: str, site, line: int) -> str:
     function = next((f for f in _functions(cls) if f.name.value == name), None)
     if function is None:
         raise CannotFix(f"{site.class_qualname} has no method {site.function} in {stored.file}")
-    transformer = GuardSum(function, site.first_none, line, pos)
+    transformer = GuardSum(function, none_name, line, pos)
     patched = wrapper.visit(transformer)
     if not transformer.done:
-        raise CannotFix(f"no `... + {site.first_none}` at or after {stored.file}:{line}: the recorded expression is not a plain sum")
+        raise CannotFix(f"no `... + {none_name}` at or after {stored.file}:{line}: the recorded expression is not a plain sum")
     return patched.code
 
 

@@ -12,8 +12,10 @@ exactly that, and nothing when the ids are not reachable that way (a local, a pa
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from flowtrace.analysis.serving import SetterCall, serving_plan
 from flowtrace.analysis.trace import trace_row
@@ -21,12 +23,16 @@ from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, parse, positions
 from flowtrace.model.facts import Location, Outcome
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+
 _PROBE_IDS = (1, 15, 28)
 _PROBE_LAYERS = 32
 _MAX_ROWS = 3
 
 
-def _calls(result, where: Location) -> tuple[SetterCall, SetterCall]:
+def _calls(result: ScanResult, where: Location) -> tuple[SetterCall, SetterCall]:
     """The no-ids call at ``where`` and the first call after it that hands the draft's ids."""
     for path in serving_plan(result.project).startup:
         for n, call in enumerate(path.calls):
@@ -60,7 +66,7 @@ def reached_ids(call: SetterCall, later: SetterCall) -> str:
 
 
 class _AddArgument(cst.CSTTransformer):
-    def __init__(self, method: str, line: int, value: cst.BaseExpression, pos: dict) -> None:
+    def __init__(self, method: str, line: int, value: cst.BaseExpression, pos: dict[cst.CSTNode, CodeRange]) -> None:
         super().__init__()
         self.method, self.line, self.value, self.pos = method, line, value, pos
         self.done = False
@@ -75,7 +81,7 @@ class _AddArgument(cst.CSTTransformer):
         return updated.with_changes(args=[cst.Arg(self.value)])
 
 
-def _expectations(result, call: SetterCall) -> tuple[Expectation, ...]:
+def _expectations(result: ScanResult, call: SetterCall) -> tuple[Expectation, ...]:
     """Rows whose graphs the patch changes: they must serve the draft's ids in every phase, as
     prefill already does."""
     out = []
@@ -90,7 +96,7 @@ def _expectations(result, call: SetterCall) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
-def plan(result, finding, sources: Sources) -> Proposal:
+def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     where = Location(finding.file, finding.line)
     call, later = _calls(result, where)
     ids = reached_ids(call, later)

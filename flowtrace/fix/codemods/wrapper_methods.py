@@ -10,6 +10,8 @@ the call to ``self.<attr>.<method>(...)``, the way the engines' working wrappers
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from flowtrace.checks.targets import conventions, methods_on_mro, short
@@ -17,11 +19,16 @@ from flowtrace.fix.expect import PROBE_LAYERS
 from flowtrace.fix.model import CannotFix, Expectation, Proposal
 from flowtrace.fix.source import Sources, method, one_class, parse, positions, simple_name
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+
 _PLAIN_DEFAULTS = (cst.Name, cst.Integer, cst.Float, cst.SimpleString)
 TRACE_IDS = (1, 15, 28)  # any ids inside PROBE_LAYERS: the wrapper must serve what its model serves
 
 
-def wrapped(project, row) -> tuple[str, str]:
+def wrapped(project: Project, row: ModelRow) -> tuple[str, str]:
     """(attribute, inner class) as FT001 finds them: the first built model that has a setter."""
     cls = project.classes[row.qualname]
     for a in cls.assignments:
@@ -31,7 +38,7 @@ def wrapped(project, row) -> tuple[str, str]:
     raise CannotFix(f"{row.name} builds no model with a setter")
 
 
-def missing_methods(result, row) -> list[str]:
+def missing_methods(result: ScanResult, row: ModelRow) -> list[str]:
     project = result.project
     entry = next((n for n in project.conv.setter_order if not n.startswith("_")), None)
     required = list(dict.fromkeys([m for m in (entry, *conventions(result).target_methods) if m]))
@@ -39,7 +46,7 @@ def missing_methods(result, row) -> list[str]:
     return [m for m in required if m not in present]
 
 
-def _defining_class(project, qualname: str, name: str) -> str | None:
+def _defining_class(project: Project, qualname: str, name: str) -> str | None:
     return next((q for q in project.mro(qualname) if q in project.classes and name in project.classes[q].methods), None)
 
 
@@ -87,7 +94,7 @@ def delegating_method(name: str, params: cst.Parameters, attribute: str, returns
     )
 
 
-def _inner_params(result, sources: Sources, inner: str, name: str) -> cst.Parameters:
+def _inner_params(result: ScanResult, sources: Sources, inner: str, name: str) -> cst.Parameters:
     project = result.project
     owner = _defining_class(project, inner, name)
     if owner is None:
@@ -104,7 +111,7 @@ def _inner_params(result, sources: Sources, inner: str, name: str) -> cst.Parame
     return _plain(fn.params, f"{short(owner)}.{name}")
 
 
-def _served_by(result, inner: str) -> tuple[int, ...]:
+def _served_by(result: ScanResult, inner: str) -> tuple[int, ...]:
     """What the wrapped model serves for TRACE_IDS: what the wrapper must serve once patched.
     Without a trace of it the fix cannot be confirmed, so it is not offered."""
     from flowtrace.fix.expect import traced
@@ -128,7 +135,7 @@ class _AddMethods(cst.CSTTransformer):
         return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, *self.methods]))
 
 
-def plan(result, finding, sources: Sources) -> Proposal:
+def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     project = result.project
     row = next((r for r in result.rows if r.qualname == finding.symbol), None)
     if row is None:
