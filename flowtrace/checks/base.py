@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator, Sequence, TypedDict
 
 from flowtrace.model.consequence import Consequence, severity_of
 from flowtrace.model.facts import Location, ProblemKind
@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
 
 SEVERITIES = ("info", "warning", "error")
+
+
+class Graded(TypedDict):
+    """A finding's consequence and its effect in words, as a rule's grading helper returns them
+    for :meth:`Rule.finding` (``**graded``)."""
+
+    consequence: Consequence | None
+    effect: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +148,7 @@ class Rule:
 
     registry: ClassVar[dict[str, type[Rule]]] = {}
 
-    def __init_subclass__(cls, **kwargs) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "severity" in cls.__dict__:
             raise TypeError(f"{cls.__name__}: declare `consequence`, not `severity` (a rule's severity is its default consequence's)")

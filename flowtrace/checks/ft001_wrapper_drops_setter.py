@@ -13,6 +13,7 @@ from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -246,7 +247,7 @@ EntryClass = ExVLForConditionalGeneration
             head, related=tuple(F.Location(f.file, f.line) for f in group), causes=tuple(group), grouped=True,
         )
 
-    def _wrapped_never_captures(self, result, row, assignment, inner) -> Finding | None:
+    def _wrapped_never_captures(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, inner: str) -> Finding | None:
         """A refused wrapper around a model whose forward never captures: the wrapper's refusal
         (info) that also says the delegation alone would not help, naming that forward. The
         wrapped classes are related places, so the report shows it on their (broken) rows."""
@@ -280,7 +281,7 @@ EntryClass = ExVLForConditionalGeneration
         )
         return dataclasses.replace(head, related=inner_places)
 
-    def _lacks(self, result, row, assignment, method: str) -> tuple[str, str, list[str], str]:
+    def _lacks(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, method: str) -> tuple[str, str, list[str], str]:
         """What the wrapper lacks (words, fix, the missing target methods, the entry setter)."""
         project = result.project
         cc = conventions(result)
@@ -299,7 +300,7 @@ EntryClass = ExVLForConditionalGeneration
         return lacks, fix, missing, entry
 
     @staticmethod
-    def _missing_effect(row, kind: ProblemKind, missing: list[str]) -> str | None:
+    def _missing_effect(row: ModelRow, kind: ProblemKind, missing: list[str]) -> str | None:
         """The setter itself missing: None (the engine's own refusal, profile, quoted by the
         grading); another target method missing: the AttributeError the engine raises."""
         if kind is not ProblemKind.TARGET_METHODS_MISSING:
@@ -309,9 +310,10 @@ EntryClass = ExVLForConditionalGeneration
             f"when it prepares the draft: unsupported, not served wrong"
         )
 
-    def _finding(self, result, row, assignment, inner) -> Finding:
+    def _finding(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, inner: str) -> Finding:
         project = result.project
         inner_capture = project.resolve_capture(inner)
+        assert inner_capture is not None, "asked only for a wrapped model that captures (capture_works)"
         setter = inner_capture.setter
         lacks, fix, missing, entry = self._lacks(result, row, assignment, setter.method)
         attr = f"self.{assignment.attribute}"

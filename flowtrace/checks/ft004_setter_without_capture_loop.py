@@ -9,7 +9,7 @@ from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.targets import unpack_failure
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.model.facts import ProblemKind
+from flowtrace.model.facts import Location, ProblemKind
 from flowtrace.model.links import UnreadLink
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class ExModel(Module):
     def _unread(self, result: ScanResult) -> Iterator[Finding]:
         """The holder has a capture loop, but it reads what the setters never write
         (:mod:`flowtrace.analysis.attribute_flow`): one finding per setter and loop."""
-        found: dict[tuple, tuple[UnreadLink, list[str]]] = {}
+        found: dict[tuple[Location, Location], tuple[UnreadLink, list[str]]] = {}
         for row in result.rows:
             if row.chain is None or not row.chain.has(ProblemKind.SETTER_WRITES_UNREAD):
                 continue

@@ -14,10 +14,11 @@ from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
 
 
-def _own_setters(result):
+def _own_setters(result: ScanResult) -> list[F.SetterFact]:
     """Setters that assign capture indices themselves (not pure delegation, not the engine's interface)."""
     providers = result.project.conv.interfaces | result.project.conv.holders
     # A setter reached only through another setter receives already-mapped indices.
@@ -82,10 +83,10 @@ class InconsistentIdTransform(Rule):
                 )
 
 
-def _served_rows(result) -> dict:
+def _served_rows(result: ScanResult) -> dict[F.Location, list[ModelRow]]:
     """Setter location -> the registered targets whose chain runs it."""
     cc = conventions(result)
-    out: dict = {}
+    out: dict[F.Location, list[ModelRow]] = {}
     for row in result.rows:
         if row.chain is None or not row.registered or not is_target(row, result.project, cc):
             continue
@@ -94,7 +95,7 @@ def _served_rows(result) -> dict:
     return out
 
 
-def _consequence(result, rows) -> tuple[Consequence | None, str]:
+def _consequence(result: ScanResult, rows: list[ModelRow]) -> tuple[Consequence | None, str]:
     """What the drafts of the classes this setter serves get from it: the worst over the
     published drafts of their families (the catalogue), else over the trainers' default
     layouts. A setter that differs from the majority but serves every one of them right is

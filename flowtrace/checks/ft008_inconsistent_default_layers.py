@@ -9,12 +9,13 @@ from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.draft_outcomes import grade, handed_ids, outcomes
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, Graded, Rule
 from flowtrace.checks.targets import conventions
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
 
 PROBE_LAYERS = 32  # the defaults are compared at one realistic layer count
@@ -67,7 +68,8 @@ class InconsistentDefaultLayers(Rule):
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
-        by_setter: dict[str, tuple] = {}
+        # default's place -> (the place, the first row, the boundaries it captures, every row sharing it)
+        by_setter: dict[str, tuple[F.Location, ModelRow, tuple[int, ...], list[ModelRow]]] = {}
         for row in result.rows:
             c, chain = row.capture, row.chain
             site = chain.site if chain is not None else None
@@ -90,8 +92,11 @@ class InconsistentDefaultLayers(Rule):
             shift = {b - m for b, m in zip(boundaries, majority)} if len(boundaries) == len(majority) else set()
             how = f" (shifted by {shift.pop():+d})" if len(shift) == 1 else ""
             names = ", ".join(sorted({r.name for r in rows})[:3])
-            snippet = f"{row.chain.transforms[0].owner}.{row.chain.transforms[0].method}:{boundaries}"
-            steps = (("default ids", where), ("capture site", row.chain.site.location))
+            chain = row.chain
+            if chain is None or chain.site is None:  # only rows with a capture site are gathered
+                continue
+            snippet = f"{chain.transforms[0].owner}.{chain.transforms[0].method}:{boundaries}"
+            steps = (("default ids", where), ("capture site", chain.site.location))
             if _mapped_like_draft_ids(result, row, boundaries, majority):
                 yield self._as_draft_ids(result, where, names, rows, boundaries, majority, n, len(by_setter), snippet, steps)
                 continue
@@ -109,7 +114,10 @@ class InconsistentDefaultLayers(Rule):
                 affects=(r.qualname for r in rows),
             )
 
-    def _as_draft_ids(self, result, where, names, rows, boundaries, majority, n, total, snippet, steps) -> Finding:
+    def _as_draft_ids(
+        self, result: ScanResult, where: F.Location, names: str, rows: list[ModelRow], boundaries: tuple[int, ...],
+        majority: tuple[int, ...], n: int, total: int, snippet: str, steps: tuple[tuple[str, F.Location], ...],
+    ) -> Finding:
         """The default serves what the same numbers name as draft ids in the engine's convention:
         two readings of one default, not a slip; say so, and which drafts each one serves."""
         ids = list(majority)
@@ -135,7 +143,7 @@ class InconsistentDefaultLayers(Rule):
         )
 
 
-def _graded(result: ScanResult, rows, difference: str) -> dict:
+def _graded(result: ScanResult, rows: list[ModelRow], difference: str) -> Graded:
     """The default matters to the drafts the engine serves it to: those whose config writes no
     ids (or writes them under a key this engine does not read), of the classes' families in the
     catalogue, else the trainers' layouts that write none. Any served wrong: the worst of
@@ -146,7 +154,7 @@ def _graded(result: ScanResult, rows, difference: str) -> dict:
     return {"consequence": graded.consequence, "effect": effect}
 
 
-def _mapped_like_draft_ids(result: ScanResult, row, boundaries: tuple[int, ...], majority: tuple[int, ...]) -> bool:
+def _mapped_like_draft_ids(result: ScanResult, row: ModelRow, boundaries: tuple[int, ...], majority: tuple[int, ...]) -> bool:
     """The class serves "no ids" exactly as it serves a draft naming the majority's default
     numbers as ids, and that is what those ids name in the engine's convention (b = id -
     embedding_id): its default is the convention applied, where the others take the numbers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
@@ -16,15 +17,28 @@ from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
+    from flowtrace.analysis.trace import TraceResult
 
 
-def _boundaries(result, row, ids):
+@dataclass
+class _Merged:
+    """One finding being gathered: every setter group with the same setter and problem."""
+
+    setter: F.Location
+    row: ModelRow  # the first group's row: it names the chain the message describes
+    rows: list[ModelRow] = field(default_factory=list)
+    raised: TraceResult | None = None  # EMBEDDING_RAISES: the trace that raises
+    other: int | None = None  # EMBEDDING_ID_DROPPED: the id that does reach b=0
+
+
+def _boundaries(result: ScanResult, row: ModelRow, ids: list[int]) -> tuple[int, ...] | None:
     """The boundaries ``ids`` reach on a probe layer count; None when the trace cannot decide."""
     return trace_row(result.project, row, ids, PROBE_LAYERS).named_boundaries
 
 
-def _majority_transform(result) -> str | None:
+def _majority_transform(result: ScanResult) -> str | None:
     chains = (setter_chain(r) for r in result.rows if r.registered)
     counts = Counter(c.effective_transform for c in chains if c is not None and c.site is not None)
     return counts.most_common(1)[0][0] if counts else None
@@ -99,40 +113,45 @@ class UnreachableEmbedding(Rule):
         if result.method is not None and result.method.none_embedding:
             return  # the method's drafts cannot name the embedding (its runner refuses such ids)
         embedding = cc.embedding_id if cc.embedding_id is not None else -1
-        merged: dict[tuple, list] = {}
+        merged: dict[tuple[str, ProblemKind], _Merged] = {}
         for (entry_loc, _), rows in setter_groups(result).items():
             row = rows[0]
+            chain = row.chain
+            if chain is None:  # setter_groups holds rows with a setter chain only
+                continue
             # Report at the setter that decides the mapping (the place to fix), not at each
             # wrapper that hands the ids on to it: one finding per cause.
-            setter_loc = next((t.location for t in row.chain.transforms if t.transform != F.DELEGATES), entry_loc)
-            if row.chain.has(ProblemKind.INDEX0_RAISES):
+            setter_loc = next((t.location for t in chain.transforms if t.transform != F.DELEGATES), entry_loc)
+            if chain.has(ProblemKind.INDEX0_RAISES):
                 continue  # recording index 0 raises: FT022 reports that, with the line
             traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
             if traced.outcome == F.Outcome.RAISES:  # e.g. a fixed-slot packer fed one state fewer
-                entry = merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), [setter_loc, row, [], traced])
-                entry[2].extend(rows)
+                merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), _Merged(setter_loc, row, raised=traced)).rows.extend(rows)
                 continue
             reached = traced.named_boundaries
             if reached is None or 0 in reached:
                 continue
             other = next((i for i in (-1, 0) if i != embedding and 0 in (_boundaries(result, row, [i]) or ())), None)
-            if other is None and row.chain.site.embedding_capturable is not False:
+            if other is None and chain.site is not None and chain.site.embedding_capturable is not False:
                 continue  # the site records before layer 0; the setter's mapping is FT007's question
             kind = ProblemKind.EMBEDDING_ID_DROPPED if other is not None else ProblemKind.EMBEDDING_UNREACHABLE
-            entry = merged.setdefault((str(setter_loc), kind), [setter_loc, row, [], other])
-            entry[2].extend(rows)
+            merged.setdefault((str(setter_loc), kind), _Merged(setter_loc, row, other=other)).rows.extend(rows)
         majority = _majority_transform(result)
-        for (_, kind), (setter_loc, row, rows, other) in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+        for (_, kind), m in sorted(merged.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+            setter_loc, row, rows, other = m.setter, m.row, m.rows, m.other
             c = row.chain
+            if c is None:
+                continue
             site = c.site.location if c.site else None
-            if kind is ProblemKind.EMBEDDING_RAISES:
-                message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {other.raises_at}: {other.reason}"
+            if kind is ProblemKind.EMBEDDING_RAISES and m.raised is not None:
+                raised = m.raised
+                message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {raised.raises_at}: {raised.reason}"
                 fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
-                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", other.raises_at), ("capture site", site))
+                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", raised.raises_at), ("capture site", site))
                 yield self.finding(
                     setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix,
                     consequence=Consequence.CRASH_SERVING,
-                    effect=f"a draft asking for the embedding (id {embedding}) makes the engine raise at {other.raises_at} in the first forward",
+                    effect=f"a draft asking for the embedding (id {embedding}) makes the engine raise at {raised.raises_at} in the first forward",
                     affects=(r.qualname for r in rows),
                 )
                 continue
@@ -143,7 +162,7 @@ class UnreachableEmbedding(Rule):
                 )
                 fix = f"Map id {embedding} to the index recorded before layer 0 ({site}), as the engine's {majority} setters do."
             else:
-                message = f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point} and nothing is recorded before layer 0"
+                message = f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point if c.site else F.UNKNOWN} and nothing is recorded before layer 0"
                 fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
             flow = (("setter", setter_loc), ("capture site", site))
             consequence, effect = _consequence(result, rows, kind)
@@ -153,7 +172,7 @@ class UnreachableEmbedding(Rule):
             )
 
 
-def _consequence(result, rows, kind) -> tuple[Consequence | None, str | None]:
+def _consequence(result: ScanResult, rows: list[ModelRow], kind: ProblemKind) -> tuple[Consequence | None, str | None]:
     """A dropped embedding id matters to the drafts that ask for the embedding: the published
     drafts of these classes' families (the catalogue) whose trained layout holds b = 0, else
     the trainers' default layouts that do. None asks: a capability note (info). An embedding

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.trace import trace_row
-from flowtrace.checks.draft_outcomes import default_outcome, grade, outcomes
+from flowtrace.checks.draft_outcomes import Grade, default_outcome, grade, outcomes
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module
 from flowtrace.checks.base import Example, Finding, Rule
@@ -13,10 +13,11 @@ from flowtrace.checks.setter_groups import PROBE_LAYERS, joined_names, setter_gr
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
 
 
-def _reaches(result, row, ids, boundary) -> bool:
+def _reaches(result: ScanResult, row: ModelRow, ids: list[int], boundary: int) -> bool:
     traced = trace_row(result.project, row, ids, PROBE_LAYERS)
     return traced.named_boundaries is not None and boundary in traced.named_boundaries
 
@@ -67,14 +68,17 @@ class ExModel(Module):
         L = PROBE_LAYERS
         for (setter_loc, site_loc), rows in sorted(setter_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
             row = rows[0]
+            site = row.chain.site if row.chain is not None else None
+            if site is None:  # setter_groups holds rows with a capture site only
+                continue
             if any(_reaches(result, row, [i], L) for i in (L - 1, L)):
                 continue
             graded = _consequence(result, rows)
             yield self.finding(
                 site_loc,
-                f"{joined_names(rows)}: the last layer's output (b=L) is never captured ({row.chain.site.note})",
+                f"{joined_names(rows)}: the last layer's output (b=L) is never captured ({site.note})",
                 row.qualname,
-                f"last:{row.chain.site.point}",
+                f"last:{site.point}",
                 steps=(("setter", setter_loc), ("capture site", site_loc)),
                 consequence=graded.consequence,
                 effect=graded.effect,
@@ -82,7 +86,7 @@ class ExModel(Module):
             )
 
 
-def _consequence(result, rows):
+def _consequence(result: ScanResult, rows: list[ModelRow]) -> Grade:
     """A capability note unless a draft asks for b = L: a published draft of these classes'
     families (or a trainer's default layout, for a family with none) whose trained layout
     holds its own L, or the engine's default. Then the worst of what they get."""

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.draft_outcomes import grade, outcomes
 from flowtrace.checks.targets import conventions, is_target
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, Graded, Rule
 from flowtrace.model.facts import ProblemKind
 
 _INDEXING = re.compile(r"self\.(\w+)\[\s*(\w+)\s*\]")
 
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.model.facts import Location
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -76,10 +78,10 @@ class ExModel(SibAModel):
                     break
 
 
-def _served_rows(result) -> dict:
+def _served_rows(result: ScanResult) -> dict[Location, list[ModelRow]]:
     """Setter location -> the registered targets whose chain runs it."""
     cc = conventions(result)
-    out: dict = {}
+    out: dict[Location, list[ModelRow]] = {}
     for row in result.rows:
         if row.chain is None or not row.registered or not is_target(row, result.project, cc):
             continue
@@ -88,7 +90,7 @@ def _served_rows(result) -> dict:
     return out
 
 
-def _graded(result, rows, attribute: str) -> dict:
+def _graded(result: ScanResult, rows: list[ModelRow], attribute: str) -> Graded:
     """A start-up crash for the catalogue drafts whose ids make this setter raise (IndexError
     on an index past the layer list: an error that does not say why); none does: a note."""
     found, published = outcomes(result, rows)

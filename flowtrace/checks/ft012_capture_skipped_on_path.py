@@ -12,10 +12,11 @@ from flowtrace.index.stream_facts import SELF_CALLS
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import Project
     from flowtrace.analysis.scan import ScanResult
 
 
-def _self_calls(result) -> dict[str, dict[str, set[str]]]:
+def _self_calls(result: ScanResult) -> dict[str, dict[str, set[str]]]:
     """Class -> method -> the methods it calls on self (stream facts)."""
     out: dict[str, dict[str, set[str]]] = {}
     for ff in result.files:
@@ -25,7 +26,7 @@ def _self_calls(result) -> dict[str, dict[str, set[str]]]:
     return out
 
 
-def _reachable(project, qualname: str, entry_points: set[str], calls) -> set[str]:
+def _reachable(project: Project, qualname: str, entry_points: set[str], calls: dict[str, dict[str, set[str]]]) -> set[str]:
     """Methods of the class (its own or inherited) that the entry points reach through self calls."""
     table: dict[str, set[str]] = {}
     for q in reversed(project.mro(qualname)):  # the class's own methods override its bases'

@@ -11,12 +11,13 @@ from flowtrace.model.consequence import Consequence
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.model.facts import StreamFact
     from flowtrace.analysis.scan import ScanResult
 
 
-def _folding_layers(result) -> dict[str, list]:
+def _folding_layers(result: ScanResult) -> dict[str, list[StreamFact]]:
     """Module -> layer forwards that return the stream with the residual already added."""
-    out: dict[str, list] = {}
+    out: dict[str, list[StreamFact]] = {}
     for ff in result.files:
         for fact in ff.stream_facts:
             if fact.kind == FOLDS_RESIDUAL:

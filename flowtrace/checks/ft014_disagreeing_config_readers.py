@@ -9,6 +9,7 @@ from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.model.facts import ConfigReadFact
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -50,12 +51,12 @@ def aux_count(config):
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
-        reads: dict[str, list] = {}
+        reads: dict[str, list[ConfigReadFact]] = {}
         for ff in result.files:
             for r in ff.config_reads:
                 if r.default is not None or "getattr" in r.expression or ".get(" in r.expression:
                     reads.setdefault(r.key, []).append(r)
-        def norm(default):
+        def norm(default: str | None) -> str:
             text = " ".join((default or "None").split())
             return "empty" if text in {"None", "[]", "()", "{}", "''", '""'} else text  # all mean "no ids"
 

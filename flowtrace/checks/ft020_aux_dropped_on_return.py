@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.example_code import PLAIN_CAPTURING_MODEL, module
 from flowtrace.checks.example_code import causal_lm
-from flowtrace.checks.base import Example, Finding, Rule
+from flowtrace.checks.base import Example, Finding, Graded, Rule
 from flowtrace.model.consequence import Consequence
 from flowtrace.index.stream_facts import EARLY_RETURN
 from flowtrace.model import facts as F
@@ -14,6 +14,7 @@ from flowtrace.index.returns import DROP, UNPACK
 from flowtrace.model.facts import ProblemKind, ReturnKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import Project
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -184,7 +185,7 @@ EntryClass = ExForCausalLM
                     **_consequence(fact, unpacking, through),
                 )
 
-    def _not_unpacked(self, result) -> Iterator[Finding]:
+    def _not_unpacked(self, result: ScanResult) -> Iterator[Finding]:
         """Rows whose return path (link 6) keeps only the first element of the inner output."""
         seen: set[F.Location] = set()
         for row in result.rows:
@@ -192,7 +193,7 @@ EntryClass = ExForCausalLM
             if link is None or link.kind != ReturnKind.NOT_UNPACKED or link.location is None or link.location in seen:
                 continue
             seen.add(link.location)
-            site = row.capture.site
+            site = row.capture.site if row.capture is not None else None
             yield self.finding(
                 link.location, f"{row.name}: {link.reason}", row.qualname, f"not_unpacked:{link.location.line}",
                 steps=(("capture site", site.location if site else None), ("return without the aux states", link.location)),
@@ -201,7 +202,7 @@ EntryClass = ExForCausalLM
             )
 
 
-def _forwards_run(project, qualname: str) -> list[str]:
+def _forwards_run(project: Project, qualname: str) -> list[str]:
     """The classes whose ``forward`` runs when an instance of ``qualname`` is called: the first
     in its MRO that defines one, then each base reached by ``super().forward(...)``."""
     out: list[str] = []
@@ -215,7 +216,7 @@ def _forwards_run(project, qualname: str) -> list[str]:
     return out
 
 
-def _kept_one(result, fact) -> F.OutputUseFact | None:
+def _kept_one(result: ScanResult, fact: F.StreamFact) -> F.OutputUseFact | None:
     """A subclass forward that runs the one holding ``fact`` through ``super().forward(...)``
     and returns one element of what it returned (``h, x = out; return h``): callers of that
     subclass see one value where this return hands back a tuple."""
@@ -224,13 +225,14 @@ def _kept_one(result, fact) -> F.OutputUseFact | None:
     for qualname in project.classes:
         if qualname == fact.class_qualname or fact.class_qualname not in project.mro(qualname):
             continue
-        for use in project.output_uses.get(qualname, []):
+        uses: list[F.OutputUseFact] = project.output_uses.get(qualname, [])
+        for use in uses:
             if use.via == "super()" and use.kind == DROP and use.attribute == method:
                 return use
     return None
 
 
-def _unpacking_callers(result, holder: str) -> list[F.OutputUseFact]:
+def _unpacking_callers(result: ScanResult, holder: str) -> list[F.OutputUseFact]:
     """The calls that unpack ``(hidden, aux)`` from the output of ``holder``'s forward: a
     forward a model class runs (its own, or a base's it reaches through ``super().forward``)
     unpacking what an attribute built as that class (or a subclass) returns, called directly
@@ -248,7 +250,7 @@ def _unpacking_callers(result, holder: str) -> list[F.OutputUseFact]:
     return sorted(out.values(), key=lambda u: (u.location.file, u.location.line))
 
 
-def _consequence(fact, unpacking, through=None) -> dict:
+def _consequence(fact: F.StreamFact, unpacking: list[F.OutputUseFact], through: F.OutputUseFact | None = None) -> Graded:
     """A return of one value where a caller unpacks (hidden, aux) is a loud crash on that path
     (a ValueError at the unpacking), not a silent loss; so is a tuple that a subclass's forward
     cuts to one element before such a caller sees it. A tuple in their place reaching the caller

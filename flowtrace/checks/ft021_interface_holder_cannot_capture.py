@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
@@ -11,10 +11,21 @@ from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.capture import Capture
+    from flowtrace.analysis.resolve import ModelRow, Project
     from flowtrace.analysis.scan import ScanResult
 
 
-def _assignment(project, qualname: str, attribute: str):
+class HolderStep(NamedTuple):
+    """One step of an interface's holder path, as the instance builds it."""
+
+    owner: str  # the class that assigns the attribute (nearest in the MRO)
+    assignment: F.AttributeAssignment
+    built: str  # the class it builds
+    overriding: str | None  # the more derived class that changes what it builds, or None
+
+
+def _assignment(project: Project, qualname: str, attribute: str) -> tuple[str, F.AttributeAssignment] | None:
     """(class that assigns it, assignment) nearest in the MRO, or None."""
     for q in project.mro(qualname):
         cls = project.classes.get(q)
@@ -24,7 +35,7 @@ def _assignment(project, qualname: str, attribute: str):
     return None
 
 
-def _overridden(project, qualname: str, attribute: str) -> str | None:
+def _overridden(project: Project, qualname: str, attribute: str) -> str | None:
     """The base class whose own assignment of ``attribute`` the class's assignment replaces."""
     for q in project.mro(qualname)[1:]:
         cls = project.classes.get(q)
@@ -33,7 +44,7 @@ def _overridden(project, qualname: str, attribute: str) -> str | None:
     return None
 
 
-def _overriding(project, mro: list[str], assignment) -> str | None:
+def _overriding(project: Project, mro: list[str], assignment: F.AttributeAssignment) -> str | None:
     """The class more derived than the assignment's whose class attribute or factory method
     decides what it builds (``model_cls = Other`` in a subclass), as
     :meth:`Project.overridden_callee` picks it; None when none does."""
@@ -43,7 +54,7 @@ def _overriding(project, mro: list[str], assignment) -> str | None:
     return None
 
 
-def walk_holder(project, qualname: str, path: tuple[str, ...]):
+def walk_holder(project: Project, qualname: str, path: tuple[str, ...]) -> tuple[str, list[HolderStep]] | None:
     """Follow the interface's holder path; None when a step is built dynamically (unresolvable).
 
     Each step is what the instance really builds: the nearest assignment in the MRO, with
@@ -51,7 +62,7 @@ def walk_holder(project, qualname: str, path: tuple[str, ...]):
     builds from, an overriding factory method), the most derived value winning, as the
     capture chain resolves it (:meth:`Project.attribute_class`). Steps are (class assigning,
     assignment, class built, class overriding it or None)."""
-    steps = []
+    steps: list[HolderStep] = []
     current = qualname
     for attribute in path:
         found = _assignment(project, current, attribute)
@@ -63,7 +74,7 @@ def walk_holder(project, qualname: str, path: tuple[str, ...]):
         target = project.find_class(project.overridden_callee(derived, assignment) or assignment.callee, near=owner)
         if target is None:
             return None  # built from the config at run time: conditional, not decidable here
-        steps.append((owner, assignment, target, _overriding(project, derived, assignment)))
+        steps.append(HolderStep(owner, assignment, target, _overriding(project, derived, assignment)))
         current = target
     return current, steps
 
@@ -145,7 +156,7 @@ class ExForCausalLM(Module, SupportsEagle3):
                 continue
             yield self._finding(project, row, holder, steps, sorted(holders), c)
 
-    def _finding(self, project, row, holder, steps, holders, capture) -> Finding:
+    def _finding(self, project: Project, row: ModelRow, holder: str, steps: list[HolderStep], holders: list[str], capture: Capture) -> Finding:
         path = "".join(f".{a.attribute}" for _, a, _, _ in steps) or " itself"
         where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
         overrides = [project.classes[o].location for _, _, _, o in steps if o in project.classes]

@@ -6,17 +6,19 @@ import dataclasses
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.example_code import causal_lm
-from flowtrace.checks.base import Example, Finding, FixExample, Rule
+from flowtrace.checks.base import Example, Finding, FixExample, Graded, Rule
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.targets import first_forward_failure, conventions, is_target, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.model.facts import CaptureSiteFact
     from flowtrace.analysis.scan import ScanResult
 
 
-def _first_index_is_embedding(site) -> bool:
+def _first_index_is_embedding(site: CaptureSiteFact) -> bool:
     """The first iteration records b = 0: the capture runs before the layer call (input point)."""
     return site.point == F.INPUT
 
@@ -197,7 +199,7 @@ class ExModel(Module):
             found = self._finding(result, site, crash, rows, embedding)
             yield dataclasses.replace(found, related=tuple(s.location for s in sites[1:]))
 
-    def _finding(self, result: ScanResult, site, crash: dict[int, list[str]] | None, rows: list, embedding: int | None) -> Finding:
+    def _finding(self, result: ScanResult, site: CaptureSiteFact, crash: dict[int, list[str]] | None, rows: list[ModelRow], embedding: int | None) -> Finding:
         name = site.first_none
         none_at = site.first_none_at or site.location
         at = site.stored_at or site.location
@@ -221,7 +223,7 @@ class ExModel(Module):
         )
 
 
-def _when(result: ScanResult, ids: str) -> dict:
+def _when(result: ScanResult, ids: str) -> Graded:
     """A TypeError in the first forward with the draft's layers: at start-up where the engine's
     start-up forward runs with the aux capture on (crash_startup), else on the first request."""
     consequence, when = first_forward_failure(result, "a TypeError (tensor + None)", with_ids=True)
@@ -235,7 +237,7 @@ _PROBE_LAYERS = 32
 _PROBE_REST = (16, 29)  # the rest of a usual three-layer layout, far from index 0
 
 
-def crashing_ids(result: ScanResult, rows: list, file: str, embedding: int | None) -> dict[int, list[str]] | None:
+def crashing_ids(result: ScanResult, rows: list[ModelRow], file: str, embedding: int | None) -> dict[int, list[str]] | None:
     """Draft ids a draft may well send (-1, 0, 1 and the convention's embedding id) whose trace through each served class raises at this
     file: id -> the classes. None when no class could be traced (the caller keeps the
     convention's words); empty when every class was traced and none raises."""
@@ -271,10 +273,10 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _one_per_loop(result) -> list[list]:
+def _one_per_loop(result: ScanResult) -> list[list[CaptureSiteFact]]:
     """The unguarded sites grouped by forward and None operand (one cause: one finding, the
     same fingerprint), the site that records the sum directly first."""
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[str, str, str], list[CaptureSiteFact]] = {}
     for ff in result.files:
         for site in ff.capture_sites:
             if site.first_none and site.label_offset is not None and _first_index_is_embedding(site):
@@ -283,11 +285,11 @@ def _one_per_loop(result) -> list[list]:
     return [sorted(g, key=direct) for g in groups.values()]
 
 
-def _user_rows(result) -> dict[str, list]:
+def _user_rows(result: ScanResult) -> dict[str, list[ModelRow]]:
     """Holder -> the registered EAGLE-3 targets that capture through it (the classes a draft is
     served by; draft heads sharing the model are not)."""
     cc = conventions(result)
-    out: dict[str, list] = {}
+    out: dict[str, list[ModelRow]] = {}
     for row in result.rows:
         site = row.chain.site if row.chain is not None and row.capture is not None else None
         if row.registered and site is not None and site.owner and is_target(row, result.project, cc):

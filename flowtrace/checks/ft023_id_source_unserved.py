@@ -24,7 +24,7 @@ from flowtrace.analysis.config_capture import CAPTURES_NOTHING, REFUSES
 from flowtrace.checks.base import Example, Finding, Rule
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model.consequence import Consequence
-from flowtrace.model.facts import ProblemKind
+from flowtrace.model.facts import Location, Outcome, ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow
@@ -113,7 +113,7 @@ class IdSourceUnserved(Rule):
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         project, cc = result.project, conventions(result)
-        causes: dict[tuple, list[ModelRow]] = {}
+        causes: dict[tuple[Outcome, Location, str], list[ModelRow]] = {}
         for row in result.rows:
             chain = row.chain
             if chain is None or chain.setter_driven or not row.registered or not is_target(row, project, cc):
@@ -127,7 +127,7 @@ class IdSourceUnserved(Rule):
         for (outcome, where, reason), rows in sorted(causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])):
             yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname))
 
-    def _finding(self, outcome: str, where, reason: str, rows: list[ModelRow]) -> Finding:  # noqa: ANN001
+    def _finding(self, outcome: str, where: Location, reason: str, rows: list[ModelRow]) -> Finding:
         names = ", ".join(dict.fromkeys(r.name for r in rows))
         refused = outcome == REFUSES
         effect = (

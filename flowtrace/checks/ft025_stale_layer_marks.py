@@ -132,7 +132,7 @@ class StaleLayerMarks(Rule):
                 f"prefill records the union of their layers",
                 f"{setter.class_qualname}.{setter.method}",
                 mark.mark,
-                steps=(*steps, *(("runner's setter call", c.step.location) for c in calls)),  # type: ignore[arg-type]
+                steps=(*steps, *(("runner's setter call", c.step.location) for c in calls)),
                 consequence=Consequence.CRASH_SERVING,
                 effect=(
                     "for a draft whose ids differ from the default, the first prefill records the default layers' states and the "
@@ -144,7 +144,7 @@ class StaleLayerMarks(Rule):
             head,
             f"{setter.class_qualname}.{setter.method}",
             mark.mark,
-            steps=steps,  # type: ignore[arg-type]
+            steps=steps,
             consequence=Consequence.FRAGILE,
             effect=(
                 "one call at start-up marks the right layers; a second call with other ids keeps the first call's layers marked, "

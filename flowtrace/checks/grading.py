@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Iterable
 
 from flowtrace.analysis.categories import project_drafts
@@ -165,7 +166,7 @@ def _ids_can_reach(result: ScanResult, f: Finding) -> bool:
     return False
 
 
-def _cause(f: Finding) -> tuple:
+def _cause(f: Finding) -> tuple[object, ...]:
     """What makes two findings one cause: the same rule on the same class name (per-platform
     copies differ only in their package path), with the same message once paths are gone."""
     if not f.symbol:
@@ -196,19 +197,19 @@ _ID_CONVENTION = frozenset({
 })
 
 
-def _place(f: Finding) -> tuple:
+def _place(f: Finding) -> tuple[str, int, str]:
     """Findings grouped by place: the rule's own, except id-convention findings, which share one."""
     group = "ids" if f.kind in _ID_CONVENTION else f.rule
     return (f.file, f.line, group)
 
 
-def _rank(f: Finding) -> tuple:
+def _rank(f: Finding) -> tuple[int, str]:
     order = tuple(Consequence)
     return (order.index(f.consequence) if f.consequence is not None else len(order), f.rule)
 
 
-def _groups(findings: list[Finding], key) -> list[list[Finding]]:
-    groups: dict[object, list[Finding]] = {}
+def _groups(findings: list[Finding], key: Callable[[Finding], Hashable]) -> list[list[Finding]]:
+    groups: dict[Hashable, list[Finding]] = {}
     for f in sorted(findings, key=lambda f: (f.file, f.line, f.rule, f.symbol or "", f.fingerprint)):
         groups.setdefault(key(f), []).append(f)
     return list(groups.values())

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from flowtrace.checks.base import Finding
     from flowtrace.analysis.scan import ScanResult
 
 
-def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
+def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list[Finding]:
     """Run every rule over a scan (rule selection by code prefix), then grade what they found:
     severity from consequence, nothing unreachable, one finding per root cause."""
     from flowtrace.checks.base import all_rules
@@ -17,14 +18,14 @@ def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[st
 
     rules = all_rules()
     enabled = selected_codes([r.code for r in rules], select, ignore)
-    out: list = []
+    out: list[Finding] = []
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))
     return _named(result, grade(result, out))
 
 
-def _named(result: ScanResult, findings: list) -> list:
+def _named(result: ScanResult, findings: list[Finding]) -> list[Finding]:
     """Under a method other than the default (``--method``), every finding names it first and
     its fingerprint is its own: a baseline taken for one method does not accept another's
     finding at the same line (the default method's findings are as they always were)."""

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.checks.targets import conventions, is_target
 from flowtrace.model import facts as F
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.model.links import CaptureChain
+
+# (the setter's transform, the capture site): where a family of rows is served
+SetterGroupKey = tuple[F.Location, F.Location]
+
 PROBE_LAYERS = 32  # any realistic layer count works: reachability does not depend on it
 
 
-def setter_groups(result):
+def setter_groups(result: ScanResult) -> dict[SetterGroupKey, list[ModelRow]]:
     """Registered rows with a decidable capture path, grouped by (setter, site) so a base class
     shared by many registered subclasses is reported once. A row the runner's model check
     refuses raises for every id before its setter runs: no boundary of it is this family's
     question (its trace says where it raises)."""
-    groups: dict[tuple, list] = {}
+    groups: dict[SetterGroupKey, list[ModelRow]] = {}
     cc = conventions(result)
     for row in result.rows:
         chain = setter_chain(row)
@@ -28,13 +39,13 @@ def setter_groups(result):
     return groups
 
 
-def setter_chain(row):
+def setter_chain(row: ModelRow) -> CaptureChain | None:
     """The row's chain when its ids reach a setter (the rules below trace setter chains)."""
     chain = row.chain
     return chain if chain is not None and chain.source.kind == F.SourceKind.SETTER and chain.transforms else None
 
 
-def joined_names(rows) -> str:
+def joined_names(rows: Iterable[ModelRow]) -> str:
     names = sorted(r.name for r in rows)
     # A finding at the place to fix lists every class it affects (a dozen; beyond that the count).
     return ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")

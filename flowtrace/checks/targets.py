@@ -19,6 +19,7 @@ from flowtrace.model.links import NOT_BREAKING
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.model.facts import AttributeUseFact
     from flowtrace.analysis.scan import ScanResult
 
 _CACHE_ATTR = "_flowtrace_check_conventions"
@@ -130,10 +131,10 @@ def capture_works(project: Project, qualname: str) -> bool:
     return chain is not None and chain.site is not None and not chain.kinds() - NOT_BREAKING
 
 
-def family_writers(result: ScanResult, cc: CheckConventions) -> dict[str, list]:
+def family_writers(result: ScanResult, cc: CheckConventions) -> dict[str, list[AttributeUseFact]]:
     """Writer class -> attribute writes done by another capture family's setter."""
     attributes = set(result.project.conv.attributes) | set(result.project.conv.flags)
-    out: dict[str, list] = {}
+    out: dict[str, list[AttributeUseFact]] = {}
     for ff in result.files:
         for use in ff.attribute_uses:
             method = use.function.split(".")[-1]

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from flowtrace.analysis.graph import setter_written_holders
 from flowtrace.checks.targets import conventions, family_writers, is_target
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.model.facts import AttributeUseFact, CaptureSiteFact
 
-def _holders(project, row) -> list[str]:
+
+def _holders(project: Project, row: ModelRow) -> list[str]:
     holders = [row.qualname] + [project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"]
     return [h for h in dict.fromkeys(holders) if h]
 
 
-def _family_feed(result, row, site) -> list:
+def _family_feed(result: ScanResult, row: ModelRow, site: CaptureSiteFact) -> list[AttributeUseFact]:
     """Another capture family's writes of the site's attribute from the row's classes."""
     writers = family_writers(result, conventions(result))
     classes = set(result.project.mro(row.qualname))
     return [u for q in classes for u in writers.get(q, []) if u.attribute == site.attribute]
 
 
-def unset_capture_sites(result, other_family: bool):
+def unset_capture_sites(
+    result: ScanResult, other_family: bool,
+) -> Iterator[tuple[ModelRow, str, CaptureSiteFact, list[AttributeUseFact]]]:
     """(row, holder, site, family writes) for target rows without a setter whose holder captures."""
     project = result.project
     cc = conventions(result)
     fed = setter_written_holders(result.graph)  # holders some setter chain writes (graph query)
-    reported = set()
+    reported: set[str] = set()
     for row in result.rows:
         if row.chain is not None or not is_target(row, project, cc):
             continue  # an id source sets the ids: a setter, or a config attribute, build context or hook
