@@ -164,6 +164,28 @@ def test_compat_fix_refuses_when_no_ids_can_serve_the_layout(root, tmp_path):
     assert (draft / "config.json").read_text() == text
 
 
+def test_compat_fix_says_why_compat_refuses_the_rewrite(root, tmp_path, monkeypatch):
+    """A rewrite that compat, reading it back, does not find MATCH is not offered, and the line
+    says compat's differences in words (they are data: joining them as strings raised)."""
+    import flowtrace.fix.draft_config as draft_config
+
+    real = draft_config.rewrite
+
+    def keeps_old_ids(text, key, ids, trained, convention, old_ids):
+        # the draft's own ids (2, 15, 29), recorded as the engine's: served [3, 16, 30], trained [4, 16, 30]
+        return real(text, key, old_ids, trained, convention, old_ids)
+
+    monkeypatch.setattr(draft_config, "rewrite", keeps_old_ids)
+    target, draft = _configs(tmp_path, DRAFT)
+    out = invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--trained-boundaries", "4,16,30", "--fix")
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.exception
+    assert out.exit_code == 1
+    line = next(x for x in out.output.splitlines() if "do not give MATCH" in x)
+    assert "under eagle_config.eagle_aux_hidden_state_layer_ids do not give MATCH when compat reads the rewritten config: " in line
+    assert "slot 0: trained on b=4 (output of layer 3), served b=3 (output of layer 2)" in line
+    assert (draft / "config.json").read_text() == DRAFT
+
+
 def test_compat_diff_needs_fix(root, tmp_path):
     target, draft = _configs(tmp_path, DRAFT)
     assert invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--diff").exit_code == 2
