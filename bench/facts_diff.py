@@ -26,7 +26,7 @@ from pathlib import Path
 _DUMP = r"""
 import pickle, sys
 from pathlib import Path
-from flowtrace.analysis.scan import select_profiles
+from flowtrace.engines.profiles import select_profiles
 from flowtrace.index.build import IndexOptions, build_index
 out, trees = sys.argv[1], sys.argv[2:]
 found = {}

@@ -23,7 +23,7 @@ from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.packages import absolute_base, package_imports
 from flowtrace.index.returns import module_facts, nodes as _walk
-from flowtrace.index.syntax import FunctionNode, SourceText, all_statements, arguments, decode, dotted, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
+from flowtrace.index.syntax import BLOCK_FIELDS, FunctionNode, SourceText, all_statements, arguments, decode, dotted, inner_blocks, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
 from flowtrace.model import facts as F
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -71,9 +71,8 @@ class Structure:
                     cls.methods.setdefault(stmt.name, stmt)  # type: ignore[attr-defined, arg-type]
                 self._block(stmt.body, cls, True)  # type: ignore[attr-defined]
             else:
-                fields = _BLOCK_FIELDS.get(kind)
-                if fields is not None:
-                    for inner in _inner_blocks(stmt):
+                if kind in BLOCK_FIELDS:
+                    for inner in inner_blocks(stmt):
                         self._block(inner, cls, in_function)
 
     def _class(self, node: ast.ClassDef, outer: ClassInfo | None, in_function: bool) -> None:
@@ -99,32 +98,6 @@ class Structure:
         base = absolute_base(node, self.package)
         for alias in node.names:
             self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
-
-
-_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
-    ast.If: ("body", "orelse"),
-    ast.For: ("body", "orelse"),
-    ast.AsyncFor: ("body", "orelse"),
-    ast.While: ("body", "orelse"),
-    ast.With: ("body",),
-    ast.AsyncWith: ("body",),
-    ast.Try: ("body", "handlers", "orelse", "finalbody"),
-    ast.Match: ("cases",),
-}
-if hasattr(ast, "TryStar"):  # Python 3.11
-    _BLOCK_FIELDS[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
-
-
-def _inner_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    """The statement lists a compound statement holds, in source order."""
-    out: list[list[ast.stmt]] = []
-    for name in _BLOCK_FIELDS.get(stmt.__class__, ()):
-        inner = getattr(stmt, name)
-        if name == "handlers" or name == "cases":
-            out.extend(clause.body for clause in inner)
-        else:
-            out.append(inner)
-    return out
 
 
 def package_of(path: str, modname: str) -> str:

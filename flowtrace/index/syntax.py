@@ -121,14 +121,14 @@ def _statements_into(block: list, ordered: list[ast.stmt]) -> None:
         if isinstance(stmt, _SCOPES):
             continue
         ordered.append(stmt)
-        for inner in _inner_blocks(stmt):
+        for inner in inner_blocks(stmt):
             _statements_into(inner, ordered)
 
 
-def _inner_blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
+def inner_blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
     """The statement lists a compound statement holds, in source order (an ``except``
     clause's or a ``case``'s body in its place); none for a simple statement or a definition."""
-    for name in _BLOCKS.get(type(stmt), ()):
+    for name in BLOCK_FIELDS.get(type(stmt), ()):
         inner = getattr(stmt, name)
         if name == "handlers" or name == "cases":
             for clause in inner:
@@ -137,7 +137,7 @@ def _inner_blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
             yield inner
 
 
-_BLOCKS: dict[type, tuple[str, ...]] = {
+BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
     ast.If: ("body", "orelse"),
     ast.For: ("body", "orelse"),
     ast.AsyncFor: ("body", "orelse"),
@@ -148,7 +148,7 @@ _BLOCKS: dict[type, tuple[str, ...]] = {
     ast.Match: ("cases",),
 }
 if hasattr(ast, "TryStar"):  # Python 3.11
-    _BLOCKS[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
+    BLOCK_FIELDS[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
 
 
 def all_statements(block: list[ast.stmt]) -> list[ast.stmt]:
@@ -163,7 +163,7 @@ def all_statements(block: list[ast.stmt]) -> list[ast.stmt]:
             if kind in _SCOPES_SET:
                 pending.append(stmt.body)  # type: ignore[attr-defined]
             else:
-                pending.extend(_inner_blocks(stmt))
+                pending.extend(inner_blocks(stmt))
     return out
 
 
@@ -477,7 +477,7 @@ class SourceText:
         return self._column(node.lineno, node.col_offset)  # type: ignore[attr-defined]
 
 
-_COMPOUND = (*_DECORATED, *_BLOCKS)
+_COMPOUND = (*_DECORATED, *BLOCK_FIELDS)
 _QUOTES = ('"""', "'''")
 
 
