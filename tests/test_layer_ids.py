@@ -1,4 +1,5 @@
-"""Tests for flowtrace.analysis.layer_ids: the safe evaluator for layer-id expressions and setters.
+"""Tests for the safe evaluator of layer-id expressions (flowtrace.analysis.safe_eval) and the
+interpreter of setters (flowtrace.analysis.function_interpreter).
 
 Python's own ``eval``/``exec`` appear here only as the oracle the interpreter is checked
 against, with a builtins table restricted to the supported subset.
@@ -23,19 +24,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from flowtrace.analysis import layer_ids
-from flowtrace.analysis.layer_ids import (
-    BranchStep,
-    CallSite,
-    CannotEvaluate,
-    FunctionRun,
-    LayerStack,
-    Write,
-    evaluate,
-    normalise,
-    normalise_names,
-    run_function,
-)
+from flowtrace.analysis import function_interpreter, safe_eval
+from flowtrace.analysis.function_interpreter import BranchStep, CallSite, FunctionRun, Write, run_function
+from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise, normalise_names
 
 SAFE_BUILTINS: dict[str, Any] = {
     name: getattr(builtins, name)
@@ -284,7 +275,7 @@ def test_work_cap() -> None:
         "-" * 150 + "1",
         "[" * 99 + "]" * 99,
         "a if t else " * 200 + "a",
-        "x" * (layer_ids.MAX_SOURCE + 1),
+        "x" * (safe_eval.MAX_SOURCE + 1),
     ],
 )
 def test_deep_or_huge_input_is_refused_not_crashed(expression: str) -> None:
@@ -676,8 +667,9 @@ def test_deeply_nested_function_is_refused() -> None:
         run_function(source, {"x": 1}, {})
 
 
-def test_module_never_evals_execs_or_compiles() -> None:
-    tree = ast.parse(Path(layer_ids.__file__).read_text())
+@pytest.mark.parametrize("module", [safe_eval, function_interpreter])
+def test_module_never_evals_execs_or_compiles(module: object) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
     called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     assert not called & {"eval", "exec", "compile", "__import__", "open"}
 

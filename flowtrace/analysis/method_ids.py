@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from flowtrace.analysis.layer_ids import CannotEvaluate, run_function
+from flowtrace.analysis.function_interpreter import run_function
+from flowtrace.analysis.safe_eval import CannotEvaluate
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.trace import TraceResult, TraceStep, trace_row
 from flowtrace.engines.methods import DRAFT_LAYERS, LAYERS, SpecMethod

@@ -22,7 +22,8 @@ from typing import Any, Callable, NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
-from flowtrace.analysis.layer_ids import CannotEvaluate, FunctionRun, LayerStack, evaluate, normalise, run_function
+from flowtrace.analysis.function_interpreter import FunctionRun, run_function
+from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.analysis.serving_phase import BatchPath, PhaseTrace, serving_phase
