@@ -1,6 +1,6 @@
 """Capture paths without a setter: ids from a config attribute, a build context or the serving config.
 
-The setter-centred resolution (``resolve.py``) finds nothing for engines whose model never
+The setter-centred resolution (``capture_assembly.py``) finds nothing for engines whose model never
 receives the draft's ids. This module links, for one model class, the *id source* (a config
 attribute its inner model reads in ``__init__``, a build-context field, or a metadata hook's
 serving-config ids), the *writer* (the config builder selected for the class's architecture,
