@@ -81,3 +81,15 @@ def test_compat_says_mismatch_and_names_the_layer_outputs(scan, tmp_path):
     assert result.trace.outcome == F.Outcome.CAPTURES_DELTAS
     assert result.trace.slots == (Slot(None, 1), Slot(None, 15), Slot(None, 28))
     assert [d.kind for d in result.differences] == [DifferenceKind.DELTAS]
+
+
+def test_the_matrix_row_says_captures_deltas_at_the_recording(scan):
+    # the scan JSON's row answer must not say `captures` where every trace past the embedding
+    # hands the draft layer outputs without the residual (the recording line is the place)
+    from flowtrace.render.scan_json import model_json
+
+    for model in ("DeltaForCausalLM", "DeltaForConditionalGeneration"):
+        capture = model_json(scan.model(model), scan.project)["capture"]
+        assert capture["outcome"] == "captures_deltas"
+        assert capture["outcome_at"] == f"{FILE}:{_line('aux_hidden_states.append(hidden_states)')}"
+        assert "without the residual" in capture["outcome_reason"]

@@ -44,7 +44,7 @@ class IdSource:
 class Verdict:
     """How a row ends without concrete ids (``trace`` decides it for given ids)."""
 
-    outcome: F.Outcome | str  # captures | raises | captures_nothing | unknown | refuses
+    outcome: F.Outcome | str  # captures | captures_deltas | raises | captures_nothing | unknown | refuses
     reason: str | None
     location: F.Location | None
 
@@ -69,7 +69,7 @@ def verdict(row: ModelRow) -> Verdict:
     if row.capture is None or chain is None:
         return Verdict(F.Outcome.CAPTURES_NOTHING, "no capture path: the class neither takes ids nor records states", None)
     if row.support in _CAPTURING:
-        return Verdict(F.Outcome.CAPTURES, None, None)
+        return _capturing_verdict(chain)
     problems = list(chain.problems)
     if row.support == "conditional":
         first = problems[0] if problems else None
@@ -83,6 +83,20 @@ def verdict(row: ModelRow) -> Verdict:
             return Verdict(outcome, hit.text, hit.location)
     first = problems[0] if problems else None
     return Verdict(F.Outcome.UNKNOWN, first.text if first else None, first.location if first else None)
+
+
+def _capturing_verdict(chain: CaptureChain) -> Verdict:
+    """A capturing row captures boundaries, unless its site records a delta stream: then the
+    matrix must not say ``captures`` while every trace past the embedding says the draft gets
+    layer outputs without the residual (the tracer's ``captures_deltas``, link 5)."""
+    stream = chain.stream
+    if stream is None or stream.kind != F.StreamKind.DELTA:
+        return Verdict(F.Outcome.CAPTURES, None, None)
+    reason = (
+        f"`{stream.expression}` is recorded alone while the layers return the residual apart: past the "
+        "embedding each slot is a layer's output without the residual, not a residual-stream boundary"
+    )
+    return Verdict(F.Outcome.CAPTURES_DELTAS, reason, chain.site.location if chain.site is not None else None)
 
 
 def capturability(chain: CaptureChain) -> tuple[bool | None, bool | None]:
