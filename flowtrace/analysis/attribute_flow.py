@@ -22,7 +22,7 @@ from flowtrace.model import facts as F
 from flowtrace.model.links import UnreadLink
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.analysis.class_lookup import ClassLookup
 
 
 @lru_cache(maxsize=4096)
@@ -71,14 +71,14 @@ def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ..
     return UnreadLink(writer.class_qualname, writer.method, writer.location, tuple(written), tuple(reads), site.function, site.location)
 
 
-def nothing_recorded(project: Project, row: ModelRow, holder: str | None) -> tuple[F.Outcome, str, F.Location | None]:
+def nothing_recorded(project: ClassLookup, qualname: str, holder: str | None) -> tuple[F.Outcome, str, F.Location | None]:
     """What the engine does when the loop records nothing: the holder's forward returns its
     hidden states alone (a one-value return beside the ``(hidden, aux)`` one) and the wrapper
     unpacks two values under its capture flag: a ValueError there; else nothing is captured."""
     forward = [r for r in project.return_shapes.get(holder or "", []) if r.function.endswith(".forward")]
     alone = next((r for r in forward if r.shape == F.ReturnShape.SINGLE), None)
     unpack = next(
-        (u for u in project.output_uses.get(row.qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on and u.via is None),
+        (u for u in project.output_uses.get(qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on and u.via is None),
         None,
     )
     if alone is not None and unpack is not None and any(r.shape == F.ReturnShape.TUPLE for r in forward):

@@ -18,10 +18,10 @@ from flowtrace.model import facts as F
 from flowtrace.model.links import CaptureChain, ForwardPathLink
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import Project
+    from flowtrace.analysis.class_lookup import ClassLookup
 
 
-def _path_words(project: Project, run: F.LayerRunFact) -> str | None:
+def _path_words(project: ClassLookup, run: F.LayerRunFact) -> str | None:
     """The profile's words for the batch flag the call's tests read; None when every flag it
     reads is one the engine never sets while a draft is served."""
     named = dict(p.split(":", 1) for p in project.conv.batch_paths if ":" in p)
@@ -45,7 +45,7 @@ def _how(site: F.CaptureSiteFact, run: F.LayerRunFact) -> tuple[str, F.Location 
     return f"the layers of {run.layers} are not captured: the draft's fc gets fewer states than it has slots and raises on the shape", None
 
 
-def forward_paths(project: Project, chain: CaptureChain | None) -> tuple[ForwardPathLink, ...]:
+def forward_paths(project: ClassLookup, chain: CaptureChain | None) -> tuple[ForwardPathLink, ...]:
     """The layer-running calls of the chain's capturing forward (link 8), each with the store
     the forward reads and whether the call records (see the module doc)."""
     site_link = chain.site if chain is not None else None
@@ -65,7 +65,7 @@ def forward_paths(project: Project, chain: CaptureChain | None) -> tuple[Forward
 _RUNS: list[object] = [None, {}]
 
 
-def _runs(project: Project) -> dict[tuple[str, str], list[F.LayerRunFact]]:
+def _runs(project: ClassLookup) -> dict[tuple[str, str], list[F.LayerRunFact]]:
     """The project's layer-running calls by (class, method), read once per project."""
     if _RUNS[0] is not project:
         found: dict[tuple[str, str], list[F.LayerRunFact]] = {}

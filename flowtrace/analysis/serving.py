@@ -32,7 +32,7 @@ from flowtrace.model import facts as F
 from flowtrace.model.links import CaptureChain, PhaseLink, ServingLink, SetterCall
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import Project
+    from flowtrace.analysis.class_lookup import ClassLookup
 
 _MAX_DEPTH = 14
 _MAX_STATES = 64
@@ -113,7 +113,7 @@ def _badness(path: RunnerPath) -> tuple:
 class _Runner:
     """The runner functions of one project, followed step by step (see the module doc)."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: ClassLookup) -> None:
         self.project = project
         self.by_qualname: dict[str, F.RunnerFunctionFact] = {}
         self.by_name: dict[str, list[F.RunnerFunctionFact]] = {}
@@ -260,7 +260,7 @@ def _distinct(paths: list[RunnerPath]) -> tuple[RunnerPath, ...]:
     return tuple(sorted(seen.values(), key=lambda p: (p.entry, _badness(p))))
 
 
-def build_plan(project: Project) -> ServingPlan:
+def build_plan(project: ClassLookup) -> ServingPlan:
     """The start-up ways that hand the draft's ids, and the weight reloads after them."""
     conv = project.conv
     runner = _Runner(project)
@@ -282,7 +282,7 @@ def build_plan(project: Project) -> ServingPlan:
 _PLANS: list[object] = [None, None]
 
 
-def serving_plan(project: Project) -> ServingPlan:
+def serving_plan(project: ClassLookup) -> ServingPlan:
     """:func:`build_plan`, once per project (the rules, trace and compat ask for the same)."""
     if _PLANS[0] is not project:
         _PLANS[:] = [project, build_plan(project)]
@@ -290,7 +290,7 @@ def serving_plan(project: Project) -> ServingPlan:
 
 
 # -- one row: which calls each phase serves -----------------------------------------------------
-def accumulates(project: Project, chain: CaptureChain | None) -> F.LayerMarkFact | None:
+def accumulates(project: ClassLookup, chain: CaptureChain | None) -> F.LayerMarkFact | None:
     """The mark a setter of the chain turns on per id and never off, that the forward reads."""
     for link in chain.transforms if chain is not None else ():
         setter = project.setters.get(link.owner, {}).get(link.method)
@@ -306,7 +306,7 @@ def _held(calls: tuple[SetterCall, ...], union: bool) -> tuple[SetterCall, ...]:
     return calls if union else calls[-1:]
 
 
-def phases(project: Project, chain: CaptureChain | None, plan: ServingPlan | None = None) -> tuple[PhaseLink, ...]:
+def phases(project: ClassLookup, chain: CaptureChain | None, plan: ServingPlan | None = None) -> tuple[PhaseLink, ...]:
     """The phases of the representative start-up way (prefill, graph replay) and of a weight reload after
     it, for a row's chain; empty when the runner's start-up was not read (no ``[serving] startup``
     reaches a call)."""
@@ -343,7 +343,7 @@ def ids_for(call: SetterCall, draft_ids: list[int] | None) -> tuple[bool, list[i
     return False, None
 
 
-def serving_link(project: Project, chain: CaptureChain) -> ServingLink:
+def serving_link(project: ClassLookup, chain: CaptureChain) -> ServingLink:
     """Link 8 of a row's chain, completed once its other links are known: the setter calls
     each phase of serving holds and the forward's layer-running paths, for a chain whose ids
     reach a setter (the runner hands the draft's ids to setters). What the chain's assembly

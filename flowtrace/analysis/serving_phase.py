@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flowtrace.analysis.serving import ids_for
 from flowtrace.model import facts as F
@@ -23,9 +23,23 @@ from flowtrace.model.links import NO_SERVING, PhaseLink, ServingLink
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow
-    from flowtrace.analysis.trace import TraceResult
 
-Retrace = Callable[[list[int] | None], "TraceResult"]  # links 1-7 of the row on other ids
+
+class Traced(Protocol):
+    """What this phase reads of a trace of links 1-7 (the tracer's Traced): typed here
+    so the phase stays below the tracer that runs it."""
+
+    @property
+    def outcome(self) -> F.Outcome: ...
+    @property
+    def boundaries(self) -> tuple[int, ...] | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def num_layers(self) -> int: ...
+
+
+Retrace = Callable[[list[int] | None], Traced]  # links 1-7 of the row on other ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +76,7 @@ class ServingTrace:
     steps: tuple[tuple[str, F.Location | None], ...]
 
 
-def _combined(traces: list[TraceResult]) -> tuple[F.Outcome, tuple[int, ...] | None, str | None]:
+def _combined(traces: list[Traced]) -> tuple[F.Outcome, tuple[int, ...] | None, str | None]:
     """One phase's answer from the traces of the calls it holds (more than one: marks that
     accumulate, so the loop records the union of their layers)."""
     for outcome in (F.Outcome.RAISES, F.Outcome.UNKNOWN, F.Outcome.REFUSES, F.Outcome.CAPTURES_DELTAS):
@@ -75,8 +89,8 @@ def _combined(traces: list[TraceResult]) -> tuple[F.Outcome, tuple[int, ...] | N
     return F.Outcome.CAPTURES, tuple(union), None
 
 
-def _phase_trace(phase: PhaseLink, layer_ids: list[int] | None, prefill: TraceResult, retrace: Retrace) -> PhaseTrace:
-    traces: list[TraceResult] = []
+def _phase_trace(phase: PhaseLink, layer_ids: list[int] | None, prefill: Traced, retrace: Retrace) -> PhaseTrace:
+    traces: list[Traced] = []
     held_ids: tuple[int, ...] | None = None
     calls = tuple(c.words() for c in phase.calls)
     for call in phase.calls:
@@ -96,7 +110,7 @@ def batch_paths(link: ServingLink) -> tuple[BatchPath, ...]:
     return tuple(BatchPath(p.batches(), p.run.location, p.how, p.raises_at) for p in link.skipping)
 
 
-def differs(phase: PhaseTrace, prefill: TraceResult) -> bool:
+def differs(phase: PhaseTrace, prefill: Traced) -> bool:
     """The phase serves something else than the trace of the draft's ids does."""
     return phase.outcome != prefill.outcome or tuple(phase.boundaries or ()) != tuple(prefill.boundaries or ())
 
@@ -114,7 +128,7 @@ def phase_words(phase: PhaseTrace, num_layers: int) -> str:
     return f"{phase.words}: {what}, with {held}"
 
 
-def serving_phase(link: ServingLink, result: TraceResult, layer_ids: list[int] | None, retrace: Retrace) -> ServingTrace | None:
+def serving_phase(link: ServingLink, result: Traced, layer_ids: list[int] | None, retrace: Retrace) -> ServingTrace | None:
     """Phase 8 on concrete ids: every phase of serving the link holds, traced (``result`` is
     the trace of the draft's ids as the runner hands them: prefill), and the batch paths;
     None when the link holds neither."""

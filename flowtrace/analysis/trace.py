@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
 
 from flowtrace.model import facts as F
+from flowtrace.analysis.attribute_flow import nothing_recorded
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
 from flowtrace.analysis.function_interpreter import FunctionRun, run_function
 from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
@@ -610,14 +611,12 @@ class _Tracer:
         """The loop reads what no setter of the chain writes (analysis/attribute_flow): it never
         records, whatever the ids; the engine then raises where the wrapper unpacks, or captures
         nothing."""
-        from flowtrace.analysis.attribute_flow import nothing_recorded
-
         own = self.row.chain  # the row's own link 8 (not a config-bound holder's chain)
         mismatch = own.serving.unread if own is not None and chain.has(F.ProblemKind.SETTER_WRITES_UNREAD) else None
         if mismatch is None:
             return
         self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site_at))
-        outcome, reason, at = nothing_recorded(self.project, self.row, chain.holder.holder if chain.holder else None)
+        outcome, reason, at = nothing_recorded(self.project, self.row.qualname, chain.holder.holder if chain.holder else None)
         self.boundaries = ()
         self.end(outcome, reason, at)
 
