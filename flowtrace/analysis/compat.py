@@ -559,8 +559,6 @@ def inputs_from(
         convention_name = conv.name
         if draft_ids is None and engine_ids is not None:
             notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
-        if draft_ids is None and engine_ids is not None:
-            notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
         trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L),
