@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from flowtrace.engines.methods import SpecMethod
+from flowtrace.sources.configs import lookup
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +26,10 @@ class MethodChoice:
 
 
 def _has_dotted(doc: dict, dotted: str) -> bool:
-    current: object = doc
-    for part in dotted.split("."):
-        if not isinstance(current, dict) or part not in current:
-            return False
-        current = current[part]
-    return True
+    """The draft holds the key at all (a null value counts: the key marks the format)."""
+    parent, _, last = dotted.rpartition(".")
+    container = lookup(doc, parent) if parent else doc
+    return isinstance(container, dict) and last in container
 
 
 def draft_method(methods: Iterable[SpecMethod], draft: dict) -> MethodChoice | None:
