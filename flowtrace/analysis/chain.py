@@ -233,7 +233,7 @@ def source_chain(project: ChainProject, src: SourceCapture) -> CaptureChain:
     problems = tuple(Problem(F.ProblemKind.NO_CAPTURE_SITE, text, src.location) for text in src.problems)
     attribute = src.source.attribute if src.source is not None else None
     return CaptureChain(
-        source=IdSourceLink(kind, src.key, src.location, reads_draft_ids=False),
+        source=IdSourceLink(kind, src.key, src.location),
         production=_production(src),
         holder=HolderLink(src.holder, F.HolderKind.DIRECT, attribute, _class_location(project, src.holder) or src.location, store=store),
         site=_source_site(src) if src.site is not None else None,

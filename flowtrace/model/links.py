@@ -132,7 +132,12 @@ class IdSourceLink:
     kind: SourceKind
     key: str | None  # the draft/serving-config key, config attribute or context name
     location: Location | None  # where the engine reads it (setter entry for SETTER)
-    reads_draft_ids: bool = True  # False: the engine fills the ids itself or takes its serving config's
+
+    @property
+    def reads_draft_ids(self) -> bool:
+        """Only a setter is handed the draft's ids; every other source fills them itself or
+        takes its serving config's."""
+        return self.kind is SourceKind.SETTER
 
     @property
     def word(self) -> str:
