@@ -22,7 +22,7 @@ from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
-from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, raises_at, reason, suggest
+from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, reason, suggest
 from flowtrace.analysis.method_ids import trace_for_method
 from flowtrace.analysis.trace import TraceResult, trace_row
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
@@ -731,7 +731,7 @@ def _no_service(trace: TraceResult) -> Difference:
         return Difference(DifferenceKind.UNDECIDED, reason=reason(trace))
     said = outcome(trace)
     kind = DifferenceKind.RAISES if said == "raises" else DifferenceKind.DELTAS if said == "captures_deltas" else DifferenceKind.NOTHING
-    return Difference(kind, reason=reason(trace), at=raises_at(trace))
+    return Difference(kind, reason=reason(trace), at=trace.raises_at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,25 +40,21 @@ class Suggestion:
     config: str = "draft config"  # where ``key`` lives: the draft's config, or the engine's serving config
 
 
+# The outcomes a trace decides; unknown and refuses say the analysis could not follow.
+_DECIDED = (F.Outcome.CAPTURES, F.Outcome.RAISES, F.Outcome.CAPTURES_NOTHING, F.Outcome.CAPTURES_DELTAS)
+
+
 def outcome(trace: TraceResult) -> str:
-    """captures | raises | captures_nothing | captures_deltas (the trace's own field once it has one)."""
-    value = getattr(trace, "outcome", None)
-    value = getattr(value, "value", value)  # an enum member or its string
-    if isinstance(value, str) and value in ("captures", "raises", "captures_nothing", "captures_deltas"):
-        return value
+    """captures | raises | captures_nothing | captures_deltas: the trace's outcome when it is
+    decided, else what it recorded."""
+    if trace.outcome in _DECIDED:
+        return str(trace.outcome)
     return "captures" if trace.boundaries else "captures_nothing"
 
 
 def decided(trace: TraceResult) -> bool:
     """Whether the trace reached a definite outcome (not "the analysis could not follow")."""
-    value = getattr(trace, "outcome", None)
-    if value is None:
-        return trace.boundaries is not None
-    return getattr(value, "value", value) in ("captures", "raises", "captures_nothing", "captures_deltas")
-
-
-def raises_at(trace: TraceResult) -> F.Location | None:
-    return trace.raises_at
+    return trace.outcome in _DECIDED
 
 
 def reason(trace: TraceResult) -> str | None:
@@ -142,7 +138,7 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, F.Location | None, s
     for ids in ([b], [b - 1]) if b > 0 else ([0], [-1]):
         t = search.trace(ids)
         if outcome(t) == "raises":
-            return f"asking for {describe_boundary(b, L)} makes the engine raise: {reason(t) or 'see trace'}", raises_at(t), "stream semantics"
+            return f"asking for {describe_boundary(b, L)} makes the engine raise: {reason(t) or 'see trace'}", t.raises_at, "stream semantics"
     for ids in ([b], [b - 1]):
         t = search.trace(ids)
         why = dict(t.dropped)  # capture index -> why the site never records it
@@ -187,7 +183,7 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
         if not decided(probe):
             at = deciding_setter(probe)[0]
             return Suggestion(None, None, None, f"flowtrace cannot decide what the engine captures for {search.row.name}: {reason(probe) or 'capture path undecidable'}; no ids are suggested (read `flowtrace trace` at that line)", "undecided", at)
-        where = raises_at(probe) or deciding_setter(probe)[0]
+        where = probe.raises_at or deciding_setter(probe)[0]
         link = "stream semantics" if outcome(probe) == "raises" else "capture chain"
         return Suggestion(None, None, None, f"no ids tried make the engine capture anything: {reason(probe) or outcome(probe)}; code change needed (or the analysis cannot follow this class: see `flowtrace trace`)", link, where)
     missing = [b for b in want if b not in singles]
