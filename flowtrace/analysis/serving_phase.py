@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flowtrace.analysis.serving import ids_for
 from flowtrace.model import facts as F
-from flowtrace.model.links import NO_SERVING, PhaseLink, ServingLink
+from flowtrace.model.links import PhaseLink, ServingLink
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow
@@ -165,7 +165,7 @@ def row_serving(row: ModelRow) -> dict[str, Any] | None:
     that raise on a path without the capture; None when neither is known for the row."""
     if row.capture is None or row.chain is None or not row.registered:
         return None  # the runner serves registered entries; an inner model is served through one
-    link = row.chain.serving if row.chain is not None else NO_SERVING
+    link = row.chain.serving
     paths = batch_paths(link)
     if not link.phases and not paths:
         return None
