@@ -270,3 +270,12 @@ def test_lmdeploy_fills_its_context_for_dflash_only():
     assert (_support(plain)["AlphaForCausalLM"], _support(dflash)["AlphaForCausalLM"]) == ("supported", "broken")
     unserved = [f for f in api.findings(dflash) if f.rule == "FT023" and "AlphaForCausalLM" in f.message]
     assert unserved and "method 'dflash'" in unserved[0].message
+
+
+def test_a_config_that_is_no_draft_is_refused_in_the_asked_methods_words(tmp_path):
+    # `{}` holds none of DFlash's keys (dflash_config.target_layer_ids, target_layer_ids): under
+    # --method dflash the refusal names DFlash, the method compat answers for, not EAGLE-3
+    target, draft = _configs(tmp_path, "SharedForCausalLM", {})
+    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--method", "dflash", "--target-config", str(target), "--draft-config", str(draft), "--no-cache"])
+    assert run.exit_code == 2, run.output
+    assert "not a DFlash draft config" in run.output and "EAGLE-3" not in run.output

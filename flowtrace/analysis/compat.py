@@ -19,6 +19,7 @@ from pathlib import Path
 from flowtrace.model import facts as F
 from flowtrace.analysis.drafts import draft_classes, fixed_state_count
 from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
+from flowtrace.engines.methods import LEGACY
 from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
@@ -503,8 +504,11 @@ def _refuse_non_draft(project: Project, draft: dict, where: str, keys: tuple[str
         return
     archs = draft.get("architectures")
     said = f"architectures {archs}" if archs else "no architectures"
+    method = project.conv.method
+    label = method.title if method is not None else LEGACY[1]  # the method compat answers for
+    article = "an" if label[:1].upper() in "AEIOU" else "a"
     raise ConfigError(
-        f"{where}: not an EAGLE-3 draft config ({said}, no draft architecture of this engine, no layer-id key "
+        f"{where}: not {article} {label} draft config ({said}, no draft architecture of this engine, no layer-id key "
         f"({', '.join(keys)}) and no draft fc weight): give the draft's own config.json or folder, or --trained-boundaries "
         f"B0,B1,... to compare the engine with a layout you state"
     )
