@@ -14,8 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.class_lookup import ClassLookup
 
 
 def draft_classes(files: Iterable[F.FileFacts]) -> frozenset[str]:
@@ -45,7 +49,7 @@ class FixedCount:
     states: int
 
 
-def fixed_state_count(project, qualname: str) -> FixedCount | None:
+def fixed_state_count(project: ClassLookup, qualname: str) -> FixedCount | None:
     """The literal state count of the fc a draft class builds (in its MRO, or in a class its
     ``__init__`` builds), when the fc's in_features is ``<width> * N``; None when the count
     comes from the config (``num_aux_hidden_states``, the length of the ids) or is unknown."""
