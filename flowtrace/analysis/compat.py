@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowtrace.model import facts as F
+from flowtrace.analysis.boundaries import offset
 from flowtrace.analysis.drafts import draft_classes, fixed_state_count
 from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.methods import LEGACY
@@ -306,9 +307,9 @@ def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: 
         return []
     if sorted(indices) == list(indices) and sorted(draft_ids) != list(draft_ids):
         return []  # the setter sorted them: positions no longer pair
-    offset = 0 if site.point == F.INPUT else 1
+    shift = offset(site.point)  # checked above: an input or an output point
     dropped = {i for i, _ in trace.dropped}
-    return [IdPath(i, b, idx, None if idx in dropped else idx + offset) for i, b, idx in zip(draft_ids, trained, indices)]
+    return [IdPath(i, b, idx, None if idx in dropped else idx + shift) for i, b, idx in zip(draft_ids, trained, indices)]
 
 
 def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[Difference], list[str]]:
