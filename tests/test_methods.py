@@ -279,3 +279,15 @@ def test_a_config_that_is_no_draft_is_refused_in_the_asked_methods_words(tmp_pat
     run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--method", "dflash", "--target-config", str(target), "--draft-config", str(draft), "--no-cache"])
     assert run.exit_code == 2, run.output
     assert "not a DFlash draft config" in run.output and "EAGLE-3" not in run.output
+
+
+def test_compat_words_the_engine_default_as_the_runner_computes_it(tmp_path):
+    # a DFlash draft naming no ids: the runner computes them with build_target_layer_ids(L, n)
+    # (speculative/dflash_utils.py) before any setter runs, so without the draft's layer count
+    # the engine's default is undecided; it is not the setter's raise on None ids
+    # (shared.py's set_dflash_layers_to_capture raises only when handed no ids)
+    draft = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "hidden_size": 64, "target_hidden_size": 64}
+    target, draft_path = _configs(tmp_path, "SharedForCausalLM", draft)
+    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"])
+    (default,) = [line for line in run.stdout.splitlines() if line.lstrip().startswith("default:")]
+    assert "build_target_layer_ids" in default and "raises ValueError" not in default, default

@@ -26,7 +26,7 @@ from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, reason, suggest
 from flowtrace.analysis.method_ids import trace_for_method
-from flowtrace.analysis.trace import TraceResult, trace_row
+from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
 from flowtrace.sources.configs import ConfigError, lookup, read_config
 
@@ -394,7 +394,7 @@ def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None
 
 def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
-    fallback = trace_row(project, row, None, L, hidden)
+    fallback = trace_for_method(project, row, None, L, hidden)  # the runner's default first, as the trace phase
     if outcome(fallback) == "captures" and fallback.boundaries is not None:
         source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
         at, _ = deciding_setter(fallback)
