@@ -6,7 +6,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.checks.draft_outcomes import grade, outcomes
-from flowtrace.checks.targets import conventions, is_target
+from flowtrace.checks.setter_groups import served_rows
+from flowtrace.checks.targets import conventions
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.example_code import CAPTURING_MODEL, causal_lm, module, setter
 from flowtrace.checks.base import Example, Finding, Rule
@@ -68,7 +69,7 @@ class InconsistentIdTransform(Rule):
         majority, n = counts.most_common(1)[0]
         if n * 2 <= len(setters):
             return
-        served = _served_rows(result)
+        served = served_rows(result)
         for s in setters:
             if s.id_transform != majority:
                 note = f" ({s.transform_note})" if s.transform_note else ""
@@ -81,18 +82,6 @@ class InconsistentIdTransform(Rule):
                     consequence=consequence,
                     effect=effect,
                 )
-
-
-def _served_rows(result: ScanResult) -> dict[F.Location, list[ModelRow]]:
-    """Setter location -> the registered targets whose chain runs it."""
-    cc = conventions(result)
-    out: dict[F.Location, list[ModelRow]] = {}
-    for row in result.rows:
-        if row.chain is None or not row.registered or not is_target(row, result.project, cc):
-            continue
-        for link in row.chain.transforms:
-            out.setdefault(link.location, []).append(row)
-    return out
 
 
 def _consequence(result: ScanResult, rows: list[ModelRow]) -> tuple[Consequence | None, str]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.draft_outcomes import grade, outcomes
-from flowtrace.checks.targets import conventions, is_target
+from flowtrace.checks.setter_groups import served_rows
 from flowtrace.checks.base import Example, Finding, Graded, Rule
 from flowtrace.model.facts import ProblemKind
 
@@ -16,7 +16,6 @@ _INDEXING = re.compile(r"self\.(\w+)\[\s*(\w+)\s*\]")
 
 if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow
-    from flowtrace.model.facts import Location
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -60,7 +59,7 @@ class ExModel(SibAModel):
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         layers = result.project.conv.layers_attributes
-        served = _served_rows(result)
+        served = served_rows(result)
         for ff in result.files:
             for s in ff.setters:
                 for m in _INDEXING.finditer(s.source):
@@ -76,18 +75,6 @@ class ExModel(SibAModel):
                         **_graded(result, served.get(s.location, []), m.group(1)),
                     )
                     break
-
-
-def _served_rows(result: ScanResult) -> dict[Location, list[ModelRow]]:
-    """Setter location -> the registered targets whose chain runs it."""
-    cc = conventions(result)
-    out: dict[Location, list[ModelRow]] = {}
-    for row in result.rows:
-        if row.chain is None or not row.registered or not is_target(row, result.project, cc):
-            continue
-        for link in row.chain.transforms:
-            out.setdefault(link.location, []).append(row)
-    return out
 
 
 def _graded(result: ScanResult, rows: list[ModelRow], attribute: str) -> Graded:

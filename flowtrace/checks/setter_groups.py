@@ -39,6 +39,19 @@ def setter_groups(result: ScanResult) -> dict[SetterGroupKey, list[ModelRow]]:
     return groups
 
 
+def served_rows(result: ScanResult) -> dict[F.Location, list[ModelRow]]:
+    """Setter location -> the registered targets whose chain runs it (the classes a finding at
+    that setter is graded over)."""
+    cc = conventions(result)
+    out: dict[F.Location, list[ModelRow]] = {}
+    for row in result.rows:
+        if row.chain is None or not row.registered or not is_target(row, result.project, cc):
+            continue
+        for link in row.chain.transforms:
+            out.setdefault(link.location, []).append(row)
+    return out
+
+
 def setter_chain(row: ModelRow) -> CaptureChain | None:
     """The row's chain when its ids reach a setter (the rules below trace setter chains)."""
     chain = row.chain
