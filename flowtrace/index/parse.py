@@ -269,11 +269,13 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.
 
 
 def id_functions(path: str, module_name: str, tree: ast.Module, source: str, names: frozenset[str]) -> tuple[F.IdFunctionFact, ...]:
-    """The module-level functions a profile method names as its default-id computation."""
-    lines = source.splitlines()
+    """The module-level functions a profile method names as its default-id computation (the
+    source is split into lines only for a file that defines one: most files define none)."""
+    lines: list[str] | None = None
     out = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in names:
+            lines = lines if lines is not None else source.splitlines()
             text = "\n".join(lines[node.lineno - 1 : node.end_lineno or node.lineno])
             parameters = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
             out.append(F.IdFunctionFact(f"{module_name}.{node.name}", node.name, F.Location(path, node.lineno), parameters, text))
