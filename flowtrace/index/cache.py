@@ -286,7 +286,7 @@ class FactCache:
         self.secret = secret or b""
         # Nothing is written before save(): a scan that ends refused (no engine code) or
         # interrupted leaves no folder behind in the tree it read.
-        self._unwritten: dict[str, bytes] = {}  # entry key -> its sealed pickle
+        self._unwritten: set[str] = set()  # entry keys put by this scan (their pickles are in _next_pack)
         where = str(root.resolve()) if root is not None else ""
         self._root_id = hashlib.sha256(where.encode()).hexdigest()[:12]
         self._snapshot_name = f"snapshot-{self._root_id}-{hashlib.sha256(self.salt.encode()).hexdigest()[:12]}.pickle"
@@ -399,7 +399,7 @@ class FactCache:
             payload = dumps(facts)
         self._next_pack[key] = payload
         self._dirty = True
-        self._unwritten[key] = seal(payload, self.secret)
+        self._unwritten.add(key)
 
     def _create(self) -> bool:
         """The cache folder, made on the first write, with a ``.gitignore`` so a checkout never
@@ -423,8 +423,8 @@ class FactCache:
             return
         if not self._create():
             return
-        for key, sealed in self._unwritten.items():
-            self._atomic_write(self._entry_path(key), sealed)
+        for key in sorted(self._unwritten):
+            self._atomic_write(self._entry_path(key), seal(self._next_pack[key], self.secret))
         self._unwritten.clear()
         payload = dumps((self.salt, self._next_manifest, self._next_pack, self._next_selection))
         self._atomic_write(self._snapshot_path(), seal(payload, self.secret))
