@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from flowtrace.analysis.trace import trace_row
 from flowtrace.checks.targets import conventions
-from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, TrainerDefault
+from flowtrace.engines.drafts import EAGLE3, TrainerDefault
 from flowtrace.engines.training import layout
 from flowtrace.model import facts as F
 from flowtrace.model.consequence import Consequence, worst
@@ -92,10 +92,9 @@ def _trainer_candidate(result: ScanResult, t: TrainerDefault) -> _Candidate:
     return _Candidate(t.name, False, LAYERS, ids, t.key, result.drafts.trainer_trained(t, LAYERS))
 
 
-def candidates(result: ScanResult, row: ModelRow, method: str = EAGLE3) -> tuple[list[_Candidate], bool]:
-    """(drafts, published): the row's family's published drafts, else the trainers' defaults."""
-    found = _published(result, row, method)
-    return (found, True) if found else (_trainer_defaults(result, method), False)
+def candidates(result: ScanResult, row: ModelRow, method: str = EAGLE3) -> list[_Candidate]:
+    """The row's family's published drafts, else the trainers' defaults (each says which)."""
+    return _published(result, row, method) or _trainer_defaults(result, method)
 
 
 def handed_ids(result: ScanResult, ids: tuple[int, ...] | None, key: str | None) -> tuple[int, ...] | None:
@@ -154,23 +153,20 @@ def outcome_of(result: ScanResult, row: ModelRow, c: _Candidate) -> DraftOutcome
 
 def outcomes(
     result: ScanResult, rows: Iterable[ModelRow], method: str = EAGLE3, wanted: Callable[[_Candidate], bool] | None = None,
-) -> tuple[list[DraftOutcome], bool]:
+) -> list[DraftOutcome]:
     """The decidable outcomes of the rows' drafts (``wanted`` selects among them: drafts that
-    ask for b = L, drafts that write no ids), and whether they are published ones (False:
-    the trainers' defaults stood in for a family with none in the catalogue)."""
+    ask for b = L, drafts that write no ids); each says whether it is a published draft or a
+    trainer's default layout standing in for a family with none in the catalogue."""
     out: list[DraftOutcome] = []
-    published = False
     seen: set[tuple[str, str]] = set()
     for row in rows:
-        found, is_published = candidates(result, row, method)
-        published = published or is_published
-        for c in found:
+        for c in candidates(result, row, method):
             if (wanted is None or wanted(c)) and (c.name, row.name) not in seen:
                 seen.add((c.name, row.name))
                 o = outcome_of(result, row, c)
                 if o is not None:
                     out.append(o)
-    return out, published
+    return out
 
 
 def default_outcome(result: ScanResult, row: ModelRow, method: str = EAGLE3) -> DraftOutcome | None:
@@ -221,13 +217,12 @@ def _kinds(found: list[DraftOutcome]) -> str:
     return " and ".join(parts)
 
 
-def grade(found: list[DraftOutcome], published: bool = True, *, served_right: Consequence | None = Consequence.FRAGILE, none: str = "") -> Grade:
+def grade(found: list[DraftOutcome], *, served_right: Consequence | None = Consequence.FRAGILE, none: str = "") -> Grade:
     """The worst consequence over the affected drafts, with the drafts named.
 
     Every draft served what it was trained on: ``served_right`` (a convention that differs
     from the majority but serves its family's drafts is fragile, at most a warning; a
-    capability no draft asks for is None, info). No draft at all: None with ``none`` words.
-    (``published`` is kept for callers; each outcome says whether it is a published draft.)"""
+    capability no draft asks for is None, info). No draft at all: None with ``none`` words."""
     if not found:
         return Grade(None, none or None)
     wrong = [o for o in found if o.wrong]
@@ -242,8 +237,3 @@ def grade(found: list[DraftOutcome], published: bool = True, *, served_right: Co
     right = [o for o in found if not o.wrong and o.draft not in {w.draft for w in wrong}]
     fine = f"; served right: {_kinds(right)}" if right else ""
     return Grade(consequence, head + more + fine, tuple(sorted({o.draft for o in wrong})))
-
-
-def as_draft(entry: CatalogueDraft) -> str:
-    """A catalogue draft in one line (for messages that list drafts)."""
-    return f"{entry.name} (ids {entry.ids_words}, L={entry.num_hidden_layers})"

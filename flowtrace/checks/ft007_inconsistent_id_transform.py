@@ -94,8 +94,8 @@ def _consequence(result: ScanResult, rows: list[ModelRow]) -> tuple[Consequence 
             "the selected profiles disagree on what a draft's ids mean, so which states a draft gets here is not "
             "decided; this setter maps ids unlike most of its siblings"
         )
-    found, published = outcomes(result, rows)
-    graded = grade(found, published, none="no draft of the catalogue could be traced through this setter")
+    found = outcomes(result, rows)
+    graded = grade(found, none="no draft of the catalogue could be traced through this setter")
     if graded.consequence is None:
         return Consequence.FRAGILE, (graded.effect or "") + "; a draft written in another id convention would be mapped differently here than on the engine's other models"
     effect = graded.effect or ""

@@ -148,8 +148,8 @@ def _graded(result: ScanResult, rows: list[ModelRow], difference: str) -> Graded
     ids (or writes them under a key this engine does not read), of the classes' families in the
     catalogue, else the trainers' layouts that write none. Any served wrong: the worst of
     them; all served right: fragile (the difference is real, no draft suffers from it)."""
-    found, published = outcomes(result, rows, wanted=lambda c: handed_ids(result, c.ids, c.key) is None)
-    graded = grade(found, published, none="no draft of the catalogue for these classes relies on the engine's default")
+    found = outcomes(result, rows, wanted=lambda c: handed_ids(result, c.ids, c.key) is None)
+    graded = grade(found, none="no draft of the catalogue for these classes relies on the engine's default")
     effect = f"{difference}; {graded.effect}" if graded.effect else difference
     return {"consequence": graded.consequence, "effect": effect}
 

@@ -179,6 +179,6 @@ def _consequence(result: ScanResult, rows: list[ModelRow], kind: ProblemKind) ->
     no id reaches is a capability note as well."""
     if kind is not ProblemKind.EMBEDDING_ID_DROPPED:
         return None, None
-    found, published = outcomes(result, rows, wanted=lambda c: 0 in c.trained)
-    graded = grade(found, published, none="no draft of the catalogue for these classes asks for the embedding (b = 0)")
+    found = outcomes(result, rows, wanted=lambda c: 0 in c.trained)
+    graded = grade(found, none="no draft of the catalogue for these classes asks for the embedding (b = 0)")
     return graded.consequence, graded.effect

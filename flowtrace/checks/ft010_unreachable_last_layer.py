@@ -90,9 +90,9 @@ def _consequence(result: ScanResult, rows: list[ModelRow]) -> Grade:
     """A capability note unless a draft asks for b = L: a published draft of these classes'
     families (or a trainer's default layout, for a family with none) whose trained layout
     holds its own L, or the engine's default. Then the worst of what they get."""
-    found, published = outcomes(result, rows, wanted=lambda c: c.layers in c.trained)
+    found = outcomes(result, rows, wanted=lambda c: c.layers in c.trained)
     defaults = [d for d in (default_outcome(result, row) for row in rows[:1]) if d is not None and d.wrong]
     return grade(
-        found + defaults, published, served_right=None,
+        found + defaults, served_right=None,
         none="no draft of the catalogue for these classes asks for b=L, nor does the engine's default",
     )

@@ -80,10 +80,10 @@ class ExModel(SibAModel):
 def _graded(result: ScanResult, rows: list[ModelRow], attribute: str) -> Graded:
     """A start-up crash for the catalogue drafts whose ids make this setter raise (IndexError
     on an index past the layer list: an error that does not say why); none does: a note."""
-    found, published = outcomes(result, rows)
+    found = outcomes(result, rows)
     raising = [o for o in found if o.consequence is Consequence.CRASH_STARTUP]
     if raising:
-        graded = grade(raising, published)
+        graded = grade(raising)
         return {"consequence": graded.consequence, "effect": graded.effect}
     why = f"an id whose index falls outside self.{attribute} raises IndexError when the engine sets the layers at start-up"
     return {"consequence": None, "effect": f"{why}; no draft of the catalogue for these classes asks for one"}

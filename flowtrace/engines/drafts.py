@@ -71,10 +71,6 @@ class CatalogueDraft:
     # The draft config's own architectures: the engine's draft class registered under them loads it.
     draft_architectures: tuple[str, ...] = ()
 
-    @property
-    def ids_words(self) -> str:
-        return f"{list(self.ids)}" if self.ids is not None else "none (engine default)"
-
 
 @dataclass(frozen=True, slots=True)
 class TrainerDefault:
