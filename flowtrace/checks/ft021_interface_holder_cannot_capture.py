@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import conventions, is_target, short
+from flowtrace.checks.targets import conventions, is_target, method_title, short
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -154,9 +154,10 @@ class ExForCausalLM(Module, SupportsEagle3):
                 continue  # no holder built in __init__: the language model comes from a getter or the config
             if any(project.classes[q].name in holders for q in project.mro(holder) if q in project.classes):
                 continue
-            yield self._finding(project, row, holder, steps, sorted(holders), c)
+            yield self._finding(result, row, holder, steps, sorted(holders), c)
 
-    def _finding(self, project: Project, row: ModelRow, holder: str, steps: list[HolderStep], holders: list[str], capture: Capture) -> Finding:
+    def _finding(self, result: ScanResult, row: ModelRow, holder: str, steps: list[HolderStep], holders: list[str], capture: Capture) -> Finding:
+        project = result.project
         path = "".join(f".{a.attribute}" for _, a, _, _ in steps) or " itself"
         where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
         overrides = [project.classes[o].location for _, _, _, o in steps if o in project.classes]
@@ -177,7 +178,7 @@ class ExForCausalLM(Module, SupportsEagle3):
         return self.finding(
             row.location, message, row.qualname, f"{path}:{holder}", steps=flow,
             effect=(
-                f"the model declares EAGLE-3 support, and start-up dies in its interface setter: it checks that self{path} is a "
+                f"the model declares {method_title(result)} support, and start-up dies in its interface setter: it checks that self{path} is a "
                 f"{' or '.join(holders)} and raises an AssertionError that does not say the model is unsupported, before any draft is served"
             ),
         )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable
 from flowtrace.analysis.categories import project_drafts
 from flowtrace.analysis.platform_copies import build_test, never_selected, runs_nowhere, selection
 from flowtrace.analysis.reachability import Reachability, fixed_layout, layout_can_name
-from flowtrace.checks.targets import conventions, is_target
+from flowtrace.checks.targets import conventions, is_target, method_title
 from flowtrace.model.consequence import Consequence, severity_of, worst
 from flowtrace.model.facts import Location, ProblemKind
 
@@ -40,13 +40,13 @@ _NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Co
 # target entry reaches; such a finding needs the class registered instead.
 _DRAFT_SIDE = frozenset({ProblemKind.DRAFT_FC_FIXED_COUNT})
 
-# Words for a finding whose rule did not say its consequence itself.
+# Words for a finding whose rule did not say its consequence itself ({method}: the method's label).
 _EFFECT = {
     Consequence.SILENT_WRONG: "the draft silently receives other hidden states than it was trained on; nothing fails",
     Consequence.CRASH_SERVING: "a request the engine accepted at start-up raises in a forward",
-    Consequence.CRASH_STARTUP: "the model claims EAGLE-3 support and start-up dies on an error that does not say why",
+    Consequence.CRASH_STARTUP: "the model claims {method} support and start-up dies on an error that does not say why",
     Consequence.FRAGILE: "works with today's drafts; a draft written in another id convention gets other states",
-    Consequence.REFUSED_STARTUP: "the engine refuses this model for EAGLE-3 at start-up: unsupported, not wrong",
+    Consequence.REFUSED_STARTUP: "the engine refuses this model for {method} at start-up: unsupported, not wrong",
 }
 
 
@@ -138,7 +138,8 @@ def _default_effect(result: ScanResult, f: Finding, consequence: Consequence | N
         said = conventions(result).startup_refusal
         if said:
             return "the engine refuses this model at start-up: " + said.replace("<class>", _class_name(f.symbol))
-    return _EFFECT.get(consequence) if consequence is not None else None
+    words = _EFFECT.get(consequence) if consequence is not None else None
+    return words.format(method=method_title(result)) if words is not None else None
 
 
 def _names_class(result: ScanResult, symbol: str | None) -> bool:
