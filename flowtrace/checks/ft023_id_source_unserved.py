@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from flowtrace.analysis.config_capture import CAPTURES_NOTHING, REFUSES
 from flowtrace.checks.base import Example, Finding, Rule
-from flowtrace.checks.targets import conventions, is_target
+from flowtrace.checks.targets import conventions, is_target, method_title
 from flowtrace.model.consequence import Consequence
 from flowtrace.model.facts import Location, Outcome, ProblemKind
 
@@ -125,15 +125,15 @@ class IdSourceUnserved(Rule):
             if stated.outcome in (REFUSES, CAPTURES_NOTHING) and where is not None:
                 causes.setdefault((stated.outcome, where, stated.reason), []).append(row)
         for (outcome, where, reason), rows in sorted(causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])):
-            yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname))
+            yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname), method_title(result))
 
-    def _finding(self, outcome: str, where: Location, reason: str, rows: list[ModelRow]) -> Finding:
+    def _finding(self, outcome: str, where: Location, reason: str, rows: list[ModelRow], title: str) -> Finding:
         names = ", ".join(dict.fromkeys(r.name for r in rows))
         refused = outcome == REFUSES
         effect = (
-            f"the engine stops at start-up for EAGLE-3 on {names}: unsupported, not served wrong"
+            f"the engine stops at start-up for {title} on {names}: unsupported, not served wrong"
             if refused
-            else f"{names} capture nothing for EAGLE-3: the draft is served without the aux states it was trained on, and nothing fails"
+            else f"{names} capture nothing for {title}: the draft is served without the aux states it was trained on, and nothing fails"
         )
         return self.finding(
             where,
