@@ -17,7 +17,7 @@ import click
 
 from flowtrace.cli.messages import internal_error_line
 from flowtrace.cli.options import FINDING_FORMATS, drafts_option, method_option, output_options, scan_options
-from flowtrace.cli.ui import ui_options
+from flowtrace.cli.ui import emit_output, ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -177,17 +177,6 @@ def _rule_json(r) -> dict:  # noqa: ANN001 - a Rule class
     return {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix, "url": help_uri(r.code)}
 
 
-def _write(text: str, output: str | None) -> None:
-    """The requested output to ``-o FILE`` (with a status line) or stdout."""
-    from flowtrace.cli.ui import echo_output, status, write_output
-
-    if output:
-        write_output(output, text)
-        status(f"flowtrace: wrote {output}")
-    else:
-        echo_output(text)
-
-
 @click.command("rules")
 @output_options(("text", "json"), "text", help="json: a list of the rules (code, name, severity, summary, rationale, fix, url).")
 @ui_options
@@ -199,10 +188,10 @@ def rules(ctx, fmt, output):
     def go() -> None:
         listed = registered_rules()
         if fmt == "json":
-            _write(json.dumps([_rule_json(r) for r in listed], indent=2, ensure_ascii=False) + "\n", output)
+            emit_output(json.dumps([_rule_json(r) for r in listed], indent=2, ensure_ascii=False) + "\n", output)
             return
         width = max((len(r.name) for r in listed), default=4)
-        _write("".join(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}\n" for r in listed), output)
+        emit_output("".join(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}\n" for r in listed), output)
 
     _guard(ctx, go)
 
@@ -223,7 +212,7 @@ def explain(ctx, code, fmt, output):
         if wanted not in Rule.registry:
             _fail(ctx, f"flowtrace: error: unknown rule code {code!r} (valid codes: {', '.join(r.code for r in listed)})")
         rule = Rule.registry[wanted]
-        _write(json.dumps(_rule_json(rule), indent=2, ensure_ascii=False) + "\n" if fmt == "json" else rule_text(rule), output)
+        emit_output(json.dumps(_rule_json(rule), indent=2, ensure_ascii=False) + "\n" if fmt == "json" else rule_text(rule), output)
 
     _guard(ctx, go)
 

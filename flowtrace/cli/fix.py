@@ -14,6 +14,7 @@ import sys
 import click
 
 from flowtrace.cli.options import output_options, scan_options
+from flowtrace.cli.ui import emit_output
 
 
 def report_lines(report) -> list[str]:
@@ -52,7 +53,7 @@ def emit_diff(report, label: str = "", output: str | None = None) -> int:
 
     text = unified_diff(report, label)
     if output:
-        _emit(text, output)
+        emit_output(text, output)
     elif text:
         click.echo(text, nl=False)
     return 1 if text else 0
@@ -97,10 +98,10 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
         written, code = write_report(outcome.result.root, report, echo=fmt == "text") if report.offered else ((), 0)
     else:
         if fmt == "text":
-            _emit("\n".join(lines) + ("\n" if lines else ""), output)
+            emit_output("\n".join(lines) + ("\n" if lines else ""), output)
         code = 1 if report.offered else 0
     if fmt == "json":
-        _emit(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n", output)
+        emit_output(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n", output)
     _status(summary(report))
     sys.exit(code)
 
@@ -111,17 +112,6 @@ def _status(text: str) -> None:
 
     if text:
         status(text)
-
-
-def _emit(text: str, output: str | None) -> None:
-    """The requested output to ``-o FILE`` or stdout (what every command does)."""
-    from flowtrace.cli.ui import echo_output, status, write_output
-
-    if output:
-        write_output(output, text)
-        status(f"flowtrace: wrote {output}")
-    elif text:
-        echo_output(text)
 
 
 def _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):

@@ -95,6 +95,15 @@ def write_output(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def emit_output(text: str, output: str | None) -> None:
+    """The requested output to ``-o FILE`` (with a ``wrote`` status line) or stdout."""
+    if output:
+        write_output(output, text)
+        status(f"flowtrace: wrote {output}")
+    else:
+        echo_output(text)
+
+
 def distinct_outputs(*named: tuple[str, str | None]) -> None:
     """Refuse one file named for two outputs (``-o F --html F``): one would silently overwrite
     the other. ``named`` pairs an option's name with the file it names (None: not given)."""
