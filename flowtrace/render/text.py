@@ -51,8 +51,9 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None, cou
     """Registered classes first, then classes that only hold or inherit a setter; with
     ``counts`` (:func:`finding_counts`) a last column names the findings concerning each row."""
     category = category if category is not None else categories(result)
+    ordered = sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname))
     rows = []
-    for r in sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname)):
+    for r in ordered:
         c = r.capture
         kind = category.get(r.qualname, r.support)
         if c is None and r.chain is not None and not r.chain.setter_driven:
@@ -83,7 +84,6 @@ def model_matrix(result: ScanResult, category: dict[str, str] | None = None, cou
     # hook engine has no setter); the same columns for every engine.
     headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "id source", "capture site", "class at"]
     if counts is not None:
-        ordered = sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname))
         headers.append("findings")
         rows = [row + [counts.get(r.qualname, "-")] for row, r in zip(rows, ordered)]
     return _table(headers, rows)
