@@ -127,10 +127,19 @@ def test_every_listed_code_is_produced_by_a_run(files):
         assert (REPO / where).is_file(), where
 
 
+def _torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_each_command_exits_as_its_row_says(files):
-    pytest.importorskip("torch")  # the probe capture runs
+    # only probe capture's runs need torch; without it every other command is still run
+    cases = [case for case in _cases(files) if _torch() or case[0] != "probe capture"]
     wrong = []
-    for command, args, code in _cases(files):
+    for command, args, code in cases:
         res = CliRunner().invoke(main, [str(a) for a in args])
         if res.exit_code != code:
             wrong.append(f"{' '.join(map(str, args))}: exit {res.exit_code}, expected {code}: {res.output[-300:]}")
