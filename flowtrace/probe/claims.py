@@ -27,6 +27,7 @@ from flowtrace.probe.results import (
     Raised,
     SlotVerdict,
     boundary_label,
+    is_delta,
     layout_label,
 )
 
@@ -251,7 +252,7 @@ def _delta_verdict(i: int, exp: int, ch) -> SlotVerdict:
     """A slot claimed to hold what layer exp - 1 returns first, without the residual: confirmed
     by an exact match with that hidden part, refuted by an exact match with anything else."""
     layer = f"layer {exp - 1}'s output without the residual"
-    if ch.kind in ("exact", "allclose") and not ch.confirmed and ch.view == HIDDEN_PART and ch.boundary == exp:
+    if is_delta(ch) and ch.boundary == exp:
         return SlotVerdict(i, exp, exp, CONFIRMED, f"{ch.kind} match with {layer} ({HIDDEN_PART} at {boundary_label(exp)})")
     if ch.kind in ("exact", "allclose"):
         fed = boundary_label(ch.boundary) if ch.confirmed else f"{boundary_label(ch.boundary)} {ch.view}"
