@@ -106,7 +106,7 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
-    from flowtrace.cli.ui import distinct_outputs, html_report, refuse_non_python_file, several_paths, status
+    from flowtrace.cli.ui import distinct_outputs, emit_output, html_report, refuse_non_python_file, several_paths, status
     from flowtrace.lint.runner import CheckOptions, run_check
     from flowtrace.render import text as text_render
 
@@ -132,34 +132,30 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     if fmt == "json":
         from flowtrace.render.report_data import scan_json_with_report
 
-        emit(scan_json_with_report(result, findings, keep), output)
+        emit_output(scan_json_with_report(result, findings, keep), output)
     elif fmt == "html":
-        emit(html_report(result, findings, link_base), output)
+        emit_output(html_report(result, findings, link_base), output)
     elif statistics:
         from flowtrace.cli.ui import statistics_text
 
-        emit(statistics_text(findings), output)
+        emit_output(statistics_text(findings), output)
     elif fmt == "text":
         show_matrix = matrix if matrix is not None else not html_path
-        emit(_scan_text(outcome, show_matrix), output)
+        emit_output(_scan_text(outcome, show_matrix, keep), output)
     else:
         from flowtrace.render.check_output import render_check
 
-        emit(render_check(outcome, fmt, cwd=Path.cwd()), output)
-    if output:
-        status(f"flowtrace: wrote {output}")
+        emit_output(render_check(outcome, fmt, cwd=Path.cwd()), output)
     if html_path:
-        from flowtrace.cli.ui import write_output
-
-        write_output(html_path, html_report(result, findings, link_base))
-        status(f"flowtrace: wrote {html_path}")
+        emit_output(html_report(result, findings, link_base), html_path)
     counts = keep("summary:rows", lambda: text_render.row_counts(result)) if keep is not None else None
     status(text_render.summary_line(result, findings, counts))
 
 
-def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
+def _scan_text(outcome, show_matrix: bool, keep) -> str:  # noqa: ANN001
     """scan's text: the matrix (when asked), then the findings as `check --output-format concise`
-    writes them (paths relative to the working folder), then diagnostics."""
+    writes them (paths relative to the working folder), then diagnostics; ``keep``: scan's memo
+    of what follows from the facts alone."""
     from flowtrace.render import text as text_render
     from flowtrace.render.check_output import render_check
 
@@ -168,8 +164,6 @@ def _scan_text(outcome, show_matrix: bool) -> str:  # noqa: ANN001
     if show_matrix:
         from flowtrace.render.scan_json import annotated_models
 
-        memo = outcome.memo
-        keep = (lambda name, compute: memo.get(name, (), compute)) if memo is not None else None
         counts = text_render.finding_counts(annotated_models(result, list(outcome.findings), keep))
         out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result, counts=counts), *text_render.serving_text(result), ""]
     if outcome.findings:
@@ -444,10 +438,9 @@ def report(scan_json, probe_json, engine_json, fmt, output, link_base):
         inferred = infer_link_base(doc["root"], repository_subdir_of(doc.get("profiles")))
         if inferred is not None:
             link_base, origin = inferred.url, inferred.origin
-    from flowtrace.cli.ui import status, write_output
+    from flowtrace.cli.ui import emit_output
 
-    write_output(output, render_html(doc, link_base=link_base, probe=probe, link_origin=origin))
-    status(f"flowtrace: wrote {output}")
+    emit_output(render_html(doc, link_base=link_base, probe=probe, link_origin=origin), output)
 
 
 def _register_optional_commands() -> None:
