@@ -145,6 +145,11 @@ def test_compat_fix_rewrites_the_draft_config_and_a_plain_rerun_matches(root, tm
     rerun = invoke(*args)
     assert rerun.exit_code == 0, rerun.output
     assert "MATCH" in rerun.stdout
+    # the rewritten config already matches: --fix --diff has no diff to show, which is exit 0
+    again = invoke(*args, "--fix", "--diff")
+    assert (again.exit_code, again.stdout) == (0, ""), again.output
+    assert "already MATCH: nothing to change" in again.stderr
+    assert (draft / "config.json").read_text() == FIXED
 
 
 def test_compat_fix_keeps_four_space_indentation(root, tmp_path):

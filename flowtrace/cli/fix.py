@@ -178,12 +178,10 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
         from flowtrace.render.compat_words import differences_text
 
         why += ": " + "; ".join(differences_text(planned.rejected))
-    if planned.edit is not None:
-        _status(f"flowtrace: {planned.path}: {why}")
-    else:  # why nothing is offered: always said
+    if planned.edit is None:  # why nothing is offered: always said
         click.echo(f"flowtrace: {planned.path}: {why}", err=True)
-    if planned.edit is None:
-        return 0 if planned.why.startswith("already MATCH") else 1
+        return 0 if planned.matches else 1
+    _status(f"flowtrace: {planned.path}: {why}")
     proposal = Proposal("compat", "", None, str(planned.path), 1, planned.why, (planned.edit,))
     report = FixReport((Verified(proposal, ()),), (), 0)
     if show_diff:

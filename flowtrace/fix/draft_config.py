@@ -40,8 +40,7 @@ class ConfigFix:
     edit: FileEdit | None
     why: str
     rejected: CompatResult | None = None
-
-
+    matches: bool = False  # the config already gives MATCH: nothing to change, nothing wrong
 
 
 def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...], convention: str, old_ids: tuple[int, ...] | None) -> str:
@@ -73,7 +72,7 @@ def fix_draft_config(result: ScanResult, target_config: str | Path, draft_config
     path = config_path(draft_config)
     before = run(draft_config, trained_boundaries)
     if before.verdict == "MATCH":
-        return ConfigFix(path, None, "already MATCH: nothing to change")
+        return ConfigFix(path, None, "already MATCH: nothing to change", matches=True)
     usable = [s for s in before.suggestions if s.ids is not None and s.key and s.config == "draft config"]
     if not usable:
         blocked = next((s for s in before.suggestions if s.ids is None), None)
