@@ -99,11 +99,9 @@ def test_the_capture_example_prints_what_the_page_shows(folder):
 def test_the_merge_example_marks_the_row(folder):
     block = next(body for lang, body in BLOCKS if lang == "bash" and "probe merge" in body)
     CliRunner().invoke(main, ["trace", ".", "-m", "Model", "--layer-ids", "-1,2", "-L", "6", "--format", "json", "-o", "trace-a.json", "--no-cache"])
-    codes = []
     for line in block.splitlines():
         args = shlex.split(line.split("  #", 1)[0])[1:]
         res = CliRunner().invoke(main, args)
-        codes.append(res.exit_code)
         assert res.exit_code == 0, f"{line}: {res.output}"
     import json
 
