@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from flowtrace import __version__
 from flowtrace.errors import UsageError
@@ -46,7 +46,7 @@ class Baseline:
         return kept, suppressed
 
 
-def _accepts(left: Counter, f: Finding) -> bool:
+def _accepts(left: Counter[str], f: Finding) -> bool:
     """Take ``f`` from the counts: by its own fingerprint, or, for a finding that stands for
     several per-class findings (one report at their base class), when the baseline accepted
     every one of them (a baseline written before they were grouped still holds)."""
@@ -64,8 +64,8 @@ def from_findings(findings: Iterable[Finding]) -> Baseline:
     return Baseline(dict(Counter(f.fingerprint for f in findings)))
 
 
-def document(findings: Iterable[Finding]) -> dict:
-    entries: dict[str, dict] = {}
+def document(findings: Iterable[Finding]) -> dict[str, Any]:
+    entries: dict[str, dict[str, Any]] = {}
     for f in sorted(findings, key=lambda f: (f.fingerprint, f.file, f.line)):
         entry = entries.get(f.fingerprint)
         if entry is None:

@@ -142,7 +142,7 @@ def load_config(root: Path, explicit: str | Path | None = None) -> Config:
     return Config(path=path)
 
 
-def _explicit_top_level(data: dict, path: Path) -> Config:
+def _explicit_top_level(data: dict[str, Any], path: Path) -> Config:
     """A file named with ``--config`` and no ``[tool.flowtrace]``: its top-level keys are the
     settings (a ``flowtrace.toml``); a pyproject.toml without the table is an error, never a
     silently empty configuration."""
@@ -219,7 +219,7 @@ def _read_fail_on(t: _Table, key: str) -> str:
     if value not in SEVERITIES:
         shown = repr(value) if isinstance(value, str) else _type(value)
         raise ConfigError(f"{t.where} fail-on: expected one of {', '.join(SEVERITIES)}, got {shown}")
-    return value
+    return str(value)
 
 
 def _read_profile_files(t: _Table, key: str) -> tuple[Path, ...]:

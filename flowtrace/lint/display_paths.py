@@ -16,7 +16,7 @@ def root_dir(root: Path) -> Path:
 
 
 def read_source(root: Path, file: str) -> str | None:
-    from flowtrace.index.parse import decode
+    from flowtrace.index.syntax import decode
 
     base = root_dir(root)
     path = base / file

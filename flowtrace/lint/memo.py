@@ -49,7 +49,7 @@ def code_digest() -> str:
 class _Unpickler(pickle.Unpickler):
     """Only flowtrace's own records (findings, suppressions, facts): a second wall behind the MAC."""
 
-    def find_class(self, module: str, name: str):  # noqa: ANN201
+    def find_class(self, module: str, name: str) -> type:
         if module in _ALLOWED_MODULES:
             found = super().find_class(module, name)
             if isinstance(found, type) and found.__module__ == module:
@@ -89,7 +89,8 @@ class ResultMemo:
             return {}
         if not isinstance(record, dict) or record.get("key") != self.base_key or not isinstance(record.get("parts"), dict):
             return {}
-        return record["parts"]
+        parts: dict[str, Any] = record["parts"]
+        return parts
 
     def get(self, name: str, extra: object, compute: Callable[[], Any]) -> Any:
         """The part ``name`` for ``extra`` (more of the key), from the memo or ``compute()``."""

@@ -51,7 +51,7 @@ class PerFileIgnores:
     entries: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
-        specs: tuple = ()
+        specs: tuple[Any, ...] = ()
         if self.entries:  # pathspec only for a configuration that has per-file ignores
             import pathspec
 
@@ -360,7 +360,7 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     # keyed by the index's fingerprint (what the grading reads beside the files' facts, package
     # __init__ imports and distribution names, is part of the index) and by the draft catalogue,
     # which grades what the rules say (a user's --drafts file changes consequences)
-    return memo.get("rules", (result.drafts.digest,), rules)
+    return memo.get("rules", (result.drafts.digest,), rules)  # type: ignore[no-any-return]
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
@@ -369,7 +369,7 @@ def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultM
     # suppression comments are text, not facts: keyed by the content of every file they are read from
     read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
     if memo is not None and read_key is not None:
-        return memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))
+        return memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))  # type: ignore[no-any-return]
     return collect_suppressions(result, files)
 
 
@@ -445,7 +445,7 @@ def text_key(result: ScanResult, files: Iterable[str]) -> list[tuple[str, str]] 
     return None if any(digest is None for _, digest in key) else key  # type: ignore[return-value]
 
 
-def _memo(result: ScanResult, options, shape: object) -> ResultMemo | None:  # noqa: ANN001
+def _memo(result: ScanResult, options: IndexOptions, shape: object) -> ResultMemo | None:
     """This root's memo of derived answers, when the scan used the fact cache and every rule
     is flowtrace's own (a rule defined elsewhere, a plugin's or a test's, is not in the code
     digest that keys the memo)."""
@@ -457,7 +457,8 @@ def _memo(result: ScanResult, options, shape: object) -> ResultMemo | None:  # n
         return None
     from flowtrace.index.cache import default_cache_dir
 
-    return ResultMemo.open(options.cache_dir or default_cache_dir(result.root), result.root, result.index.fingerprint, shape)
+    root = Path(result.root)
+    return ResultMemo.open(options.cache_dir or default_cache_dir(root), root, result.index.fingerprint, shape)
 
 
 # --------------------------------------------------------------------------- paths and rendering

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from typing import Any, Callable, TypeGuard
 from pathlib import Path
 
 from flowtrace.errors import UsageError
@@ -130,7 +131,7 @@ def _nesting_exceeds(text: str, limit: int) -> bool:
     return bool(brackets)
 
 
-def _load_json(raw: bytes, path: Path, what: str) -> dict:
+def _load_json(raw: bytes, path: Path, what: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -163,12 +164,20 @@ def read_regular_file(path: str | Path, limit: int) -> bytes:
 
 
 # -- safetensors header ------------------------------------------------------------------
+def _counts(value: object, length: int | None = None) -> TypeGuard[list[int]]:
+    """A JSON list of non-negative integers (of ``length`` items when given): a shape or offsets."""
+    return (
+        isinstance(value, list)
+        and (length is None or len(value) == length)
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
+    )
+
+
 def _tensor(name: object, entry: object, path: Path, data_size: int) -> Tensor:
     if not isinstance(name, str) or not isinstance(entry, dict):
         raise CheckpointError(f"{path}: header entry {str(name)[:60]!r} is not a tensor description")
     shape, dtype, offsets = entry.get("shape"), entry.get("dtype"), entry.get("data_offsets")
-    ints = lambda v, n=None: isinstance(v, list) and (n is None or len(v) == n) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)  # noqa: E731
-    if not isinstance(dtype, str) or not ints(shape) or len(shape) > MAX_SHAPE_RANK or not ints(offsets, 2):  # type: ignore[arg-type]  # ints(shape) made it a list
+    if not isinstance(dtype, str) or not _counts(shape) or len(shape) > MAX_SHAPE_RANK or not _counts(offsets, 2):
         raise CheckpointError(f"{path}: header entry {name[:60]!r} lacks a valid dtype, shape or data_offsets")
     assert isinstance(shape, list) and isinstance(offsets, list)  # ints() checked both; tells the type checker
     if offsets[1] < offsets[0] or offsets[1] > data_size:
@@ -224,7 +233,7 @@ def is_fc_weight(name: str) -> bool:
 def namings(names: list[str]) -> tuple[str, ...]:
     """Which EAGLE-3 checkpoint conventions the tensor names follow."""
     found = []
-    probes = (
+    probes: tuple[tuple[str, Callable[[str], bool]], ...] = (
         ("fc.weight", lambda n: is_fc_weight(n)),
         ("midlayer.*", lambda n: n.startswith("midlayer.") or ".midlayer." in n),
         ("layers.0.*", lambda n: n.startswith("layers.0.") or ".layers.0." in n),
@@ -268,7 +277,7 @@ def read_draft_checkpoint(directory: str | Path) -> DraftCheckpoint | None:
     return DraftCheckpoint(str(d), str(single), (str(single),), len(tensors), fc.name if fc else None, fc.shape if fc else None, namings([t.name for t in tensors]))
 
 
-def checkpoint_json(ckpt: DraftCheckpoint, target_hidden: int | None) -> dict:
+def checkpoint_json(ckpt: DraftCheckpoint, target_hidden: int | None) -> dict[str, Any]:
     return {
         "file": ckpt.file,
         "fc_name": ckpt.fc_name,

@@ -69,7 +69,7 @@ def read_config(path: str | os.PathLike[str], role: str) -> dict[str, Any]:
     return read_document(path, role).data
 
 
-def lookup(data: dict, dotted: str) -> Any:
+def lookup(data: dict[str, Any], dotted: str) -> Any:
     """``data["a"]["b"]`` for ``"a.b"``; None when any part is missing."""
     current: object = data
     for part in dotted.split("."):

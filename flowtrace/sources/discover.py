@@ -12,7 +12,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from flowtrace.model.facts import Diagnostic, DiagnosticKind
 
@@ -48,7 +48,7 @@ def _shown(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pathspec.PathSpec | None:
+def _spec(lines: list[str], problems: list[tuple[int, str]] | None = None) -> pathspec.PathSpec[Any] | None:
     """The spec of ``lines``, leaving out patterns git would reject or that would take
     exponential time to match (each one noted in ``problems`` as (line number, reason));
     None when no pattern is left (pathspec is imported only for a tree that has one)."""
@@ -86,7 +86,7 @@ def _pattern_problem(line: str) -> str | None:
     return None
 
 
-def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.DirEntry], list[os.DirEntry]] | None:
+def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.DirEntry[str]], list[os.DirEntry[str]]] | None:
     """``(folders, other entries)`` of ``folder``, each sorted by name, as ``os.walk`` splits
     them (a symlink to a folder counts as a folder); None when it cannot be listed. One
     ``scandir`` instead of ``os.walk`` plus a ``stat`` per name: the entries already know
@@ -97,8 +97,8 @@ def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.
     except OSError as error:
         on_error(error)
         return None
-    folders: list[os.DirEntry] = []
-    others: list[os.DirEntry] = []
+    folders: list[os.DirEntry[str]] = []
+    others: list[os.DirEntry[str]] = []
     for entry in entries:
         try:
             is_dir = entry.is_dir()
@@ -108,14 +108,14 @@ def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.
     return folders, others
 
 
-def _is_plain_file(entry: os.DirEntry) -> bool:
+def _is_plain_file(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_file(follow_symlinks=False)
     except OSError:
         return False
 
 
-def _source_file(entry: os.DirEntry, rel: str, real_root: str, diagnostics: list[Diagnostic]) -> SourceFile | None:
+def _source_file(entry: os.DirEntry[str], rel: str, real_root: str, diagnostics: list[Diagnostic]) -> SourceFile | None:
     """The file ``entry`` as a scan reads it, or None (with a diagnostic) when it is not read:
     a symlink out of the root, something that is not a regular file, a failing stat."""
     try:
@@ -149,7 +149,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
         from flowtrace.errors import UsageError
 
         raise UsageError(f"exclude {rejected[0][1]}")
-    ignore_specs: list[tuple[str, pathspec.PathSpec]] = []
+    ignore_specs: list[tuple[str, pathspec.PathSpec[Any]]] = []
     files: list[SourceFile] = []
 
     def ignored(rel: str, is_dir: bool) -> bool:
@@ -183,7 +183,7 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
 
 
 def _read_gitignore(
-    entries: list[os.DirEntry], rel_dir: str, ignore_specs: list[tuple[str, pathspec.PathSpec]], diagnostics: list[Diagnostic]
+    entries: list[os.DirEntry[str]], rel_dir: str, ignore_specs: list[tuple[str, pathspec.PathSpec[Any]]], diagnostics: list[Diagnostic]
 ) -> None:
     """Add the folder's own ``.gitignore`` (if a plain, readable file) to ``ignore_specs``
     before its entries are filtered, so its patterns apply to this folder and below;
@@ -204,7 +204,7 @@ def _read_gitignore(
 
 
 def _folders_to_descend(
-    subdirs: list[os.DirEntry], rel_dir: str, ignored: Callable[[str, bool], bool], diagnostics: list[Diagnostic]
+    subdirs: list[os.DirEntry[str]], rel_dir: str, ignored: Callable[[str, bool], bool], diagnostics: list[Diagnostic]
 ) -> list[tuple[str, str]]:
     """The subfolders of ``rel_dir`` to walk next, as (path, relative path), in listing order.
 
@@ -233,7 +233,7 @@ def _folders_to_descend(
 
 
 def _python_files(
-    entries: list[os.DirEntry],
+    entries: list[os.DirEntry[str]],
     rel_dir: str,
     ignored: Callable[[str, bool], bool],
     real_root: str,

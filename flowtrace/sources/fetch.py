@@ -35,6 +35,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 MAX_TOTAL_BYTES = 4 * 1024**3  # unpacked size of one archive
 MAX_MEMBERS = 200_000
@@ -140,8 +141,8 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in {"PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV"}}
     env["PIP_ONLY_BINARY"] = ":all:"
     _progress(f"downloading the {name}=={version} wheel (pip download, no dependencies, never installed)")
-    first: subprocess.CompletedProcess | None = None
-    proc: subprocess.CompletedProcess | None = None
+    first: subprocess.CompletedProcess[str] | None = None
+    proc: subprocess.CompletedProcess[str] | None = None
     for target in ([], *_other_targets()):
         proc = _pip_download(spec, name, version, dest, extra, target, env)
         first = first or proc
@@ -168,7 +169,7 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def _pip_download(spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+def _pip_download(spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """One ``pip download``; pip's progress bar shows on a terminal, else its output is kept
     for the error line."""
     live = _interactive() and not target  # retries stay quiet: their failures are expected
@@ -251,7 +252,7 @@ class _Budget:
             raise UnsafeArchive(f"unpacks to more than {MAX_TOTAL_BYTES} bytes")
 
 
-def _copy(source, root: Path, parts: tuple[str, ...], budget: _Budget) -> None:
+def _copy(source: IO[bytes], root: Path, parts: tuple[str, ...], budget: _Budget) -> None:
     fd = _open_inside(root, parts)
     with os.fdopen(fd, "wb") as out:
         while True:
