@@ -291,3 +291,91 @@ def test_compat_words_the_engine_default_as_the_runner_computes_it(tmp_path):
     run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"])
     (default,) = [line for line in run.stdout.splitlines() if line.lstrip().startswith("default:")]
     assert "build_target_layer_ids" in default and "raises ValueError" not in default, default
+
+
+# -- the DFlash training convention (rules/training/dflash.toml) ------------------------------
+# A DFlash draft naming no ids was trained on build_target_layer_ids(L, N): one target layer per
+# draft layer from layer 1 to L - 3, "output of layer i". For L = 32 and N = 5 draft layers that
+# is ids [1, 8, 15, 22, 29] (1 + 7 i), boundaries [2, 9, 16, 23, 30].
+
+NO_IDS_DFLASH = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "hidden_size": 64, "target_hidden_size": 64}
+
+
+def _compat_json(tmp_path: Path, tree: Path, arch: str, draft: dict, *more: str) -> tuple[int, dict]:
+    target, draft_path = _configs(tmp_path, arch, draft)
+    args = ["compat", str(tree), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache", "--format", "json", *more]
+    run = CliRunner().invoke(main, args)
+    return run.exit_code, json.loads(run.stdout)
+
+
+@pytest.mark.parametrize(("arch", "code", "served"), [
+    # shared.py: build_target_layer_ids(32, 5) (speculative/dflash_utils.py) then the setter's +1
+    ("SharedForCausalLM", 0, [2, 9, 16, 23, 30]),
+    # identity.py: the DFlash setter forgets the +1
+    ("IdentityForCausalLM", 1, [1, 8, 15, 22, 29]),
+])
+def test_compat_assumes_the_dflash_trainers_default_for_a_draft_without_ids(tmp_path, arch, code, served):
+    exit_code, doc = _compat_json(tmp_path, FIXTURE, arch, NO_IDS_DFLASH)
+    assert exit_code == code, doc
+    assert doc["trained_with"] == "dflash" and doc["trained_boundaries"] == [2, 9, 16, 23, 30]
+    assert doc["served_boundaries"] == served
+    assert "N = 5, the draft's num_hidden_layers" in doc["training_default"]
+
+
+def test_the_dflash_default_uses_the_target_layer_count_the_draft_records(tmp_path):
+    # SpecForge writes num_target_layers: a draft trained for a 36-layer target has ids
+    # [1, 9, 17, 25, 33] (boundaries + 1), whatever the target given
+    draft = {**NO_IDS_DFLASH, "num_target_layers": 36}
+    _, doc = _compat_json(tmp_path, FIXTURE, "SharedForCausalLM", draft)
+    assert doc["trained_boundaries"] == [2, 10, 18, 26, 34]
+
+
+def test_a_dflash_draft_with_neither_ids_nor_layer_count_is_refused_in_one_line(tmp_path):
+    draft = {"architectures": ["DFlashDraftModel"], "hidden_size": 64, "dflash_config": {"mask_token_id": 7}}
+    target, draft_path = _configs(tmp_path, "SharedForCausalLM", draft)
+    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"])
+    assert run.exit_code == 2 and "num_hidden_layers" in run.output and "Traceback" not in run.output
+
+
+def test_vllm_serves_a_dflash_draft_without_ids_the_eagle3_default(tmp_path):
+    # vLLM's runner falls back to the model's EAGLE-3 default getter (interfaces.py:
+    # (2, n // 2, n - 3)), three states, while the draft was trained on five; the suggested ids
+    # are the draft's, one less than the setter's (the runner adds 1 to DFlash ids)
+    exit_code, doc = _compat_json(tmp_path, VLLM_LIKE, "DeepseekForCausalLM", NO_IDS_DFLASH)
+    assert exit_code == 1 and doc["method"]["label"] == "DFlash"
+    assert (doc["trained_boundaries"], doc["served_boundaries"]) == ([2, 9, 16, 23, 30], [2, 16, 29])
+    assert doc["suggestions"][0]["ids"] == [1, 8, 15, 22, 29]
+    assert doc["suggestions"][0]["served_boundaries"] == [2, 9, 16, 23, 30]
+
+
+# -- vLLM's other hidden-state speculators ------------------------------------------------
+
+
+def test_vllm_declares_dspark_through_the_eagle3_interface_with_its_own_keys():
+    vllm = next(p for p in load_all() if p.name == "vllm")
+    dspark = next(m for m in vllm.methods_served if m.name == "dspark")
+    # eagle3_utils.py get_eagle3_aux_layers_from_config: dflash_config's ids, then
+    # dspark_target_layer_ids, then the top-level target_layer_ids, each + 1
+    assert dspark.layer_id_keys == ("dflash_config.target_layer_ids", "dspark_target_layer_ids", "target_layer_ids")
+    assert (dspark.id_offset, dspark.setters[0], dspark.training) == (1, "set_aux_hidden_state_layers", "dflash")
+
+
+@pytest.mark.parametrize(("draft", "key"), [
+    ({"architectures": ["DSparkDraftModel"], "num_hidden_layers": 5, "dflash_config": {"target_layer_ids": [1, 15, 28]}}, "dflash_config.target_layer_ids"),
+    ({"architectures": ["Qwen3DSparkModel"], "num_hidden_layers": 5, "dspark_target_layer_ids": [1, 15, 28]}, "dspark_target_layer_ids"),
+])
+def test_compat_picks_dspark_on_vllm_and_adds_one(tmp_path, draft, key):
+    # DeepseekForCausalLM stores the setter's ids and records layer idx's input: ids [1, 15, 28]
+    # + 1 -> boundaries [2, 16, 29], the output of layers 1, 15 and 28
+    exit_code, doc = _compat_json(tmp_path, VLLM_LIKE, "DeepseekForCausalLM", draft, "--trained-boundaries", "2,16,29")
+    assert exit_code == 0, doc
+    assert doc["method"]["label"] == "DSpark" and doc["engine_key"] == key and doc["served_boundaries"] == [2, 16, 29]
+
+
+@pytest.mark.parametrize("arch", ["DFlashQwen3XPressModel", "LiLiCorrDraftModel"])
+def test_xpress_and_lilicorr_drafts_are_served_as_dflash_on_vllm(tmp_path, arch):
+    # v1/worker/gpu/spec_decode/__init__.py: both are picked under method "dflash" by architecture
+    draft = {"architectures": [arch], "num_hidden_layers": 5, "dflash_config": {"target_layer_ids": [1, 15, 28]}}
+    exit_code, doc = _compat_json(tmp_path, VLLM_LIKE, "DeepseekForCausalLM", draft)
+    assert exit_code == 0 and doc["method"]["label"] == "DFlash" and doc["served_boundaries"] == [2, 16, 29]
+    assert f"architecture {arch} is a DFlash draft class" in doc["method"]["why"]  # not only its dflash_config

@@ -13,6 +13,7 @@ one number the weights themselves fix.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from flowtrace.analysis.boundaries import offset
 from flowtrace.analysis.drafts import draft_classes, fixed_state_count
 from flowtrace.engines.drafts import EAGLE3, CatalogueDraft, DraftCatalogue
 from flowtrace.engines.methods import LEGACY
-from flowtrace.engines.training import LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, to_boundaries
+from flowtrace.engines.training import (
+    LayoutError, TrainingConvention, id_range, invalid_ids, layout, load_conventions, needs_draft_layers, to_boundaries,
+)
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.model.links import CaptureChain, Production
 from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, outcome, reason, suggest
@@ -60,23 +63,53 @@ def _ids(value, where: str) -> list[int] | None:
     return list(value)
 
 
-def detect_training(draft: dict, conventions: dict[str, TrainingConvention]) -> TrainingConvention:
-    for conv in conventions.values():
-        if conv.detect_keys and any(k in draft for k in conv.detect_keys):
-            return conv
-    return conventions.get("specforge") or next(iter(conventions.values()))
+def detect_training(draft: dict, conventions: dict[str, TrainingConvention], preferred: str = "") -> TrainingConvention:
+    """The convention whose format keys the draft holds (the ``preferred`` one first: the
+    training convention of the method compat answers for, a profile's ``[methods.*] training``),
+    else the preferred one, else SpecForge's."""
+    held = [c for c in conventions.values() if c.detect_keys and any(k in draft for k in c.detect_keys)]
+    chosen = next((c for c in held if c.name == preferred), None) or next(iter(held), None) or conventions.get(preferred)
+    return chosen or conventions.get("specforge") or next(iter(conventions.values()))
 
 
-def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_layers: int) -> tuple[list[int], list[str], list[int]]:
+def _count(draft: dict | None, key: str) -> int | None:
+    value = lookup(draft, key) if draft is not None and key else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def default_ids(conv: TrainingConvention, num_layers: int, draft: dict | None = None) -> tuple[list[int], str]:
+    """(ids, on what) of the convention's default layout for this draft: its trainer computed it
+    for the target's layer count (or the one the draft config records, ``layers_key``) and, for a
+    layout spread over the draft's own layers, the draft's layer count (``draft_layers_key``)."""
+    layers = _count(draft, conv.layers_key) or num_layers
+    draft_layers = _count(draft, conv.draft_layers_key)
+    try:
+        ids = list(layout(conv.default_ids, layers, draft_layers))
+    except LayoutError as exc:
+        if needs_draft_layers(conv.default_ids) and draft_layers is None:
+            raise ConfigError(
+                f"the draft config names no ids and no positive {conv.draft_layers_key}: the {conv.name} default layout is computed from "
+                f"the draft's layer count (give the ids, or --trained-boundaries)"
+            ) from None
+        raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
+    on = []
+    if layers != num_layers:
+        on.append(f"L = {layers}, the draft's {conv.layers_key}")
+    if needs_draft_layers(conv.default_ids):
+        on.append(f"N = {draft_layers}, the draft's {conv.draft_layers_key}")
+    if on and layers == num_layers:
+        on.insert(0, f"L = {layers}")
+    return ids, "; ".join(on)
+
+
+def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_layers: int, draft: dict | None = None) -> tuple[list[int], list[str], list[int]]:
     """(boundaries, notes, used ids) the draft was trained on (the arithmetic:
     :func:`flowtrace.engines.training.to_boundaries`)."""
     notes: list[str] = []
     if ids is None:
-        try:
-            ids = list(layout(conv.default_ids, num_layers))
-        except LayoutError as exc:
-            raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
-        notes.append(f"no {conv.name} ids in the draft config (key {' or '.join(conv.layer_id_keys)}): the {conv.name} default {conv.default_ids} = {ids}")
+        ids, on = default_ids(conv, num_layers, draft)
+        said = f" (for {on})" if on else ""
+        notes.append(f"no {conv.name} ids in the draft config (key {' or '.join(conv.layer_id_keys)}): the {conv.name} default {conv.default_ids} = {ids}{said}")
     out, more = to_boundaries(conv.meaning, ids, num_layers)
     return list(out), notes + list(more), ids
 
@@ -190,13 +223,26 @@ def parse_boundaries(text: str) -> list[int]:
     return values
 
 
-def _convention(draft: dict, trained_with: str | None) -> TrainingConvention:
+def _convention(draft: dict, trained_with: str | None, preferred: str = "") -> TrainingConvention:
     conventions = load_conventions()
     if trained_with:
         if trained_with not in conventions:
             raise ConfigError(f"unknown --trained-with {trained_with!r} (choose from {', '.join(sorted(conventions))})")
         return conventions[trained_with]
-    return detect_training(draft, conventions)
+    return detect_training(draft, conventions, preferred)
+
+
+def _method_training(project: Project) -> str:
+    """The training convention the profiles declare for the method compat answers for."""
+    method = project.conv.method
+    return method.training if method is not None else ""
+
+
+def _draft_layers(project: Project, draft: dict) -> int | None:
+    """The draft's layer count where the method's runner computes default ids from it
+    (``[methods.*] draft_layers_key``): what ``trace --draft-layers`` gives by hand."""
+    method = project.conv.method
+    return _count(draft, method.draft_layers_key) if method is not None else None
 
 
 RECORD_KEY, RECORD_FIELD = "flowtrace", "trained_boundaries"  # written by `compat --fix`
@@ -392,9 +438,10 @@ def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None
     return ckpt is not None and ckpt.fc_in_features is not None and bool(hidden) and ckpt.slots(hidden) is None
 
 
-def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None) -> tuple[str, str]:
+def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None, draft: dict | None = None) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
-    fallback = trace_for_method(project, row, None, L, hidden)  # the runner's default first, as the trace phase
+    drafted = _draft_layers(project, draft) if draft is not None else None
+    fallback = trace_for_method(project, row, None, L, hidden, draft_layers=drafted)  # the runner's default first, as the trace phase
     if outcome(fallback) == "captures" and fallback.boundaries is not None:
         source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
         at, _ = deciding_setter(fallback)
@@ -402,8 +449,13 @@ def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: i
         engine = f"the engine falls back to its default: boundaries {list(fallback.boundaries)}{where}"
     else:
         engine = f"the engine has no usable default: {reason(fallback) or outcome(fallback)}"
-    boundaries, _, used = trained_boundaries(conv, None, L)
-    training = f"the {conv.name} training default {conv.default_ids} = ids {used} -> boundaries {boundaries}"
+    try:
+        boundaries, _, used = trained_boundaries(conv, None, L, draft)
+    except ConfigError as exc:  # a default computed from what this draft config does not say
+        return engine, f"the {conv.name} training default {conv.default_ids}: {exc}"
+    _, on = default_ids(conv, L, draft)
+    said = f" (for {on})" if on else ""
+    training = f"the {conv.name} training default {conv.default_ids} = ids {used}{said} -> boundaries {boundaries}"
     return engine, training
 
 
@@ -539,7 +591,7 @@ def inputs_from(
     """Phase 1 on configs already read (a catalogue draft is given this way, without files)."""
     info = target_info(target, target_where)
     L = info.num_layers
-    conv = _convention(draft, trained_with)
+    conv = _convention(draft, trained_with, _method_training(project))
     keys = tuple(dict.fromkeys((*engine_keys, *conv.layer_id_keys)))
     row = project.row(info.architecture)
     if row is None:
@@ -560,28 +612,33 @@ def inputs_from(
         convention_name = "given"
     else:
         _check_ids(conv, draft_ids, L, f"{draft_where}: {draft_key}")
-        trained, notes, used = trained_boundaries(conv, draft_ids, L)
+        trained, notes, used = trained_boundaries(conv, draft_ids, L, draft)
         convention_name = conv.name
         if draft_ids is None and engine_ids is not None:
             notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
-        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L),
+        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L, _method_training(project)),
         project, draft_key,
     )
 
 
-def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int) -> tuple[str, ...]:
+def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int, preferred: str = "") -> tuple[str, ...]:
     """What compat assumed about the draft, for ``-v``: the training convention and why, and
     the default layout taken when the draft config names no ids."""
+    keys = [k for k in conv.detect_keys if k in draft]
     if trained_with:
         why = trained_with  # where the convention was named (--trained-with, the catalogue entry)
+    elif keys:
+        why = f"detected: the draft config has {', '.join(keys)}"
+    elif conv.name == preferred:
+        why = "no format key matched: the training convention of the method answered ([methods.*] training)"
     else:
-        keys = [k for k in conv.detect_keys if k in draft]
-        why = f"detected: the draft config has {', '.join(keys)}" if keys else "no format key matched: the default convention"
+        why = "no format key matched: the default convention"
     out = [f"training convention: {conv.name} ({conv.description}; {why})"]
     if ids is None:
-        out.append(f"no ids in the draft config: assumed trained on the {conv.name} default {conv.default_ids} = {list(layout(conv.default_ids, L))} for L = {L}")
+        used, on = default_ids(conv, L, draft)
+        out.append(f"no ids in the draft config: assumed trained on the {conv.name} default {conv.default_ids} = {used} for {on or f'L = {L}'}")
     return tuple(out)
 
 
@@ -624,7 +681,8 @@ def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: 
 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
     info, row = inputs.info, inputs.row
-    trace = trace_for_method(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target)  # the runner's step first (a method's id offset)
+    drafted = _draft_layers(project, inputs.draft)  # a runner computing default ids from the draft's layer count
+    trace = trace_for_method(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target, draft_layers=drafted)
     notes = list(inputs.notes)
     engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
     engine_default = training_default = None
@@ -632,7 +690,7 @@ def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, 
         notes.extend(source_notes(row.chain, engine_ids, inputs.trained))
         engine_ids = engine_key = None
     elif engine_ids is None:
-        engine_default, training_default = _defaults(project, row, inputs.conv, info.num_layers, info.hidden_size)
+        engine_default, training_default = _defaults(project, row, inputs.conv, info.num_layers, info.hidden_size, inputs.draft)
         notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
     return Traced(trace, engine_ids, engine_key, engine_default, training_default, tuple(notes))
 
@@ -771,7 +829,21 @@ def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgemen
     if not judgement.differences or no_fix is not None or _trained_for_another_target(inputs.checkpoint, hidden):
         return Advice((), no_fix)
     key = traced.engine_key or (engine_keys[0] if engine_keys else None)
-    return Advice(suggest(project, inputs.row, sorted(inputs.trained), inputs.info.num_layers, inputs.info.hidden_size, key), no_fix)
+    found = suggest(project, inputs.row, sorted(inputs.trained), inputs.info.num_layers, inputs.info.hidden_size, key)
+    return Advice(tuple(_as_draft_ids(project, s) for s in found), no_fix)
+
+
+def _as_draft_ids(project: Project, found: Suggestion) -> Suggestion:
+    """A suggestion in the draft config's terms: the search finds the ids the setter must
+    receive, and a method whose runner adds ``id_offset`` first needs that much less in the draft
+    (vLLM adds 1 to a DFlash draft's ids, so setter ids [2, 9] are draft ids [1, 8])."""
+    method = project.conv.method
+    shift = method.id_offset if method is not None and not method.default else 0
+    if not shift or found.ids is None or found.config != "draft config":
+        return found
+    ids = tuple(i - shift for i in found.ids)
+    why = f"the runner adds {shift} to the draft's {method.title} ids, so {list(ids)} reach the setter as {list(found.ids)}; {found.why}"  # type: ignore[union-attr]
+    return dataclasses.replace(found, ids=ids, why=why)
 
 
 def compat(

@@ -24,6 +24,8 @@ Keys of one ``[methods.<name>]`` table (all optional; docs/profiles.md is the re
 - ``default_function``, ``default_arguments``: a function of the tree the runner calls for the
   ids when the draft names none, and what it passes (``layers``: the target's layer count;
   ``draft_layers``: the draft's).
+- ``draft_layers_key``: the draft-config key the runner reads the draft's layer count from (what
+  ``default_arguments`` passes as ``draft_layers``; compat reads it from the draft config).
 - ``states``, ``states_key``: how many target states the method's draft concatenates when its
   config names no ids (a number, or the draft-config key holding it).
 - ``runner_entries``: the runner functions that hand the ids to the setter.
@@ -71,6 +73,7 @@ class SpecMethod:
     id_offset: int = 0
     default_function: str = ""
     default_arguments: tuple[str, ...] = ()
+    draft_layers_key: str = ""
     states: int | None = None
     states_key: str = ""
     runner_entries: tuple[str, ...] = ()

@@ -11,9 +11,12 @@ grading of findings all read conventions through this module: the arithmetic liv
 from __future__ import annotations
 
 import ast
+import operator
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
+from typing import Union
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.errors import ProfileError
@@ -43,6 +46,11 @@ class TrainingConvention:
     meaning: str
     default_ids: str
     detect_keys: tuple[str, ...]
+    # The draft-config keys holding what the trainer computed its default layout from: the
+    # target's layer count it was trained for (unset or absent: the target's L) and the draft's
+    # own layer count (N in ``default_ids``).
+    layers_key: str = ""
+    draft_layers_key: str = ""
 
     @property
     def embedding_id(self) -> int:
@@ -51,37 +59,100 @@ class TrainingConvention:
 
 
 class LayoutError(ValueError):
-    """An ids expression that is not a list of integer arithmetic on L."""
+    """An ids expression that is not a list of integer arithmetic on L (and N)."""
 
 
-_OPS = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__}
+# What a layout expression may name: the target's layer count, and the draft's (a trainer that
+# spreads one target layer per draft layer, as DFlash's does, needs it).
+TARGET_LAYERS, DRAFT_LAYERS = "L", "N"
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+_Number = Union[int, Fraction]
 
 
-def _value(node: ast.AST, layers: int) -> int:
+def _name(node: ast.Name, names: dict[str, int | None]) -> int:
+    if node.id not in names:
+        raise LayoutError(f"unknown name {node.id!r} (only L, N and a comprehension's own variable)")
+    value = names[node.id]
+    if value is None:
+        raise LayoutError(f"the layout needs {node.id} (the draft's layer count) and none is known")
+    return value
+
+
+def _binop(node: ast.BinOp, names: dict[str, int | None]) -> _Number:
+    left, right = _value(node.left, names), _value(node.right, names)
+    if isinstance(node.op, (ast.FloorDiv, ast.Div)) and right == 0:
+        raise LayoutError("division by zero")
+    if isinstance(node.op, ast.Div):
+        return Fraction(left) / right  # exact: round() then halves to even, as Python's round on floats does here
+    return _OPS[type(node.op)](left, right)
+
+
+def _value(node: ast.AST, names: dict[str, int | None]) -> _Number:
+    """One arithmetic node: integers, names, + - * // /, unary minus, ``round(x)``."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.Name) and node.id == "L":
-        return layers
+    if isinstance(node, ast.Name):
+        return _name(node, names)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_value(node.operand, layers)
+        return -_value(node.operand, names)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        right = _value(node.right, layers)
-        if isinstance(node.op, ast.FloorDiv) and right == 0:
-            raise LayoutError("division by zero")
-        return _OPS[type(node.op)](_value(node.left, layers), right)
-    raise LayoutError(f"only integers, L, +, -, * and // are allowed, found {ast.dump(node)[:60]}")
+        return _binop(node, names)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "round" and len(node.args) == 1 and not node.keywords:
+        return round(_value(node.args[0], names))
+    raise LayoutError(f"only integers, L, N, +, -, *, //, / and round() are allowed, found {ast.dump(node)[:60]}")
 
 
-def layout(expression: str, layers: int) -> tuple[int, ...]:
-    """The ids an expression such as ``[1, L // 2 - 1, L - 4]`` names for ``layers`` layers.
-    A tiny evaluator of its own: this is data the loaders validate, below the analysis stage."""
+def _condition(node: ast.AST, names: dict[str, int | None]) -> bool:
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE):
+        raise LayoutError("a condition is one comparison such as N == 1")
+    return bool(_COMPARE[type(node.ops[0])](_value(node.left, names), _value(node.comparators[0], names)))
+
+
+def _comprehension(node: ast.ListComp, names: dict[str, int | None]) -> list[_Number]:
+    """``[expr for i in range(n)]``: the one loop a spread-over-the-layers layout needs."""
+    gen = node.generators[0]
+    call = gen.iter
+    simple = len(node.generators) == 1 and not gen.ifs and not gen.is_async and isinstance(gen.target, ast.Name)
+    ranged = isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range" and len(call.args) == 1
+    if not (simple and ranged and isinstance(gen.target, ast.Name) and isinstance(call, ast.Call)):
+        raise LayoutError("a comprehension is [expression for i in range(count)]")
+    count = _value(call.args[0], names)
+    return [_value(node.elt, {**names, gen.target.id: i}) for i in range(int(count))]
+
+
+def _elements(node: ast.AST, names: dict[str, int | None]) -> list[_Number]:
+    if isinstance(node, ast.IfExp):
+        return _elements(node.body if _condition(node.test, names) else node.orelse, names)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(e, names) for e in node.elts]
+    if isinstance(node, ast.ListComp):
+        return _comprehension(node, names)
+    raise LayoutError("expected a list such as [2, L // 2, L - 3] (or a comprehension, or `A if N == 1 else B`)")
+
+
+def layout(expression: str, layers: int, draft_layers: int | None = None) -> tuple[int, ...]:
+    """The ids an expression such as ``[1, L // 2 - 1, L - 4]`` names for ``layers`` layers
+    (``draft_layers``: N, for a trainer whose layout depends on the draft's layer count). A tiny
+    evaluator of its own: this is data the loaders validate, below the analysis stage."""
     try:
         tree = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError as exc:
         raise LayoutError(f"not an expression ({exc.msg})") from None
-    if not isinstance(tree, (ast.List, ast.Tuple)):
-        raise LayoutError("expected a list such as [2, L // 2, L - 3]")
-    return tuple(_value(e, layers) for e in tree.elts)
+    values = _elements(tree, {TARGET_LAYERS: layers, DRAFT_LAYERS: draft_layers})
+    if not all(isinstance(v, int) for v in values):
+        raise LayoutError(f"ids must be integers, the expression gives {[str(v) for v in values]} (round() a division)")
+    return tuple(int(v) for v in values)
+
+
+def needs_draft_layers(expression: str) -> bool:
+    """Whether a layout expression names N (the draft's layer count)."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Name) and n.id == DRAFT_LAYERS for n in ast.walk(tree))
 
 
 def id_range(meaning: str, layers: int) -> tuple[int, int]:
@@ -144,13 +215,17 @@ def load_conventions(directory: Path | None = None) -> dict[str, TrainingConvent
                 meaning=data["meaning"],
                 default_ids=data["default_ids"],
                 detect_keys=tuple(data.get("detect_keys", ())),
+                layers_key=data.get("layers_key", ""),
+                draft_layers_key=data.get("draft_layers_key", ""),
             )
         except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ProfileError(f"{path}: invalid training profile ({type(exc).__name__}: {exc})") from None
+        if needs_draft_layers(conv.default_ids) and not conv.draft_layers_key:
+            raise ProfileError(f"{path}: default_ids names N (the draft's layer count): say where a draft config holds it (draft_layers_key)")
         if conv.meaning not in MEANINGS:
             raise ProfileError(f"{path}: meaning must be one of {', '.join(MEANINGS)}, found {conv.meaning!r}")
         try:
-            layout(conv.default_ids, 32)
+            layout(conv.default_ids, 32, 5)
         except LayoutError as exc:
             raise ProfileError(f"{path}: default_ids {conv.default_ids!r}: cannot evaluate it ({exc})") from None
         out[conv.name] = conv
@@ -158,5 +233,6 @@ def load_conventions(directory: Path | None = None) -> dict[str, TrainingConvent
 
 
 __all__ = [
-    "MEANINGS", "LayoutError", "Meaning", "TrainingConvention", "id_range", "invalid_ids", "layout", "load_conventions", "to_boundaries",
+    "DRAFT_LAYERS", "MEANINGS", "TARGET_LAYERS", "LayoutError", "Meaning", "TrainingConvention", "default_layout", "id_range", "invalid_ids",
+    "layout", "load_conventions", "needs_draft_layers", "to_boundaries",
 ]
