@@ -23,7 +23,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.engines.methods import LEGACY
-from flowtrace.engines.training import LayoutError, TrainingConvention, invalid_ids, layout, load_conventions, to_boundaries
+from flowtrace.engines.training import (
+    LayoutError, TrainingConvention, invalid_ids, layout, load_conventions, needs_draft_layers, to_boundaries,
+)
 from flowtrace.errors import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -124,7 +126,8 @@ class DraftCatalogue:
             return None
         if draft.trained_boundaries is not None:
             return draft.trained_boundaries
-        ids = draft.ids if draft.ids is not None else layout(conv.default_ids, draft.num_hidden_layers)
+        # states: the draft's layer count too, for a layout spread over them (one state per draft layer)
+        ids = draft.ids if draft.ids is not None else layout(conv.default_ids, draft.num_hidden_layers, draft.states)
         return to_boundaries(conv.meaning, ids, draft.num_hidden_layers)[0]
 
     def trainer_trained(self, trainer: TrainerDefault, layers: int) -> tuple[int, ...]:
@@ -163,6 +166,8 @@ def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[s
     if layers is not None and layers < 1:
         raise ProfileError(f"{where}: num_hidden_layers must be positive, found {layers}")
     ids = entry.get("ids")
+    if ids is None and entry.get("trained_boundaries") is None and needs_draft_layers(conv.default_ids) and "states" not in entry:
+        raise ProfileError(f"{where}: without ids the {conv.name} default layout needs the draft's layer count: give ids or states")
     if ids is not None:
         if "key" not in entry:
             raise ProfileError(f"{where}: ids need the key they are written under ('key')")

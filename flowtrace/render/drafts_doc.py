@@ -64,6 +64,27 @@ then `key`), `method`, `source`.
 Every entry's ids must be valid for its layer count under its convention (DESIGN.md section 2):
 "output of layer i" ids run from -1 (the embedding) to L - 1, boundaries and HF indices from 0 to
 L; no duplicates.
+
+A default layout is a small expression: integers, `L` (the target's layer count), `N` (the draft's
+own layer count, for a trainer that spreads one target layer per draft layer), `+ - * // /`,
+`round()` (halves to even, as Python's), `[expr for i in range(count)]` and `A if N == 1 else B`;
+the ids it gives must be integers.
+"""
+
+_CONVENTIONS = """## Training conventions
+
+What a draft's ids meant when it was trained (`rules/training/*.toml`, one `[training]` table a
+file): `meaning` maps an id to a boundary (`layer_output`: b = i + 1, -1 the embedding;
+`boundary`: b = i; `hf_index`: b = k, index L being the post-norm state); `layer_id_keys` are the
+draft-config keys it writes them under; `default_ids` is the layout its trainer takes when a draft
+names none; `detect_keys` mark a draft config of that format; `layers_key` and `draft_layers_key`
+name the draft-config keys holding the target's layer count the default was computed for (absent:
+the target's own) and the draft's layer count (`N`). `compat` takes the convention named by
+`--trained-with`, else the one whose format key the draft holds (the convention of the method it
+answers for first: a profile's `[methods.*] training`), else that method's, else `specforge`.
+
+| convention | ids mean | keys | default when the draft names none | format keys |
+|---|---|---|---|---|
 """
 
 
@@ -94,6 +115,14 @@ def drafts_markdown(catalogue: DraftCatalogue | None = None) -> str:
     for t in catalogue.trainers:
         written = f"yes, `{t.key}`" if t.writes_ids else "no (the engine's default applies)"
         lines.append(f"| {_cell(t.name)} | {t.convention} | `{t.ids}` | {written} | {_link(t.source)} |")
+    lines += ["", _CONVENTIONS.rstrip("\n")]
+    for c in sorted(catalogue.conventions.values(), key=lambda c: c.name):
+        default = f"`{c.default_ids}`" + (f" (N = the draft's `{c.draft_layers_key}`)" if c.draft_layers_key else "")
+        if c.layers_key:
+            default += f" (L = the draft's `{c.layers_key}` when it has one)"
+        keys = ", ".join(f"`{k}`" for k in c.layer_id_keys)
+        detect = ", ".join(f"`{k}`" for k in c.detect_keys) or "none"
+        lines.append(f"| {c.name} | {c.meaning} | {keys} | {default} | {detect} |")
     families = sorted({d.family for d in catalogue.drafts})
     confirmed = sum(d.confirmed for d in catalogue.drafts)
     lines += ["", "## Published drafts", "",
