@@ -298,12 +298,14 @@ def test_compat_words_the_engine_default_as_the_runner_computes_it(tmp_path):
 # draft layer from layer 1 to L - 3, "output of layer i". For L = 32 and N = 5 draft layers that
 # is ids [1, 8, 15, 22, 29] (1 + 7 i), boundaries [2, 9, 16, 23, 30].
 
-NO_IDS_DFLASH = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "hidden_size": 64, "target_hidden_size": 64}
+NO_IDS_DFLASH = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "hidden_size": 64,
+                 "target_hidden_size": 64}
 
 
 def _compat_json(tmp_path: Path, tree: Path, arch: str, draft: dict, *more: str) -> tuple[int, dict]:
     target, draft_path = _configs(tmp_path, arch, draft)
-    args = ["compat", str(tree), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache", "--format", "json", *more]
+    args = ["compat", str(tree), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache",
+            "--format", "json", *more]
     run = CliRunner().invoke(main, args)
     return run.exit_code, json.loads(run.stdout)
 
@@ -333,7 +335,8 @@ def test_the_dflash_default_uses_the_target_layer_count_the_draft_records(tmp_pa
 def test_a_dflash_draft_with_neither_ids_nor_layer_count_is_refused_in_one_line(tmp_path):
     draft = {"architectures": ["DFlashDraftModel"], "hidden_size": 64, "dflash_config": {"mask_token_id": 7}}
     target, draft_path = _configs(tmp_path, "SharedForCausalLM", draft)
-    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"])
+    args = ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"]
+    run = CliRunner().invoke(main, args)
     assert run.exit_code == 2 and "num_hidden_layers" in run.output and "Traceback" not in run.output
 
 
@@ -361,8 +364,11 @@ def test_vllm_declares_dspark_through_the_eagle3_interface_with_its_own_keys():
 
 
 @pytest.mark.parametrize(("draft", "key"), [
-    ({"architectures": ["DSparkDraftModel"], "num_hidden_layers": 5, "dflash_config": {"target_layer_ids": [1, 15, 28]}}, "dflash_config.target_layer_ids"),
-    ({"architectures": ["Qwen3DSparkModel"], "num_hidden_layers": 5, "dspark_target_layer_ids": [1, 15, 28]}, "dspark_target_layer_ids"),
+    ({"architectures": ["DSparkDraftModel"], "num_hidden_layers": 5,
+      "dflash_config": {"target_layer_ids": [1, 15, 28]}},
+     "dflash_config.target_layer_ids"),
+    ({"architectures": ["Qwen3DSparkModel"], "num_hidden_layers": 5, "dspark_target_layer_ids": [1, 15, 28]},
+     "dspark_target_layer_ids"),
 ])
 def test_compat_picks_dspark_on_vllm_and_adds_one(tmp_path, draft, key):
     # DeepseekForCausalLM stores the setter's ids and records layer idx's input: ids [1, 15, 28]

@@ -40,9 +40,11 @@ def test_one_draft_layer_takes_the_middle_layer_and_rounding_halves_to_even(dfla
 
 def test_the_convention_reads_output_of_layer_i_under_dflash_keys(dflash):
     # extract_context_feature takes hidden_states[id + 1]: the output of layer id, boundary id + 1
-    assert dflash.meaning == "layer_output" and dflash.layer_id_keys == ("dflash_config.target_layer_ids", "target_layer_ids")
+    assert dflash.meaning == "layer_output"
+    assert dflash.layer_id_keys == ("dflash_config.target_layer_ids", "target_layer_ids")
     assert to_boundaries(dflash.meaning, [1, 8, 15], 32)[0] == (2, 9, 16)
-    assert needs_draft_layers(dflash.default_ids) and not needs_draft_layers(load_conventions()["specforge"].default_ids)
+    assert needs_draft_layers(dflash.default_ids)
+    assert not needs_draft_layers(load_conventions()["specforge"].default_ids)
 
 
 @pytest.mark.parametrize(("expression", "words"), [

@@ -68,7 +68,8 @@ def detect_training(draft: dict, conventions: dict[str, TrainingConvention], pre
     training convention of the method compat answers for, a profile's ``[methods.*] training``),
     else the preferred one, else SpecForge's."""
     held = [c for c in conventions.values() if c.detect_keys and any(k in draft for k in c.detect_keys)]
-    chosen = next((c for c in held if c.name == preferred), None) or next(iter(held), None) or conventions.get(preferred)
+    chosen = next((c for c in held if c.name == preferred), None) or next(iter(held), None)
+    chosen = chosen or conventions.get(preferred)
     return chosen or conventions.get("specforge") or next(iter(conventions.values()))
 
 
@@ -88,8 +89,8 @@ def default_ids(conv: TrainingConvention, num_layers: int, draft: dict | None = 
     except LayoutError as exc:
         if needs_draft_layers(conv.default_ids) and draft_layers is None:
             raise ConfigError(
-                f"the draft config names no ids and no positive {conv.draft_layers_key}: the {conv.name} default layout is computed from "
-                f"the draft's layer count (give the ids, or --trained-boundaries)"
+                f"the draft config names no ids and no positive {conv.draft_layers_key}: the {conv.name} default "
+                f"layout is computed from the draft's layer count (give the ids, or --trained-boundaries)"
             ) from None
         raise ConfigError(f"training profile {conv.name}: default_ids {conv.default_ids!r}: {exc}") from None
     on = []
@@ -102,14 +103,18 @@ def default_ids(conv: TrainingConvention, num_layers: int, draft: dict | None = 
     return ids, "; ".join(on)
 
 
-def trained_boundaries(conv: TrainingConvention, ids: list[int] | None, num_layers: int, draft: dict | None = None) -> tuple[list[int], list[str], list[int]]:
+def trained_boundaries(
+    conv: TrainingConvention, ids: list[int] | None, num_layers: int, draft: dict | None = None,
+) -> tuple[list[int], list[str], list[int]]:
     """(boundaries, notes, used ids) the draft was trained on (the arithmetic:
     :func:`flowtrace.engines.training.to_boundaries`)."""
     notes: list[str] = []
     if ids is None:
         ids, on = default_ids(conv, num_layers, draft)
         said = f" (for {on})" if on else ""
-        notes.append(f"no {conv.name} ids in the draft config (key {' or '.join(conv.layer_id_keys)}): the {conv.name} default {conv.default_ids} = {ids}{said}")
+        keys = " or ".join(conv.layer_id_keys)
+        default = f"the {conv.name} default {conv.default_ids} = {ids}{said}"
+        notes.append(f"no {conv.name} ids in the draft config (key {keys}): {default}")
     out, more = to_boundaries(conv.meaning, ids, num_layers)
     return list(out), notes + list(more), ids
 
@@ -438,10 +443,13 @@ def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None
     return ckpt is not None and ckpt.fc_in_features is not None and bool(hidden) and ckpt.slots(hidden) is None
 
 
-def _defaults(project: Project, row, conv: TrainingConvention, L: int, hidden: int | None, draft: dict | None = None) -> tuple[str, str]:
+def _defaults(
+    project: Project, row, conv: TrainingConvention, L: int, hidden: int | None, draft: dict | None = None,
+) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
     drafted = _draft_layers(project, draft) if draft is not None else None
-    fallback = trace_for_method(project, row, None, L, hidden, draft_layers=drafted)  # the runner's default first, as the trace phase
+    # the runner's default first, as the trace phase
+    fallback = trace_for_method(project, row, None, L, hidden, draft_layers=drafted)
     if outcome(fallback) == "captures" and fallback.boundaries is not None:
         source = next((s for s in fallback.steps if s.kind == "config" and s.location is not None), None)
         at, _ = deciding_setter(fallback)
@@ -618,12 +626,15 @@ def inputs_from(
             notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
     return CompatInputs(
         target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
-        trained_boundaries_given is not None or recorded is not None, draft_dir, _assumed(conv, draft, trained_with and convention_from, draft_ids, L, _method_training(project)),
+        trained_boundaries_given is not None or recorded is not None, draft_dir,
+        _assumed(conv, draft, trained_with and convention_from, draft_ids, L, _method_training(project)),
         project, draft_key,
     )
 
 
-def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int, preferred: str = "") -> tuple[str, ...]:
+def _assumed(
+    conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int, preferred: str = "",
+) -> tuple[str, ...]:
     """What compat assumed about the draft, for ``-v``: the training convention and why, and
     the default layout taken when the draft config names no ids."""
     keys = [k for k in conv.detect_keys if k in draft]
@@ -638,7 +649,9 @@ def _assumed(conv: TrainingConvention, draft: dict, trained_with: str | None, id
     out = [f"training convention: {conv.name} ({conv.description}; {why})"]
     if ids is None:
         used, on = default_ids(conv, L, draft)
-        out.append(f"no ids in the draft config: assumed trained on the {conv.name} default {conv.default_ids} = {used} for {on or f'L = {L}'}")
+        on = on or f"L = {L}"
+        default = f"the {conv.name} default {conv.default_ids} = {used} for {on}"
+        out.append(f"no ids in the draft config: assumed trained on {default}")
     return tuple(out)
 
 
@@ -682,7 +695,9 @@ def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: 
 def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, ...]) -> Traced:
     info, row = inputs.info, inputs.row
     drafted = _draft_layers(project, inputs.draft)  # a runner computing default ids from the draft's layer count
-    trace = trace_for_method(project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target, draft_layers=drafted)
+    trace = trace_for_method(
+        project, row, inputs.engine_ids, info.num_layers, info.hidden_size, inputs.target, draft_layers=drafted,
+    )
     notes = list(inputs.notes)
     engine_ids, engine_key = inputs.engine_ids, inputs.engine_key
     engine_default = training_default = None
@@ -690,7 +705,9 @@ def trace_phase(project: Project, inputs: CompatInputs, engine_keys: tuple[str, 
         notes.extend(source_notes(row.chain, engine_ids, inputs.trained))
         engine_ids = engine_key = None
     elif engine_ids is None:
-        engine_default, training_default = _defaults(project, row, inputs.conv, info.num_layers, info.hidden_size, inputs.draft)
+        engine_default, training_default = _defaults(
+            project, row, inputs.conv, info.num_layers, info.hidden_size, inputs.draft,
+        )
         notes.append(f"the draft config has no ids under {' or '.join(engine_keys) or 'the keys the engine reads'}")
     return Traced(trace, engine_ids, engine_key, engine_default, training_default, tuple(notes))
 
@@ -842,7 +859,9 @@ def _as_draft_ids(project: Project, found: Suggestion) -> Suggestion:
     if not shift or found.ids is None or found.config != "draft config":
         return found
     ids = tuple(i - shift for i in found.ids)
-    why = f"the runner adds {shift} to the draft's {method.title} ids, so {list(ids)} reach the setter as {list(found.ids)}; {found.why}"  # type: ignore[union-attr]
+    title = method.title  # type: ignore[union-attr]
+    why = f"the runner adds {shift} to the draft's {title} ids, so {list(ids)} reach the setter as {list(found.ids)}"
+    why = f"{why}; {found.why}"
     return dataclasses.replace(found, ids=ids, why=why)
 
 

@@ -166,8 +166,9 @@ def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[s
     if layers is not None and layers < 1:
         raise ProfileError(f"{where}: num_hidden_layers must be positive, found {layers}")
     ids = entry.get("ids")
-    if ids is None and entry.get("trained_boundaries") is None and needs_draft_layers(conv.default_ids) and "states" not in entry:
-        raise ProfileError(f"{where}: without ids the {conv.name} default layout needs the draft's layer count: give ids or states")
+    spread = needs_draft_layers(conv.default_ids)  # a default over the draft's own layers needs their count
+    if ids is None and entry.get("trained_boundaries") is None and spread and "states" not in entry:
+        raise ProfileError(f"{where}: the {conv.name} default needs the draft's layer count: give ids or states")
     if ids is not None:
         if "key" not in entry:
             raise ProfileError(f"{where}: ids need the key they are written under ('key')")

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Union
+from typing import Callable
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.errors import ProfileError
@@ -66,9 +66,14 @@ class LayoutError(ValueError):
 # spreads one target layer per draft layer, as DFlash's does, needs it).
 TARGET_LAYERS, DRAFT_LAYERS = "L", "N"
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
-_Number = Union[int, Fraction]
+_Number = int | Fraction
+_OPS: dict[type, Callable[[_Number, _Number], _Number]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+}
+_COMPARE: dict[type, Callable[[_Number, _Number], bool]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
 
 
 def _name(node: ast.Name, names: dict[str, int | None]) -> int:
@@ -89,6 +94,13 @@ def _binop(node: ast.BinOp, names: dict[str, int | None]) -> _Number:
     return _OPS[type(node.op)](left, right)
 
 
+def _is_call(node: ast.AST, name: str) -> bool:
+    """``name(x)``: one positional argument, no keywords."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return False
+    return node.func.id == name and len(node.args) == 1 and not node.keywords
+
+
 def _value(node: ast.AST, names: dict[str, int | None]) -> _Number:
     """One arithmetic node: integers, names, + - * // /, unary minus, ``round(x)``."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -97,9 +109,9 @@ def _value(node: ast.AST, names: dict[str, int | None]) -> _Number:
         return _name(node, names)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_value(node.operand, names)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+    if isinstance(node, ast.BinOp) and (type(node.op) in _OPS or isinstance(node.op, ast.Div)):
         return _binop(node, names)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "round" and len(node.args) == 1 and not node.keywords:
+    if isinstance(node, ast.Call) and _is_call(node, "round"):
         return round(_value(node.args[0], names))
     raise LayoutError(f"only integers, L, N, +, -, *, //, / and round() are allowed, found {ast.dump(node)[:60]}")
 
@@ -115,8 +127,7 @@ def _comprehension(node: ast.ListComp, names: dict[str, int | None]) -> list[_Nu
     gen = node.generators[0]
     call = gen.iter
     simple = len(node.generators) == 1 and not gen.ifs and not gen.is_async and isinstance(gen.target, ast.Name)
-    ranged = isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range" and len(call.args) == 1
-    if not (simple and ranged and isinstance(gen.target, ast.Name) and isinstance(call, ast.Call)):
+    if not (simple and _is_call(call, "range") and isinstance(gen.target, ast.Name) and isinstance(call, ast.Call)):
         raise LayoutError("a comprehension is [expression for i in range(count)]")
     count = _value(call.args[0], names)
     return [_value(node.elt, {**names, gen.target.id: i}) for i in range(int(count))]
@@ -221,7 +232,10 @@ def load_conventions(directory: Path | None = None) -> dict[str, TrainingConvent
         except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ProfileError(f"{path}: invalid training profile ({type(exc).__name__}: {exc})") from None
         if needs_draft_layers(conv.default_ids) and not conv.draft_layers_key:
-            raise ProfileError(f"{path}: default_ids names N (the draft's layer count): say where a draft config holds it (draft_layers_key)")
+            raise ProfileError(
+                f"{path}: default_ids names N (the draft's layer count): "
+                "say where a draft config holds it (draft_layers_key)"
+            )
         if conv.meaning not in MEANINGS:
             raise ProfileError(f"{path}: meaning must be one of {', '.join(MEANINGS)}, found {conv.meaning!r}")
         try:
@@ -233,6 +247,7 @@ def load_conventions(directory: Path | None = None) -> dict[str, TrainingConvent
 
 
 __all__ = [
-    "DRAFT_LAYERS", "MEANINGS", "TARGET_LAYERS", "LayoutError", "Meaning", "TrainingConvention", "default_layout", "id_range", "invalid_ids",
+    "DRAFT_LAYERS", "MEANINGS", "TARGET_LAYERS", "LayoutError", "Meaning", "TrainingConvention", "id_range",
+    "invalid_ids",
     "layout", "load_conventions", "needs_draft_layers", "to_boundaries",
 ]
