@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from flowtrace.engines.profiles import Conventions
+from flowtrace.index.layer_dicts import DictStore, dict_store, ids_order_read, membership
 from flowtrace.index.returns import nodes  # ast.walk's nodes and order, less the contexts, faster
 from flowtrace.model import facts as F
 
@@ -377,11 +378,12 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
     if flagged is None:
         return None
     flag, attribute = flagged
-    store = _flagged_store(loop, flag)
-    if store is None:
+    found = _flagged_store(loop, flag)
+    if found is None:
         return None
+    store = found.stmt
     index = ast.unparse(store.value.slice) if isinstance(store.value, ast.Subscript) else None
-    concat = _concat_in_ids_order(method, path, attribute, attributes, aliases)
+    concat = _concat_in_ids_order(method, path, found.container, attribute, attributes, aliases)
     return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, _flag_keyword(loop, flag), index, concat)
 
 
@@ -389,9 +391,8 @@ def _loop_flag(loop: ast.For, attributes: set[str], aliases: dict[str, str]) -> 
     """(flag, attribute) of the loop body's last ``flag = i in self.<attr>``."""
     found = None
     for stmt in loop.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Compare):
-            cmp = stmt.value
-            attribute = _ids_name(cmp.comparators[0], attributes, aliases) if len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.In) else None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            attribute = membership(stmt.value, lambda node: _ids_name(node, attributes, aliases))
             if attribute:
                 found = (stmt.targets[0].id, attribute)
     return found
@@ -408,24 +409,24 @@ def _flag_keyword(loop: ast.For, flag: str) -> str | None:
     return keyword
 
 
-def _flagged_store(loop: ast.For, flag: str) -> ast.Assign | None:
+def _flagged_store(loop: ast.For, flag: str) -> DictStore | None:
     """The last ``d[...] = x`` directly under an ``if <flag>:`` in the loop."""
     store = None
     for node in nodes(loop):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == flag:
             for sub in node.body:
-                if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript):
-                    store = sub
+                store = dict_store(sub) or store
     return store
 
 
-def _concat_in_ids_order(method: ast.FunctionDef, path: str, attribute: str, attributes: set[str], aliases: dict[str, str]) -> F.Location | None:
+def _concat_in_ids_order(
+    method: ast.FunctionDef, path: str, container: str, attribute: str, attributes: set[str], aliases: dict[str, str]
+) -> F.Location | None:
     """The last ``cat([d[i] for i in self.<attr>])`` of the method: the states read in ids order."""
     concat = None
     for node in nodes(method):
-        if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("cat") and node.args and isinstance(node.args[0], ast.ListComp):
-            gen = node.args[0].generators[0]
-            if _ids_name(gen.iter, attributes, aliases) == attribute:
+        if isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("cat") and node.args:
+            if ids_order_read(node.args[0], container, lambda ids: _ids_name(ids, attributes, aliases)) == attribute:
                 concat = F.Location(path, node.lineno)
     return concat
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from flowtrace.index.layer_dicts import dict_store
 from flowtrace.index.sites.base import Found, PointDecision, SiteShape
 from flowtrace.index.sites.context import LoopContext, Reach, Tests, depends_on_residual, offset_of, point_for
 from flowtrace.index.syntax import start_of
@@ -62,12 +63,10 @@ class DictShape(SiteShape):
     def find(self, ctx: LoopContext) -> list[Found]:
         found: list[Found] = []
         for stmt, tests in ctx.assignments():
-            target = stmt.targets[0] if len(stmt.targets) == 1 else None
-            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and ctx.forward.containers.get(target.value.id) == "dict"):
+            store = dict_store(stmt)
+            if store is None or ctx.forward.containers.get(store.container) != "dict":
                 continue
-            if isinstance(target.slice, (ast.Slice, ast.Tuple)):
-                continue  # one index, not a slice nor several
-            fact = self.site(ctx, stmt, target, target.value.id, tests)
+            fact = self.site(ctx, stmt, store.target, store.container, tests)
             if fact is not None:
                 found.append(Found(0, fact))
         return found

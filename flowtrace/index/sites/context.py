@@ -17,6 +17,7 @@ from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.index_guards import FirstIndex
+from flowtrace.index.layer_dicts import ids_order_read
 from flowtrace.index.streams import NoneAtEntry, binds, rebinds, rebound_unconditionally, spelled_names, tested_names, unguarded_operand
 from flowtrace.index.syntax import FastVisitor, FunctionNode, Position, arguments, int_value, is_name, dotted, end_of, iter_nodes, keyword_args, last_name, parameter_names, positional, start_of, string_value, walk_statements
 from flowtrace.model import facts as F
@@ -166,13 +167,8 @@ class ForwardContext:
         return F.ConcatOrder.CONFIG if any(self.reads_in_config_order(fn, name) for fn, name in places) else F.ConcatOrder.LOOP
 
     def reads_in_config_order(self, fn: FunctionNode, container: str) -> bool:
-        for node in iter_nodes(fn.body, into_functions=False):
-            if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and node.generators:
-                element = node.elt
-                reads = isinstance(element, ast.Subscript) and is_local(element.value, container)
-                if reads and self.condition_attribute(node.generators[0].iter) is not None:
-                    return True
-        return False
+        comprehensions = iter_nodes(fn.body, into_functions=False)
+        return any(ids_order_read(node, container, self.condition_attribute) is not None for node in comprehensions)
 
     def handed_in_by(self, parameter: str) -> list[tuple[FunctionNode, str]]:
         """(method, local name) for each ``self.<this function>(...)`` call in the class that
