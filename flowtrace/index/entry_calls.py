@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from flowtrace.index.returns import nodes  # ast.walk's nodes and order, less the contexts
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
 
@@ -101,7 +102,7 @@ class _Walker:
                 self.calls_in(stmt, guard)
 
     def calls_in(self, node: ast.AST, guard: tuple | None) -> None:
-        for sub in ast.walk(node):
+        for sub in nodes(node):
             if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in self.conv.setters):
                 continue
             receiver = sub.func.value

@@ -198,7 +198,7 @@ class _Uses:
             for module in routed[0]:
                 self.add(module, UNPACK, len(target.elts), flag, stmt, routed[1])
         for bound in stmt.targets:  # rebound: no longer the inner model's output
-            for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)):
+            for name in (n.id for n in nodes(bound) if isinstance(n, ast.Name)):
                 self.bound.pop(name, None)
                 self.routed.pop(name, None)
                 self.parts.pop(name, None)
@@ -263,7 +263,7 @@ def _bindings(fn: _Fn) -> dict[str, set[str]]:
             out.setdefault(node.target.id, set()).add("element")
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr, ast.withitem)):
             bound: ast.expr | None = node.optional_vars if isinstance(node, ast.withitem) else node.target
-            for name in (n.id for n in ast.walk(bound) if isinstance(n, ast.Name)) if bound is not None else ():
+            for name in (n.id for n in nodes(bound) if isinstance(n, ast.Name)) if bound is not None else ():
                 out.setdefault(name, set()).add("other")
     return out
 

@@ -18,7 +18,7 @@ import ast
 from collections.abc import Iterator, Mapping
 
 from flowtrace.engines.profiles import Conventions
-from flowtrace.index.syntax import FunctionNode, arguments, int_value, last_name
+from flowtrace.index.syntax import FunctionNode, arguments, child_nodes, int_value, last_name
 from flowtrace.model import facts as F
 
 _COPIES = {"list", "tuple", "sorted", "set", "frozenset"}
@@ -51,6 +51,9 @@ def _functions(tree: ast.Module, module: str) -> Iterator[tuple[str, str | None,
                     yield f"{cls}.{item.name}", cls, item
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def _calls_in(node: ast.AST) -> list[ast.Call]:
     """The calls of one statement (not inside nested functions), in source order."""
     out: list[ast.Call] = []
@@ -59,9 +62,8 @@ def _calls_in(node: ast.AST) -> list[ast.Call]:
         current = stack.pop()
         if isinstance(current, ast.Call):
             out.append(current)
-        for child in ast.iter_child_nodes(current):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                stack.append(child)
+        stack.extend([child for child in child_nodes(current) if not isinstance(child, _SCOPES)])
+    # ties are a call and a call in its callee (``a.b(x).c(y)``): the outer one comes first in either walk
     out.sort(key=lambda c: (c.lineno, c.col_offset))
     return out
 
@@ -131,6 +133,13 @@ class _Reader:
         self.names = _serving_names(conv)
         self.recorded: set[str] = set()  # names of this module's functions whose steps are kept
         self.module_functions: set[str] = set()
+        self.calls: dict[FunctionNode, list[ast.Call]] = {}  # each function's calls, found once for the fixpoint
+
+    def calls_of(self, fn: FunctionNode) -> list[ast.Call]:
+        found = self.calls.get(fn)
+        if found is None:
+            found = self.calls[fn] = _calls_in(fn)
+        return found
 
     def loc(self, node: ast.AST) -> F.Location:
         return F.Location(self.path, node.lineno)  # type: ignore[attr-defined]
@@ -141,7 +150,7 @@ class _Reader:
         serving entry itself."""
         if fn.name in self.names:
             return True
-        for call in _calls_in(fn):
+        for call in self.calls_of(fn):
             name = last_name(call.func)
             if name in self.conv.setters and isinstance(call.func, ast.Attribute) and not _is_own(call.func.value):
                 return True
@@ -160,7 +169,7 @@ class _Reader:
             for _, _, fn in functions:
                 if fn.name in self.recorded or fn.name in self.conv.setters:
                     continue
-                if any(self.local_call(call) for call in _calls_in(fn)):
+                if any(self.local_call(call) for call in self.calls_of(fn)):
                     self.recorded.add(fn.name)
                     changed = True
 

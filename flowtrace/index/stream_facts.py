@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 
+from flowtrace.index.returns import nodes  # ast.walk's nodes and order, less the contexts
 from flowtrace.model import facts as F
 
 FOLDS_RESIDUAL = F.StreamFactKind.FOLDS_RESIDUAL
@@ -33,7 +34,7 @@ _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in nodes(node) if isinstance(n, ast.Name)}
 
 
 def _parents(fn: ast.AST) -> dict[ast.AST, ast.AST]:
@@ -79,7 +80,7 @@ def _bound_by_fold(fn: ast.AST, name: str, residual: str, before: int) -> bool:
     """The last statement before line ``before`` that binds or updates ``name`` folds ``residual``
     into it (``h = h + residual``, ``h += residual``, ``h.add_(residual)``, a contraction)."""
     last: ast.stmt | None = None
-    for stmt in ast.walk(fn):
+    for stmt in nodes(fn):
         line = getattr(stmt, "lineno", 0)
         if line >= before or not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
             continue
@@ -110,7 +111,7 @@ def folds_residual(fn: _Function) -> int | None:
     """The line of ``return h, residual`` when the layer adds the residual to its first output
     itself: ``h`` last bound to (or updated by) a sum or a contraction with ``residual``, or the
     returned expression itself such a fold."""
-    for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return)):
+    for ret in (n for n in nodes(fn) if isinstance(n, ast.Return)):
         value = ret.value
         if not isinstance(value, ast.Tuple) or len(value.elts) != 2 or not isinstance(value.elts[1], ast.Name):
             continue
@@ -126,7 +127,7 @@ def rebuilds_stream(fn: _Function) -> int | None:
     """The line where a layer loop rebuilds the stream from its layers' outputs: after a call
     that returns ``(h, residual)``, ``h`` is rebound in the same loop body to a fold of the
     residual (a sum or a contraction), so what the loop records of ``h`` is the full stream."""
-    for loop in (n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.AsyncFor))):
+    for loop in (n for n in nodes(fn) if isinstance(n, (ast.For, ast.AsyncFor))):
         unpacked: dict[str, str] = {}
         for stmt in loop.body:
             if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Call):
@@ -153,7 +154,7 @@ def _values(ret: ast.Return) -> int:
 def early_returns(fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str, int]]:
     """(line, guarding test, values handed back) of returns after the first capture that drop
     the containers ahead of the return that hands them back."""
-    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
+    returns = [n for n in nodes(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
     handing = [r.lineno for r in returns if r.value is not None and _names(r.value) & containers]
     if not handing:
         return []
@@ -196,7 +197,7 @@ def function_facts(path: str, class_qualname: str, function: str, fn: _Function,
             out.append(F.StreamFact(class_qualname, function, F.Location(path, rebuilt), FOLDS_RESIDUAL, "rebuilds the stream from its layers' outputs"))
     if not sites:
         return out
-    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]
+    loops = [n for n in nodes(fn) if isinstance(n, ast.For)]
     containers = {s.container for s in sites if s.container}
     if loops:
         first_capture = min(site.location.line for site in sites)
@@ -210,7 +211,7 @@ def self_calls(path: str, class_qualname: str, function: str, fn: _Function) -> 
     names = sorted(
         {
             n.func.attr
-            for n in ast.walk(fn)
+            for n in nodes(fn)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
         }
     )
