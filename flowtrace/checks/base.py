@@ -62,6 +62,10 @@ class Finding:
     # The model rows (qualnames) the finding concerns beside its symbol's: a finding at the place
     # to fix names every class the cause reaches (the report shows it on each of their rows).
     affects: tuple[str, ...] = ()
+    # The speculative method it was found under (a profile's [methods.<name>]), when the scan
+    # answers for another than the default one or for every method (``--method all``); None: the
+    # default method's finding of a plain scan.
+    method: str | None = None
 
 
 def with_causes(findings: Iterable[Finding]) -> list[Finding]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from flowtrace.checks.base import Finding
@@ -36,4 +36,19 @@ def _named(result: ScanResult, findings: list[Finding]) -> list[Finding]:
     asked, chosen = result.method_asked, result.method
     if asked is None or chosen is None:
         return findings
-    return [dataclasses.replace(f, message=f"{chosen.title}: {f.message}", fingerprint=fingerprint(f.rule, f.symbol, f"{f.fingerprint}:{asked}")) for f in findings]
+    return [
+        dataclasses.replace(
+            f,
+            message=f"{chosen.title}: {f.message}",
+            fingerprint=fingerprint(f.rule, f.symbol, f"{f.fingerprint}:{asked}"),
+            method=asked,
+        )
+        for f in findings
+    ]
+
+
+def finding_order(result: ScanResult) -> Callable[[Finding], tuple[Any, ...]]:
+    """The findings' order in every output: by place and rule, then (``--method all``) by method
+    as the profiles list them, the default first (a plain scan's findings name no method)."""
+    rank = {m.name: i for i, m in enumerate(result.project.conv.methods_served)}
+    return lambda f: (f.file, f.line, f.rule, rank.get(f.method or "", -1), f.fingerprint)

@@ -164,8 +164,11 @@ def _scan_text(outcome, show_matrix: bool, keep) -> str:  # noqa: ANN001
     if show_matrix:
         from flowtrace.render.scan_json import annotated_models
 
-        counts = text_render.finding_counts(annotated_models(result, list(outcome.findings), keep))
-        out = [f"engine profile(s): {result.engine}    root: {result.root}", "", text_render.model_matrix(result, counts=counts), *text_render.serving_text(result), ""]
+        models = annotated_models(result, list(outcome.findings), keep)
+        counts, by_method = text_render.finding_counts(models), text_render.method_finding_counts(models)
+        matrix = text_render.model_matrix(result, counts=counts, method_counts=by_method)
+        head = f"engine profile(s): {result.engine}    root: {result.root}"
+        out = [head, "", matrix, *text_render.serving_text(result), ""]
     if outcome.findings:
         out += [f"findings ({len(outcome.findings)}):", render_check(outcome, "concise", cwd=Path.cwd()).rstrip("\n")]
     diagnostics = result.index.diagnostics

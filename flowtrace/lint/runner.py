@@ -22,12 +22,13 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
+from flowtrace.checks.run import finding_order
 from flowtrace.lint.display_paths import read_source
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 from flowtrace.lint.memo import ResultMemo
@@ -276,7 +277,7 @@ def run_check(path: str | Path, options: CheckOptions | None = None, /, **values
     comments = _suppression_comments(result, kept, memo)
     inline = _apply_inline(kept, comments)
     unused, self_suppressed = _unused_suppressions(comments, inline.used, plan, enabled)
-    reported = sorted([*inline.reported, *unused], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+    reported = sorted([*inline.reported, *unused], key=finding_order(result))  # by place, then method
     reported, written, by_baseline = _apply_baseline(reported, opts, plan.accepted)
     return CheckOutcome(
         root=result.root,
@@ -353,14 +354,35 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     from flowtrace.checks.run import run_rules
 
     def rules() -> list[Finding]:
-        return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
+        found = [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
+        return _every_method(result, found, rule_run, enabled) if result.every_method else found
 
     if memo is None:
         return rules()
     # keyed by the index's fingerprint (what the grading reads beside the files' facts, package
     # __init__ imports and distribution names, is part of the index) and by the draft catalogue,
-    # which grades what the rules say (a user's --drafts file changes consequences)
-    return memo.get("rules", (result.drafts.digest,), rules)  # type: ignore[no-any-return]
+    # which grades what the rules say (a user's --drafts file changes consequences); ``--method
+    # all`` adds the other methods' findings (the same index: keyed apart)
+    key = (result.drafts.digest, "all") if result.every_method else (result.drafts.digest,)
+    return memo.get("rules", key, rules)  # type: ignore[no-any-return]
+
+
+def _every_method(
+    result: ScanResult, found: list[Finding], rule_run: tuple[str, ...], enabled: frozenset[str]
+) -> list[Finding]:
+    """``--method all``: the default method's findings, each naming its method by its label as
+    every other method's does (its fingerprint unchanged: a baseline of plain scans still
+    accepts it), then every other served method's findings (flowtrace.checks.run names them)."""
+    from flowtrace.checks.run import run_rules
+
+    chosen = result.method
+    if chosen is None or not rule_run:
+        return found
+    own = [replace(f, message=f"{chosen.title}: {f.message}", method=chosen.name) for f in found]
+    others = [
+        f for other in result.method_results.values() for f in run_rules(other, select=rule_run) if f.rule in enabled
+    ]
+    return own + others
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:

@@ -6,7 +6,8 @@ plus ``hint``, ``flow`` (the capture chain, a list of ``{"file", "line", "label"
 typed problem, :class:`flowtrace.model.facts.ProblemKind`), ``consequence`` (what it does to a served
 draft, :class:`flowtrace.model.consequence.Consequence`; severity follows from it) with ``effect`` (the
 same in words) and ``entry_path`` (how a draft reaches it), and ``related`` (the other places of the
-same root cause), ``affects`` (the model classes the finding concerns beside its symbol's). Fields are only
+same root cause), ``affects`` (the model classes the finding concerns beside its symbol's), and with ``--method``
+``method`` (the speculative method it was found under, a profile's ``[methods.<name>]``). Fields are only
 ever added; a change that removes or renames one bumps ``flowtrace.check/1``.
 """
 
@@ -47,6 +48,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "related": [{"file": where.file, "line": where.line} for where in f.related],
         # the model rows (qualnames) the finding names beside its symbol's
         "affects": list(f.affects),
+        # the speculative method it was found under, only when --method names one (or all)
+        **({"method": f.method} if f.method is not None else {}),
     }
 
 

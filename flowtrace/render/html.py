@@ -287,6 +287,7 @@ class FindingView:
     entry_path: str = ""
     # every model row the finding concerns (render/finding_rows.py), its symbol's first
     rows: list[ModelView] = field(default_factory=list)
+    method: str = ""  # the label of the method it was found under (``--method``), else ""
 
     @property
     def severity_rank(self) -> int:
@@ -393,6 +394,10 @@ class ModelView:
     probe: ProbeView | None = None
     setter_snippet: tuple[SnippetLine, ...] = ()
     site_snippet: tuple[SnippetLine, ...] = ()
+    # ``--method all``: the label of the method this view answers for (the default method's for
+    # a class's own row), and the class's answers under every other method it serves
+    method: str = ""
+    methods: list[ModelView] = field(default_factory=list)
 
     @property
     def worst(self) -> str:
@@ -497,17 +502,74 @@ class ModelIndex:
     """The model views, found by what names them (:class:`flowtrace.render.finding_rows.RowIndex`
     over the same rows, in the same order): a finding's rows, a probe claim's class."""
 
-    def __init__(self, models: list[ModelView], raw: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, models: list[ModelView], raw: list[dict[str, Any]], by_method: dict[str, ModelIndex] | None = None
+    ) -> None:
         self.models = models
         self.rows = RowIndex(raw)
+        # ``--method all``: the classes' answers under each other method, by method name
+        self.by_method = by_method or {}
+        self.labels: dict[str, str] = {}  # method name -> label, for the findings that name one
 
     def rows_of(self, f: dict[str, Any]) -> list[ModelView]:
-        """Every model the finding concerns, its symbol's first."""
+        """Every model the finding concerns, its symbol's first (a finding found under another
+        method: that method's answers of the classes)."""
+        other = self.by_method.get(_str(f.get("method")))
+        if other is not None:
+            return other.rows_of(f)
         return [self.models[i] for i in self.rows.rows_of(f)]
 
     def find(self, name: Any) -> ModelView | None:
         i = self.rows.find(name)
         return self.models[i] if i is not None else None
+
+
+# What a class's row answers for the default method alone (left out of another method's answer).
+OWN_ANSWER = ("methods", "id_source", "findings")
+
+
+def served_methods(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, label) of every method a ``--method all`` document answers for, the default
+    first (its ``method.served``); one method (or none named): an empty list."""
+    listed = [_dict(m) for m in _list(_dict(doc.get("method")).get("served"))]
+    served = [(_str(m.get("name")), _str(m.get("label")) or _str(m.get("name"))) for m in listed]
+    return served if len(served) > 1 else []
+
+
+def _method_views(
+    doc: dict[str, Any], raw: list[dict[str, Any]], models: list[ModelView], link: SourceLinks, sources: Sources
+) -> ModelIndex:
+    """The model index; for a ``--method all`` document each class's answer under every other
+    method it serves (``models[].methods``; support other than ``none``) as a view of its own,
+    which shares the class's anchor and lists the findings found under that method."""
+    served = served_methods(doc)
+    if not served:
+        return ModelIndex(models, raw)
+    labels = dict(served)
+    by_method: dict[str, ModelIndex] = {}
+    for name, label in served[1:]:
+        pairs = [(m, view) for m, view in zip(raw, models) if isinstance(_dict(m.get("methods")).get(name), dict)]
+        # the class's own members, its answer's in place of the default method's
+        answers = [{**{k: v for k, v in m.items() if k not in OWN_ANSWER}, **m["methods"][name]} for m, _ in pairs]
+        views = [_answer_view(answer, view, label, link, sources) for answer, (_, view) in zip(answers, pairs)]
+        by_method[name] = ModelIndex(views, answers)
+        for view, own in zip(views, (parent for _, parent in pairs)):
+            if view.support != "none":
+                own.methods.append(view)
+    for view in models:
+        view.method = served[0][1]
+    index = ModelIndex(models, raw, by_method)
+    index.labels = labels
+    for other in by_method.values():
+        other.labels = labels
+    return index
+
+
+def _answer_view(answer: dict[str, Any], own: ModelView, label: str, link: SourceLinks, sources: Sources) -> ModelView:
+    """A class's answer under another method, as a view sharing the class's anchor."""
+    view = _model_view(answer, own.index, IdAllocator(reserved=()), link, sources)
+    view.id, view.method = own.id, label
+    return view
 
 
 def _rules_meta(raw: Any) -> dict[str, dict[str, Any]]:
@@ -545,6 +607,7 @@ def _finding_view(f: dict[str, Any], code: str, i: int, ids: IdAllocator, link: 
         effect=_str(f.get("effect")),
         entry_path=_str(f.get("entry_path")),
         rows=rows,
+        method=index.labels.get(_str(f.get("method")), ""),
     )
     for row in rows:
         row.findings.append(view)
@@ -800,7 +863,7 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     ids = IdAllocator()
     raw = [m for m in _list(doc.get("models")) if isinstance(m, dict)]
     models = [_model_view(m, i, ids, link, sources) for i, m in enumerate(raw)]  # 1
-    index = ModelIndex(models, raw)
+    index = _method_views(doc, raw, models, link, sources)
     groups = _rule_groups(doc, ids, link, sources, index)  # 2
     findings = [f for g in groups for f in g.findings]
     probe_view = _attach_probe(models, probe, index)  # 3
@@ -816,6 +879,8 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
         "root": root,
         "models": models,
         "matrix": sorted(models, key=_matrix_order),
+        "methods_served": served_methods(doc),
+        "matrix_lines": len(models) + sum(len(m.methods) for m in models),
         "groups": groups,
         "findings": findings,
         "start_here": start_here(groups),
@@ -839,11 +904,14 @@ def _page(doc: dict[str, Any], probe: dict[str, Any] | None, findings: list[Find
         "ui": {"findings": [f.anchor for f in findings], "default_model": default.id if default else None, "link_prefix": link.prefix},
     }
     css, js = _asset("report.css"), _asset("report.js")
+    # --method all: the method filters' script, only on such a page (a plain report is unchanged)
+    methods_js = _asset("report_methods.js") if served_methods(doc) else None
     return {
         "data_json": json_for_script(data),
         "css": css,
         "js": js,
-        "csp": content_security_policy(css, js),
+        "methods_js": methods_js,
+        "csp": content_security_policy(css, js, *([methods_js] if methods_js else [])),
         "diagnostics": [_dict(d) for d in _list(doc.get("diagnostics"))],
         "capture_modes": [_dict(d) for d in _list(doc.get("capture_modes"))],
         "concat_sites": [_dict(d) for d in _list(doc.get("concat_sites"))],
@@ -866,14 +934,14 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def content_security_policy(css: str, js: str) -> str:
-    """Defence in depth behind the escaping: only our own inline style and script may apply
+def content_security_policy(css: str, js: str, *more_js: str) -> str:
+    """Defence in depth behind the escaping: only our own inline style and scripts may apply
     (pinned by hash), and the page may load nothing at all, so even a string that somehow
     became markup could neither run nor phone home."""
     return "; ".join(
         (
             "default-src 'none'",
-            f"script-src {_csp_hash(js)}",
+            f"script-src {' '.join(_csp_hash(text) for text in (js, *more_js))}",
             f"style-src {_csp_hash(css)}",
             "img-src 'none'",
             "base-uri 'none'",

@@ -301,35 +301,55 @@ def _method(result: ScanResult) -> Any:
     return doc
 
 
-def method_answers(result: ScanResult) -> dict[str, dict[str, Any]]:
-    """qualname -> method name -> that method's answer for the class (its support and capture
-    object, as ``models`` writes them), for every other method the profiles serve."""
+# What a row's answer under another method carries (``models[].methods.<name>``): the members of
+# a row that a method changes, as the row writes its own, and the findings under that method.
+METHOD_ANSWER = ("support", "category", "capture", "id_source")
+
+
+def row_facts(result: ScanResult) -> list[dict[str, Any]]:
+    """Each row's facts as ``models`` writes them, by qualname, findings aside."""
+    from flowtrace.analysis.categories import DRAFT, categories
+
+    # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
+    kinds = categories(result)
+    return [
+        {**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]}
+        for r in sorted(result.rows, key=lambda r: r.qualname)
+    ]
+
+
+def method_answers(result: ScanResult, findings: list[Finding]) -> dict[str, dict[str, Any]]:
+    """qualname -> method name -> that method's answer for the class (:data:`METHOD_ANSWER`,
+    and ``findings``: those of ``findings`` found under the method that concern the class, as a
+    row lists its own), for every other method the profiles serve."""
+    from flowtrace.render.finding_rows import row_findings
+
     out: dict[str, dict[str, Any]] = {}
     for name, other in result.method_results.items():
-        for row in other.rows:
-            out.setdefault(row.qualname, {})[name] = {"support": row.support, "capture": _capture(row, other.project)}
+        facts = row_facts(other)
+        named = row_findings(facts, [finding_json(f) for f in findings if f.method == name])
+        for row, own in zip(facts, named):
+            answer = {k: row[k] for k in METHOD_ANSWER if k in row}
+            out.setdefault(row["qualname"], {})[name] = {**answer, "findings": own}
     return out
 
 
 def annotated_models(result: ScanResult, findings: list[Finding], keep: Keep | None = None) -> list[dict[str, Any]]:
     """The ``models`` member: each row's facts (kept by ``keep`` while the facts are unchanged)
-    and the findings that concern it (render/finding_rows.py: what every output shows on it)."""
-    from flowtrace.analysis.categories import DRAFT, categories
+    and the findings that concern it (render/finding_rows.py: what every output shows on it).
+    ``--method all``: a row's own ``findings`` are the default method's, and ``methods`` holds
+    every other method's answer with its findings."""
     from flowtrace.render.finding_rows import row_findings
 
-    def rows() -> list[dict[str, Any]]:
-        # category: the one word text, JSON and HTML show (support, or "draft" for a draft)
-        kinds = categories(result)
-        out = [{**model_json(r, result.project), "draft": kinds[r.qualname] == DRAFT, "category": kinds[r.qualname]} for r in sorted(result.rows, key=lambda r: r.qualname)]
-        if result.every_method:
-            per_method = method_answers(result)
-            for model in out:
-                model["methods"] = per_method.get(model["qualname"], {})
-        return out
-
-    facts = keep("json:models:rows", rows) if keep is not None and not result.every_method else rows()
-    named = row_findings(facts, [finding_json(f) for f in findings])
-    return [{**row, "findings": own} for row, own in zip(facts, named)]
+    if not result.every_method:
+        facts = keep("json:models:rows", lambda: row_facts(result)) if keep is not None else row_facts(result)
+        named = row_findings(facts, [finding_json(f) for f in findings])
+        return [{**row, "findings": own} for row, own in zip(facts, named)]
+    own_method = result.method.name if result.method is not None else None
+    facts = row_facts(result)
+    named = row_findings(facts, [finding_json(f) for f in findings if f.method in (None, own_method)])
+    per_method = method_answers(result, findings)
+    return [{**row, "methods": per_method.get(row["qualname"], {}), "findings": own} for row, own in zip(facts, named)]
 
 
 def members(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[Member]:
@@ -337,7 +357,9 @@ def members(result: ScanResult, findings: list[Finding] | None = None, keep: Kee
     rows' facts-only part from a memo (their ``findings`` are added afresh)."""
     files = result.files
     stats = result.index.stats
-    listed = sorted(findings or [], key=lambda f: (f.file, f.line, f.rule, f.fingerprint))
+    from flowtrace.checks.run import finding_order
+
+    listed = sorted(findings or [], key=finding_order(result))
 
     def models() -> list[dict[str, Any]]:
         return annotated_models(result, listed, keep)

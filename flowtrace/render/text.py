@@ -47,46 +47,90 @@ def finding_counts(models: list[dict]) -> dict[str, str]:
     return out
 
 
-def model_matrix(result: ScanResult, category: dict[str, str] | None = None, counts: dict[str, str] | None = None) -> str:
+def method_finding_counts(models: list[dict]) -> dict[tuple[str, str], str]:
+    """(qualname, method name) -> "1 warning": :func:`finding_counts` of each row's answer under
+    every other method (``models[].methods``, ``--method all``)."""
+    return {
+        (str(m.get("qualname")), name): said
+        for m in models
+        for name, answer in (m.get("methods") or {}).items()
+        if (said := finding_counts([{"qualname": "", "findings": answer.get("findings")}]).get(""))
+    }
+
+
+def model_matrix(
+    result: ScanResult, category: dict[str, str] | None = None, counts: dict[str, str] | None = None,
+    method_counts: dict[tuple[str, str], str] | None = None,
+) -> str:
     """Registered classes first, then classes that only hold or inherit a setter; with
-    ``counts`` (:func:`finding_counts`) a last column names the findings concerning each row."""
+    ``counts`` (:func:`finding_counts`) a last column names the findings concerning each row.
+    ``--method all``: a ``method`` column, and under each class's line (the default method's
+    answer) one line per other method the class serves (support other than ``none``), with
+    that method's answer and findings (``method_counts``, :func:`method_finding_counts`)."""
     category = category if category is not None else categories(result)
     ordered = sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname))
-    rows = []
-    for r in ordered:
-        c = r.capture
-        kind = category.get(r.qualname, r.support)
-        if c is None and r.chain is not None and not r.chain.setter_driven:
-            rows.append(_source_row(r, r.chain, kind))
-            continue
-        if c is None:
-            rows.append([r.name, "reg" if r.registered else "-", kind, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"])
-            continue
-        setter = f"setter: {c.setter.location}" + (" (inherited)" if c.inherited else "")
-        transform = c.id_transform if c.effective_transform == c.id_transform else f"{c.id_transform}->{c.effective_transform}"
-        site = f"{c.site.location}" if c.site else "-"
-        rows.append(
-            [
-                r.name,
-                "reg" if r.registered else "-",
-                kind,
-                transform,
-                " ".join((c.default_layers or "-").split()),
-                c.point + (f" ({c.site.mechanism})" if c.site else ""),
-                _yn(c.embedding_capturable),
-                _yn(c.last_layer_capturable),
-                setter,
-                site,
-                f"{r.location}",
-            ]
-        )
+    rows = [_cells(r, category.get(r.qualname, r.support)) for r in ordered]
     # "id source": a setter, a config attribute, a build context or the serving config (a
     # hook engine has no setter); the same columns for every engine.
     headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "id source", "capture site", "class at"]
     if counts is not None:
         headers.append("findings")
         rows = [row + [counts.get(r.qualname, "-")] for row, r in zip(rows, ordered)]
+    if result.every_method and result.method is not None:
+        headers.insert(1, "method")
+        rows = _method_lines(result, ordered, rows, method_counts if counts is not None else None)
     return _table(headers, rows)
+
+
+def _method_lines(
+    result: ScanResult, ordered: list, rows: list[list[str]], counts: dict[tuple[str, str], str] | None
+) -> list[list[str]]:
+    """Each class's line labelled with the default method, then a line per other method that
+    the class serves, labelled with that method's profile label."""
+    assert result.method is not None
+    labels = {m.name: m.title for m in result.project.conv.methods_served}
+    others = [
+        (name, {r.qualname: r for r in other.rows}, categories(other)) for name, other in result.method_results.items()
+    ]
+    out = []
+    for row, r in zip(rows, ordered):
+        out.append([row[0], result.method.title, *row[1:]])
+        for name, by_qualname, kinds in others:
+            answer = by_qualname.get(r.qualname)
+            kind = kinds.get(r.qualname, answer.support) if answer is not None else "none"
+            if answer is None or kind == "none":
+                continue
+            cells = _cells(answer, kind)
+            if counts is not None:
+                cells.append(counts.get((r.qualname, name), "-"))
+            out.append([cells[0], labels.get(name, name), *cells[1:]])
+    return out
+
+
+def _cells(r, kind: str) -> list[str]:  # noqa: ANN001
+    """A row's cells of the matrix (its answer under the scan's method), findings aside."""
+    c = r.capture
+    if c is None and r.chain is not None and not r.chain.setter_driven:
+        return _source_row(r, r.chain, kind)
+    if c is None:
+        return [r.name, "reg" if r.registered else "-", kind, "-", "-", "-", "-", "-", "-", "-", f"{r.location}"]
+    setter = f"setter: {c.setter.location}" + (" (inherited)" if c.inherited else "")
+    same = c.effective_transform == c.id_transform
+    transform = c.id_transform if same else f"{c.id_transform}->{c.effective_transform}"
+    site = f"{c.site.location}" if c.site else "-"
+    return [
+        r.name,
+        "reg" if r.registered else "-",
+        kind,
+        transform,
+        " ".join((c.default_layers or "-").split()),
+        c.point + (f" ({c.site.mechanism})" if c.site else ""),
+        _yn(c.embedding_capturable),
+        _yn(c.last_layer_capturable),
+        setter,
+        site,
+        f"{r.location}",
+    ]
 
 
 def _source_row(r, chain: CaptureChain, kind: str) -> list[str]:  # noqa: ANN001
