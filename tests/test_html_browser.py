@@ -498,3 +498,78 @@ def test_the_filters_agree_on_the_rows_a_severity_concerns(driver, founding_page
     assert visible and all(li.get_attribute("data-severity") == "error" for li in visible)
     errors.click()
     assert len(_visible_rows(driver)) == len(driver.find_elements(By.CSS_SELECTOR, "#matrix-table tbody tr"))
+
+
+# -- scan --method all: a line per method a class serves, and the method filters -------------
+# tests/fixtures/methods/sglang_methods (its README): every model has an EAGLE-3 and a DFlash
+# setter; the sglang profile serves EAGLE-3, DFlash and DSpark (DSpark's runner falls back to the
+# DFlash setter, the fixture has no DSpark one). WrapVL's DFlash setter hands the ids to a text
+# model without that setter (broken under DFlash, delegated under EAGLE-3).
+
+
+@pytest.fixture(scope="module")
+def methods_page(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    from flowtrace import api
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.render.report_data import report_document
+
+    fixture = Path(__file__).parent / "fixtures" / "methods" / "sglang_methods"
+    result = api.scan(fixture, options=IndexOptions(use_cache=False, jobs=1), method="all")
+    doc = report_document(result, api.findings(result))
+    path = tmp_path_factory.mktemp("methods") / "report.html"
+    path.write_text(render_html(doc), encoding="utf-8")
+    return path, doc
+
+
+def _line_of(row) -> tuple[str, str]:
+    return row.find_element(By.CSS_SELECTOR, "a.model-link").text, row.get_attribute("data-method")
+
+
+def test_method_filter_shows_one_methods_answers(driver, methods_page):
+    path, doc = methods_page
+    _open(driver, path)
+    assert driver.execute_script("return document.scripts.length") == 3  # data, report.js, the method filters
+    total = len(_visible_rows(driver))
+    assert total > len(doc["models"])  # a line per method each class serves
+    assert driver.find_element(By.ID, "matrix-count").text == f"{total} of {total} lines"
+    Select(driver.find_element(By.ID, "matrix-method")).select_by_value("DFlash")
+    shown = [_line_of(r) for r in _visible_rows(driver)]
+    assert shown and {m for _, m in shown} == {"DFlash"}
+    # every class with a DFlash setter, and not InnerTextModel (it has none)
+    served = {"IdentityForCausalLM", "OwnPlusForCausalLM", "SharedForCausalLM", "SharedMoeForCausalLM"}
+    served.add("WrapVLForConditionalGeneration")
+    assert {c for c, _ in shown} == served
+    wrap = next(r for r in _visible_rows(driver) if _line_of(r)[0] == "WrapVLForConditionalGeneration")
+    assert wrap.get_attribute("data-support") == "broken"
+    assert driver.find_element(By.ID, "matrix-count").text == f"{len(shown)} of {total} lines (DFlash)"
+    # the text filter and the method filter narrow together, in either order
+    driver.find_element(By.ID, "filter").send_keys("wrapvlfor")  # not InnerTextModel (in wrap_vl.py)
+    assert [_line_of(r) for r in _visible_rows(driver)] == [("WrapVLForConditionalGeneration", "DFlash")]
+    Select(driver.find_element(By.ID, "matrix-method")).select_by_value("")
+    assert sorted(m for _, m in map(_line_of, _visible_rows(driver))) == ["DFlash", "DSpark", "EAGLE-3"]
+    driver.find_element(By.ID, "filter").send_keys(Keys.CONTROL, "a", Keys.DELETE)
+    assert len(_visible_rows(driver)) == total
+    assert _errors(driver) == []
+
+
+def test_findings_filter_by_method_and_name_it(driver, methods_page):
+    path, doc = methods_page
+    _open(driver, path)
+    items = driver.find_elements(By.CSS_SELECTOR, "li.finding")
+    assert len(items) == len(doc["findings"])
+    Select(driver.find_element(By.ID, "finding-method")).select_by_value("DFlash")
+    shown = [li for li in items if li.is_displayed()]
+    assert len(shown) == sum(f["method"] == "dflash" for f in doc["findings"]) > 0
+    assert all(li.get_attribute("data-method") == "DFlash" for li in shown)
+    assert all(li.find_element(By.CSS_SELECTOR, ".chip.method").text == "DFlash" for li in shown)
+    # the severity filter keeps the method: DFlash's warnings are the FT003 and FT007 ones
+    Select(driver.find_element(By.ID, "finding-severity")).select_by_value("warning")
+    rules = sorted(li.get_attribute("data-rule") for li in items if li.is_displayed())
+    assert rules == sorted(f["rule"] for f in doc["findings"] if f["method"] == "dflash" and f["severity"] == "warning")
+    assert rules == ["FT003", "FT007"]
+    # the class view lists WrapVL's answers under the other methods, with DFlash's finding
+    driver.get(path.as_uri() + "#model-sglang.srt.models.wrap_vl.WrapVLForConditionalGeneration")
+    table = driver.find_element(By.CSS_SELECTOR, ".model-detail.active table.method-answers")
+    dflash = table.find_element(By.CSS_SELECTOR, "tr[data-method='DFlash']")
+    assert "broken" in dflash.text and "#FT003-" in dflash.text
+    assert _errors(driver) == []

@@ -22,7 +22,23 @@ def run_rules(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[st
     for rule_cls in rules:
         if rule_cls.code in enabled:
             out.extend(rule_cls().check(result))
-    return _named(result, grade(result, out))
+    found = _named(result, grade(result, out))
+    return _every_method(result, found, select, ignore) if result.every_method else found
+
+
+def _every_method(
+    result: ScanResult, found: list[Finding], select: tuple[str, ...], ignore: tuple[str, ...]
+) -> list[Finding]:
+    """``--method all``: the default method's findings, each naming its method by its label as
+    every other method's does (its fingerprint unchanged: a baseline of plain scans still
+    accepts it), then every other served method's findings (:func:`_named` names them)."""
+    import dataclasses
+
+    chosen = result.method
+    if chosen is None:
+        return found
+    own = [dataclasses.replace(f, message=f"{chosen.title}: {f.message}", method=chosen.name) for f in found]
+    return own + [f for other in result.method_results.values() for f in run_rules(other, select, ignore)]
 
 
 def _named(result: ScanResult, findings: list[Finding]) -> list[Finding]:

@@ -63,7 +63,11 @@ def method_option(f):
     """Add --method NAME: the speculative method to answer for (a profile's [methods.<name>])."""
     return click.option(
         "--method", "method", metavar="NAME", default=None,
-        help="Answer for this speculative method: a [methods.<name>] of the engine profile, by name or label (default: the profile's default method; scan --method all: every method; docs/profiles.md).",
+        help=(
+            "Answer for this speculative method: a [methods.<name>] of the engine profile, by name or label "
+            "(default: the profile's default method; scan and check: 'all' for every method, one matrix line "
+            "per method a class serves and every method's findings; docs/profiles.md)."
+        ),
     )(f)
 
 

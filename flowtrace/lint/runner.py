@@ -22,7 +22,7 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -354,8 +354,7 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     from flowtrace.checks.run import run_rules
 
     def rules() -> list[Finding]:
-        found = [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
-        return _every_method(result, found, rule_run, enabled) if result.every_method else found
+        return [f for f in run_rules(result, select=rule_run) if f.rule in enabled] if rule_run else []
 
     if memo is None:
         return rules()
@@ -365,24 +364,6 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     # all`` adds the other methods' findings (the same index: keyed apart)
     key = (result.drafts.digest, "all") if result.every_method else (result.drafts.digest,)
     return memo.get("rules", key, rules)  # type: ignore[no-any-return]
-
-
-def _every_method(
-    result: ScanResult, found: list[Finding], rule_run: tuple[str, ...], enabled: frozenset[str]
-) -> list[Finding]:
-    """``--method all``: the default method's findings, each naming its method by its label as
-    every other method's does (its fingerprint unchanged: a baseline of plain scans still
-    accepts it), then every other served method's findings (flowtrace.checks.run names them)."""
-    from flowtrace.checks.run import run_rules
-
-    chosen = result.method
-    if chosen is None or not rule_run:
-        return found
-    own = [replace(f, message=f"{chosen.title}: {f.message}", method=chosen.name) for f in found]
-    others = [
-        f for other in result.method_results.values() for f in run_rules(other, select=rule_run) if f.rule in enabled
-    ]
-    return own + others
 
 
 def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
