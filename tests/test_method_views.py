@@ -106,6 +106,56 @@ def test_text_matrix_counts_each_methods_findings_on_its_own_line(tmp_path):
     assert "1 warning" in by[("WrapVLForConditionalGeneration", "DFlash")]
 
 
+SHARED_DRAFT = '''"""A draft on SharedForCausalLM: it inherits both methods' setters, but its model consumes
+the captured states (fc over their concatenation)."""
+
+from sglang.srt.layers.base import Linear, Module, ModuleList, cat
+from sglang.srt.models.shared import SharedForCausalLM
+
+
+class SharedDraftModel(Module):
+    def __init__(self, config):
+        self.fc = Linear(config.hidden_size * 3, config.hidden_size, bias=False)
+        self.layers = ModuleList([Module()])
+
+    def forward(self, input_ids, aux_hidden_states):
+        hidden_states = self.fc(cat(aux_hidden_states, dim=-1))
+        for layer in self.layers:
+            hidden_states = layer(hidden_states)
+        return hidden_states
+
+
+class SharedForCausalLMDraft(SharedForCausalLM):
+    def __init__(self, config):
+        self.config = config
+        self.model = SharedDraftModel(config)
+
+
+EntryClass = [SharedForCausalLMDraft]
+'''
+
+
+def test_a_draft_gets_no_line_under_another_method(tmp_path):
+    """A draft consumes the states under every method: one line (the JSON keeps each answer)."""
+    import shutil
+
+    tree = tmp_path / "engine"
+    shutil.copytree(FIXTURE, tree, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    (tree / "sglang" / "srt" / "models" / "shared_draft.py").write_text(SHARED_DRAFT)
+    run = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "-q", "--method", "all"])
+    assert run.exit_code == 0, run.output
+    header, lines = _matrix(run.output)
+    drafts = [line for line in lines if line[0] == "SharedForCausalLMDraft"]
+    assert [(line[1], line[header.index("support")]) for line in drafts] == [("EAGLE-3", "draft")]
+    out = tmp_path / "scan.json"
+    args = ["scan", str(tree), "--no-cache", "-q", "--method", "all", "--format", "json", "-o", str(out)]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 0, run.output
+    row = next(m for m in json.loads(out.read_text())["models"] if m["class"] == "SharedForCausalLMDraft")
+    assert row["methods"]["dflash"]["category"] == "draft"
+    assert [c for c, _ in _rows(render_html(json.loads(out.read_text())))].count("SharedForCausalLMDraft") == 1
+
+
 def test_plain_text_matrix_has_no_method_column(tmp_path):
     header, lines = _matrix(_scan(tmp_path))
     assert header[:2] == ["class", "registered"]

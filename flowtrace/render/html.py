@@ -38,6 +38,7 @@ from markupsafe import Markup, escape
 
 from flowtrace.render import svg_layout
 from flowtrace.render.finding_rows import RowIndex, file_line
+from flowtrace.render.scan_json import UNSERVED
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -540,7 +541,7 @@ def _method_views(
     doc: dict[str, Any], raw: list[dict[str, Any]], models: list[ModelView], link: SourceLinks, sources: Sources
 ) -> ModelIndex:
     """The model index; for a ``--method all`` document each class's answer under every other
-    method it serves (``models[].methods``; support other than ``none``) as a view of its own,
+    method it serves as a target (``models[].methods``, not :data:`UNSERVED`) as a view of its own,
     which shares the class's anchor and lists the findings found under that method."""
     served = served_methods(doc)
     if not served:
@@ -554,7 +555,7 @@ def _method_views(
         views = [_answer_view(answer, view, label, link, sources) for answer, (_, view) in zip(answers, pairs)]
         by_method[name] = ModelIndex(views, answers)
         for view, own in zip(views, (parent for _, parent in pairs)):
-            if view.support != "none":
+            if view.support not in UNSERVED:
                 own.methods.append(view)
     for view in models:
         view.method = served[0][1]

@@ -304,6 +304,9 @@ def _method(result: ScanResult) -> Any:
 # What a row's answer under another method carries (``models[].methods.<name>``): the members of
 # a row that a method changes, as the row writes its own, and the findings under that method.
 METHOD_ANSWER = ("support", "category", "capture", "id_source")
+# The categories of a class that serves no method as a target: the text matrix and the HTML
+# report give it no line of its own under another method (the JSON keeps every answer).
+UNSERVED = ("none", "draft")
 
 
 def row_facts(result: ScanResult) -> list[dict[str, Any]]:

@@ -65,7 +65,8 @@ def model_matrix(
     """Registered classes first, then classes that only hold or inherit a setter; with
     ``counts`` (:func:`finding_counts`) a last column names the findings concerning each row.
     ``--method all``: a ``method`` column, and under each class's line (the default method's
-    answer) one line per other method the class serves (support other than ``none``), with
+    answer) one line per other method the class serves as a target (not ``none``, not a
+    draft: :data:`flowtrace.render.scan_json.UNSERVED`), with
     that method's answer and findings (``method_counts``, :func:`method_finding_counts`)."""
     category = category if category is not None else categories(result)
     ordered = sorted(result.rows, key=lambda r: (not r.registered, r.name, r.qualname))
@@ -87,6 +88,8 @@ def _method_lines(
 ) -> list[list[str]]:
     """Each class's line labelled with the default method, then a line per other method that
     the class serves, labelled with that method's profile label."""
+    from flowtrace.render.scan_json import UNSERVED
+
     assert result.method is not None
     labels = {m.name: m.title for m in result.project.conv.methods_served}
     others = [
@@ -98,7 +101,7 @@ def _method_lines(
         for name, by_qualname, kinds in others:
             answer = by_qualname.get(r.qualname)
             kind = kinds.get(r.qualname, answer.support) if answer is not None else "none"
-            if answer is None or kind == "none":
+            if answer is None or kind in UNSERVED:
                 continue
             cells = _cells(answer, kind)
             if counts is not None:
