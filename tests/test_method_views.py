@@ -156,6 +156,24 @@ def test_a_draft_gets_no_line_under_another_method(tmp_path):
     assert [c for c, _ in _rows(render_html(json.loads(out.read_text())))].count("SharedForCausalLMDraft") == 1
 
 
+def test_a_profile_with_one_method_shows_no_method_column(tmp_path):
+    """rules/engines/tensorrt_llm.toml declares no [methods.*]: its one method is EAGLE-3, so
+    --method all has no other answer to show (its findings still name the method)."""
+    from fixture_paths import TRTLLM_LIKE
+
+    run = CliRunner().invoke(main, ["scan", str(TRTLLM_LIKE), "--no-cache", "-q", "--method", "all"])
+    assert run.exit_code == 0, run.output
+    header, lines = _matrix(run.output)
+    assert "method" not in header and lines
+    out = tmp_path / "scan.json"
+    args = ["scan", str(TRTLLM_LIKE), "--no-cache", "-q", "--method", "all", "--format", "json", "-o", str(out)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    doc = json.loads(out.read_text())
+    assert [m["label"] for m in doc["method"]["served"]] == ["EAGLE-3"]
+    assert doc["findings"] and all(f["message"].startswith("EAGLE-3: ") for f in doc["findings"])
+    assert "matrix-method" not in render_html(doc)
+
+
 def test_plain_text_matrix_has_no_method_column(tmp_path):
     header, lines = _matrix(_scan(tmp_path))
     assert header[:2] == ["class", "registered"]

@@ -77,7 +77,7 @@ def model_matrix(
     if counts is not None:
         headers.append("findings")
         rows = [row + [counts.get(r.qualname, "-")] for row, r in zip(rows, ordered)]
-    if result.every_method and result.method is not None:
+    if result.every_method and result.method is not None and len(result.project.conv.methods_served) > 1:
         headers.insert(1, "method")
         rows = _method_lines(result, ordered, rows, method_counts if counts is not None else None)
     return _table(headers, rows)
