@@ -504,13 +504,15 @@ class ModelIndex:
     over the same rows, in the same order): a finding's rows, a probe claim's class."""
 
     def __init__(
-        self, models: list[ModelView], raw: list[dict[str, Any]], by_method: dict[str, ModelIndex] | None = None
+        self, models: list[ModelView], raw: list[dict[str, Any]],
+        by_method: dict[str, ModelIndex] | None = None, labels: dict[str, str] | None = None,
     ) -> None:
         self.models = models
         self.rows = RowIndex(raw)
-        # ``--method all``: the classes' answers under each other method, by method name
+        # ``--method all``: the classes' answers under each other method, by method name, and
+        # each method's label by name (what a finding that names its method shows)
         self.by_method = by_method or {}
-        self.labels: dict[str, str] = {}  # method name -> label, for the findings that name one
+        self.labels = labels or {}
 
     def rows_of(self, f: dict[str, Any]) -> list[ModelView]:
         """Every model the finding concerns, its symbol's first (a finding found under another
@@ -553,17 +555,13 @@ def _method_views(
         # the class's own members, its answer's in place of the default method's
         answers = [{**{k: v for k, v in m.items() if k not in OWN_ANSWER}, **m["methods"][name]} for m, _ in pairs]
         views = [_answer_view(answer, view, label, link, sources) for answer, (_, view) in zip(answers, pairs)]
-        by_method[name] = ModelIndex(views, answers)
-        for view, own in zip(views, (parent for _, parent in pairs)):
+        by_method[name] = ModelIndex(views, answers, labels=labels)
+        for view, (_, own) in zip(views, pairs):
             if view.support not in UNSERVED:
                 own.methods.append(view)
     for view in models:
         view.method = served[0][1]
-    index = ModelIndex(models, raw, by_method)
-    index.labels = labels
-    for other in by_method.values():
-        other.labels = labels
-    return index
+    return ModelIndex(models, raw, by_method, labels)
 
 
 def _answer_view(answer: dict[str, Any], own: ModelView, label: str, link: SourceLinks, sources: Sources) -> ModelView:
