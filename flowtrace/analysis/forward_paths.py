@@ -49,17 +49,30 @@ def forward_paths(project: ClassLookup, chain: CaptureChain | None) -> tuple[For
     """The layer-running calls of the chain's capturing forward (link 8), each with the store
     the forward reads and whether the call records (see the module doc)."""
     site_link = chain.site if chain is not None else None
-    if site_link is None or site_link.owner is None:
+    if chain is None or site_link is None or site_link.owner is None:
         return ()
     site = next((s for s in project.sites.get(site_link.owner, []) if s.location == site_link.location), None)
     if site is None:
         return ()
+    on = _on_while_capturing(project, chain, site)
     out = []
     for run in _runs(project).get((site.class_qualname, site.function), ()):
-        words = _path_words(project, run)
+        words = None if on & set(run.off_while) else _path_words(project, run)
         how, at = _how(site, run) if not run.hands_capture else ("", None)
         out.append(ForwardPathLink(run, run.hands_capture, site.attribute, site.location, words, how, at))
     return tuple(out)
+
+
+def _on_while_capturing(project: ClassLookup, chain: CaptureChain, site: F.CaptureSiteFact) -> set[str]:
+    """Attributes that hold something truthy whenever the chain's capture is on: the indices the
+    site reads (a draft names at least one state) and the flags the chain's setters set to True.
+    A call whose tests need one of them falsy (``if batch.overlap and not self.<attr>:``) never
+    runs while this method's draft is served."""
+    on = {site.attribute} if site.attribute else set()
+    for link in chain.transforms:
+        setter = project.setters.get(link.owner, {}).get(link.method)
+        on |= set(setter.switches) if setter is not None else set()
+    return on
 
 
 _RUNS: list[object] = [None, {}]

@@ -62,6 +62,91 @@ def _deciding_tests(fn: FunctionNode, tests: tuple[ast.expr, ...]) -> tuple[ast.
     return tests + tuple(more)
 
 
+Arm = tuple[ast.expr, bool]  # an enclosing if-test, and whether the statement is in its body (else: its else arm)
+
+
+def _arms_around(body: list[ast.stmt], target: ast.stmt, arms: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
+    """The if-tests enclosing ``target``, each with the arm it sits in (None: not in ``body``)."""
+    for stmt in body:
+        if stmt is target:
+            return arms
+        inner: list[tuple[list[ast.stmt], tuple[Arm, ...]]] = []
+        if isinstance(stmt, ast.If):
+            inner = [(stmt.body, arms + ((stmt.test, True),)), (stmt.orelse, arms + ((stmt.test, False),))]
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+            inner = [(stmt.body, arms), (getattr(stmt, "orelse", []), arms)]
+        elif isinstance(stmt, ast.Try):
+            inner = [(stmt.body, arms), (stmt.orelse, arms), (stmt.finalbody, arms)]
+            inner += [(h.body, arms) for h in stmt.handlers]
+        for block, more in inner:
+            found = _arms_around(block, target, more)
+            if found is not None:
+                return found
+    return None
+
+
+def _self_attribute(node: ast.expr) -> str | None:
+    """``<name>`` of ``self.<...>.<name>`` (or of ``len(...)`` of one)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Attribute) and (dotted(node) or "").startswith("self."):
+        return node.attr
+    return None
+
+
+def _off_in(arm: Arm) -> set[str]:
+    """Attributes that must be falsy for the arm to run: ``not self.x`` among the operands of an
+    ``and`` in a body, ``self.x`` among those of an ``or`` in an else arm."""
+    test, body = arm
+    joined = ast.And if body else ast.Or
+    operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined) else [test]
+    out = set()
+    for node in operands:
+        if body and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node = node.operand
+        elif body:
+            continue
+        name = _self_attribute(node)
+        if name:
+            out.add(name)
+    return out
+
+
+def _changed_name(test: ast.expr, fn: FunctionNode) -> str | None:
+    """``n`` when ``test`` holds only once ``n`` was re-assigned: ``n != <its first value>``
+    (``if end != self.end_layer`` after ``end = self.end_layer``)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
+        return None
+    for name, other in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        if isinstance(name, ast.Name):
+            first = next((s for s in walk_statements(fn.body) if _assigns(s, name.id)), None)
+            if not isinstance(first, ast.Assign) or _arms_around(fn.body, first) != ():
+                continue
+            if ast.dump(first.value) == ast.dump(other):
+                return name.id
+    return None
+
+
+def _assigns(stmt: ast.stmt, name: str) -> bool:
+    if not isinstance(stmt, ast.Assign):
+        return False
+    return any(isinstance(n, ast.Name) and n.id == name for t in stmt.targets for n in ast.walk(t))
+
+
+def _capture_off(fn: FunctionNode, stmt: ast.stmt) -> tuple[str, ...]:
+    """The ``self`` attributes that must be falsy for ``stmt`` to run: tested off by an arm
+    around it, or around every later assignment of a name its test needs changed."""
+    arms = _arms_around(fn.body, stmt) or ()
+    off: set[str] = set()
+    for arm in arms:
+        off |= _off_in(arm)
+        name = _changed_name(arm[0], fn) if arm[1] else None
+        changes = [s for s in walk_statements(fn.body) if name and _assigns(s, name)][1:]
+        if changes:
+            off |= set.intersection(*(set().union(*map(_off_in, _arms_around(fn.body, s) or ())) for s in changes))
+    return tuple(sorted(off))
+
+
 def _statement_of(fn: FunctionNode, call: ast.Call) -> ast.stmt | None:
     for stmt in walk_statements(fn.body):
         if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)) and any(n is call for n in ast.walk(stmt)):
@@ -93,6 +178,7 @@ def layer_runs(file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list
         out.append(F.LayerRunFact(
             info.qualname, f"{info.name}.{fn.name}", file.loc(call), dotted(call.func) or ast.unparse(call.func),
             text, whole, capture, " and ".join(ast.unparse(t) for t in direct), flags,
+            _capture_off(fn, stmt) if stmt is not None else (),
         ))
     return sorted(out, key=lambda r: r.location.line)
 

@@ -44,6 +44,7 @@ class SetterAnalyzer:
         self.arms: list[_Arm] = []
         self.pp_guard = False
         self.param_default: str | None = None
+        self.switches: list[str] = []  # attributes set to True (a flag a forward may test)
 
     # -- walking -------------------------------------------------------------
     def fact(self) -> F.SetterFact:
@@ -79,6 +80,7 @@ class SetterAnalyzer:
             branches=branches,
             source=self.file.code(self.fn),
             marks=layer_marks(self.file, self.info, self.fn),
+            switches=tuple(dict.fromkeys(self.switches)),
         )
 
     def walk(self, statements: list, conditions: tuple[str, ...]) -> None:
@@ -124,6 +126,8 @@ class SetterAnalyzer:
                 self.locals[target.id] = stmt.value
                 continue
             name = last_name(target)
+            if isinstance(target, ast.Attribute) and isinstance(stmt.value, ast.Constant) and stmt.value.value is True:
+                self.switches.append(target.attr)
             if name in self.file.conv.attributes or (
                 isinstance(target, ast.Attribute) and self.uses_param(stmt.value) and name not in self.file.conv.flags
             ):

@@ -498,6 +498,7 @@ class LayerRunFact:
     hands_capture: bool
     condition: str
     flags: tuple[str, ...]
+    off_while: tuple[str, ...] = ()  # ``self`` attributes the call's tests need falsy (``and not self.x``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +549,7 @@ class SetterFact:
     branches: tuple[SetterBranch, ...]
     source: str  # the whole method, for the evaluator
     marks: tuple[LayerMarkFact, ...] = ()  # flags set on the layers it picks (stale unless cleared)
+    switches: tuple[str, ...] = ()  # attributes it sets to True (``self.model.dflash_capture = True``)
 
 
 @dataclass(frozen=True, slots=True)
