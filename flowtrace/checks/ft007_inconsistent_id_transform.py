@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
+from flowtrace.analysis.boundaries import offset
 from flowtrace.checks.draft_outcomes import grade, outcomes
 from flowtrace.checks.setter_groups import served_rows
 from flowtrace.checks.targets import conventions
@@ -70,18 +71,58 @@ class InconsistentIdTransform(Rule):
         if n * 2 <= len(setters):
             return
         served = served_rows(result)
+        usual = _majority_shift([s for s in setters if s.id_transform == majority], served)
         for s in setters:
             if s.id_transform != majority:
+                shift = _shift(s, served.get(s.location, []))
+                if shift is not None and shift == usual:
+                    continue  # spelled otherwise, but its site turns the ids into the same boundaries
                 note = f" ({s.transform_note})" if s.transform_note else ""
+                where = ""
+                if shift is not None and usual is not None:
+                    where = f" (id i is boundary {_plus(shift)} here, {_plus(usual)} on theirs)"
                 consequence, effect = _consequence(result, served.get(s.location, []))
                 yield self.finding(
                     s.location,
-                    f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} uses {s.id_transform}{note}; {n} of {len(setters)} setters in this engine use {majority}",
+                    f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} uses {s.id_transform}{note}; "
+                    f"{n} of {len(setters)} setters in this engine use {majority}{where}",
                     f"{s.class_qualname}.{s.method}",
                     f"{s.id_transform}:{s.transform_note}",
                     consequence=consequence,
                     effect=effect,
                 )
+
+
+_ADDS = {F.IDENTITY: 0, F.DELEGATES: 0, F.PLUS_ONE: 1}
+
+
+def _shift(setter: F.SetterFact, rows: list[ModelRow]) -> int | None:
+    """k when every target the setter serves records a draft's id i as boundary i + k: what its
+    chain's setters add plus the site's point (a layer's output is one more); None when a row's
+    chain or point does not say, or the rows disagree. A setter that only ever receives ids
+    another one mapped is judged by what the draft's ids become, not by its own spelling."""
+    shifts = set()
+    for row in rows:
+        chain = row.chain
+        if chain is None or chain.site is None:
+            return None
+        if not any(link.location == setter.location for link in chain.transforms):
+            return None
+        adds = [_ADDS.get(link.transform) for link in chain.transforms]
+        if None in adds or chain.site.point not in (F.Point.INPUT, F.Point.OUTPUT):
+            return None
+        shifts.add(sum(adds) + offset(chain.site.point))  # type: ignore[arg-type]
+    return shifts.pop() if len(shifts) == 1 else None
+
+
+def _majority_shift(setters: list[F.SetterFact], served: dict[F.Location, list[ModelRow]]) -> int | None:
+    """The boundary shift the majority's setters give, when those that say agree."""
+    shifts = {_shift(s, served.get(s.location, [])) for s in setters} - {None}
+    return shifts.pop() if len(shifts) == 1 else None
+
+
+def _plus(shift: int | None) -> str:
+    return "i" if not shift else f"i + {shift}" if shift > 0 else f"i - {-shift}"
 
 
 def _consequence(result: ScanResult, rows: list[ModelRow]) -> tuple[Consequence | None, str]:
