@@ -20,10 +20,18 @@ def _holders(project: Project, row: ModelRow) -> list[str]:
 
 
 def _family_feed(result: ScanResult, row: ModelRow, site: CaptureSiteFact) -> list[AttributeUseFact]:
-    """Another capture family's writes of the site's attribute from the row's classes."""
+    """Another capture family's writes of the site's attribute from the row's classes, or from
+    the models it builds (a wrapper's setter that hands the ids to its model's own setter). A site
+    that reads a per-layer mark is fed by the family whose setter, on the class that runs the
+    loop, writes its capture list (the same setter marks the layers it is handed)."""
     writers = family_writers(result, conventions(result))
-    classes = set(result.project.mro(row.qualname))
-    return [u for q in classes for u in writers.get(q, []) if u.attribute == site.attribute]
+    project = result.project
+    classes = {q for h in _holders(project, row) for q in project.mro(h)}
+    found = [u for q in sorted(classes) for u in writers.get(q, []) if u.attribute == site.attribute]
+    if found or site.attribute in project.conv.attributes:
+        return found
+    own = project.mro(site.class_qualname)
+    return [u for q in own for u in writers.get(q, []) if u.attribute in project.conv.attributes]
 
 
 def unset_capture_sites(

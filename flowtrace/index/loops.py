@@ -16,7 +16,9 @@ from collections.abc import Mapping
 
 from flowtrace.index import sites
 from flowtrace.index.context import ClassInfo, FileContext
-from flowtrace.index.sites.context import ForwardContext, LoopContext, LoopNode, Tests, calls_with_tests, sized_by
+from flowtrace.index.sites.context import (
+    ForwardContext, LoopContext, LoopNode, Tests, calls_with_tests, is_none, sized_by,
+)
 from flowtrace.index.streams import none_at_entry
 from flowtrace.index.syntax import FunctionNode, arguments, dotted, end_of, last_name, parameters, start_of, walk_statements
 from flowtrace.model import facts as F
@@ -139,6 +141,8 @@ class LoopAnalyzer:
         return None
 
     def container_kind(self, value: ast.expr) -> str | None:
+        if isinstance(value, ast.IfExp) and is_none(value.orelse):
+            return self.container_kind(value.body)  # `[] if capturing else None`
         if isinstance(value, ast.List) and not value.elts:
             return "list"
         if isinstance(value, ast.Dict) and not value.keys:
@@ -192,6 +196,8 @@ class LoopAnalyzer:
                 return call
             if isinstance(func, ast.Subscript) and self.names_layers(func.value):
                 return call
+            if isinstance(func, ast.Attribute) and func.attr == "forward" and _is_layer(func.value, names, self):
+                return call  # `layer.forward(...)`: the layer's own forward, called by name
         return None
 
     def loop_context(self, forward: ForwardContext, loop: LoopNode, layer_call: ast.Call, statements: list[ast.stmt]) -> LoopContext | None:
@@ -247,6 +253,13 @@ class LoopAnalyzer:
         ):
             return True
         return forward.hands_collector(call) or forward.local_helper(call)
+
+
+def _is_layer(node: ast.expr, names: set[str], loops: LoopAnalyzer) -> bool:
+    """``node`` is one decoder layer: a name the loop calls a layer by, or ``self.<layers>[i]``."""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    return isinstance(node, ast.Subscript) and loops.names_layers(node.value)
 
 
 def _assigned(stmt: ast.stmt) -> tuple[ast.expr | None, list[ast.expr]]:

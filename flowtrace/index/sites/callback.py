@@ -57,11 +57,13 @@ class CallbackShape(SiteShape):
 
     def site(self, ctx: LoopContext, arg: Arg, value: ast.IfExp) -> F.CaptureSiteFact | None:
         fwd = ctx.forward
-        attribute = fwd.condition_attribute(value.test)
-        if attribute is None:
-            return None
         carried = dotted(value.body) or ctx.file.code(value.body)
         container = carried.split(".")[0]
+        attribute, label = fwd.condition_attribute(value.test), fwd.condition_label(value.test, ctx.index)
+        if attribute is None and container in fwd.containers:
+            attribute, label = ctx.layer_mark(value.test), 0  # a collector handed to the layers a setter marked
+        if attribute is None:
+            return None
         mechanism = F.Mechanism.PACKER if fwd.is_packer(container) else F.Mechanism.CALLBACK
         keyword = arg.keyword
         note = (
@@ -78,7 +80,7 @@ class CallbackShape(SiteShape):
             note,
             reach=Reach(),
             callback_parameter=keyword,
-            label=fwd.condition_label(value.test, ctx.index),
+            label=label,
             slots=fwd.slots(container, ctx.loop),
         )
 

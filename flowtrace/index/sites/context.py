@@ -287,6 +287,16 @@ class LoopContext:
             concat_order=concat_order,
         )
 
+    def layer_mark(self, test: ast.expr) -> str | None:
+        """The per-layer flag ``test`` reads as an attribute of the layer the loop calls
+        (``aux if layer.<mark> else None``, the layer called as ``layer(...)``): a setter marks
+        the layers it is handed, so the mark stands for the layer's own index."""
+        func = self.layer_call.func
+        called = func.value if isinstance(func, ast.Attribute) else func
+        if isinstance(test, ast.Attribute) and ast.dump(test.value) == ast.dump(called):
+            return test.attr
+        return None
+
     def reach(self, after: bool) -> Reach:
         """The end boundaries a loop site can record: b=0 only before layer i runs (or with a
         capture before the loop), b=L only after it (or with a capture after the loop)."""
@@ -365,8 +375,9 @@ class LoopContext:
 
 
 def offset_of(expr: ast.expr, var: str) -> int | None:
-    """0 for ``var``, k for ``var + k`` / ``k + var``, -k for ``var - k``, else None."""
-    if is_name(expr, var):
+    """0 for ``var``, k for ``var + k`` / ``k + var``, -k for ``var - k``, else None. In a loop
+    over the layers themselves (``for layer in self.layers``) ``var.<id>`` is the layer's index."""
+    if is_name(expr, var) or isinstance(expr, ast.Attribute) and is_name(expr.value, var):
         return 0
     if not isinstance(expr, ast.BinOp):
         return None
