@@ -73,6 +73,15 @@ def test_ft007_compares_boundaries_not_the_spelling(dflash):
     )
 
 
+def test_ft007_keeps_the_spelling_where_an_id_names_the_embedding(eagle3):
+    # EAGLE-3's -1 (the embedding) becomes b = 0 through +1 before layer 0, and no state at all
+    # through identity after each layer: after.py's EAGLE-3 setter differs from plus.py's three
+    # and overlap.py's switch setter (the engine's other EAGLE-3 setters)
+    (after,) = _findings(eagle3, "FT007", "after.py")
+    assert after.line == _line(MODELS / "after.py", "def set_eagle3_layers_to_capture")
+    assert "uses identity; 4 of 5 setters in this engine use plus_one" in after.message
+
+
 def test_an_overlap_path_shut_off_while_capturing_skips_no_capture(eagle3, dflash):
     assert _findings(dflash, "FT027", "overlap.py") == []
     (switch,) = _findings(eagle3, "FT027", "overlap.py")  # the EAGLE-3 setter leaves dflash_capture off

@@ -71,10 +71,15 @@ class InconsistentIdTransform(Rule):
         if n * 2 <= len(setters):
             return
         served = served_rows(result)
-        usual = _majority_shift([s for s in setters if s.id_transform == majority], served)
+        # Where no id names the embedding (a method whose ids are layers 0..L-1), a setter's ids
+        # are served alike when they become the same boundaries; where one does, the embedding's
+        # id is only recorded by a site before layer 0, so the spelling itself decides.
+        method = result.project.conv.method
+        by_boundary = method is not None and method.none_embedding
+        usual = _majority_shift([s for s in setters if s.id_transform == majority], served) if by_boundary else None
         for s in setters:
             if s.id_transform != majority:
-                shift = _shift(s, served.get(s.location, []))
+                shift = _shift(s, served.get(s.location, [])) if by_boundary else None
                 if shift is not None and shift == usual:
                     continue  # spelled otherwise, but its site turns the ids into the same boundaries
                 note = f" ({s.transform_note})" if s.transform_note else ""
