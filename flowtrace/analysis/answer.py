@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 
 _CAPTURING = frozenset({"supported", "inherited", "delegated"})
 # Chain problems after which the ids never reach a recorded state.
-_NOTHING = (F.ProblemKind.NO_CAPTURE_SITE, F.ProblemKind.SETTER_WRITES_NOTHING, F.ProblemKind.RETURN_DROPPED, F.ProblemKind.SETTER_WRITES_UNREAD)
+_NOTHING = (
+    F.ProblemKind.NO_CAPTURE_SITE,
+    F.ProblemKind.SETTER_WRITES_NOTHING,
+    F.ProblemKind.RETURN_DROPPED,
+    F.ProblemKind.SETTER_WRITES_UNREAD,
+)
 # Chain problems that make the engine raise once it sets the ids or runs a forward.
 _RAISING = (F.ProblemKind.DELEGATE_LACKS_SETTER, F.ProblemKind.PACKER_COUNT_CHECK)
 
@@ -67,13 +72,19 @@ def verdict(row: ModelRow) -> Verdict:
     if stated is not None:
         return Verdict(stated.outcome, stated.reason, stated.location)
     if row.capture is None or chain is None:
-        return Verdict(F.Outcome.CAPTURES_NOTHING, "no capture path: the class neither takes ids nor records states", None)
+        return Verdict(
+            F.Outcome.CAPTURES_NOTHING, "no capture path: the class neither takes ids nor records states", None
+        )
     if row.support in _CAPTURING:
         return _capturing_verdict(chain)
     problems = list(chain.problems)
     if row.support == "conditional":
         first = problems[0] if problems else None
-        return Verdict(F.Outcome.UNKNOWN, first.text if first else "depends on the target config", first.location if first else None)
+        return Verdict(
+            F.Outcome.UNKNOWN,
+            first.text if first else "depends on the target config",
+            first.location if first else None,
+        )
     returns = chain.returns
     if returns is not None and returns.raises:
         return Verdict(F.Outcome.RAISES, returns.reason, returns.location)

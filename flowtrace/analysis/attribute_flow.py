@@ -38,7 +38,12 @@ def _assigned(source: str) -> tuple[str, ...]:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             out += [t.attr for t in targets if isinstance(t, ast.Attribute)]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) >= 2:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and len(node.args) >= 2
+        ):
             name = node.args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
                 out.append(name.value)
@@ -58,7 +63,9 @@ def _written(setters: tuple[F.SetterFact, ...]) -> tuple[F.SetterFact | None, li
     return writer, names, assigned
 
 
-def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ...], site: F.CaptureSiteFact) -> UnreadLink | None:
+def unread(
+    setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ...], site: F.CaptureSiteFact
+) -> UnreadLink | None:
     """The mismatch of :mod:`this module <flowtrace.analysis.attribute_flow>` for a chain's
     setters and the capture sites of its forward (``site``: the chain's own), or None; the
     chain's link 8 holds it (``ServingLink.unread``)."""
@@ -68,24 +75,40 @@ def unread(setters: tuple[F.SetterFact, ...], sites: tuple[F.CaptureSiteFact, ..
     writer, written, assigned = _written(setters)
     if writer is None or set(reads) & assigned:
         return None
-    return UnreadLink(writer.class_qualname, writer.method, writer.location, tuple(written), tuple(reads), site.function, site.location)
+    return UnreadLink(
+        writer.class_qualname,
+        writer.method,
+        writer.location,
+        tuple(written),
+        tuple(reads),
+        site.function,
+        site.location,
+    )
 
 
-def nothing_recorded(project: ClassLookup, qualname: str, holder: str | None) -> tuple[F.Outcome, str, F.Location | None]:
+def nothing_recorded(
+    project: ClassLookup, qualname: str, holder: str | None
+) -> tuple[F.Outcome, str, F.Location | None]:
     """What the engine does when the loop records nothing: the holder's forward returns its
     hidden states alone (a one-value return beside the ``(hidden, aux)`` one) and the wrapper
     unpacks two values under its capture flag: a ValueError there; else nothing is captured."""
     forward = [r for r in project.return_shapes.get(holder or "", []) if r.function.endswith(".forward")]
     alone = next((r for r in forward if r.shape == F.ReturnShape.SINGLE), None)
     unpack = next(
-        (u for u in project.output_uses.get(qualname, []) if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on and u.via is None),
+        (
+            u
+            for u in project.output_uses.get(qualname, [])
+            if u.kind == F.OutputUseKind.UNPACK and u.arity == 2 and u.flag_on and u.via is None
+        ),
         None,
     )
     if alone is not None and unpack is not None and any(r.shape == F.ReturnShape.TUPLE for r in forward):
         return (
             F.Outcome.RAISES,
-            f"nothing is recorded, so {alone.function} returns `{alone.text[len('return '):]}` alone ({alone.location}) and "
-            f"{unpack.function} unpacks two values from it (`{unpack.text}`): ValueError",
+            (
+                f"nothing is recorded, so {alone.function} returns `{alone.text[len('return '):]}` alone"
+                f" ({alone.location}) and {unpack.function} unpacks two values from it (`{unpack.text}`): ValueError"
+            ),
             unpack.location,
         )
     return F.Outcome.CAPTURES_NOTHING, "nothing is recorded: the loop never meets a marked layer", None

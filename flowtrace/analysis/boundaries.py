@@ -164,4 +164,16 @@ def delta_slots(boundaries: Sequence[int]) -> tuple[Slot, ...]:
     return tuple(Slot(0) if b == 0 else Slot(None, b - 1) for b in boundaries)
 
 
-__all__ = ["Drop", "DropReason", "Layout", "Raise", "RaiseKind", "Slot", "classify", "delta_slots", "layout", "offset", "reachable"]
+__all__ = [
+    "Drop",
+    "DropReason",
+    "Layout",
+    "Raise",
+    "RaiseKind",
+    "Slot",
+    "classify",
+    "delta_slots",
+    "layout",
+    "offset",
+    "reachable",
+]

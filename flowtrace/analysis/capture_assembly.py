@@ -46,13 +46,17 @@ compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined 
 _NOT_BREAKING = NOT_BREAKING
 
 
-def stream_link(site: F.CaptureSiteFact, point: str, layers_fold: bool = False, siblings: tuple[F.CaptureSiteFact, ...] = ()) -> StreamLink:
+def stream_link(
+    site: F.CaptureSiteFact, point: str, layers_fold: bool = False, siblings: tuple[F.CaptureSiteFact, ...] = ()
+) -> StreamLink:
     """Stream semantics of a site: what it records and whether its first index raises.
     ``layers_fold``: the loop's layers add the residual themselves and return the stream
     first, so recording that first value alone is the stream, not a delta. ``siblings``: the
     other capture branches of the same loop; when the site's own branch is not taken at the
     first index but a sibling's is and raises there, the first index raises at the sibling."""
-    first = site if site.first_none else next((s for s in siblings if s.first_none and s.label_offset is not None), site)
+    first = (
+        site if site.first_none else next((s for s in siblings if s.first_none and s.label_offset is not None), site)
+    )
     if site.mutated_later:
         kind = F.StreamKind.MUTATED_REFERENCE
     elif site.split_residual and site.captured_expression and not site.uses_residual and not layers_fold:
@@ -89,7 +93,11 @@ class CaptureAssembly(Holders):
             if len(parts) == 3 and parts[0] == "self":
                 holder = self.attribute_class(qualname, parts[1])
                 if holder is None:
-                    res.problem(F.ProblemKind.HOLDER_UNRESOLVED, f"cannot resolve the class of self.{parts[1]} written by the setter", setter.location)
+                    res.problem(
+                        F.ProblemKind.HOLDER_UNRESOLVED,
+                        f"cannot resolve the class of self.{parts[1]} written by the setter",
+                        setter.location,
+                    )
                 return holder
         return None
 
@@ -106,7 +114,8 @@ class CaptureAssembly(Holders):
             if not setter.writes:
                 res.problem(
                     F.ProblemKind.SETTER_WRITES_NOTHING,
-                    "the setter writes no capture attribute named by the profile (it may capture another way; `flowtrace probe capture` can tell)",
+                    "the setter writes no capture attribute named by the profile (it may capture another way;"
+                    " `flowtrace probe capture` can tell)",
                     setter.location,
                 )
         return self._finish(res)
@@ -132,22 +141,37 @@ class CaptureAssembly(Holders):
         method = setter.delegate_method or ""
         base = next((q for q in self.mro(setter.class_qualname)[1:] if method in self.setters.get(q, {})), None)
         if base is None:
-            res.problem(F.ProblemKind.SUPER_UNRESOLVED, f"super().{setter.delegate_method}() has no base-class definition in the tree", setter.location)
+            res.problem(
+                F.ProblemKind.SUPER_UNRESOLVED,
+                f"super().{setter.delegate_method}() has no base-class definition in the tree",
+                setter.location,
+            )
             return
         inner_setter = self.setters[base][method]
         res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
         res.chain.append(inner_setter)
         res.targets.append(res.qualname)
-        res.effective = compose(F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform)
+        res.effective = compose(
+            F.IDENTITY if setter.id_transform == F.DELEGATES else setter.id_transform, inner_setter.id_transform
+        )
 
     def dynamic_attribute(self, qualname: str, setter: F.SetterFact) -> tuple[str, F.AttributeAssignment, str] | None:
         """(config key, assignment) when the object the setter hands ids to is built at run
         time from a sub-config (``self.language_model = init_model(hf_config=config.text_config)``).
         The attribute the setter names wins; else the class's only dynamic attribute."""
-        dynamic = [(q, a) for q in self.mro(qualname) for a in (self.classes[q].assignments if q in self.classes else ()) if a.callee.startswith("dynamic:")]
+        dynamic = [
+            (q, a)
+            for q in self.mro(qualname)
+            for a in (self.classes[q].assignments if q in self.classes else ())
+            if a.callee.startswith("dynamic:")
+        ]
         if not dynamic:
             return None
-        named = [(q, a) for q, a in dynamic if f".{a.attribute}" in (setter.delegate or "") or f"self.{a.attribute}" in setter.source]
+        named = [
+            (q, a)
+            for q, a in dynamic
+            if f".{a.attribute}" in (setter.delegate or "") or f"self.{a.attribute}" in setter.source
+        ]
         chosen = named or (dynamic if len({a.attribute for _, a in dynamic}) == 1 else [])
         if not chosen:
             return None
@@ -161,9 +185,16 @@ class CaptureAssembly(Holders):
         held = self.instance_attributes(qualname)
         if not setter.delegate_method or not held or (setter.delegate or "").startswith("self"):
             return None
-        inner = [f"self.{a}.{b} = {c.rsplit('.', 1)[-1]}" for a, q in held.items() for b, c in self.instance_attributes(q).items()]
+        inner = [
+            f"self.{a}.{b} = {c.rsplit('.', 1)[-1]}"
+            for a, q in held.items()
+            for b, c in self.instance_attributes(q).items()
+        ]
         reached = ", ".join([f"self.{a} = {q.rsplit('.', 1)[-1]}" for a, q in held.items()] + inner)
-        return f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), which no object this class holds defines ({reached})"
+        return (
+            f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), which no object this class holds"
+            f" defines ({reached})"
+        )
 
     def _follow_delegate(self, res: _Resolution, depth: int) -> None:
         setter = res.setter
@@ -177,7 +208,11 @@ class CaptureAssembly(Holders):
             res.depends_on, res.holder_kind = key, F.HolderKind.DYNAMIC
             cls = self.classes.get(owner)
             where = F.Location(cls.location.file, assignment.line) if cls else setter.location
-            res.problem(F.ProblemKind.DEPENDS_ON_CONFIG, f"self.{assignment.attribute} is built from the target config at run time: the class is {key}", where)
+            res.problem(
+                F.ProblemKind.DEPENDS_ON_CONFIG,
+                f"self.{assignment.attribute} is built from the target config at run time: the class is {key}",
+                where,
+            )
             return
         if target is None:
             if setter.delegate != "super()":
@@ -186,14 +221,20 @@ class CaptureAssembly(Holders):
                 if doubt:  # an object it holds may inherit the method from a class not resolved
                     res.problem(
                         F.ProblemKind.DELEGATE_UNRESOLVED,
-                        f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(); no object this class holds is known to define it, "
-                        f"but {', '.join(doubt)} (a class this tree defines) could not be resolved, so one may inherit it",
+                        f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(); no object this class"
+                        f" holds is known to define it, but {', '.join(doubt)} (a class this tree defines) could not be"
+                        " resolved, so one may inherit it",
                         setter.location,
                     )
                 elif lacking is not None:  # every object it holds is known, and none defines the method
                     res.problem(F.ProblemKind.DELEGATE_LACKS_SETTER, lacking, setter.location)
                 else:
-                    res.problem(F.ProblemKind.DELEGATE_UNRESOLVED, f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not be resolved", setter.location)
+                    res.problem(
+                        F.ProblemKind.DELEGATE_UNRESOLVED,
+                        f"setter hands the ids to {setter.delegate}.{setter.delegate_method}(), whose class could not"
+                        " be resolved",
+                        setter.location,
+                    )
             return
         res.delegates_to = target
         inner = self.resolve_capture(target, depth + 1, (setter.delegate_method,) if setter.delegate_method else None)
@@ -211,7 +252,9 @@ class CaptureAssembly(Holders):
             res.inner = inner
             res.chain.extend(inner.chain)
             res.targets.extend(inner.chain_targets or (target,) * len(inner.chain))
-            res.effective = compose(setter.id_transform if setter.id_transform != F.DELEGATES else F.IDENTITY, inner.effective_transform)
+            res.effective = compose(
+                setter.id_transform if setter.id_transform != F.DELEGATES else F.IDENTITY, inner.effective_transform
+            )
             res.holder, res.holder_kind, res.depends_on = inner.holder, inner.holder_kind, inner.depends_on
             res.issues.extend(inner.issues)
 
@@ -237,7 +280,11 @@ class CaptureAssembly(Holders):
         attribute_hint = {w.rsplit(".", 1)[-1] for w in res.setter.writes}
         site = self.site_for(res.holder, attribute_hint)
         if site is None:
-            res.problem(F.ProblemKind.NO_CAPTURE_SITE, f"{res.holder.rsplit('.', 1)[-1]} has no capture loop reading the ids", res.setter.location)
+            res.problem(
+                F.ProblemKind.NO_CAPTURE_SITE,
+                f"{res.holder.rsplit('.', 1)[-1]} has no capture loop reading the ids",
+                res.setter.location,
+            )
             return None, F.UNKNOWN, "no capture site found", (), None, None
         point: str = site.point
         note, evidence = site.note, site.evidence
@@ -256,8 +303,14 @@ class CaptureAssembly(Holders):
         setter = res.setter
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
-        stream = stream_link(site, point, self.layers_fold(res.holder), self.siblings(site)) if site is not None else None
-        if stream is not None and stream.raising_index is not None and stream.raising_index + (0 if point == F.INPUT else 1) == 0:
+        stream = (
+            stream_link(site, point, self.layers_fold(res.holder), self.siblings(site)) if site is not None else None
+        )
+        if (
+            stream is not None
+            and stream.raising_index is not None
+            and stream.raising_index + (0 if point == F.INPUT else 1) == 0
+        ):
             emb = False  # recording the embedding raises
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
         mismatch = None

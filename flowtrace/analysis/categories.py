@@ -62,7 +62,11 @@ def _draft_models(project: Project, cc: CheckConventions) -> frozenset[str]:
     projections = frozenset(project.conv.fc_attributes) | frozenset(cc.draft_projection_attributes)
     drafts = set(draft_classes(project.files))
     for row in project.rows:
-        if row.qualname not in drafts and cc.is_draft_class(row.name) and _owns_projection(project, row.qualname, projections):
+        if (
+            row.qualname not in drafts
+            and cc.is_draft_class(row.name)
+            and _owns_projection(project, row.qualname, projections)
+        ):
             drafts.add(row.qualname)
     return _with_subclasses(project, drafts)
 

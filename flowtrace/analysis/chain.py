@@ -235,7 +235,13 @@ def source_chain(project: ChainProject, src: SourceCapture) -> CaptureChain:
     return CaptureChain(
         source=IdSourceLink(kind, src.key, src.location),
         production=_production(src),
-        holder=HolderLink(src.holder, F.HolderKind.DIRECT, attribute, _class_location(project, src.holder) or src.location, store=store),
+        holder=HolderLink(
+            src.holder,
+            F.HolderKind.DIRECT,
+            attribute,
+            _class_location(project, src.holder) or src.location,
+            store=store,
+        ),
         site=_source_site(src) if src.site is not None else None,
         stream=None,
         slots=None,
@@ -257,7 +263,9 @@ def _production(src: SourceCapture) -> ProductionLink:
     w, builder = src.write, src.builder
     layout = None
     if w is not None:
-        layout = LayoutLink(w.key, w.expression, w.condition, w.bindings, w.location, builder.class_qualname if builder else None)
+        layout = LayoutLink(
+            w.key, w.expression, w.condition, w.bindings, w.location, builder.class_qualname if builder else None
+        )
     return ProductionLink(Production.BUILDER_LAYOUT, _builder_transform(src), layout=layout, decision=decision)
 
 

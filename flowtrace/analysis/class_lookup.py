@@ -127,7 +127,9 @@ class ClassLookup:
         out: list[str] = []
         for qualified in self.reexports.get(module, {}).get(name, []) if depth < 4 else ():
             inner_module, _, inner = qualified.rpartition(".")
-            found = self._reexported(inner_module, inner, depth + 1) or ([q] if (q := self.find_class(qualified, near=module + ".")) else [])
+            found = self._reexported(inner_module, inner, depth + 1) or (
+                [q] if (q := self.find_class(qualified, near=module + ".")) else []
+            )
             out.extend(c for c in found if c not in out)
         return sorted(out)
 
@@ -177,4 +179,6 @@ class ClassLookup:
             return True
         head, _, rest = module.partition(".")
         modules = {q.rpartition(".")[0] for q in self.by_name[simple]}
-        return any(m.partition(".")[0] == head for m in modules) or any(m == rest or m.endswith("." + rest) for m in modules if rest)
+        return any(m.partition(".")[0] == head for m in modules) or any(
+            m == rest or m.endswith("." + rest) for m in modules if rest
+        )

@@ -49,7 +49,9 @@ def target_info(config: dict, path: str) -> TargetInfo:
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
     hidden = config.get("hidden_size", text.get("hidden_size"))
     if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
-        raise ConfigError(f"{path}: the target config has no positive integer 'num_hidden_layers' (also looked in text_config)")
+        raise ConfigError(
+            f"{path}: the target config has no positive integer 'num_hidden_layers' (also looked in text_config)"
+        )
     if layers > 100_000:
         raise ConfigError(f"{path}: the target config's num_hidden_layers = {layers} is implausible (at most 100000)")
     return TargetInfo(archs[0], layers, hidden if isinstance(hidden, int) else None)
@@ -173,7 +175,8 @@ class Difference:
     reason: str | None = None  # UNDECIDED / RAISES / NOTHING: the trace's reason
     at: F.Location | None = None  # RAISES / NOTHING: where the engine raises; PHASE, DRAFT_CLASS: the capture, the fc
     expected: int | None = None  # COUNT, CHECKPOINT_*: states the fc takes; WIDTH: the draft's target_hidden_size
-    got: int | None = None  # COUNT, CHECKPOINT_SERVED: states captured; CHECKPOINT_LAYOUT: the layout's count; WIDTH: hidden_size
+    # COUNT, CHECKPOINT_SERVED: states captured; CHECKPOINT_LAYOUT: the layout's count; WIDTH: hidden_size
+    got: int | None = None
     hidden: int | None = None  # the target's hidden size
     beyond: tuple[tuple[int, int], ...] = ()  # FIT: (draft id, trained boundary) past the last layer
     layers: int | None = None  # FIT: the target's L
@@ -222,7 +225,9 @@ def parse_boundaries(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.replace(" ", "").strip("[]").split(",") if x]
     except ValueError:
-        raise ConfigError(f"--trained-boundaries must be comma-separated integers (boundaries, 0 = embedding), got {text!r}") from None
+        raise ConfigError(
+            f"--trained-boundaries must be comma-separated integers (boundaries, 0 = embedding), got {text!r}"
+        ) from None
     if not values:
         raise ConfigError("--trained-boundaries names no boundary")
     return values
@@ -273,7 +278,11 @@ def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int
 
 def _dropped_steps(trace: TraceResult) -> list[tuple[int | None, F.Location, str]]:
     """(capture index, location, text) of each id the capture site never records."""
-    return [(step.index, step.location, step.text) for step in trace.steps if step.kind == "dropped" and step.location is not None]
+    return [
+        (step.index, step.location, step.text)
+        for step in trace.steps
+        if step.kind == "dropped" and step.location is not None
+    ]
 
 
 def _setter_branch(trace: TraceResult) -> tuple[F.Location | None, str]:
@@ -282,7 +291,9 @@ def _setter_branch(trace: TraceResult) -> tuple[F.Location | None, str]:
     writes = [s for s in trace.steps if s.kind in ("setter", "builder", "default") and s.location is not None]
     if not writes:
         located = [s for s in trace.steps if s.location is not None]
-        builder = next((s for s in located if s.kind == "builder"), None) or next((s for s in located if s.kind == "config"), None)
+        builder = next((s for s in located if s.kind == "builder"), None) or next(
+            (s for s in located if s.kind == "config"), None
+        )
         if builder is not None:  # setter-less engines: the line that writes (or reads) the ids
             return builder.location, f"decided by the engine: {builder.text}"
         return None, "decided by the setter"
@@ -321,7 +332,11 @@ def _slot_differences(trace: TraceResult, want: list[int], served: list[int]) ->
     site, and each served boundary the draft was not trained on with the setter branch."""
     setter_at, setter_why = _setter_branch(trace)
     if len(want) == len(served):
-        return [SlotDifference(k, a, b, setter_at, setter_why, SlotForm.PAIR) for k, (a, b) in enumerate(zip(want, served)) if a != b]
+        return [
+            SlotDifference(k, a, b, setter_at, setter_why, SlotForm.PAIR)
+            for k, (a, b) in enumerate(zip(want, served))
+            if a != b
+        ]
     drops = iter([(at, text) for _, at, text in _dropped_steps(trace)])
     out = []
     for k, a in enumerate(want):
@@ -345,12 +360,20 @@ class IdPath:
     served: int | None
 
 
-def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int]) -> list[IdPath]:
+def _id_paths(
+    row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int]
+) -> list[IdPath]:
     """Per id, when the engine reads the same ids training did and its setter maps them one
     to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest).
     Also when the forward later raises: the paths say what the loop records before it does."""
     indices = trace.capture_indices
-    if not draft_ids or draft_ids != engine_ids or indices is None or len(indices) != len(draft_ids) or not decided(trace):
+    if (
+        not draft_ids
+        or draft_ids != engine_ids
+        or indices is None
+        or len(indices) != len(draft_ids)
+        or not decided(trace)
+    ):
         return []
     chain = row.chain  # the site link's capture point decides index -> boundary
     site = chain.site if chain is not None and chain.source.kind == F.SourceKind.SETTER else None
@@ -360,16 +383,23 @@ def _id_paths(row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: 
         return []  # the setter sorted them: positions no longer pair
     shift = offset(site.point)  # checked above: an input or an output point
     dropped = {i for i, _ in trace.dropped}
-    return [IdPath(i, b, idx, None if idx in dropped else idx + shift) for i, b, idx in zip(draft_ids, trained, indices)]
+    return [
+        IdPath(i, b, idx, None if idx in dropped else idx + shift) for i, b, idx in zip(draft_ids, trained, indices)
+    ]
 
 
-def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None) -> tuple[list[Difference], list[str]]:
+def _checkpoint_differences(
+    ckpt: DraftCheckpoint | None, hidden: int | None, trained: int, served: list[int] | None
+) -> tuple[list[Difference], list[str]]:
     """(differences, notes) from the fc weight's width: against the target hidden size, the
     draft config's number of ids, and what the engine captures."""
     if ckpt is None:
         return [], []
     if ckpt.fc_in_features is None:
-        return [], [f"checkpoint {ckpt.file}: no 2-D fc.weight among {ckpt.tensor_count} tensors (namings: {', '.join(ckpt.namings) or 'none recognised'})"]
+        return [], [
+            f"checkpoint {ckpt.file}: no 2-D fc.weight among {ckpt.tensor_count} tensors (namings:"
+            f" {', '.join(ckpt.namings) or 'none recognised'})"
+        ]
     width, name = ckpt.fc_in_features, ckpt.fc_name
     if not hidden:
         return [], [f"checkpoint {ckpt.file}: {name} in_features {width}; the target hidden size is unknown"]
@@ -381,7 +411,10 @@ def _checkpoint_differences(ckpt: DraftCheckpoint | None, hidden: int | None, tr
         out.append(Difference(DifferenceKind.CHECKPOINT_LAYOUT, expected=slots, got=trained, hidden=hidden))
     if served is not None and slots != len(served):
         out.append(Difference(DifferenceKind.CHECKPOINT_SERVED, expected=slots, got=len(served), hidden=hidden))
-    return out, [f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings: {', '.join(ckpt.namings)})"]
+    return out, [
+        f"checkpoint {ckpt.file}: {name} {list(ckpt.fc_shape or ())} = {slots} x {hidden} (namings:"
+        f" {', '.join(ckpt.namings)})"
+    ]
 
 
 WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".safetensors")
@@ -392,8 +425,8 @@ def _unchecked_weights(draft_dir: Path) -> str:
     found = sorted(p.name for p in draft_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES)[:4] if draft_dir.is_dir() else []
     what = f"only {', '.join(found)}" if found else "no weight file"
     return (
-        f"unchecked: {draft_dir} has {what}; flowtrace reads safetensors headers only (a .bin file is a pickle, never loaded), "
-        "so the fc width was not checked against the draft config's ids"
+        f"unchecked: {draft_dir} has {what}; flowtrace reads safetensors headers only (a .bin file is a pickle, never"
+        " loaded), so the fc width was not checked against the draft config's ids"
     )
 
 
@@ -401,12 +434,19 @@ def _hidden_size_warning(draft: dict, hidden: int | None, states: int) -> str | 
     """The draft's own hidden_size unlike the target's, with no target_hidden_size to say which
     width the fc takes: engines then size the fc input from the draft's hidden_size."""
     own = draft.get("hidden_size")
-    if not isinstance(own, int) or isinstance(own, bool) or not hidden or own == hidden or "target_hidden_size" in draft:
+    if (
+        not isinstance(own, int)
+        or isinstance(own, bool)
+        or not hidden
+        or own == hidden
+        or "target_hidden_size" in draft
+    ):
         return None
     return (
-        f"width: the draft's hidden_size {own} differs from the target's {hidden} and the draft config has no target_hidden_size: "
-        f"engines then build the fc for {states} x {own} = {states * own} inputs, the target delivers {states} x {hidden} = {states * hidden}; "
-        f"set target_hidden_size = {hidden} if the draft was trained on this target"
+        f"width: the draft's hidden_size {own} differs from the target's {hidden} and the draft config has no"
+        f" target_hidden_size: engines then build the fc for {states} x {own} = {states * own} inputs, the target"
+        f" delivers {states} x {hidden} = {states * hidden}; set target_hidden_size = {hidden} if the draft was trained"
+        " on this target"
     )
 
 
@@ -423,14 +463,26 @@ def _contradicting_weights(ckpt: DraftCheckpoint | None, hidden: int | None, sta
     return slots if slots is not None and slots != states else None
 
 
-def _no_fix_reason(beyond: bool, weights_say: int | None, states: int, ckpt: DraftCheckpoint | None, hidden: int | None, target_hidden: object, target: int | None) -> str | None:
+def _no_fix_reason(
+    beyond: bool,
+    weights_say: int | None,
+    states: int,
+    ckpt: DraftCheckpoint | None,
+    hidden: int | None,
+    target_hidden: object,
+    target: int | None,
+) -> str | None:
     """Why changing the ids cannot help: no fix is offered that the draft itself contradicts."""
     if beyond:
-        return "the draft was trained on a deeper target; no ids or engine change make this target serve those layers: use a draft trained for this target"
+        return (
+            "the draft was trained on a deeper target; no ids or engine change make this target serve those layers: use"
+            " a draft trained for this target"
+        )
     if weights_say is not None and ckpt is not None:
         return (
-            f"the weights contradict the draft config: {ckpt.fc_name} {list(ckpt.fc_shape or ())} takes {weights_say} x {hidden}, the config names {states} ids; "
-            f"find the {weights_say} layers the draft was trained on (its training config) before changing any ids"
+            f"the weights contradict the draft config: {ckpt.fc_name} {list(ckpt.fc_shape or ())} takes {weights_say} x"
+            f" {hidden}, the config names {states} ids; find the {weights_say} layers the draft was trained on (its"
+            " training config) before changing any ids"
         )
     if isinstance(target_hidden, int) and target and target_hidden != target:
         return f"the draft was trained for a target of hidden size {target_hidden}, not {target}: no ids fix a width"
@@ -527,19 +579,39 @@ class Pairing:
 
 
 def read_inputs(
-    project: Project, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None, engine_keys: tuple[str, ...], trained_boundaries_given: list[int] | None
+    project: Project,
+    target_config: str | Path,
+    draft_config: str | Path,
+    *,
+    trained_with: str | None,
+    engine_keys: tuple[str, ...],
+    trained_boundaries_given: list[int] | None,
 ) -> CompatInputs:
     target = read_config(target_config, "target")
     draft = read_config(draft_config, "draft")
     checkpoint = read_draft_checkpoint(draft_config) if Path(draft_config).is_dir() else None
     draft_dir = Path(draft_config) if Path(draft_config).is_dir() else None
     return inputs_from(
-        project, target, draft, str(target_config), str(draft_config), trained_with=trained_with, engine_keys=engine_keys,
-        trained_boundaries_given=trained_boundaries_given, checkpoint=checkpoint, draft_dir=draft_dir,
+        project,
+        target,
+        draft,
+        str(target_config),
+        str(draft_config),
+        trained_with=trained_with,
+        engine_keys=engine_keys,
+        trained_boundaries_given=trained_boundaries_given,
+        checkpoint=checkpoint,
+        draft_dir=draft_dir,
     )
 
 
-def _draft_markers(project: Project, draft: dict, keys: tuple[str, ...], conventions: dict[str, TrainingConvention], checkpoint: DraftCheckpoint | None) -> list[str]:
+def _draft_markers(
+    project: Project,
+    draft: dict,
+    keys: tuple[str, ...],
+    conventions: dict[str, TrainingConvention],
+    checkpoint: DraftCheckpoint | None,
+) -> list[str]:
     """What makes ``draft`` a draft config: a draft architecture (a class of this engine that
     owns a draft fc, flowtrace.analysis.drafts), a layer-id key, a training format's own key,
     a target_hidden_size / draft_vocab_size, or a draft fc in its weights."""
@@ -558,7 +630,9 @@ def _draft_markers(project: Project, draft: dict, keys: tuple[str, ...], convent
     return found
 
 
-def _refuse_non_draft(project: Project, draft: dict, where: str, keys: tuple[str, ...], checkpoint: DraftCheckpoint | None) -> None:
+def _refuse_non_draft(
+    project: Project, draft: dict, where: str, keys: tuple[str, ...], checkpoint: DraftCheckpoint | None
+) -> None:
     """``{}`` or a target's own config.json given as the draft: no verdict can mean anything."""
     conventions = load_conventions()
     if _draft_markers(project, draft, keys, conventions, checkpoint):
@@ -569,9 +643,9 @@ def _refuse_non_draft(project: Project, draft: dict, where: str, keys: tuple[str
     label = method.title if method is not None else LEGACY[1]  # the method compat answers for
     article = "an" if label[:1].upper() in "AEIOU" else "a"
     raise ConfigError(
-        f"{where}: not {article} {label} draft config ({said}, no draft architecture of this engine, no layer-id key "
-        f"({', '.join(keys)}) and no draft fc weight): give the draft's own config.json or folder, or --trained-boundaries "
-        f"B0,B1,... to compare the engine with a layout you state"
+        f"{where}: not {article} {label} draft config ({said}, no draft architecture of this engine, no layer-id key"
+        f" ({', '.join(keys)}) and no draft fc weight): give the draft's own config.json or folder, or"
+        " --trained-boundaries B0,B1,... to compare the engine with a layout you state"
     )
 
 
@@ -584,10 +658,16 @@ def _check_ids(conv: TrainingConvention, ids: list[int] | None, L: int, where: s
     if why is not None:
         low, high = id_range(conv.meaning, L)
         beyond = any(isinstance(i, int) and i > high for i in ids)
-        fit = f"; this draft does not fit this target (L = {L}): it was trained for a deeper one, or the target config is not its target" if beyond else ""
+        fit = (
+            f"; this draft does not fit this target (L = {L}): it was trained for a deeper one, or the target config is"
+            " not its target"
+            if beyond
+            else ""
+        )
         raise ConfigError(
-            f"{where}: layer ids {ids} are impossible under the {conv.name} convention ({conv.meaning}): {why}; "
-            f"valid ids are distinct integers {low}..{high} for this {L}-layer target{fit} (or give --trained-with / --trained-boundaries)"
+            f"{where}: layer ids {ids} are impossible under the {conv.name} convention ({conv.meaning}): {why}; valid"
+            f" ids are distinct integers {low}..{high} for this {L}-layer target{fit} (or give --trained-with /"
+            " --trained-boundaries)"
         )
 
 
@@ -603,20 +683,31 @@ def inputs_from(
     keys = tuple(dict.fromkeys((*engine_keys, *conv.layer_id_keys)))
     row = project.row(info.architecture)
     if row is None:
-        raise ConfigError(f"{target_where}: architecture {info.architecture!r} is not registered in this engine tree (no model class found)")
+        raise ConfigError(
+            f"{target_where}: architecture {info.architecture!r} is not registered in this engine tree (no model class"
+            " found)"
+        )
     if trained_boundaries_given is None and not known_draft:
         _refuse_non_draft(project, draft, draft_where, keys, checkpoint)
     draft_ids, draft_key = _first_ids(draft, conv.layer_id_keys, draft_where)
     engine_ids, engine_key = _first_ids(draft, engine_keys, draft_where)
     recorded = recorded_boundaries(draft, draft_where) if trained_boundaries_given is None else None
     if recorded is not None:
-        trained, notes, used = recorded, [f"training layout recorded in the draft config by `flowtrace compat --fix` ({RECORD_KEY}.{RECORD_FIELD})"], draft_ids
+        trained, notes, used = (
+            recorded,
+            [f"training layout recorded in the draft config by `flowtrace compat --fix` ({RECORD_KEY}.{RECORD_FIELD})"],
+            draft_ids,
+        )
         convention_name = "recorded"
     elif trained_boundaries_given is not None:
         bad = [b for b in trained_boundaries_given if not 0 <= b <= L]
         if bad:
             raise ConfigError(f"--trained-boundaries {bad} outside 0..{L} (0 = embedding, {L} = last layer's output)")
-        trained, notes, used = list(trained_boundaries_given), ["training layout given by --trained-boundaries (the draft config's ids are not converted)"], draft_ids
+        trained, notes, used = (
+            list(trained_boundaries_given),
+            ["training layout given by --trained-boundaries (the draft config's ids are not converted)"],
+            draft_ids,
+        )
         convention_name = "given"
     else:
         _check_ids(conv, draft_ids, L, f"{draft_where}: {draft_key}")
@@ -625,10 +716,24 @@ def inputs_from(
         if draft_ids is None and engine_ids is not None:
             notes.append(_ids_elsewhere(draft, conv, engine_key, engine_ids))
     return CompatInputs(
-        target, draft, info, conv, row, draft_ids, engine_ids, engine_key, checkpoint, trained, used, convention_name, tuple(notes),
-        trained_boundaries_given is not None or recorded is not None, draft_dir,
+        target,
+        draft,
+        info,
+        conv,
+        row,
+        draft_ids,
+        engine_ids,
+        engine_key,
+        checkpoint,
+        trained,
+        used,
+        convention_name,
+        tuple(notes),
+        trained_boundaries_given is not None or recorded is not None,
+        draft_dir,
         _assumed(conv, draft, trained_with and convention_from, draft_ids, L, _method_training(project)),
-        project, draft_key,
+        project,
+        draft_key,
     )
 
 
@@ -675,10 +780,15 @@ def source_notes(chain: CaptureChain, engine_ids: list[int] | None, trained: lis
         wanted = sorted(b - 1 for b in trained if b > 0)
         notes.append(f"to serve the trained layout set {key} = {{{', '.join(map(str, wanted))}}}")
         if 0 in trained:
-            notes.append("the trained embedding (b=0) cannot be requested from this engine: its ids are b - 1 and -1 is the post-final-norm state")
+            notes.append(
+                "the trained embedding (b=0) cannot be requested from this engine: its ids are b - 1 and -1 is the"
+                " post-final-norm state"
+            )
         return notes
     given = f"the draft's ids {list(engine_ids)}" if engine_ids is not None else "the draft's ids"
-    return [f"{given} are ignored (id transform {F.Transform.IGNORED}): {reason}; no draft config can change what it serves"]
+    return [
+        f"{given} are ignored (id transform {F.Transform.IGNORED}): {reason}; no draft config can change what it serves"
+    ]
 
 
 def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: list[int]) -> str:
@@ -686,7 +796,10 @@ def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: 
     another convention's key (``--trained-with speculators`` on a SpecForge draft)."""
     detected = detect_training(draft, load_conventions())
     if detected.name != conv.name and key in detected.layer_id_keys:
-        hint = f", where {detected.name} drafts keep them: trained with {detected.name}? (without --trained-with, {detected.name} is detected)"
+        hint = (
+            f", where {detected.name} drafts keep them: trained with {detected.name}? (without --trained-with,"
+            f" {detected.name} is detected)"
+        )
     else:
         hint = ": name the convention whose key that is with --trained-with"
     return f"its ids {ids} are under {key} (the engine reads them){hint}"
@@ -800,7 +913,14 @@ def _draft_class_difference(inputs: CompatInputs, hidden: int | None) -> Differe
             continue
         fixed = fixed_state_count(project, row.qualname)
         if fixed is not None and fixed.states != states:
-            return Difference(DifferenceKind.DRAFT_CLASS, reason=row.name, at=fixed.fc.location, expected=fixed.states, got=states, hidden=hidden)
+            return Difference(
+                DifferenceKind.DRAFT_CLASS,
+                reason=row.name,
+                at=fixed.fc.location,
+                expected=fixed.states,
+                got=states,
+                hidden=hidden,
+            )
     return None
 
 
@@ -810,7 +930,11 @@ def _no_service(trace: TraceResult) -> Difference:
     if not decided(trace):
         return Difference(DifferenceKind.UNDECIDED, reason=reason(trace))
     said = outcome(trace)
-    kind = DifferenceKind.RAISES if said == "raises" else DifferenceKind.DELTAS if said == "captures_deltas" else DifferenceKind.NOTHING
+    kind = (
+        DifferenceKind.RAISES
+        if said == "raises"
+        else DifferenceKind.DELTAS if said == "captures_deltas" else DifferenceKind.NOTHING
+    )
     return Difference(kind, reason=reason(trace), at=trace.raises_at)
 
 
@@ -822,14 +946,24 @@ class Advice:
     no_fix: str | None
 
 
-def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgement: Judgement, engine_keys: tuple[str, ...]) -> Advice:
+def suggestions(
+    project: Project, inputs: CompatInputs, traced: Traced, judgement: Judgement, engine_keys: tuple[str, ...]
+) -> Advice:
     """On MISMATCH, the ids that would make the engine serve the trained layout; none when the
     draft itself says no ids can help (trained on a deeper target, weights contradicting its
     config, trained for another width)."""
     hidden = inputs.info.hidden_size or inputs.target_hidden
     beyond = any(d.kind == DifferenceKind.FIT for d in judgement.differences)
     weights_say = _contradicting_weights(inputs.checkpoint, hidden, len(inputs.trained))
-    no_fix = _no_fix_reason(beyond, weights_say, len(inputs.trained), inputs.checkpoint, hidden, inputs.target_hidden, inputs.info.hidden_size)
+    no_fix = _no_fix_reason(
+        beyond,
+        weights_say,
+        len(inputs.trained),
+        inputs.checkpoint,
+        hidden,
+        inputs.target_hidden,
+        inputs.info.hidden_size,
+    )
     phase = next((d.phase for d in judgement.differences if d.kind == DifferenceKind.PHASE), None)
     if no_fix is None and phase is not None:
         at = f" (at {phase.at})" if phase.at else ""  # type: ignore[attr-defined]
@@ -840,8 +974,8 @@ def suggestions(project: Project, inputs: CompatInputs, traced: Traced, judgemen
     own = next((d for d in judgement.differences if d.kind == DifferenceKind.DRAFT_CLASS), None)
     if own is not None and no_fix is None:
         no_fix = (
-            f"the engine's draft class {own.reason} builds its fc for {own.expected} states ({own.at}) and this draft has {own.got}: "
-            f"no ids change that; code change needed at that line (size the fc from the draft config)"
+            f"the engine's draft class {own.reason} builds its fc for {own.expected} states ({own.at}) and this draft"
+            f" has {own.got}: no ids change that; code change needed at that line (size the fc from the draft config)"
         )
     if not judgement.differences or no_fix is not None or _trained_for_another_target(inputs.checkpoint, hidden):
         return Advice((), no_fix)
@@ -875,23 +1009,42 @@ def compat(
     trained_boundaries_given: list[int] | None = None,
 ) -> CompatResult:
     """One deployment's verdict: the five phases in order."""
-    inputs = read_inputs(project, target_config, draft_config, trained_with=trained_with, engine_keys=engine_keys, trained_boundaries_given=trained_boundaries_given)
+    inputs = read_inputs(
+        project,
+        target_config,
+        draft_config,
+        trained_with=trained_with,
+        engine_keys=engine_keys,
+        trained_boundaries_given=trained_boundaries_given,
+    )
     return verdict(project, inputs, engine_keys)
 
 
-def catalogue_inputs(project: Project, entry: CatalogueDraft, catalogue: DraftCatalogue, target_config: str | Path | None, engine_keys: tuple[str, ...]) -> CompatInputs:
+def catalogue_inputs(
+    project: Project,
+    entry: CatalogueDraft,
+    catalogue: DraftCatalogue,
+    target_config: str | Path | None,
+    engine_keys: tuple[str, ...],
+) -> CompatInputs:
     """Phase 1 for a catalogue draft (``compat --draft NAME``): its ids under its key, its
     convention (or its recorded training layout), and the target it was published for (the
     first of its architectures this tree registers, at its layer count) unless a target
     config is given."""
     answered = project.conv.method.name if project.conv.method is not None else EAGLE3
     if entry.method != answered:
-        raise ConfigError(f"draft {entry.name!r} is a {entry.method} draft and this engine's profiles serve no method of that name (compat checks a draft under the method it was trained for)")
+        raise ConfigError(
+            f"draft {entry.name!r} is a {entry.method} draft and this engine's profiles serve no method of that name"
+            " (compat checks a draft under the method it was trained for)"
+        )
     if target_config is not None:
         target, target_where = read_config(target_config, "target"), str(target_config)
     else:
         if entry.num_hidden_layers is None:
-            raise ConfigError(f"draft {entry.name!r}: the catalogue does not know its target's layer count ({entry.unconfirmed}); give --target-config")
+            raise ConfigError(
+                f"draft {entry.name!r}: the catalogue does not know its target's layer count ({entry.unconfirmed});"
+                " give --target-config"
+            )
         arch = next((a for a in entry.architectures if project.row(a) is not None), entry.architectures[0])
         target = {"architectures": [arch], "num_hidden_layers": entry.num_hidden_layers}
         if entry.target_hidden_size:
@@ -902,8 +1055,16 @@ def catalogue_inputs(project: Project, entry: CatalogueDraft, catalogue: DraftCa
         set_dotted(draft, entry.key, list(entry.ids))
     given = list(entry.trained_boundaries) if entry.trained_boundaries is not None else None
     return inputs_from(
-        project, target, draft, target_where, f"catalogue draft {entry.name} ({entry.file})", trained_with=entry.convention,
-        engine_keys=engine_keys, trained_boundaries_given=given, known_draft=True, convention_from=f"the catalogue entry {entry.name}",
+        project,
+        target,
+        draft,
+        target_where,
+        f"catalogue draft {entry.name} ({entry.file})",
+        trained_with=entry.convention,
+        engine_keys=engine_keys,
+        trained_boundaries_given=given,
+        known_draft=True,
+        convention_from=f"the catalogue entry {entry.name}",
     )
 
 

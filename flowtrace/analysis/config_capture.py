@@ -135,7 +135,9 @@ def _builders_for(idx: _Index, architectures: tuple[str, ...]) -> list[F.Builder
     for b in idx.builders:
         if b.selector_kind == "architectures" and set(b.selector_values) & set(architectures):
             chosen.append(b)
-        elif b.selector_kind == "model_type" and any(a.startswith(_norm(v)) for v in b.selector_values for a in arch_norm):
+        elif b.selector_kind == "model_type" and any(
+            a.startswith(_norm(v)) for v in b.selector_values for a in arch_norm
+        ):
             chosen.append(b)
     by_name = {b.class_qualname: b for b in idx.builders}
     simple = {b.class_qualname.rsplit(".", 1)[-1]: b for b in idx.builders}
@@ -165,16 +167,30 @@ def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
     use = uses[0]
     where = f"{use.class_qualname.rsplit('.', 1)[-1]}.forward ({use.location})"
     if len(set(use.calls_before)) <= 1 and all("norm" in c for c in use.calls_before):
-        return F.INPUT, f"{where} records {use.recorded} right after its input norm{' (' + use.calls_before[0] + ')' if use.calls_before else ''}, before any other sub-module: the stream entering layer idx"
+        return (
+            F.INPUT,
+            (
+                f"{where} records {use.recorded} right after its input"
+                f" norm{' (' + use.calls_before[0] + ')' if use.calls_before else ''}, before any other sub-module: the"
+                " stream entering layer idx"
+            ),
+        )
     if not use.calls_after:
         return F.OUTPUT, f"{where} records {use.recorded} after its last sub-module call: the layer's output"
-    return F.UNKNOWN, f"{where} records {use.recorded} between sub-module calls {use.calls_before[-1]} and {use.calls_after[0]}"
+    return (
+        F.UNKNOWN,
+        f"{where} records {use.recorded} between sub-module calls {use.calls_before[-1]} and {use.calls_after[0]}",
+    )
 
 
-def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]) -> SourceCapture:  # noqa: ANN001
+def _config_capture(
+    project, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
+) -> SourceCapture:  # noqa: ANN001
     conv = project.conv
     method = next(iter(sorted(conv.methods)), "")
-    attributes = {source.attribute} | {s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute}
+    attributes = {source.attribute} | {
+        s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute
+    }
     site = _site_for(project, idx, holder, attributes)
     problems: list[str] = []
     mechanism: F.Mechanism | None  # None when no site records
@@ -186,7 +202,10 @@ def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdS
         point, note, mechanism, order = site.point, site.note, site.mechanism, F.ConcatOrder.LOOP
     else:
         point, note, mechanism, order = F.UNKNOWN, "no capture loop reads the ids", None, F.ConcatOrder.LOOP
-        problems.append(f"{holder.rsplit('.', 1)[-1]} reads {source.key} but no capture loop reading self.{source.attribute} was found")
+        problems.append(
+            f"{holder.rsplit('.', 1)[-1]} reads {source.key} but no capture loop reading self.{source.attribute} was"
+            " found"
+        )
     builders = _builders_for(idx, architectures)
     refusing = next((b for b in builders if b.allowed_methods is not None and method not in b.allowed_methods), None)
     write = builder = None
@@ -208,17 +227,42 @@ def _config_capture(project, idx: _Index, holder: str, owner: str, source: F.IdS
 def _outcome(source, method, refusing, write, builders, idx):  # noqa: ANN001
     if refusing is not None:
         allowed = ", ".join(refusing.allowed_methods or ())
-        return REFUSES, f"{refusing.class_qualname.rsplit('.', 1)[-1]} accepts only {allowed}: method {method!r} is refused", refusing.gate_location
+        return (
+            REFUSES,
+            f"{refusing.class_qualname.rsplit('.', 1)[-1]} accepts only {allowed}: method {method!r} is refused",
+            refusing.gate_location,
+        )
     if write is not None:
         via = f"{write.key} = {write.expression}"
-        return CAPTURES, f"written by the engine for method {method!r}: {via} (the draft's ids are not read)", write.location
+        return (
+            CAPTURES,
+            f"written by the engine for method {method!r}: {via} (the draft's ids are not read)",
+            write.location,
+        )
     if source.kind == "context":
         others = sorted({m for w in idx.feeds for m in _other_methods(w)})
         first = idx.feeds[0].location if idx.feeds else None
         filled = f"filled only when {idx.feeds[0].condition}" if idx.feeds else "never filled"
-        return CAPTURES_NOTHING, f"the build-context field {source.key} is {filled}{(' (' + ', '.join(others) + ')') if others else ''}; for {method!r} it stays {source.default or 'empty'} and nothing is captured", first
-    names = ", ".join(b.class_qualname.rsplit(".", 1)[-1] for b in builders) or "no config builder selected for this architecture"
-    return CAPTURES_NOTHING, f"no config builder writes {source.key} for method {method!r} ({names}); the model reads the default {source.default or '()'} and captures nothing", source.location
+        return (
+            CAPTURES_NOTHING,
+            (
+                f"the build-context field {source.key} is {filled}{(' (' + ', '.join(others) + ')') if others else ''};"
+                f" for {method!r} it stays {source.default or 'empty'} and nothing is captured"
+            ),
+            first,
+        )
+    names = (
+        ", ".join(b.class_qualname.rsplit(".", 1)[-1] for b in builders)
+        or "no config builder selected for this architecture"
+    )
+    return (
+        CAPTURES_NOTHING,
+        (
+            f"no config builder writes {source.key} for method {method!r} ({names}); the model reads the default"
+            f" {source.default or '()'} and captures nothing"
+        ),
+        source.location,
+    )
 
 
 def _other_methods(write: F.GatedWrite) -> list[str]:
@@ -246,28 +290,76 @@ def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa
     for holder in _reachable(project, qualname):
         if holder == qualname or holder == opt_in:
             continue
-        layer_sites = [h for q in project.mro(holder) for h in idx.hooks.get(q, []) if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes]
+        layer_sites = [
+            h
+            for q in project.mro(holder)
+            for h in idx.hooks.get(q, [])
+            if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes
+        ]
         if not layer_sites:
             continue
         site = layer_sites[0]
         point, note = _hook_point(site)
         wrapper = next((h.location for h in idx.hooks.get(opt_in or "", [])), None)
-        calls = f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving config's {key}, sorted"
+        calls = (
+            f"{site.function} calls {site.hook}({site.index}, {', '.join(site.arguments)}); ids come from the serving"
+            f" config's {key}, sorted"
+        )
         if opt_in is None:
-            calls += (f"; two-model path only: {qualname.rsplit('.', 1)[-1]} does not subclass {base}, so the one-model path "
-                      "(the draft built beside the target) is not available to it")
+            calls += (
+                f"; two-model path only: {qualname.rsplit('.', 1)[-1]} does not subclass {base}, so the one-model path "
+                "(the draft built beside the target) is not available to it"
+            )
         modes = (F.ServingMode.ONE_MODEL, F.ServingMode.TWO_MODEL) if opt_in else (F.ServingMode.TWO_MODEL,)
         return SourceCapture(
-            HOOK, holder, key, None, SERVING, site, F.HOOK, point, note, F.ConcatOrder.SORTED, CAPTURES, calls, site.location,
-            None, None, default, (), wrapper, modes,
+            HOOK,
+            holder,
+            key,
+            None,
+            SERVING,
+            site,
+            F.HOOK,
+            point,
+            note,
+            F.ConcatOrder.SORTED,
+            CAPTURES,
+            calls,
+            site.location,
+            None,
+            None,
+            default,
+            (),
+            wrapper,
+            modes,
         )
-    where = project.classes[opt_in].location if opt_in in project.classes else project.classes[qualname].location if qualname in project.classes else None
+    where = (
+        project.classes[opt_in].location
+        if opt_in in project.classes
+        else project.classes[qualname].location if qualname in project.classes else None
+    )
     how = f"opts in through {base}, but" if opt_in else f"does not subclass {base}, and"
     return SourceCapture(
-        HOOK, qualname, key, None, SERVING, None, F.HOOK, F.UNKNOWN, "no decoder layer built by this model calls the hook", F.ConcatOrder.SORTED, CAPTURES_NOTHING,
-        f"{qualname.rsplit('.', 1)[-1]} {how} no layer it builds calls {'/'.join(sorted(conv.hooks))}: "
-        "the captured slots of the preallocated buffer are never written and the draft reads uninitialised memory (no error is raised)", where,
-        None, None, default, (), None, (F.ServingMode.ONE_MODEL,) if opt_in else (),
+        HOOK,
+        qualname,
+        key,
+        None,
+        SERVING,
+        None,
+        F.HOOK,
+        F.UNKNOWN,
+        "no decoder layer built by this model calls the hook",
+        F.ConcatOrder.SORTED,
+        CAPTURES_NOTHING,
+        f"{qualname.rsplit('.', 1)[-1]} {how} no layer it builds calls {'/'.join(sorted(conv.hooks))}: the captured"
+        " slots of the preallocated buffer are never written and the draft reads uninitialised memory (no error is"
+        " raised)",
+        where,
+        None,
+        None,
+        default,
+        (),
+        None,
+        (F.ServingMode.ONE_MODEL,) if opt_in else (),
     )
 
 
@@ -288,10 +380,22 @@ def _hook_point(site: F.HookCallFact) -> tuple[F.Point, str]:
     ff_before = [c for c in site.calls_before if any(w in c for w in _FEED_FORWARD)]
     ff_after = [c for c in site.calls_after if any(w in c for w in _FEED_FORWARD)]
     if ff_before and not ff_after:
-        return F.OUTPUT, f"{site.function} calls {site.hook} after {ff_before[-1]}, its feed-forward sub-module: records layer {site.index}'s output (hidden + residual)"
+        return (
+            F.OUTPUT,
+            (
+                f"{site.function} calls {site.hook} after {ff_before[-1]}, its feed-forward sub-module: records layer"
+                f" {site.index}'s output (hidden + residual)"
+            ),
+        )
     if site.calls_before and all("norm" in c for c in site.calls_after):
         last = [c for c in site.calls_before if "norm" not in c]
-        return F.OUTPUT, f"{site.function} calls {site.hook} after {last[-1] if last else site.calls_before[-1]}, its last sub-module: records layer {site.index}'s output (hidden + residual)"
+        return (
+            F.OUTPUT,
+            (
+                f"{site.function} calls {site.hook} after {last[-1] if last else site.calls_before[-1]}, its last"
+                f" sub-module: records layer {site.index}'s output (hidden + residual)"
+            ),
+        )
     return F.UNKNOWN, f"{site.function} calls {site.hook} between sub-module calls"
 
 
@@ -300,11 +404,21 @@ def _hook_point_by_flow(site: F.HookCallFact) -> tuple[F.Point, str] | None:
     not decide."""
     recorded = site.arguments[0] if site.arguments else "the state"
     if site.reworked_after:
-        return F.UNKNOWN, (f"{site.function} calls {site.hook}, then applies self.{site.reworked_after[0]} to `{recorded}` alone: "
-                           "the layer keeps computing on the recorded state, so it is a state inside the layer")
+        return (
+            F.UNKNOWN,
+            (
+                f"{site.function} calls {site.hook}, then applies self.{site.reworked_after[0]} to `{recorded}` alone: "
+                "the layer keeps computing on the recorded state, so it is a state inside the layer"
+            ),
+        )
     fed = site.fed_by
     if fed is None or fed not in site.calls_before or site.calls_before.index(fed) == 0:
         return None
     earlier = ", ".join(dict.fromkeys(site.calls_before[: site.calls_before.index(fed)]))
-    return F.OUTPUT, (f"{site.function} calls {site.hook} with `{recorded}` = self.{fed}(...) (called after {earlier}), "
-                      f"which nothing applied to it alone follows: records layer {site.index}'s output (hidden + residual)")
+    return (
+        F.OUTPUT,
+        (
+            f"{site.function} calls {site.hook} with `{recorded}` = self.{fed}(...) (called after {earlier}), "
+            f"which nothing applied to it alone follows: records layer {site.index}'s output (hidden + residual)"
+        ),
+    )

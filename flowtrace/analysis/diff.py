@@ -59,7 +59,19 @@ class Change:
 def _capture_facts(row: ModelRow) -> list[tuple[str, object]]:
     c = row.capture
     if c is None:
-        return [(f, None) for f in ("id_transform", "effective_transform", "default_layers", "capture_point", "embedding_capturable", "last_layer_capturable", "concat_order", "depends_on")]
+        return [
+            (f, None)
+            for f in (
+                "id_transform",
+                "effective_transform",
+                "default_layers",
+                "capture_point",
+                "embedding_capturable",
+                "last_layer_capturable",
+                "concat_order",
+                "depends_on",
+            )
+        ]
     depends = getattr(c, "depends_on", None)
     return [
         ("id_transform", c.id_transform),
@@ -76,7 +88,14 @@ def _capture_facts(row: ModelRow) -> list[tuple[str, object]]:
 def row_facts(row: ModelRow) -> RowFacts:
     where = row.capture.setter.location if row.capture is not None else row.location
     site = row.capture.site.location if row.capture is not None and row.capture.site is not None else None
-    return RowFacts(row.name, row.qualname, str(where), row.support, (("support", row.support), *_capture_facts(row)), str(site) if site else None)
+    return RowFacts(
+        row.name,
+        row.qualname,
+        str(where),
+        row.support,
+        (("support", row.support), *_capture_facts(row)),
+        str(site) if site else None,
+    )
 
 
 def _relevant(rows, also: set[str]) -> dict[str, RowFacts]:
@@ -90,7 +109,9 @@ def _mattering(rows) -> set[str]:
     return {r.qualname for r in rows if r.registered or r.capture is not None}
 
 
-def _match(old: dict[str, RowFacts], new: dict[str, RowFacts]) -> tuple[list[tuple[RowFacts, RowFacts]], list[RowFacts], list[RowFacts]]:
+def _match(
+    old: dict[str, RowFacts], new: dict[str, RowFacts]
+) -> tuple[list[tuple[RowFacts, RowFacts]], list[RowFacts], list[RowFacts]]:
     """(pairs, only in old, only in new): qualname first, then a simple name unique on both sides."""
     pairs = [(old[q], new[q]) for q in sorted(old.keys() & new.keys())]
     rest_old = {q: f for q, f in old.items() if q not in new}
@@ -106,7 +127,11 @@ def _match(old: dict[str, RowFacts], new: dict[str, RowFacts]) -> tuple[list[tup
     for name in sorted(by_old.keys() & by_new.keys()):
         pairs.append((by_old[name], by_new[name]))
         del rest_old[by_old[name].qualname], rest_new[by_new[name].qualname]
-    return pairs, sorted(rest_old.values(), key=lambda f: f.qualname), sorted(rest_new.values(), key=lambda f: f.qualname)
+    return (
+        pairs,
+        sorted(rest_old.values(), key=lambda f: f.qualname),
+        sorted(rest_new.values(), key=lambda f: f.qualname),
+    )
 
 
 def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
@@ -115,31 +140,84 @@ def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
         return [Change(b.name, b.qualname, kind, "support", a.support, b.support, a.location, b.location)]
     if not a.capable and not b.capable:
         # e.g. broken -> none: the capture facts of a class that cannot capture do not matter
-        return [] if a.support == b.support else [Change(b.name, b.qualname, "changed", "support", a.support, b.support, a.location, b.location)]
+        return (
+            []
+            if a.support == b.support
+            else [Change(b.name, b.qualname, "changed", "support", a.support, b.support, a.location, b.location)]
+        )
     old, new = dict(a.facts), dict(b.facts)
-    return [Change(b.name, b.qualname, "changed", field, old[field], new[field], a.at(field), b.at(field)) for field, _ in b.facts if old.get(field) != new[field]]
+    return [
+        Change(b.name, b.qualname, "changed", field, old[field], new[field], a.at(field), b.at(field))
+        for field, _ in b.facts
+        if old.get(field) != new[field]
+    ]
 
 
-def diff_rows(old_rows, new_rows, old_classes: frozenset[str] = frozenset(), new_classes: frozenset[str] = frozenset()) -> tuple[Change, ...]:
+def diff_rows(
+    old_rows, new_rows, old_classes: frozenset[str] = frozenset(), new_classes: frozenset[str] = frozenset()
+) -> tuple[Change, ...]:
     """Every capture-support change from ``old_rows`` to ``new_rows`` (sorted by class).
 
     ``old_classes`` / ``new_classes`` are every class qualname each tree defines: a class
     that exists on the other side without a row is reported with support "none" (present,
     no capture), not as absent ("-")."""
     old_rows, new_rows = tuple(old_rows), tuple(new_rows)
-    pairs, only_old, only_new = _match(_relevant(old_rows, _mattering(new_rows)), _relevant(new_rows, _mattering(old_rows)))
+    pairs, only_old, only_new = _match(
+        _relevant(old_rows, _mattering(new_rows)), _relevant(new_rows, _mattering(old_rows))
+    )
     changes: list[Change] = []
     for a, b in pairs:
         changes += _pair_changes(a, b)
-    changes += [Change(f.name, f.qualname, "lost", "support", f.support, "none" if f.qualname in new_classes else None, f.location, None) for f in only_old if f.capable]
-    changes += [Change(f.name, f.qualname, "gained", "support", "none" if f.qualname in old_classes else None, f.support, None, f.location) for f in only_new if f.capable]
+    changes += [
+        Change(
+            f.name,
+            f.qualname,
+            "lost",
+            "support",
+            f.support,
+            "none" if f.qualname in new_classes else None,
+            f.location,
+            None,
+        )
+        for f in only_old
+        if f.capable
+    ]
+    changes += [
+        Change(
+            f.name,
+            f.qualname,
+            "gained",
+            "support",
+            "none" if f.qualname in old_classes else None,
+            f.support,
+            None,
+            f.location,
+        )
+        for f in only_new
+        if f.capable
+    ]
     return tuple(sorted(changes, key=lambda c: (c.qualname, KINDS.index(c.kind), c.field or "")))
 
 
 def change_json(c: Change) -> dict:
-    return {"class": c.cls, "qualname": c.qualname, "kind": c.kind, "field": c.field, "old": c.old, "new": c.new, "old_at": c.old_at, "new_at": c.new_at}
+    return {
+        "class": c.cls,
+        "qualname": c.qualname,
+        "kind": c.kind,
+        "field": c.field,
+        "old": c.old,
+        "new": c.new,
+        "old_at": c.old_at,
+        "new_at": c.new_at,
+    }
 
 
 def diff_document(changes: tuple[Change, ...], old: str, new: str) -> dict:
     counts = {k: sum(1 for c in changes if c.kind == k) for k in KINDS}
-    return {"schema": SCHEMA, "old": old, "new": new, "summary": {**counts, "classes": len({c.qualname for c in changes})}, "changes": [change_json(c) for c in changes]}
+    return {
+        "schema": SCHEMA,
+        "old": old,
+        "new": new,
+        "summary": {**counts, "classes": len({c.qualname for c in changes})},
+        "changes": [change_json(c) for c in changes],
+    }

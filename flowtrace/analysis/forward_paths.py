@@ -42,7 +42,13 @@ def _how(site: F.CaptureSiteFact, run: F.LayerRunFact) -> tuple[str, F.Location 
         )
     if run.whole:
         return "no layer is captured: the forward returns no aux states where the runner expects them and raises", None
-    return f"the layers of {run.layers} are not captured: the draft's fc gets fewer states than it has slots and raises on the shape", None
+    return (
+        (
+            f"the layers of {run.layers} are not captured: the draft's fc gets fewer states than it has slots and"
+            " raises on the shape"
+        ),
+        None,
+    )
 
 
 def forward_paths(project: ClassLookup, chain: CaptureChain | None) -> tuple[ForwardPathLink, ...]:

@@ -42,12 +42,27 @@ LINKS = {
 }
 
 
-def _node(g: nx.MultiDiGraph, node_id: str, kind: str, label: str, location: F.Location | None = None, model: str | None = None, **attrs: str | int) -> str:
+def _node(
+    g: nx.MultiDiGraph,
+    node_id: str,
+    kind: str,
+    label: str,
+    location: F.Location | None = None,
+    model: str | None = None,
+    **attrs: str | int,
+) -> str:
     """Add a node once (shared links stay one node); GraphML needs plain values, so a
     missing place is ``file=""``, ``line=0``."""
     if node_id not in g:
         g.add_node(
-            node_id, kind=kind, link=LINKS[kind], label=label, file=location.file if location else "", line=location.line if location else 0, model=model or "", **attrs
+            node_id,
+            kind=kind,
+            link=LINKS[kind],
+            label=label,
+            file=location.file if location else "",
+            line=location.line if location else 0,
+            model=model or "",
+            **attrs,
         )
     return node_id
 
@@ -80,7 +95,13 @@ def _draft_side(g: nx.MultiDiGraph, project: Project) -> None:
     draft_modules: set[str] = set()
     for ff in project.files:
         for fc in ff.fc_definitions:
-            _node(g, f"fc:{fc.class_qualname}", "fc", f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc in={fc.in_features}", fc.location)
+            _node(
+                g,
+                f"fc:{fc.class_qualname}",
+                "fc",
+                f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc in={fc.in_features}",
+                fc.location,
+            )
             draft_modules.add(ff.module)
         for read in ff.config_reads:
             node = _node(g, f"read:{read.location}", "config", f"read {read.key} ({read.function})", read.location)
@@ -102,20 +123,38 @@ def _add_chain(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, config_no
     _return_and_concat(g, row, chain, container)
 
 
-def _source_and_transforms(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, config_nodes: list[str]) -> str | None:
+def _source_and_transforms(
+    g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, config_nodes: list[str]
+) -> str | None:
     """Links 1-2: the id source and each setter (delegation edges say what the previous one did)."""
     model, q = f"model:{row.qualname}", row.qualname
     if chain.source.kind == F.SourceKind.SETTER:
         entries = config_nodes
     else:
         src = chain.source
-        entry = _node(g, f"source:{src.kind}:{src.key}:{_text(src.location)}", "config", f"{src.kind} {src.key}", src.location, source_kind=str(src.kind), key=_text(src.key))
+        entry = _node(
+            g,
+            f"source:{src.kind}:{src.key}:{_text(src.location)}",
+            "config",
+            f"{src.kind} {src.key}",
+            src.location,
+            source_kind=str(src.kind),
+            key=_text(src.key),
+        )
         _edge(g, model, entry, "reads", "reads", q)
         entries = [entry]
     previous: str | None = entries[0] if entries and chain.source.kind != F.SourceKind.SETTER else None
     prefix = "setter" if chain.source.kind == F.SourceKind.SETTER else "builder"  # a config builder writes the layout
     for n, t in enumerate(chain.transforms):
-        sid = _node(g, f"{prefix}:{t.owner}.{t.method}", "setter", f"{t.owner.rsplit('.', 1)[-1]}.{t.method}", t.location, transform=str(t.transform), default=_text(t.default))
+        sid = _node(
+            g,
+            f"{prefix}:{t.owner}.{t.method}",
+            "setter",
+            f"{t.owner.rsplit('.', 1)[-1]}.{t.method}",
+            t.location,
+            transform=str(t.transform),
+            default=_text(t.default),
+        )
         if n == 0:
             for entry in entries:
                 _edge(g, entry, sid, "ids", "ids", q)
@@ -134,9 +173,27 @@ def _holder(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, previous: st
         return None
     attribute = h.attribute or "capture attribute"
     if h.holder is None:
-        aid = _node(g, f"attribute:dynamic:{h.depends_on}:{attribute}", "attribute", f"{attribute} (class from {h.depends_on})", h.location, holder="", holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+        aid = _node(
+            g,
+            f"attribute:dynamic:{h.depends_on}:{attribute}",
+            "attribute",
+            f"{attribute} (class from {h.depends_on})",
+            h.location,
+            holder="",
+            holder_kind=str(h.kind),
+            depends_on=_text(h.depends_on),
+        )
     else:
-        aid = _node(g, f"attribute:{h.holder}.{attribute}", "attribute", f"{h.holder.rsplit('.', 1)[-1]}.{attribute}", h.location, holder=h.holder, holder_kind=str(h.kind), depends_on=_text(h.depends_on))
+        aid = _node(
+            g,
+            f"attribute:{h.holder}.{attribute}",
+            "attribute",
+            f"{h.holder.rsplit('.', 1)[-1]}.{attribute}",
+            h.location,
+            holder=h.holder,
+            holder_kind=str(h.kind),
+            depends_on=_text(h.depends_on),
+        )
     _edge(g, previous, aid, "writes", str(chain.effective_transform), row.qualname)
     return aid
 
@@ -145,7 +202,15 @@ def _site_and_stream(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, hol
     """Links 4-5 (and a fixed-slot collector): the site and what it records."""
     site, stream, q = chain.site, chain.stream, row.qualname
     assert site is not None
-    lid = _node(g, f"loop:{site.location}", "loop", f"{site.function} ({site.mechanism})", site.location, mechanism=str(site.mechanism), point=str(site.point))
+    lid = _node(
+        g,
+        f"loop:{site.location}",
+        "loop",
+        f"{site.function} ({site.mechanism})",
+        site.location,
+        mechanism=str(site.mechanism),
+        point=str(site.point),
+    )
     _edge(g, holder, lid, "site", f"point: {site.point}", q)
     cid = _node(
         g, f"container:{site.location}:{site.container}", "container", site.container or "aux", site.location,
@@ -156,7 +221,15 @@ def _site_and_stream(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, hol
     _edge(g, lid, cid, "records", str(site.mechanism), q)
     if chain.slots is not None:
         s = chain.slots
-        slot = _node(g, f"slots:{s.collector}", "slots", f"{s.collector.rsplit('.', 1)[-1]} (sized by {s.sized_by})", s.check_at, check=_text(s.check), finalize_at=_text(s.finalize_at))
+        slot = _node(
+            g,
+            f"slots:{s.collector}",
+            "slots",
+            f"{s.collector.rsplit('.', 1)[-1]} (sized by {s.sized_by})",
+            s.check_at,
+            check=_text(s.check),
+            finalize_at=_text(s.finalize_at),
+        )
         _edge(g, cid, slot, "slots", f"sized by {s.sized_by}", q)
     return cid
 
@@ -169,10 +242,24 @@ def _return_and_concat(g: nx.MultiDiGraph, row: ModelRow, chain: CaptureChain, c
     owner = site.owner or ""
     kind = returns.kind if returns is not None else None
     if kind in (None, F.ReturnKind.RETURNED):  # one node per capturing function, shared by the models it serves
-        rid = _node(g, f"return:{owner.rpartition('.')[0]}.{site.function}", "return", f"{site.function} returns aux", site.location, return_kind=_text(kind))
+        rid = _node(
+            g,
+            f"return:{owner.rpartition('.')[0]}.{site.function}",
+            "return",
+            f"{site.function} returns aux",
+            site.location,
+            return_kind=_text(kind),
+        )
     else:  # where this model's path drops (or mis-unpacks) the states: its own node
         where = returns.location if returns is not None and returns.location is not None else site.location
-        rid = _node(g, f"return:{where}:{kind}", "return", f"{kind}: {_text(returns.reason if returns else None)[:80]}", where, return_kind=str(kind))
+        rid = _node(
+            g,
+            f"return:{where}:{kind}",
+            "return",
+            f"{kind}: {_text(returns.reason if returns else None)[:80]}",
+            where,
+            return_kind=str(kind),
+        )
     _edge(g, container, rid, "returns", "returned" if kind in (None, F.ReturnKind.RETURNED) else str(kind), q)
     if kind not in (None, F.ReturnKind.RETURNED) or chain.concat is None:
         return
@@ -245,13 +332,26 @@ def _dot_quote(text: str) -> str:
 
 
 def to_dot(g: nx.MultiDiGraph) -> str:
-    shapes = {"config": "note", "model": "box3d", "setter": "box", "attribute": "cylinder", "loop": "component", "container": "folder", "slots": "tab", "return": "cds", "concat": "trapezium", "fc": "doubleoctagon"}
+    shapes = {
+        "config": "note",
+        "model": "box3d",
+        "setter": "box",
+        "attribute": "cylinder",
+        "loop": "component",
+        "container": "folder",
+        "slots": "tab",
+        "return": "cds",
+        "concat": "trapezium",
+        "fc": "doubleoctagon",
+    }
     lines = ["digraph flowtrace {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
     for node, data in sorted(g.nodes(data=True)):
         label = data.get("label", node)
         if data.get("file"):
             label = f"{label}\n{data['file']}:{data['line']}"
-        lines.append(f"  {_dot_quote(node)} [label={_dot_quote(label)}, shape={shapes.get(data.get('kind'), 'ellipse')}];")
+        lines.append(
+            f"  {_dot_quote(node)} [label={_dot_quote(label)}, shape={shapes.get(data.get('kind'), 'ellipse')}];"
+        )
     for u, v, data in sorted(g.edges(data=True), key=lambda e: (e[0], e[1], e[2].get("label", ""))):
         lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)} [label={_dot_quote(data.get('label', ''))}];")
     lines.append("}")

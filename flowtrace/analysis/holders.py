@@ -131,11 +131,22 @@ class Holders(ClassLookup):
         earlier in the order overrides that method (its forward replaces the capturing one)."""
         overridden: set[str] = set()
         for q in self.mro(holder):
-            sites = [s for s in self.sites.get(q, []) if s.function.split(".")[-1] not in overridden and self.confirmed(holder, s)]
+            sites = [
+                s
+                for s in self.sites.get(q, [])
+                if s.function.split(".")[-1] not in overridden and self.confirmed(holder, s)
+            ]
             cls = self.classes.get(q)
             if cls is not None:
                 overridden.update(set(cls.methods) - set(cls.extends))  # `super().forward(...)` keeps the base's site
-            ranked = sorted(sites, key=lambda s: (s.function.split(".")[-1] != "forward", s.attribute not in attribute_hint, s.location.line))
+            ranked = sorted(
+                sites,
+                key=lambda s: (
+                    s.function.split(".")[-1] != "forward",
+                    s.attribute not in attribute_hint,
+                    s.location.line,
+                ),
+            )
             if ranked:
                 return ranked[0]
         return None
@@ -143,8 +154,12 @@ class Holders(ClassLookup):
     def siblings(self, site: F.CaptureSiteFact) -> tuple[F.CaptureSiteFact, ...]:
         """The other capture sites of the same loop (same method and range, same point)."""
         return tuple(
-            s for s in self.sites.get(site.class_qualname, [])
-            if s is not site and s.function == site.function and s.loop_range == site.loop_range and s.point == site.point
+            s
+            for s in self.sites.get(site.class_qualname, [])
+            if s is not site
+            and s.function == site.function
+            and s.loop_range == site.loop_range
+            and s.point == site.point
         )
 
     def helper_def(self, holder: str, method: str) -> F.HelperDefFact | None:
@@ -199,17 +214,28 @@ class Holders(ClassLookup):
         owner = (site.container_class or "?").rsplit(".", 1)[-1]
         recorder = self.helper_def(site.container_class, method) if site.container_class and method else None
         if recorder is None:
-            return F.UNKNOWN, f"{where} calls {use.handed_to}, which {owner} does not define as a recording method", (use.location,)
+            return (
+                F.UNKNOWN,
+                f"{where} calls {use.handed_to}, which {owner} does not define as a recording method",
+                (use.location,),
+            )
         label = use.arguments[recorder.label_arg] if recorder.label_arg < len(use.arguments) else None
         offset = _own_index_offset(label)
         if offset is None:
-            return F.UNKNOWN, f"{where} calls {use.handed_to} with label `{label}`, not the layer's own index", (use.location, recorder.location)
+            return (
+                F.UNKNOWN,
+                f"{where} calls {use.handed_to} with label `{label}`, not the layer's own index",
+                (use.location, recorder.location),
+            )
         point, what = _use_point(use.position)
         if point != F.UNKNOWN and offset:  # `self.idx + 1` after the layer: the next layer's input
             shift = (1 if point == F.OUTPUT else 0) - offset
             point = F.INPUT if shift == 0 else F.OUTPUT if shift == 1 else F.UNKNOWN
             what = f"{what}, labelled {label}"
-        note = f"{where} calls {use.handed_to}({label}, ...) {what}; {owner}.{method} records `{recorder.recorded}` when its label is in self.{recorder.attribute}"
+        note = (
+            f"{where} calls {use.handed_to}({label}, ...) {what}; {owner}.{method} records `{recorder.recorded}` when"
+            f" its label is in self.{recorder.attribute}"
+        )
         return point, note, (use.location, recorder.location)
 
     def unresolved_in_tree(self, qualname: str) -> list[str]:
@@ -239,9 +265,14 @@ class Holders(ClassLookup):
             cls = self.classes.get(q)
             if cls is None:
                 continue
-            built = [a.callee for a in cls.assignments if a.attribute != "*" and not a.callee.startswith(("dynamic:", "arch:"))]
+            built = [
+                a.callee
+                for a in cls.assignments
+                if a.attribute != "*" and not a.callee.startswith(("dynamic:", "arch:"))
+            ]
             out.extend(n for n in cls.bases if self._named_here(n) and self.find_class(n) is None)  # as mro() resolves
-            out.extend(n for n in built if self._named_here(n) and self.find_class(n, near=q) is None)  # as attribute_class()
+            # as attribute_class()
+            out.extend(n for n in built if self._named_here(n) and self.find_class(n, near=q) is None)
         return out
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:

@@ -46,7 +46,11 @@ def runner_ids(project: Project, ids: list[int] | None, num_layers: int, draft_l
         if not method.id_offset:
             return RunnerIds(ids)
         shifted = [i + method.id_offset for i in ids]
-        return RunnerIds(shifted, f"the runner adds {method.id_offset} to the draft's {method.title} ids ({ids} -> {shifted}) before the setter sees them")
+        return RunnerIds(
+            shifted,
+            f"the runner adds {method.id_offset} to the draft's {method.title} ids ({ids} -> {shifted}) before the"
+            " setter sees them",
+        )
     if not method.default_function:
         return RunnerIds(None)
     return _default_ids(project, method, num_layers, draft_layers)
@@ -56,9 +60,19 @@ def _default_ids(project: Project, method: SpecMethod, num_layers: int, draft_la
     fn = _function(project, method.default_function)
     call = f"{method.default_function}({', '.join(method.default_arguments)})"
     if fn is None:
-        return RunnerIds(None, blocked=f"without ids the runner computes {method.title}'s with {call}, which this tree does not define")
+        return RunnerIds(
+            None,
+            blocked=f"without ids the runner computes {method.title}'s with {call}, which this tree does not define",
+        )
     if DRAFT_LAYERS in method.default_arguments and draft_layers is None:
-        return RunnerIds(None, at=fn.location, blocked=f"without ids the runner computes {method.title}'s with {call} ({fn.location}): give the draft's layer count (--draft-layers) or its ids")
+        return RunnerIds(
+            None,
+            at=fn.location,
+            blocked=(
+                f"without ids the runner computes {method.title}'s with {call} ({fn.location}): give the draft's layer"
+                " count (--draft-layers) or its ids"
+            ),
+        )
     values = {LAYERS: num_layers, DRAFT_LAYERS: draft_layers}
     arguments = {p: values[w] for p, w in zip(fn.parameters, method.default_arguments)}
     try:
@@ -67,29 +81,62 @@ def _default_ids(project: Project, method: SpecMethod, num_layers: int, draft_la
         return RunnerIds(None, at=fn.location, blocked=f"{call} could not be read ({exc})")
     got = run.returned
     if run.raised is not None:
-        return RunnerIds(None, at=fn.location, blocked=f"{call} raises on L = {num_layers}, {draft_layers} draft layers: {run.raised}")
+        return RunnerIds(
+            None,
+            at=fn.location,
+            blocked=f"{call} raises on L = {num_layers}, {draft_layers} draft layers: {run.raised}",
+        )
     if not isinstance(got, (list, tuple)) or not all(type(v) is int for v in got):
         why = "; ".join(run.unevaluated) or "no list of ids"
-        return RunnerIds(None, at=fn.location, blocked=f"{call} on L = {num_layers}, {draft_layers} draft layers could not be evaluated ({why}): give the ids")
+        return RunnerIds(
+            None,
+            at=fn.location,
+            blocked=(
+                f"{call} on L = {num_layers}, {draft_layers} draft layers could not be evaluated ({why}): give the ids"
+            ),
+        )
     produced = list(got)
     words = f"the draft names no ids: the runner computes {method.title}'s with {call} = {produced}"
     return RunnerIds(produced, words, fn.location)
 
 
-def trace_for_method(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None,
-                     target_config: dict | None = None, *, draft_layers: int | None = None) -> TraceResult:
+def trace_for_method(
+    project: Project,
+    row: ModelRow,
+    layer_ids: list[int] | None,
+    num_layers: int,
+    hidden_size: int | None = None,
+    target_config: dict | None = None,
+    *,
+    draft_layers: int | None = None,
+) -> TraceResult:
     """The trace users see (trace, compat): :func:`flowtrace.analysis.trace.trace_row` on the ids
     the runner hands the setter under the project's method, with the runner's step first when it
     changed them (the default method: ``trace_row`` itself)."""
     runner = runner_ids(project, layer_ids, num_layers, draft_layers)
     if runner.blocked is not None:
         step = TraceStep("config", runner.blocked, runner.at)
-        return TraceResult(row.qualname, num_layers, None, None, None, (), (step,), (), hidden_size, F.Outcome.UNKNOWN, None, runner.blocked)
+        return TraceResult(
+            row.qualname,
+            num_layers,
+            None,
+            None,
+            None,
+            (),
+            (step,),
+            (),
+            hidden_size,
+            F.Outcome.UNKNOWN,
+            None,
+            runner.blocked,
+        )
     result = trace_row(project, row, runner.ids, num_layers, hidden_size, target_config)
     if not runner.words:
         return result
     given = tuple(layer_ids) if layer_ids is not None else None
-    return dataclasses.replace(result, layer_ids=given, steps=(TraceStep("config", runner.words, runner.at), *result.steps))
+    return dataclasses.replace(
+        result, layer_ids=given, steps=(TraceStep("config", runner.words, runner.at), *result.steps)
+    )
 
 
 __all__ = ["RunnerIds", "runner_ids", "trace_for_method"]

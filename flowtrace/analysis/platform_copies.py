@@ -69,7 +69,9 @@ def never_selected(index: IndexResult, file: str) -> Location | None:
             continue  # no conditional import here: not a dispatch
         sub = parts[len(package)]
         absolute = ".".join((*package, sub))
-        named = any(m == sub or m.startswith(sub + ".") or m == absolute or m.startswith(absolute + ".") for m, _, _ in found)
+        named = any(
+            m == sub or m.startswith(sub + ".") or m == absolute or m.startswith(absolute + ".") for m, _, _ in found
+        )
         return None if named else Location(init, 1)
     return None
 

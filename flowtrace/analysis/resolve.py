@@ -23,7 +23,12 @@ from flowtrace.model import facts as F
 from flowtrace.model.links import NOT_BREAKING, CaptureChain
 
 SUPPORTED, INHERITED, DELEGATED, CONDITIONAL, BROKEN, NONE = (
-    F.Support.SUPPORTED, F.Support.INHERITED, F.Support.DELEGATED, F.Support.CONDITIONAL, F.Support.BROKEN, F.Support.NONE,
+    F.Support.SUPPORTED,
+    F.Support.INHERITED,
+    F.Support.DELEGATED,
+    F.Support.CONDITIONAL,
+    F.Support.BROKEN,
+    F.Support.NONE,
 )
 
 

@@ -142,11 +142,19 @@ def _early_return(project, holder: str | None, site: F.CaptureSiteFact | None, c
         decided = value is not None
         why = f" (self.{flag[0]} is {value}, {evidence})" if decided and flag else ""
         reason = f"{site.function} returns without the captured states at {fact.location} when `{fact.detail}`{why}"
-        return ReturnLink(R.EARLY_RETURN, fact.location, reason, decided=decided, evidence=(site.location,) + ((evidence,) if evidence else ()))
+        return ReturnLink(
+            R.EARLY_RETURN,
+            fact.location,
+            reason,
+            decided=decided,
+            evidence=(site.location,) + ((evidence,) if evidence else ()),
+        )
     return None
 
 
-def _unpacked(project, qualname: str, use: F.OutputUseFact, inner: str | None, early: ReturnLink | None) -> ReturnLink | None:
+def _unpacked(
+    project, qualname: str, use: F.OutputUseFact, inner: str | None, early: ReturnLink | None
+) -> ReturnLink | None:
     """The wrapper unpacks (hidden, aux): Python raises when the inner forward returns one value."""
     bare = _bare_inner(project, inner)
     if bare is not None:
@@ -155,23 +163,37 @@ def _unpacked(project, qualname: str, use: F.OutputUseFact, inner: str | None, e
         kind = R.OVERRIDDEN if base else R.BARE_OUTPUT
         over = f" (it overrides {_short(base)}.forward, which captures)" if base else ""
         reason = (
-            f"{use.function} unpacks `{use.text}` ({use.location}), but {_short(owner)}.forward{over} returns one value "
-            f"on every path (`{shape.text}`, {shape.location}): ValueError at the unpacking"
+            f"{use.function} unpacks `{use.text}` ({use.location}), but {_short(owner)}.forward{over} returns one value"
+            f" on every path (`{shape.text}`, {shape.location}): ValueError at the unpacking"
         )
         return ReturnLink(kind, use.location, reason, raises=True, evidence=(shape.location,))
     if early is not None and early.decided:
-        reason = f"{use.function} unpacks `{use.text}` ({use.location}), but {early.reason}: ValueError at the unpacking"
-        return ReturnLink(R.EARLY_RETURN, use.location, reason, raises=True, evidence=(early.location,) if early.location else ())
+        reason = (
+            f"{use.function} unpacks `{use.text}` ({use.location}), but {early.reason}: ValueError at the unpacking"
+        )
+        return ReturnLink(
+            R.EARLY_RETURN, use.location, reason, raises=True, evidence=(early.location,) if early.location else ()
+        )
     return None
 
 
-def return_link(project, qualname: str, setters: Sequence[F.SetterFact], targets: Sequence[str], holder: str | None, site: F.CaptureSiteFact | None) -> ReturnLink | None:
+def return_link(
+    project,
+    qualname: str,
+    setters: Sequence[F.SetterFact],
+    targets: Sequence[str],
+    holder: str | None,
+    site: F.CaptureSiteFact | None,
+) -> ReturnLink | None:
     """Link 6 for the row ``qualname``: how its forward hands the states to the runner."""
     chain = _Chain(tuple(setters), tuple(targets))
     early = _early_return(project, holder, site, chain)
     wrapper = _forward_owner(project, qualname)
-    uses = [u for u in project.output_uses.get(wrapper, []) if u.via is None] if wrapper else []  # a routed output: FT020's
-    attribute = next((u.attribute for u in uses if _leads_to(project, project.attribute_class(qualname, u.attribute), holder)), None)
+    # a routed output: FT020's
+    uses = [u for u in project.output_uses.get(wrapper, []) if u.via is None] if wrapper else []
+    attribute = next(
+        (u.attribute for u in uses if _leads_to(project, project.attribute_class(qualname, u.attribute), holder)), None
+    )
     if attribute is None:
         return early  # no call of the object that holds the capture (a logits processor, a pooler...)
     uses = [u for u in uses if u.attribute == attribute]
@@ -184,10 +206,13 @@ def return_link(project, qualname: str, setters: Sequence[F.SetterFact], targets
     if use.kind == DROP:
         if never and use.flag:
             reason = (
-                f"no setter of the chain sets self.{use.flag} (it stays {value}, {flag_at}); with it off, "
-                f"{use.function} returns `{use.text.removeprefix('return ')}` ({use.location}): the captured states are dropped"
+                f"no setter of the chain sets self.{use.flag} (it stays {value}, {flag_at}); with it off,"
+                f" {use.function} returns `{use.text.removeprefix('return ')}` ({use.location}): the captured states"
+                " are dropped"
             )
-            return ReturnLink(R.FLAG_NEVER_SET, use.location, reason, evidence=tuple(x for x in (flag_at,) if x), flag=use.flag)
+            return ReturnLink(
+                R.FLAG_NEVER_SET, use.location, reason, evidence=tuple(x for x in (flag_at,) if x), flag=use.flag
+            )
         reason = (
             f"{use.function} keeps only the first element of what self.{attribute}(...) returns: "
             f"`{use.text.removeprefix('return ')}` ({use.location}); the captured states are dropped"

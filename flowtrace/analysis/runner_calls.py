@@ -61,7 +61,9 @@ def _fails(project: Project, qualname: str, call: F.EntryCallFact, predicates: d
 def runner_verdicts(project: Project, qualname: str) -> list[RunnerVerdict]:
     """Every runner call site where this class fails the requirement, in file order."""
     predicates = _predicates(project)
-    calls = sorted((c for ff in project.files for c in ff.entry_calls), key=lambda c: (c.location.file, c.location.line))
+    calls = sorted(
+        (c for ff in project.files for c in ff.entry_calls), key=lambda c: (c.location.file, c.location.line)
+    )
     name = qualname.rsplit(".", 1)[-1]
     out = []
     for call in calls:

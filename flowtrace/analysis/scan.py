@@ -78,7 +78,11 @@ class ScanResult:
         by_method = {name: {r.qualname: r for r in other.rows} for name, other in self.method_results.items()}
         out = []
         for row in self.rows:
-            chains = tuple(other.chain for rows in by_method.values() if (other := rows.get(row.qualname)) is not None and other.chain is not None)
+            chains = tuple(
+                other.chain
+                for rows in by_method.values()
+                if (other := rows.get(row.qualname)) is not None and other.chain is not None
+            )
             out.append(replace(row, method_chains=chains) if chains else row)
         return tuple(out)
 
@@ -117,8 +121,13 @@ def resolve_root(path: str | Path) -> Path:
 
 
 def scan(
-    path: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = (),
-    drafts_files: tuple[str | Path, ...] = (), method: str | None = None,
+    path: str | Path,
+    *,
+    profile: str | None = None,
+    options: IndexOptions | None = None,
+    profile_files: tuple[str | Path, ...] = (),
+    drafts_files: tuple[str | Path, ...] = (),
+    method: str | None = None,
 ) -> ScanResult:
     """Index a tree and resolve its model matrix (``profile_files``: the user's own profiles,
     merged with the bundled ones; ``drafts_files``: the user's own draft catalogue files, added
@@ -134,16 +143,33 @@ def scan(
     drafts = load_catalogue(drafts_files) if drafts_files else shipped_catalogue()
     profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
     every_method = method == ALL_METHODS
-    conv = Conventions.merge(profiles, None if every_method else method)  # an unknown method fails here, before the index
+    # an unknown method fails here, before the index
+    conv = Conventions.merge(profiles, None if every_method else method)
     chosen = conv.method.name if conv.method is not None and method is not None and not every_method else None
     options = replace(options or IndexOptions(), method=chosen)
     index = build_index(root, profiles, options)
     project = Project(index.files, conv)
 
     def again(name: str) -> ScanResult:
-        return scan(root, profile=profile, options=replace(options, progress=False), profile_files=profile_files, drafts_files=drafts_files, method=name)
+        return scan(
+            root,
+            profile=profile,
+            options=replace(options, progress=False),
+            profile_files=profile_files,
+            drafts_files=drafts_files,
+            method=name,
+        )
 
-    return ScanResult(root=root, profiles=tuple(profiles), index=index, project=project, choice=choice, drafts=drafts, every_method=every_method, again=again)
+    return ScanResult(
+        root=root,
+        profiles=tuple(profiles),
+        index=index,
+        project=project,
+        choice=choice,
+        drafts=drafts,
+        every_method=every_method,
+        again=again,
+    )
 
 
 def require_engine_code(result: ScanResult, source: str | Path) -> None:
@@ -157,10 +183,15 @@ def require_engine_code(result: ScanResult, source: str | Path) -> None:
     what = "no Python files, so no" if total == 0 else f"{total} Python file{'s' if total != 1 else ''}, none with a"
     if unread:  # say why, when the engine code may be in a file that could not be read
         first = next((d for d in result.index.diagnostics if d.kind != F.DiagnosticKind.SKIPPED), None)
-        what = f"{unread} of {total} Python file{'s' if total != 1 else ''} unreadable" + (f" ({first.file}:{first.line}: {first.reason})" if first else "") + ", none with a"
+        what = (
+            f"{unread} of {total} Python file{'s' if total != 1 else ''} unreadable"
+            + (f" ({first.file}:{first.line}: {first.reason})" if first else "")
+            + ", none with a"
+        )
     engines = " or ".join(p.name for p in result.profiles) or "any known engine"
     looked = ", ".join(dict.fromkeys(p.detect_paths[0] for p in result.profiles if p.detect_paths))
     raise UsageError(
-        f"{source}: no engine code ({what} model registry, capture setter or decoder-layer loop of {engines}); "
-        f"give an engine checkout, an unpacked wheel or pypi:NAME==VERSION{f', e.g. the folder holding {looked}' if looked else ''}"
+        f"{source}: no engine code ({what} model registry, capture setter or decoder-layer loop of {engines}); give an"
+        " engine checkout, an unpacked wheel or"
+        f" pypi:NAME==VERSION{f', e.g. the folder holding {looked}' if looked else ''}"
     )

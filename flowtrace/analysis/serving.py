@@ -151,22 +151,35 @@ class _Runner:
         for step in _flat(fn.steps):
             if step.kind == F.RunnerStepKind.CAPTURE:
                 found = True
-            elif step.kind in (F.RunnerStepKind.CALL, F.RunnerStepKind.BUILD, F.RunnerStepKind.WARMUP) and fn.qualname not in seen:
+            elif (
+                step.kind in (F.RunnerStepKind.CALL, F.RunnerStepKind.BUILD, F.RunnerStepKind.WARMUP)
+                and fn.qualname not in seen
+            ):
                 callee = self.resolve(step, fn)
-                found = callee is not None and callee.qualname not in seen and self.captures_inside(callee, seen | {fn.qualname})
+                found = (
+                    callee is not None
+                    and callee.qualname not in seen
+                    and self.captures_inside(callee, seen | {fn.qualname})
+                )
             if found:
                 break
         self._captures_inside[fn.qualname] = found
         return found
 
     # -- running ---------------------------------------------------------------------------
-    def run_function(self, fn: F.RunnerFunctionFact, states: frozenset[_State], stack: tuple[str, ...], phase: str) -> frozenset[_State]:
+    def run_function(
+        self, fn: F.RunnerFunctionFact, states: frozenset[_State], stack: tuple[str, ...], phase: str
+    ) -> frozenset[_State]:
         if fn.qualname in stack or len(stack) >= _MAX_DEPTH:
             return states
-        out = self.run(fn.steps, frozenset(replace(s, returned=False) for s in states), fn, stack + (fn.qualname,), phase)
+        out = self.run(
+            fn.steps, frozenset(replace(s, returned=False) for s in states), fn, stack + (fn.qualname,), phase
+        )
         return frozenset(replace(s, returned=False) for s in out)
 
-    def run(self, items, states: frozenset[_State], fn: F.RunnerFunctionFact, stack: tuple[str, ...], phase: str) -> frozenset[_State]:
+    def run(
+        self, items, states: frozenset[_State], fn: F.RunnerFunctionFact, stack: tuple[str, ...], phase: str
+    ) -> frozenset[_State]:
         for item in items:
             live = frozenset(s for s in states if not s.returned)
             if not live:
@@ -182,7 +195,14 @@ class _Runner:
                 states = _capped(self.step(item, live, fn, stack, phase) | done)
         return states
 
-    def step(self, step: F.RunnerStep, states: frozenset[_State], fn: F.RunnerFunctionFact, stack: tuple[str, ...], phase: str) -> frozenset[_State]:
+    def step(
+        self,
+        step: F.RunnerStep,
+        states: frozenset[_State],
+        fn: F.RunnerFunctionFact,
+        stack: tuple[str, ...],
+        phase: str,
+    ) -> frozenset[_State]:
         kind = step.kind
         if kind == F.RunnerStepKind.SETTER:
             call = SetterCall(step, fn.qualname, phase)
@@ -197,14 +217,18 @@ class _Runner:
             inner = WARMUP
         after = self.run_function(callee, states, stack, inner) if callee is not None else states
         if kind == F.RunnerStepKind.CAPTURE and (callee is None or not self.captures_inside(callee)):
-            after = frozenset(replace(s, captures=s.captures + (GraphCapture(step, fn.qualname, s.calls),)) for s in after)
+            after = frozenset(
+                replace(s, captures=s.captures + (GraphCapture(step, fn.qualname, s.calls),)) for s in after
+            )
         return after
 
     def draft_arms(self, fork: F.RunnerFork, fn: F.RunnerFunctionFact) -> list:
         """The arms a draft's start-up takes: an ``if`` arm calling a setter is the runner's "aux
         capture on" branch; of several classes one of which is built (a graph runner per device),
         the ones whose construction calls a setter take part in the aux capture. Else every arm."""
-        if all(len(a) == 1 and isinstance(a[0], F.RunnerStep) and a[0].kind == F.RunnerStepKind.BUILD for a in fork.arms):
+        if all(
+            len(a) == 1 and isinstance(a[0], F.RunnerStep) and a[0].kind == F.RunnerStepKind.BUILD for a in fork.arms
+        ):
             chosen = [a for a in fork.arms if isinstance(a[0], F.RunnerStep) and self.sets_ids_inside(a[0], fn)]
         else:
             chosen = [a for a in fork.arms if _sets_ids(a)]
@@ -217,7 +241,9 @@ class _Runner:
         for inner in _flat(callee.steps):
             if inner.kind == F.RunnerStepKind.SETTER:
                 return True
-            if inner.kind in (F.RunnerStepKind.CALL, F.RunnerStepKind.BUILD) and self.sets_ids_inside(inner, callee, seen | {callee.qualname}):
+            if inner.kind in (F.RunnerStepKind.CALL, F.RunnerStepKind.BUILD) and self.sets_ids_inside(
+                inner, callee, seen | {callee.qualname}
+            ):
                 return True
         return False
 
@@ -244,7 +270,11 @@ def _capped(states: frozenset[_State]) -> frozenset[_State]:
     """At most _MAX_STATES ways through, the same ones every run (ordered by their steps)."""
     if len(states) <= _MAX_STATES:
         return states
-    key = lambda s: ([str(c.step.location) for c in s.calls], [str(c.step.location) for c in s.captures], s.returned)  # noqa: E731
+    key = lambda s: (  # noqa: E731
+        [str(c.step.location) for c in s.calls],
+        [str(c.step.location) for c in s.captures],
+        s.returned,
+    )
     return frozenset(sorted(states, key=key)[:_MAX_STATES])
 
 
@@ -255,7 +285,12 @@ def _paths(entry: F.RunnerFunctionFact, states: frozenset[_State], reload_from: 
 def _distinct(paths: list[RunnerPath]) -> tuple[RunnerPath, ...]:
     seen: dict[tuple, RunnerPath] = {}
     for p in paths:
-        key = (p.entry, tuple(str(c.step.location) for c in p.calls), tuple((str(g.step.location), len(g.before)) for g in p.captures), p.reload_from)
+        key = (
+            p.entry,
+            tuple(str(c.step.location) for c in p.calls),
+            tuple((str(g.step.location), len(g.before)) for g in p.captures),
+            p.reload_from,
+        )
         seen.setdefault(key, p)
     return tuple(sorted(seen.values(), key=lambda p: (p.entry, _badness(p))))
 
@@ -274,7 +309,11 @@ def build_plan(project: ClassLookup) -> ServingPlan:
         start = _State(path.calls, path.captures)
         for entry in runner.entries(conv.weight_reload):
             states = runner.run_function(entry, frozenset({start}), (), WEIGHT_RELOAD)
-            reload += [p for p in _paths(entry, states, len(path.calls)) if len(p.calls) > len(path.calls) or len(p.captures) > len(path.captures)]
+            reload += [
+                p
+                for p in _paths(entry, states, len(path.calls))
+                if len(p.calls) > len(path.calls) or len(p.captures) > len(path.captures)
+            ]
     replayed = sorted(conv.replayed_phases)
     return ServingPlan(found, _distinct(reload), replayed[0] if len(replayed) == 1 else "decode and verify batches")
 
@@ -318,11 +357,22 @@ def phases(project: ClassLookup, chain: CaptureChain | None, plan: ServingPlan |
     out = [PhaseLink("prefill", "prefill (eager)", _held(path.calls, union), path.calls[-1].step.location)]
     graph = path.graph_calls
     if graph is not None:
-        out.append(PhaseLink("graph replay", f"{plan.replayed} (graph replay)", _held(graph, union), path.captures[-1].step.location))
+        out.append(
+            PhaseLink(
+                "graph replay", f"{plan.replayed} (graph replay)", _held(graph, union), path.captures[-1].step.location
+            )
+        )
     reload = [p for p in plan.reload if p.calls[: p.reload_from or 0] == path.calls]
     if reload:
         after = min(reload, key=_rank)
-        out.append(PhaseLink("after a weight reload", "prefill after a weight reload", _held(after.calls, union), after.calls[-1].step.location))
+        out.append(
+            PhaseLink(
+                "after a weight reload",
+                "prefill after a weight reload",
+                _held(after.calls, union),
+                after.calls[-1].step.location,
+            )
+        )
     return tuple(out)
 
 

@@ -85,7 +85,11 @@ def _combined(traces: list[Traced]) -> tuple[F.Outcome, tuple[int, ...] | None, 
             return outcome, None, hit.reason
     union = sorted({b for t in traces for b in (t.boundaries or ())})
     if not union:
-        return F.Outcome.CAPTURES_NOTHING, (), traces[0].reason if traces else "graphs captured before any capture ids were set"
+        return (
+            F.Outcome.CAPTURES_NOTHING,
+            (),
+            traces[0].reason if traces else "graphs captured before any capture ids were set",
+        )
     return F.Outcome.CAPTURES, tuple(union), None
 
 
@@ -128,7 +132,9 @@ def phase_words(phase: PhaseTrace, num_layers: int) -> str:
     return f"{phase.words}: {what}, with {held}"
 
 
-def serving_phase(link: ServingLink, result: Traced, layer_ids: list[int] | None, retrace: Retrace) -> ServingTrace | None:
+def serving_phase(
+    link: ServingLink, result: Traced, layer_ids: list[int] | None, retrace: Retrace
+) -> ServingTrace | None:
     """Phase 8 on concrete ids: every phase of serving the link holds, traced (``result`` is
     the trace of the draft's ids as the runner hands them: prefill), and the batch paths;
     None when the link holds neither."""
@@ -171,11 +177,26 @@ def row_serving(row: ModelRow) -> dict[str, Any] | None:
         return None
     return {
         "phases": [
-            {"phase": p.name, "words": p.words, "ids": _held_words(p), "at": str(p.at) if p.at else None, "calls": [c.words() for c in p.calls]}
+            {
+                "phase": p.name,
+                "words": p.words,
+                "ids": _held_words(p),
+                "at": str(p.at) if p.at else None,
+                "calls": [c.words() for c in p.calls],
+            }
             for p in link.phases
         ],
         "batch_paths": [{"batches": b.batches, "outcome": "raises", "at": str(b.at), "how": b.how} for b in paths],
     }
 
 
-__all__ = ["BatchPath", "PhaseTrace", "ServingTrace", "batch_paths", "differs", "phase_words", "row_serving", "serving_phase"]
+__all__ = [
+    "BatchPath",
+    "PhaseTrace",
+    "ServingTrace",
+    "batch_paths",
+    "differs",
+    "phase_words",
+    "row_serving",
+    "serving_phase",
+]

@@ -66,7 +66,13 @@ def reason(trace: TraceResult) -> str | None:
 
 def serves(trace: TraceResult, want: list[int]) -> bool:
     """The trace captures exactly ``want`` (in layer order), nothing dropped, nothing raised."""
-    return outcome(trace) == "captures" and trace.boundaries is not None and sorted(trace.boundaries) == sorted(want) and not trace.dropped and not trace.problems
+    return (
+        outcome(trace) == "captures"
+        and trace.boundaries is not None
+        and sorted(trace.boundaries) == sorted(want)
+        and not trace.dropped
+        and not trace.problems
+    )
 
 
 def deciding_setter(trace: TraceResult) -> tuple[F.Location | None, str | None]:
@@ -138,7 +144,11 @@ def _why_unreachable(search: _Search, b: int) -> tuple[str, F.Location | None, s
     for ids in ([b], [b - 1]) if b > 0 else ([0], [-1]):
         t = search.trace(ids)
         if outcome(t) == "raises":
-            return f"asking for {describe_boundary(b, L)} makes the engine raise: {reason(t) or 'see trace'}", t.raises_at, "stream semantics"
+            return (
+                f"asking for {describe_boundary(b, L)} makes the engine raise: {reason(t) or 'see trace'}",
+                t.raises_at,
+                "stream semantics",
+            )
     for ids in ([b], [b - 1]):
         t = search.trace(ids)
         why = dict(t.dropped)  # capture index -> why the site never records it
@@ -160,7 +170,14 @@ def _engine_writes_ids(search: _Search, want: list[int]) -> Suggestion | None:
     served = search.trace(want).boundaries
     retrain = f"; or train the draft on the layout it serves: boundaries {list(served)}" if served else ""
     why = stated.reason if stated is not None else "the engine writes them itself"
-    return Suggestion(None, None, None, f"the engine never reads the draft's ids: {why}; code change: make that line take the draft's ids{retrain}", "id source", where)
+    return Suggestion(
+        None,
+        None,
+        None,
+        f"the engine never reads the draft's ids: {why}; code change: make that line take the draft's ids{retrain}",
+        "id source",
+        where,
+    )
 
 
 def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) -> Suggestion:
@@ -169,33 +186,88 @@ def _blocked(search: _Search, want: list[int], singles: dict[int, list[int]]) ->
     if written is not None:
         return written
     if capture is None and search.row.chain is None:
-        return Suggestion(None, None, None, f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code change: give it a setter and a capture loop", "id source", search.row.location)
+        return Suggestion(
+            None,
+            None,
+            None,
+            f"{search.row.name} has no layer-capture setter: the engine cannot capture auxiliary states for it; code"
+            " change: give it a setter and a capture loop",
+            "id source",
+            search.row.location,
+        )
     if capture is not None and _ids_ignored(search):
         setter = capture.chain[-1] if capture.chain else capture.setter
         where: F.Location | None = setter.location
-        return Suggestion(None, None, None, f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at {where}); code change: make the setter use layer_ids", "transform", where)
+        return Suggestion(
+            None,
+            None,
+            None,
+            f"the engine ignores the draft's ids (set by {setter.class_qualname.rsplit('.', 1)[-1]}.{setter.method} at"
+            f" {where}); code change: make the setter use layer_ids",
+            "transform",
+            where,
+        )
     deltas = search.trace(want)
     if outcome(deltas) == "captures_deltas":  # no ids give the residual the recording leaves out
         at = next((st.location for st in deltas.steps if st.kind == "stream" and st.location), None)
-        return Suggestion(None, None, None, f"no ids can: {reason(deltas)}; code change needed at the recording (add the residual the layers return apart)", "stream semantics", at)
+        return Suggestion(
+            None,
+            None,
+            None,
+            f"no ids can: {reason(deltas)}; code change needed at the recording (add the residual the layers return"
+            " apart)",
+            "stream semantics",
+            at,
+        )
     if not singles:
         probe = search.trace(want)
         if not decided(probe):
             at = deciding_setter(probe)[0]
-            return Suggestion(None, None, None, f"flowtrace cannot decide what the engine captures for {search.row.name}: {reason(probe) or 'capture path undecidable'}; no ids are suggested (read `flowtrace trace` at that line)", "undecided", at)
+            return Suggestion(
+                None,
+                None,
+                None,
+                f"flowtrace cannot decide what the engine captures for {search.row.name}:"
+                f" {reason(probe) or 'capture path undecidable'}; no ids are suggested (read `flowtrace trace` at that"
+                " line)",
+                "undecided",
+                at,
+            )
         where = probe.raises_at or deciding_setter(probe)[0]
         link = "stream semantics" if outcome(probe) == "raises" else "capture chain"
-        return Suggestion(None, None, None, f"no ids tried make the engine capture anything: {reason(probe) or outcome(probe)}; code change needed (or the analysis cannot follow this class: see `flowtrace trace`)", link, where)
+        return Suggestion(
+            None,
+            None,
+            None,
+            f"no ids tried make the engine capture anything: {reason(probe) or outcome(probe)}; code change needed (or"
+            " the analysis cannot follow this class: see `flowtrace trace`)",
+            link,
+            where,
+        )
     missing = [b for b in want if b not in singles]
     if missing:
         why, where, link = _why_unreachable(search, missing[0])
-        more = f" (also unreachable: {', '.join(describe_boundary(b, search.L) for b in missing[1:])})" if len(missing) > 1 else ""
+        more = (
+            f" (also unreachable: {', '.join(describe_boundary(b, search.L) for b in missing[1:])})"
+            if len(missing) > 1
+            else ""
+        )
         return Suggestion(None, None, None, f"no ids can: {why}{more}; code change needed at that line", link, where)
     where, _ = deciding_setter(search.trace(want))
-    return Suggestion(None, None, None, "each trained boundary is reachable alone, but no id list yields them together: the transform is decided on the whole list; code change needed in the setter", "transform", where)
+    return Suggestion(
+        None,
+        None,
+        None,
+        "each trained boundary is reachable alone, but no id list yields them together: the transform is decided on the"
+        " whole list; code change needed in the setter",
+        "transform",
+        where,
+    )
 
 
-def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, hidden: int | None, key: str | None) -> tuple[Suggestion, ...]:
+def suggest(
+    project: Project, row: ModelRow, want: list[int], num_layers: int, hidden: int | None, key: str | None
+) -> tuple[Suggestion, ...]:
     """Verified id lists (at most two) that make the engine serve ``want``; else one
     suggestion naming the code change and the link that blocks."""
     search = _Search(project, row, num_layers, hidden)
@@ -214,7 +286,9 @@ def suggest(project: Project, row: ModelRow, want: list[int], num_layers: int, h
         if not serves(confirmed, want):
             continue
         where, text = deciding_setter(confirmed)
-        why = f"the engine's chain maps ids {ids} to boundaries {list(confirmed.boundaries or ())}" + (f" ({text.split('  [')[0]} at {where})" if where and text else "")
+        why = f"the engine's chain maps ids {ids} to boundaries {list(confirmed.boundaries or ())}" + (
+            f" ({text.split('  [')[0]} at {where})" if where and text else ""
+        )
         found.append(Suggestion(tuple(ids), key, tuple(confirmed.boundaries or ()), why, None, where, where_key))
         if len(found) >= MAX_SUGGESTIONS:
             break

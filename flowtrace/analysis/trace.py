@@ -108,8 +108,24 @@ def describe_boundary(b: int, num_layers: int) -> str:
     return f"b={b} (output of layer {b - 1})"
 
 
-_OWNERS = ("self", "self.model", "holder", "owner", "parent_ref", "self.language_model", "self.language_model.model", "self.model.model")
-_CONFIGS = ("self.config", "config", "self.config.text_config", "self.text_config", "self.model.config", "self.language_model.config")
+_OWNERS = (
+    "self",
+    "self.model",
+    "holder",
+    "owner",
+    "parent_ref",
+    "self.language_model",
+    "self.language_model.model",
+    "self.model.model",
+)
+_CONFIGS = (
+    "self.config",
+    "config",
+    "self.config.text_config",
+    "self.text_config",
+    "self.model.config",
+    "self.language_model.config",
+)
 
 
 @lru_cache(maxsize=None)
@@ -136,7 +152,12 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
             payload: tuple[str, str] | None = None
-            if node.func.id == "hasattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            if (
+                node.func.id == "hasattr"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
                 owner = ast.unparse(node.args[0])
                 if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
                     payload = (owner, node.args[1].value)
@@ -150,7 +171,9 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
     return tuple(sites)
 
 
-def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute: Callable[[str, str], bool] | None = None) -> dict[str, object]:
+def _bindings(
+    num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute: Callable[[str, str], bool] | None = None
+) -> dict[str, object]:
     """What the setter's free expressions mean for a target with ``num_layers`` layers.
 
     Layer counts come from the config or the layer list, under the few owners engines use;
@@ -173,7 +196,9 @@ def _bindings(num_layers: int, source: str, pp_guards: tuple[str, ...], has_attr
     return names
 
 
-def default_from_getter(project: Project, qualname: str, num_layers: int, depth: int = 0) -> tuple[F.DefaultGetterFact, tuple[int, ...] | None, str | None] | None:
+def default_from_getter(
+    project: Project, qualname: str, num_layers: int, depth: int = 0
+) -> tuple[F.DefaultGetterFact, tuple[int, ...] | None, str | None] | None:
     """(getter, ids or None, reason) from the class's default-layer getter, following a
     getter that returns another object's getter; None when the class has no getter.
 
@@ -216,7 +241,9 @@ def default_from_getter(project: Project, qualname: str, num_layers: int, depth:
 
 
 def _as_ids(value: object) -> tuple[int, ...] | None:
-    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, (list, tuple, set, frozenset)) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
         return tuple(value) if not isinstance(value, (set, frozenset)) else tuple(sorted(value))
     return None
 
@@ -236,8 +263,22 @@ class _Tracer:
     keep the words their traces always had (``self.setter_words`` is False): the same
     numbers, phrased for an engine that fills the ids itself."""
 
-    def __init__(self, project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None, target_config: dict[str, object] | None = None) -> None:
-        self.project, self.row, self.layer_ids, self.L, self.hidden_size = project, row, layer_ids, num_layers, hidden_size
+    def __init__(
+        self,
+        project: Project,
+        row: ModelRow,
+        layer_ids: list[int] | None,
+        num_layers: int,
+        hidden_size: int | None,
+        target_config: dict[str, object] | None = None,
+    ) -> None:
+        self.project, self.row, self.layer_ids, self.L, self.hidden_size = (
+            project,
+            row,
+            layer_ids,
+            num_layers,
+            hidden_size,
+        )
         self.target_config = target_config or {}
         self.steps: list[TraceStep] = []
         self.problems: list[str] = []
@@ -312,7 +353,13 @@ class _Tracer:
             self.stated = chain.production.decision
             return chain
         self.runner_phase()
-        self.steps.append(TraceStep("config", f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'}; L = {self.L}"))
+        self.steps.append(
+            TraceStep(
+                "config",
+                f"config ids: {list(self.layer_ids) if self.layer_ids is not None else 'none given (engine default)'};"
+                f" L = {self.L}",
+            )
+        )
         return chain
 
     def setterless_phase(self) -> NoReturn:
@@ -324,7 +371,10 @@ class _Tracer:
         raising = next((v for v in verdicts if v.raises), None)
         if raising is not None:
             self.end(F.Outcome.RAISES, raising.text, raising.call.raises_at)
-        self.end(F.Outcome.CAPTURES_NOTHING, f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states")
+        self.end(
+            F.Outcome.CAPTURES_NOTHING,
+            f"{self.row.name} has no layer-capture setter: it cannot capture auxiliary hidden states",
+        )
 
     def runner_phase(self) -> None:
         """A class with the setter still meets the runner's model check first: the runner tests
@@ -366,15 +416,31 @@ class _Tracer:
             value = value.get(part) if isinstance(value, dict) else None
         arch = value[0] if isinstance(value, list) and value and isinstance(value[0], str) else None
         if arch is None:
-            self.steps.append(TraceStep("holder", f"{issue.text if issue else key}; give --target-config to resolve it", where))
-            self.end(F.Outcome.UNKNOWN, f"the capturing class depends on the target config's {key}: pass --target-config")
+            self.steps.append(
+                TraceStep("holder", f"{issue.text if issue else key}; give --target-config to resolve it", where)
+            )
+            self.end(
+                F.Outcome.UNKNOWN, f"the capturing class depends on the target config's {key}: pass --target-config"
+            )
         inner = self.project.row(arch)
         if inner is None or inner.capture is None or inner.chain is None:
-            self.steps.append(TraceStep("holder", f"{key} = {arch}: no class of that architecture can capture in this tree", where))
+            self.steps.append(
+                TraceStep("holder", f"{key} = {arch}: no class of that architecture can capture in this tree", where)
+            )
             self.end(F.Outcome.CAPTURES_NOTHING, f"{key} = {arch}, which has no layer-capture setter here", where)
         if entry.transform not in (F.DELEGATES, F.IDENTITY):
-            self.end(F.Outcome.UNKNOWN, f"{entry.method} changes the ids ({entry.transform}) before a config-dependent holder")
-        self.steps.append(TraceStep("holder", f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged ({entry.owner.rsplit('.', 1)[-1]}.{entry.method})", where))
+            self.end(
+                F.Outcome.UNKNOWN,
+                f"{entry.method} changes the ids ({entry.transform}) before a config-dependent holder",
+            )
+        self.steps.append(
+            TraceStep(
+                "holder",
+                f"{key} = {arch} -> {inner.name}: the ids are handed on unchanged"
+                f" ({entry.owner.rsplit('.', 1)[-1]}.{entry.method})",
+                where,
+            )
+        )
         return inner.chain
 
     def initial_ids(self, chain: CaptureChain) -> object:
@@ -390,8 +456,18 @@ class _Tracer:
             return None  # run the chain on None: it may still default, or say why not
         getter, ids, why = found
         if ids is None:
-            self.end(F.Outcome.UNKNOWN, f"cannot evaluate the default getter {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}: {why}")
-        self.steps.append(TraceStep("config", f"default ids from {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}() = {getter.expression} -> {list(ids)}", getter.location))
+            self.end(
+                F.Outcome.UNKNOWN,
+                f"cannot evaluate the default getter {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}: {why}",
+            )
+        self.steps.append(
+            TraceStep(
+                "config",
+                f"default ids from {getter.class_qualname.rsplit('.', 1)[-1]}.{getter.method}() ="
+                f" {getter.expression} -> {list(ids)}",
+                getter.location,
+            )
+        )
         return list(ids)
 
     def unproduced(self, production: ProductionLink, written: bool = True) -> None:
@@ -409,8 +485,18 @@ class _Tracer:
         source, production = chain.source, chain.production
         given = f"draft ids {list(self.layer_ids)}" if self.layer_ids is not None else "no draft ids"
         holder = _short((chain.holder.holder if chain.holder else None) or "?")
-        read = f"{holder} reads {source.key} from the {'config' if source.kind == F.SourceKind.CONFIG_ATTRIBUTE else 'build context'}"
-        self.steps.append(TraceStep("config", f"{given}: {F.Transform.IGNORED} - {read}; the engine fills it itself, the draft's ids are never read; L = {self.L}", source.location))
+        read = (
+            f"{holder} reads {source.key} from the"
+            f" {'config' if source.kind == F.SourceKind.CONFIG_ATTRIBUTE else 'build context'}"
+        )
+        self.steps.append(
+            TraceStep(
+                "config",
+                f"{given}: {F.Transform.IGNORED} - {read}; the engine fills it itself, the draft's ids are never read;"
+                f" L = {self.L}",
+                source.location,
+            )
+        )
         write = production.layout
         self.unproduced(production, write is not None)
         if write is None:
@@ -424,7 +510,9 @@ class _Tracer:
         if ids is None:
             self.end_unproduced(f"{write.expression} is not a list of ints")
         gate = f" when {write.condition}" if write.condition else ""
-        self.steps.append(TraceStep("builder", f"{owner}: {write.key} = {write.expression} -> {list(ids)}{gate}", write.location))
+        self.steps.append(
+            TraceStep("builder", f"{owner}: {write.key} = {write.expression} -> {list(ids)}{gate}", write.location)
+        )
         return ids
 
     def serving_ids(self, chain: CaptureChain) -> tuple[int, ...]:
@@ -434,19 +522,40 @@ class _Tracer:
         self.unproduced(production)
         if self.layer_ids is not None:
             ids = tuple(sorted(set(self.layer_ids)))
-            self.steps.append(TraceStep("config", f"serving config {key} = {list(self.layer_ids)}: the engine stores them sorted -> {list(ids)}; L = {self.L}"))
+            self.steps.append(
+                TraceStep(
+                    "config",
+                    f"serving config {key} = {list(self.layer_ids)}: the engine stores them sorted -> {list(ids)}; L ="
+                    f" {self.L}",
+                )
+            )
             return ids
         default = production.default
         if default is None:
             self.end_unproduced(f"no ids given and no metadata class applies defaults to {key}")
         attribute = default.attribute
-        names = {"self.num_layers": self.L, f"self.{attribute}": None, "self.is_draft_model": False, "self.is_mtp_eagle": False}
+        names = {
+            "self.num_layers": self.L,
+            f"self.{attribute}": None,
+            "self.is_draft_model": False,
+            "self.is_mtp_eagle": False,
+        }
         run = run_function(default.source, {}, names)
         writes = [w for w in run.writes if w.target == f"self.{attribute}" and _as_ids(w.value) is not None]
         if run.raised or not writes:
-            self.end_unproduced(f"{_short(default.owner)}.{default.method} gives no default for L = {self.L}: {run.raised or '; '.join(run.unevaluated) or 'no write'}")
+            self.end_unproduced(
+                f"{_short(default.owner)}.{default.method} gives no default for L = {self.L}:"
+                f" {run.raised or '; '.join(run.unevaluated) or 'no write'}"
+            )
         ids = tuple(sorted(_as_ids(writes[0].value) or ()))
-        self.steps.append(TraceStep("default", f"no {key} given: {_short(default.owner)}.{default.method} sets {attribute} = {writes[0].expression} -> {list(ids)} (sorted); L = {self.L}", default.location))
+        self.steps.append(
+            TraceStep(
+                "default",
+                f"no {key} given: {_short(default.owner)}.{default.method} sets {attribute} = {writes[0].expression} ->"
+                f" {list(ids)} (sorted); L = {self.L}",
+                default.location,
+            )
+        )
         return ids
 
     # -- link 2 for setters: the transform chain ------------------------------------------
@@ -485,24 +594,45 @@ class _Tracer:
         for position, link in enumerate(links):
             setter = self.setter_fact(link)
             param = setter.parameter or "layer_ids"
-            run = run_function(setter.source, {param: ids}, _bindings(self.L, setter.source, guards, self.has_attribute_for(link.acts_on)))
+            run = run_function(
+                setter.source,
+                {param: ids},
+                _bindings(self.L, setter.source, guards, self.has_attribute_for(link.acts_on)),
+            )
             owner = setter.class_qualname.rsplit(".", 1)[-1]
             self.branch_steps(setter, run)
             if run.raised:
                 self.setter_raised(setter, run, ids)
-            writes = [w for w in run.writes if w.target.rsplit(".", 1)[-1] in self.project.conv.attributes and _as_ids(w.value) is not None]
+            writes = [
+                w
+                for w in run.writes
+                if w.target.rsplit(".", 1)[-1] in self.project.conv.attributes and _as_ids(w.value) is not None
+            ]
             nxt = links[position + 1] if position + 1 < len(links) else None
             calls = [c for c in run.calls if nxt is not None and c.callee.endswith("." + nxt.method)]
             if writes:
                 self.indices = _as_ids(writes[-1].value)
                 w = writes[-1]
-                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: {w.target} = {w.expression} -> {list(self.indices or ())}  [{setter.id_transform}]", self.line_of(setter, w.line)))
+                self.steps.append(
+                    TraceStep(
+                        "setter",
+                        f"{owner}.{setter.method}: {w.target} = {w.expression} -> {list(self.indices or ())} "
+                        f" [{setter.id_transform}]",
+                        self.line_of(setter, w.line),
+                    )
+                )
                 return
             if calls:
                 call = calls[-1]
                 ids = call.arguments[0] if call.arguments else None
                 source = call.argument_sources[0] if call.argument_sources else ""
-                self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: hands {source} = {ids} to {call.callee}()  [{setter.id_transform}]", self.line_of(setter, call.line)))
+                self.steps.append(
+                    TraceStep(
+                        "setter",
+                        f"{owner}.{setter.method}: hands {source} = {ids} to {call.callee}()  [{setter.id_transform}]",
+                        self.line_of(setter, call.line),
+                    )
+                )
                 continue
             self.no_indices(chain, setter, run, ids)
         if self.indices is None:
@@ -520,19 +650,28 @@ class _Tracer:
         self.missing_delegate(chain, setter, run)
         self.steps.append(TraceStep("setter", f"{owner}.{setter.method}: no capture indices set", setter.location))
         if run.returned_early and not run.writes:
-            self.end(F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location)
+            self.end(
+                F.Outcome.CAPTURES_NOTHING, f"{owner}.{setter.method} returns before setting anything", setter.location
+            )
         if ids is None and not any(t.default for t in chain.transforms):
             self.end(
                 F.Outcome.CAPTURES_NOTHING,
-                "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail or capture nothing",
+                "no ids given and neither the setter chain nor a default getter gives defaults; the engine would fail"
+                " or capture nothing",
                 setter.location,
             )
-        self.end(F.Outcome.UNKNOWN, f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}")
+        self.end(
+            F.Outcome.UNKNOWN,
+            f"cannot evaluate {owner}.{setter.method}: {'; '.join(run.unevaluated) or 'no capture attribute written'}",
+        )
 
     def missing_delegate(self, chain: CaptureChain, setter: F.SetterFact, run: FunctionRun) -> None:
         """The setter ran its call of ``<delegate>.<method>()`` on an object whose class (resolved)
         defines no such method: Python raises AttributeError at that call, whatever the ids."""
-        lacking = next((p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None), None)
+        lacking = next(
+            (p for p in chain.problems if p.kind == F.ProblemKind.DELEGATE_LACKS_SETTER and p.location is not None),
+            None,
+        )
         target = self.row.capture.delegates_to if self.row.capture is not None else None
         if lacking is not None and setter.delegate and setter.delegate_method and not target:
             self.local_holder_fails(setter, lacking.text)
@@ -559,7 +698,10 @@ class _Tracer:
         lines = setter.source.splitlines()
         method = f".{setter.delegate_method}("
         call = next((n for n, text in enumerate(lines, 1) if method in text), None)
-        check = next((n for n, text in enumerate(lines, 1) if text.strip().startswith("assert ") and (call is None or n < call)), None)
+        check = next(
+            (n for n, text in enumerate(lines, 1) if text.strip().startswith("assert ") and (call is None or n < call)),
+            None,
+        )
         line = check or call
         if line is None:
             return
@@ -580,7 +722,13 @@ class _Tracer:
         owner = setter.class_qualname.rsplit(".", 1)[-1]
         for step in run.steps:
             verdict = "taken" if step.taken else "not taken"
-            self.steps.append(TraceStep("branch", f"{owner}.{setter.method}: `{step.condition}` -> {verdict}: {step.reason}", self.line_of(setter, step.line)))
+            self.steps.append(
+                TraceStep(
+                    "branch",
+                    f"{owner}.{setter.method}: `{step.condition}` -> {verdict}: {step.reason}",
+                    self.line_of(setter, step.line),
+                )
+            )
 
     # -- links 3-4: the store and the site --------------------------------------------------
     def site_phase(self, chain: CaptureChain) -> SiteLink:
@@ -591,20 +739,39 @@ class _Tracer:
         holder_name = _short((holder.holder if holder else None) or "?")
         if not self.setter_words:
             if chain.production.kind is Production.BUILDER_LAYOUT and holder is not None:
-                self.steps.append(TraceStep("attribute", f"{holder_name}.{holder.attribute} = {list(self.indices or ())}", chain.source.location))
+                self.steps.append(
+                    TraceStep(
+                        "attribute",
+                        f"{holder_name}.{holder.attribute} = {list(self.indices or ())}",
+                        chain.source.location,
+                    )
+                )
             if site is None:
                 self.end(F.Outcome.UNKNOWN, "capture point unknown: no capture loop reads the ids")
             return site
         if site is None:
             self.return_phase(chain)  # a wrapper that unpacks what no capture returns raises anyway
             breaking = [p.text for p in chain.problems if p.kind not in NOT_BREAKING]
-            self.end(F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(breaking) or 'none found'})")
+            self.end(
+                F.Outcome.CAPTURES_NOTHING, f"no capture loop reads the indices ({'; '.join(breaking) or 'none found'})"
+            )
         indices = self.indices or ()
         attribute = site.attribute or (holder.attribute if holder else None) or "capture attribute"
-        shown = sorted(set(indices)) if len(set(indices)) != len(indices) or list(indices) != sorted(indices) else list(indices)
+        shown = (
+            sorted(set(indices))
+            if len(set(indices)) != len(indices) or list(indices) != sorted(indices)
+            else list(indices)
+        )
         self.steps.append(TraceStep("attribute", f"{holder_name}.{attribute} = {shown}", site.location))
         loop_range = " ".join((site.loop_range or "").split())
-        self.steps.append(TraceStep("loop", f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1}); {site.mechanism}", site.location))
+        self.steps.append(
+            TraceStep(
+                "loop",
+                f"{site.function}: for {site.loop_variable} in {loop_range} (single pipeline rank: 0..{self.L - 1});"
+                f" {site.mechanism}",
+                site.location,
+            )
+        )
         return site
 
     def flow_phase(self, chain: CaptureChain) -> None:
@@ -616,7 +783,9 @@ class _Tracer:
         if mismatch is None:
             return
         self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site_at))
-        outcome, reason, at = nothing_recorded(self.project, self.row.qualname, chain.holder.holder if chain.holder else None)
+        outcome, reason, at = nothing_recorded(
+            self.project, self.row.qualname, chain.holder.holder if chain.holder else None
+        )
         self.boundaries = ()
         self.end(outcome, reason, at)
 
@@ -627,7 +796,14 @@ class _Tracer:
             self.end(F.Outcome.UNKNOWN, f"capture point unknown: {site.note}")
         shift = offset(site.point)
         mechanism = f" ({site.mechanism})" if not self.setter_words else ""
-        self.steps.append(TraceStep("point", f"capture point {site.point}{mechanism}: index i yields boundary i{' + 1' if shift else ''} ({site.note})", (site.evidence or (site.location,))[0]))
+        self.steps.append(
+            TraceStep(
+                "point",
+                f"capture point {site.point}{mechanism}: index i yields boundary"
+                f" i{' + 1' if shift else ''} ({site.note})",
+                (site.evidence or (site.location,))[0],
+            )
+        )
         return shift
 
     # -- boundaries (flowtrace.analysis.boundaries) ------------------------------------------
@@ -654,11 +830,21 @@ class _Tracer:
         post_at = concat.post_norm_at if concat is not None else None
         unwritten = [d.index for d in found.dropped if d.reason is DropReason.UNWRITTEN]
         if unwritten:
-            self.problems.append(f"ids {unwritten} match no layer but each takes a buffer slot the fc reads: uninitialised memory, no error")
+            self.problems.append(
+                f"ids {unwritten} match no layer but each takes a buffer slot the fc reads: uninitialised memory, no"
+                " error"
+            )
         for d in found.dropped:
             why = _drop_text(d, L, self.setter_words)
             self.dropped.append((d.index, why))
-            self.steps.append(TraceStep("dropped", f"dropped id {d.index}: {why}", (post_at if d.reason is DropReason.POST_NORM else None) or site.location, d.index))
+            self.steps.append(
+                TraceStep(
+                    "dropped",
+                    f"dropped id {d.index}: {why}",
+                    (post_at if d.reason is DropReason.POST_NORM else None) or site.location,
+                    d.index,
+                )
+            )
         self.boundaries, self.extra_slots = found.boundaries, found.extra_slots
         if concat is not None and concat.last_layer_at is not None and L in found.boundaries:
             self.steps.append(TraceStep("boundaries", f"b={L} is recorded after the loop", concat.last_layer_at))
@@ -668,12 +854,29 @@ class _Tracer:
         operand still None) or when the states are read back by a key never stored."""
         i, first = raised.index, site.first_iteration
         if raised.kind is RaiseKind.FIRST_ITERATION and first is not None:
-            self.steps.append(TraceStep("point", f"index {i}: {site.captured_expression or 'the stored value'} with {first.operand} = None raises TypeError", first.at))
-            self.end(F.Outcome.RAISES, f"raises: index {i} is met at the loop's first iteration, where {first.operand} is still None and is added unguarded (TypeError)", first.at)
+            self.steps.append(
+                TraceStep(
+                    "point",
+                    f"index {i}: {site.captured_expression or 'the stored value'} with {first.operand} = None raises"
+                    " TypeError",
+                    first.at,
+                )
+            )
+            self.end(
+                F.Outcome.RAISES,
+                f"raises: index {i} is met at the loop's first iteration, where {first.operand} is still None and is"
+                " added unguarded (TypeError)",
+                first.at,
+            )
         at = (chain.concat.location if chain.concat is not None else None) or site.location
         holder = _short((chain.holder.holder if chain.holder else None) or "?")
         self.steps.append(TraceStep("concat", f"by_layer[{i}] does not exist: KeyError", at))
-        self.end(F.Outcome.RAISES, f"raises: id {i} is never stored (no layer {i}), so {holder}'s cat([by_layer[i] for i in ids]) raises KeyError", at)
+        self.end(
+            F.Outcome.RAISES,
+            f"raises: id {i} is never stored (no layer {i}), so {holder}'s cat([by_layer[i] for i in ids]) raises"
+            " KeyError",
+            at,
+        )
 
     def wrap_flagged(self, chain: CaptureChain, site: SiteLink) -> None:
         """A site that reads a per-layer flag (``getattr(layer, "<flag>", False)``) instead of
@@ -686,7 +889,14 @@ class _Tracer:
         wrapped = tuple(i + L if -L <= i < 0 else i for i in self.indices)
         if wrapped != self.indices:
             moved = ", ".join(f"{i} -> {i + L}" for i in self.indices if -L <= i < 0)
-            self.steps.append(TraceStep("attribute", f"the loop reads the layer flag {site.attribute!r}: negative ids mark the layer counted from the end ({moved})", site.location))
+            self.steps.append(
+                TraceStep(
+                    "attribute",
+                    f"the loop reads the layer flag {site.attribute!r}: negative ids mark the layer counted from the"
+                    f" end ({moved})",
+                    site.location,
+                )
+            )
             self.indices = wrapped
 
     # -- link 5: stream semantics ---------------------------------------------------------
@@ -696,7 +906,9 @@ class _Tracer:
             return
         if stream.raising_index is not None and stream.raising_index in (self.indices or ()):
             self.steps.append(TraceStep("stream", stream.reason or "recording raises", stream.raises_at))
-            self.end(F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at)
+            self.end(
+                F.Outcome.RAISES, stream.reason or f"recording index {stream.raising_index} raises", stream.raises_at
+            )
         if stream.kind == F.StreamKind.MUTATED_REFERENCE and self.boundaries:
             self.reference_phase(stream)
         if stream.kind == F.StreamKind.DELTA and any(b > 0 for b in self.boundaries or ()):
@@ -710,18 +922,24 @@ class _Tracer:
         self.deltas = delta_slots(self.boundaries or ())
         at = chain.site.location if chain.site is not None else None
         named = ", ".join(_slot_words(s, self.L) for s in self.deltas)
-        self.steps.append(TraceStep(
-            "stream",
-            f"`{stream.expression}` is recorded alone while the layers return (hidden_states, residual) apart and none "
-            f"adds the residual: a slot at b > 0 holds what layer b - 1 returns first, not the residual stream: {named}",
-            at,
-        ))
+        self.steps.append(
+            TraceStep(
+                "stream",
+                f"`{stream.expression}` is recorded alone while the layers return (hidden_states, residual) apart and"
+                " none adds the residual: a slot at b > 0 holds what layer b - 1 returns first, not the residual"
+                f" stream: {named}",
+                at,
+            )
+        )
 
     def reference_phase(self, stream: StreamLink) -> None:
         """A recorded reference the loop updates in place later: what a slot holds is the
         tensor's state when the concat reads it, not the boundary it was recorded at. When the
         loop never rebinds the name, every slot is that one tensor after the last layer (b=L)."""
-        what = f"`{stream.expression}` is recorded by reference and updated in place later (`{stream.mutation}`, {stream.mutated_at})"
+        what = (
+            f"`{stream.expression}` is recorded by reference and updated in place later (`{stream.mutation}`,"
+            f" {stream.mutated_at})"
+        )
         if not stream.final_state:
             reason = f"{what}, and the loop also rebinds it: a slot holds a state between two layers, not a boundary"
             self.steps.append(TraceStep("stream", reason, stream.mutated_at))
@@ -735,7 +953,12 @@ class _Tracer:
         slots = chain.slots
         captured = len(self.boundaries or ())
         wanted = len(self.indices or ())
-        if slots is None or slots.check is None or captured == wanted or (captured == 0 and slots.empty_return_at is not None):
+        if (
+            slots is None
+            or slots.check is None
+            or captured == wanted
+            or (captured == 0 and slots.empty_return_at is not None)
+        ):
             return  # all slots filled, or an empty collector is returned before the check
         collector = slots.collector.rsplit(".", 1)[-1]
         reason = (
@@ -776,21 +999,46 @@ class _Tracer:
             self.concat_deltas(concat, order, width)
             return
         if not self.setter_words:  # an engine-filled source: the buffer's slots, written or not
-            self.steps.append(TraceStep("boundaries", f"captured, {_ORDER_WORDS[order]}: {listed}" if ordered else "nothing is captured"))
+            self.steps.append(
+                TraceStep(
+                    "boundaries", f"captured, {_ORDER_WORDS[order]}: {listed}" if ordered else "nothing is captured"
+                )
+            )
             post = sum(1 for i in self.indices or () if concat is not None and i in concat.post_norm_ids)
             unwritten = self.extra_slots - post
-            extra = (f" + {post} post-final-norm slot" if post else "") + (f" + {unwritten} unwritten slot(s) (uninitialised)" if unwritten else "")
-            self.steps.append(TraceStep("concat", f"{len(ordered)} states{extra}; fc in_features = {width}", concat.location if concat is not None else None))
+            extra = (f" + {post} post-final-norm slot" if post else "") + (
+                f" + {unwritten} unwritten slot(s) (uninitialised)" if unwritten else ""
+            )
+            self.steps.append(
+                TraceStep(
+                    "concat",
+                    f"{len(ordered)} states{extra}; fc in_features = {width}",
+                    concat.location if concat is not None else None,
+                )
+            )
             self.outcome = F.Outcome.CAPTURES if ordered else F.Outcome.CAPTURES_NOTHING
             self.reason = ("; ".join(self.problems) or None) if not ordered else None
             return
         if not ordered:
             self.steps.append(TraceStep("boundaries", "nothing is captured"))
-            self.outcome, self.reason = F.Outcome.CAPTURES_NOTHING, "none of the capture indices is recorded by the loop"
+            self.outcome, self.reason = (
+                F.Outcome.CAPTURES_NOTHING,
+                "none of the capture indices is recorded by the loop",
+            )
             self.problems.append(self.reason)
             return
-        self.steps.append(TraceStep("boundaries", f"captured, in {'config' if order == F.ConcatOrder.CONFIG else 'loop'} order: {listed}"))
-        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}", concat.location if concat is not None else None))
+        self.steps.append(
+            TraceStep(
+                "boundaries", f"captured, in {'config' if order == F.ConcatOrder.CONFIG else 'loop'} order: {listed}"
+            )
+        )
+        self.steps.append(
+            TraceStep(
+                "concat",
+                f"cat([...], -1) of {len(ordered)} states; fc in_features = {width}",
+                concat.location if concat is not None else None,
+            )
+        )
         self.outcome = F.Outcome.CAPTURES
 
 
@@ -800,12 +1048,21 @@ class _Tracer:
         deltas = self.deltas or ()
         named = ", ".join(_slot_words(s, self.L) for s in deltas)
         self.steps.append(TraceStep("boundaries", f"captured, {_ORDER_WORDS[order]}: {named}"))
-        self.steps.append(TraceStep("concat", f"cat([...], -1) of {len(deltas)} states; fc in_features = {width}", concat.location if concat is not None else None))
+        self.steps.append(
+            TraceStep(
+                "concat",
+                f"cat([...], -1) of {len(deltas)} states; fc in_features = {width}",
+                concat.location if concat is not None else None,
+            )
+        )
         outputs = [s.layer_value_of for s in deltas if s.layer_value_of is not None]
         self.outcome = F.Outcome.CAPTURES_DELTAS
         layers = f"layer{'s' if len(outputs) > 1 else ''} {', '.join(map(str, outputs))}"
         which = "no slot is" if len(outputs) == len(deltas) else "not every slot is"
-        self.reason = f"the draft is handed the output of {layers} without the residual the layers return apart: {which} a residual-stream boundary ({named})"
+        self.reason = (
+            f"the draft is handed the output of {layers} without the residual the layers return apart: {which} a"
+            f" residual-stream boundary ({named})"
+        )
         self.problems.append(self.reason)
 
 
@@ -834,7 +1091,9 @@ def _drop_text(drop: Drop, num_layers: int, setter_words: bool) -> str:
         return (f"id {i} matches no layer (0..{L - 1}); it still takes a slot of the preallocated buffer, "
                 "which no layer writes: the draft reads uninitialised memory there and nothing raises")
     if not setter_words:
-        return "the embedding (b=0) is not captured here" if drop.boundary == 0 else f"index {i} is outside range(0, {L})"
+        return (
+            "the embedding (b=0) is not captured here" if drop.boundary == 0 else f"index {i} is outside range(0, {L})"
+        )
     if reason is DropReason.NEGATIVE:
         return f"index {i} never equals a loop index (ids are not wrapped like Python negatives)"
     if reason is DropReason.EMBEDDING:
@@ -869,7 +1128,12 @@ def _layer_names(expression: str, bindings: tuple[tuple[str, str], ...], num_lay
 
 
 def trace_row(
-    project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict[str, object] | None = None
+    project: Project,
+    row: ModelRow,
+    layer_ids: list[int] | None,
+    num_layers: int,
+    hidden_size: int | None = None,
+    target_config: dict[str, object] | None = None,
 ) -> TraceResult:
     """Evaluate ``row``'s capture chain on concrete ids and L: boundaries and an outcome, then
     what each phase of serving records (link 8, :mod:`flowtrace.analysis.serving_phase`). The
@@ -893,15 +1157,25 @@ def _all_phases(project: Project, row: ModelRow, layer_ids: list[int] | None, nu
     serving holds."""
     result = _memo(project, row, (False, layer_ids, num_layers, hidden_size), target_config, _links)
     link = row.chain.serving if row.chain is not None else NO_SERVING
-    served = serving_phase(link, result, layer_ids, lambda ids: _memo(project, row, (False, ids, num_layers, hidden_size), target_config, _links))
+    served = serving_phase(
+        link,
+        result,
+        layer_ids,
+        lambda ids: _memo(project, row, (False, ids, num_layers, hidden_size), target_config, _links),
+    )
     if served is None:
         return result
     steps = result.steps + tuple(TraceStep("serving", text, at) for text, at in served.steps)
     return dataclasses.replace(result, steps=steps, phases=served.phases, batch_paths=served.batch_paths)
 
 
-def _memo(project: Project, row: ModelRow, args: tuple[bool, list[int] | None, int, int | None], target_config: dict[str, object] | None,
-          run: Callable[..., TraceResult]) -> TraceResult:
+def _memo(
+    project: Project,
+    row: ModelRow,
+    args: tuple[bool, list[int] | None, int, int | None],
+    target_config: dict[str, object] | None,
+    run: Callable[..., TraceResult],
+) -> TraceResult:
     """``run`` once per project, row and arguments (not memoised with a target config)."""
     serving, layer_ids, num_layers, hidden_size = args
     if target_config is not None:
@@ -945,19 +1219,43 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
         "hidden_size": result.hidden_size,
         "fc_in_features": result.fc_in_features,
         "extra_slots": result.extra_slots,
-        "steps": [{"kind": s.kind, "text": s.text, "file": s.location.file if s.location else None, "line": s.location.line if s.location else None} for s in result.steps],
+        "steps": [
+            {
+                "kind": s.kind,
+                "text": s.text,
+                "file": s.location.file if s.location else None,
+                "line": s.location.line if s.location else None,
+            }
+            for s in result.steps
+        ],
         "problems": list(result.problems),
         "outcome": str(result.outcome),
         "raises_at": str(result.raises_at) if result.raises_at else None,
         "reason": result.reason,
         "serving": {
             "phases": [
-                {"phase": p.phase, "words": p.words, "ids": list(p.ids) if p.ids is not None else None, "outcome": str(p.outcome),
-                 "boundaries": list(p.boundaries) if p.boundaries is not None else None, "reason": p.reason,
-                 "at": str(p.at) if p.at else None, "calls": list(p.calls)}
+                {
+                    "phase": p.phase,
+                    "words": p.words,
+                    "ids": list(p.ids) if p.ids is not None else None,
+                    "outcome": str(p.outcome),
+                    "boundaries": list(p.boundaries) if p.boundaries is not None else None,
+                    "reason": p.reason,
+                    "at": str(p.at) if p.at else None,
+                    "calls": list(p.calls),
+                }
                 for p in result.phases
             ],
-            "batch_paths": [{"batches": b.batches, "at": str(b.at), "outcome": "raises", "how": b.how, "raises_at": str(b.raises_at) if b.raises_at else None} for b in result.batch_paths],
+            "batch_paths": [
+                {
+                    "batches": b.batches,
+                    "at": str(b.at),
+                    "outcome": "raises",
+                    "how": b.how,
+                    "raises_at": str(b.raises_at) if b.raises_at else None,
+                }
+                for b in result.batch_paths
+            ],
         },
     }
     if result.outcome == F.Outcome.CAPTURES_DELTAS:  # what each state is, where no boundary list says it
@@ -978,7 +1276,11 @@ def trace_text(result: TraceResult) -> str:
         lines.append(f"=> {result.outcome}{where}: {result.reason}{prefill}")
     for p in result.phases:
         if p.outcome != result.outcome or p.boundaries != result.boundaries:
-            what = f"boundaries {list(p.boundaries or ())}" if p.outcome == F.Outcome.CAPTURES else f"{p.outcome}" + (f": {p.reason}" if p.reason else "")
+            what = (
+                f"boundaries {list(p.boundaries or ())}"
+                if p.outcome == F.Outcome.CAPTURES
+                else f"{p.outcome}" + (f": {p.reason}" if p.reason else "")
+            )
             lines.append(f"=> {p.words}: {what}" + (f"  [{p.at}]" if p.at else ""))
     for b in result.batch_paths:
         lines.append(f"=> raises on {b.batches}: {b.how}  [{b.at}]")
@@ -988,4 +1290,13 @@ def trace_text(result: TraceResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["TraceResult", "TraceStep", "trace_row", "parse_ids", "trace_json", "trace_text", "CannotEvaluate", "describe_boundary"]
+__all__ = [
+    "TraceResult",
+    "TraceStep",
+    "trace_row",
+    "parse_ids",
+    "trace_json",
+    "trace_text",
+    "CannotEvaluate",
+    "describe_boundary",
+]
