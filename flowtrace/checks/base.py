@@ -155,7 +155,10 @@ class Rule:
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "severity" in cls.__dict__:
-            raise TypeError(f"{cls.__name__}: declare `consequence`, not `severity` (a rule's severity is its default consequence's)")
+            raise TypeError(
+                f"{cls.__name__}: declare `consequence`, not `severity` (a rule's severity is its default"
+                " consequence's)"
+            )
         cls.severity = severity_of(cls.consequence) or "info"
         if getattr(cls, "code", None):
             if cls.code in Rule.registry:

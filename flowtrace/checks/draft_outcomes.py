@@ -143,16 +143,25 @@ def outcome_of(result: ScanResult, row: ModelRow, c: _Candidate) -> DraftOutcome
     ids = handed_ids(result, c.ids, c.key)
     traced = trace_row(result.project, row, list(ids) if ids is not None else None, c.layers)
     given = f"ids {list(ids)}" if ids is not None else "no ids (the engine's default)"
-    what = f"{c.name} ({given}, L={c.layers})" if c.published else f"a draft trained on the {c.name} layout ({given}, L={c.layers})"
+    what = (
+        f"{c.name} ({given}, L={c.layers})"
+        if c.published
+        else f"a draft trained on the {c.name} layout ({given}, L={c.layers})"
+    )
     judged = judge(traced, c.trained, what)
     if judged is None:
         return None
     consequence, words = judged
-    return DraftOutcome(c.name, c.published, c.layers, ids, c.trained, traced.named_boundaries, consequence, words, row.name)
+    return DraftOutcome(
+        c.name, c.published, c.layers, ids, c.trained, traced.named_boundaries, consequence, words, row.name
+    )
 
 
 def outcomes(
-    result: ScanResult, rows: Iterable[ModelRow], method: str = EAGLE3, wanted: Callable[[_Candidate], bool] | None = None,
+    result: ScanResult,
+    rows: Iterable[ModelRow],
+    method: str = EAGLE3,
+    wanted: Callable[[_Candidate], bool] | None = None,
 ) -> list[DraftOutcome]:
     """The decidable outcomes of the rows' drafts (``wanted`` selects among them: drafts that
     ask for b = L, drafts that write no ids); each says whether it is a published draft or a
@@ -186,7 +195,9 @@ def default_outcome(result: ScanResult, row: ModelRow, method: str = EAGLE3) -> 
         f"{what} asks for capture index {lost}, which the loop never records: the fc, sized for {asked} states, "
         f"gets {kept} and raises in the first draft forward"
     )
-    return DraftOutcome(ENGINE_DEFAULT, False, layers, None, (), traced.boundaries, Consequence.CRASH_SERVING, words, row.name)
+    return DraftOutcome(
+        ENGINE_DEFAULT, False, layers, None, (), traced.boundaries, Consequence.CRASH_SERVING, words, row.name
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +224,16 @@ def _kinds(found: list[DraftOutcome]) -> str:
     if defaults:
         rows = sorted({o.row for o in found if not o.published and o.draft != ENGINE_DEFAULT and o.row})
         for_rows = f" for {_listed(rows, 3)}, whose family has no published draft in the catalogue" if rows else ""
-        parts.append(f"drafts on {len(defaults)} trainer default layout{'s' if len(defaults) > 1 else ''} ({_listed(defaults)}){for_rows}")
+        parts.append(
+            f"drafts on {len(defaults)} trainer default"
+            f" layout{'s' if len(defaults) > 1 else ''} ({_listed(defaults)}){for_rows}"
+        )
     return " and ".join(parts)
 
 
-def grade(found: list[DraftOutcome], *, served_right: Consequence | None = Consequence.FRAGILE, none: str = "") -> Grade:
+def grade(
+    found: list[DraftOutcome], *, served_right: Consequence | None = Consequence.FRAGILE, none: str = ""
+) -> Grade:
     """The worst consequence over the affected drafts, with the drafts named.
 
     Every draft served what it was trained on: ``served_right`` (a convention that differs

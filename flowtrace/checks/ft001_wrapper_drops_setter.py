@@ -1,4 +1,5 @@
-"""FT001 wrapper-drops-setter: a registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."""
+"""FT001 wrapper-drops-setter: a registered wrapper builds a capture-capable model but lacks what the engine calls on an
+EAGLE-3 target."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import TYPE_CHECKING, Iterator
 from flowtrace.analysis.resolve import NONE
 from flowtrace.model.consequence import Consequence
 from flowtrace.checks.base import Example, Finding, FixExample, Rule
-from flowtrace.checks.targets import capture_works, conventions, is_target, method_title, methods_on_mro, short, wrapper_bases
+from flowtrace.checks.targets import (
+    capture_works,
+    conventions,
+    is_target,
+    method_title,
+    methods_on_mro,
+    short,
+    wrapper_bases,
+)
 from flowtrace.model import facts as F
 from flowtrace.model.facts import ProblemKind
 
@@ -22,7 +31,9 @@ class WrapperDropsSetter(Rule):
     name = "wrapper-drops-setter"
     consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.WRAPPER_WITHOUT_SETTER
-    summary = "A registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."
+    summary = (
+        "A registered wrapper builds a capture-capable model but lacks what the engine calls on an EAGLE-3 target."
+    )
     rationale = (
         "Multimodal and wrapper classes hold the language model as an attribute. The engine calls the "
         "setter (and, in some engines, more methods such as the embedding/head getter) on the registered "
@@ -33,7 +44,10 @@ class WrapperDropsSetter(Rule):
         "unreachable, so a wrapped model whose forward never captures is said here (info): the refusal, "
         "and that adding the delegation alone would not help."
     )
-    fix = "Add the missing methods to the wrapper and hand each call to the wrapped model (self.language_model.<method>(...))."
+    fix = (
+        "Add the missing methods to the wrapper and hand each call to the wrapped model"
+        " (self.language_model.<method>(...))."
+    )
     autofix = "flowtrace.fix.codemods.wrapper_methods:plan"
     fix_examples = (
         FixExample(
@@ -120,7 +134,12 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", line=3, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message='builds self.language_model = SibAForCausalLM', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""",
+            line=3,
+            kind=ProblemKind.WRAPPER_WITHOUT_SETTER,
+            message="builds self.language_model = SibAForCausalLM",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
         Example(
             """\
@@ -147,9 +166,13 @@ class ExBForCausalLM(ExBaseForCausalLM):
 
 
 EntryClass = [ExAForCausalLM, ExBForCausalLM]
-""", note="one finding at the base both wrappers share, not one per wrapper",
-            line=4, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message="ExBaseForCausalLM is the base of 2 registered wrappers",
-            consequence=Consequence.REFUSED_STARTUP, severity="info",
+""",
+            note="one finding at the base both wrappers share, not one per wrapper",
+            line=4,
+            kind=ProblemKind.WRAPPER_WITHOUT_SETTER,
+            message="ExBaseForCausalLM is the base of 2 registered wrappers",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
         Example(
             """\
@@ -176,9 +199,16 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", note="refused, and the delegation alone would not help: the wrapped model's forward never captures (its rows carry this finding)",
-            line=18, kind=ProblemKind.WRAPPER_WITHOUT_SETTER, message="ExTextModel.forward (sglang/srt/models/example.py:8) never captures",
-            consequence=Consequence.REFUSED_STARTUP, severity="info",
+""",
+            note=(
+                "refused, and the delegation alone would not help: the wrapped model's forward never captures (its rows"
+                " carry this finding)"
+            ),
+            line=18,
+            kind=ProblemKind.WRAPPER_WITHOUT_SETTER,
+            message="ExTextModel.forward (sglang/srt/models/example.py:8) never captures",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
     )
 
@@ -217,7 +247,11 @@ EntryClass = ExVLForConditionalGeneration
         bases = {f.fingerprint: wrapper_bases(project, f.symbol or "", cc.speculative_entry_points) for f, _ in found}
         by_base: dict[tuple[str, str], list[Finding]] = {}
         for f, attribute in found:
-            shared = [b for b in bases[f.fingerprint] if any(b in bases[g.fingerprint] and a == attribute for g, a in found if g is not f)]
+            shared = [
+                b
+                for b in bases[f.fingerprint]
+                if any(b in bases[g.fingerprint] and a == attribute for g, a in found if g is not f)
+            ]
             by_base.setdefault((shared[0] if shared else "", attribute), []).append(f)
         for (base, attribute), group in sorted(by_base.items()):
             if not base or len(group) < 2:
@@ -228,26 +262,46 @@ EntryClass = ExVLForConditionalGeneration
     def _base_finding(self, result: ScanResult, base: str, attribute: str, group: list[Finding]) -> Finding:
         fact = result.project.classes[base]
         names = [short(f.symbol) for f in group]
-        archs = [a for f in group for r in result.rows if r.qualname == f.symbol for a in (r.architectures or (r.name,))]
+        archs = [
+            a for f in group for r in result.rows if r.qualname == f.symbol for a in (r.architectures or (r.name,))
+        ]
         title = method_title(result)
-        lacks = group[0].message.split(", but ", 1)[1].split(f"; {title} cannot", 1)[0] if ", but " in group[0].message else f"lacks the {title} methods"
+        lacks = (
+            group[0].message.split(", but ", 1)[1].split(f"; {title} cannot", 1)[0]
+            if ", but " in group[0].message
+            else f"lacks the {title} methods"
+        )
         lacks = lacks.replace(names[0], fact.name)
         message = (
-            f"{fact.name} is the base of {len(group)} registered wrappers that each build self.{attribute} with a model that "
-            f"captures ({', '.join(names)}), but {lacks}; {title} cannot be enabled for {', '.join(dict.fromkeys(archs))}"
+            f"{fact.name} is the base of {len(group)} registered wrappers that each build self.{attribute} with a model"
+            f" that captures ({', '.join(names)}), but {lacks}; {title} cannot be enabled for"
+            f" {', '.join(dict.fromkeys(archs))}"
         )
-        fix = (group[0].hint or self.fix).replace(names[0], fact.name) + f" One method on {fact.name} serves all {len(group)} subclasses."
+        fix = (group[0].hint or self.fix).replace(
+            names[0], fact.name
+        ) + f" One method on {fact.name} serves all {len(group)} subclasses."
         head = self.finding(
-            fact.location, message, base, f"{attribute}:base", kind=group[0].kind, fix=fix,
-            steps=(("base class", fact.location), *((f"wrapper {short(f.symbol)}", F.Location(f.file, f.line)) for f in group)),
-            consequence=Consequence.REFUSED_STARTUP, effect=group[0].effect or _refusal_words(result, names),
+            fact.location,
+            message,
+            base,
+            f"{attribute}:base",
+            kind=group[0].kind,
+            fix=fix,
+            steps=(
+                ("base class", fact.location),
+                *((f"wrapper {short(f.symbol)}", F.Location(f.file, f.line)) for f in group),
+            ),
+            consequence=Consequence.REFUSED_STARTUP,
+            effect=group[0].effect or _refusal_words(result, names),
             affects=(f.symbol for f in group if f.symbol),
         )
         return dataclasses.replace(
             head, related=tuple(F.Location(f.file, f.line) for f in group), causes=tuple(group), grouped=True,
         )
 
-    def _wrapped_never_captures(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, inner: str) -> Finding | None:
+    def _wrapped_never_captures(
+        self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, inner: str
+    ) -> Finding | None:
         """A refused wrapper around a model whose forward never captures: the wrapper's refusal
         (info) that also says the delegation alone would not help, naming that forward. The
         wrapped classes are related places, so the report shows it on their (broken) rows."""
@@ -256,7 +310,9 @@ EntryClass = ExVLForConditionalGeneration
         if capture is None or capture.holder is None or ProblemKind.NO_CAPTURE_SITE not in capture.kinds():
             return None  # another defect of the wrapped model: its own rule says it
         holder = capture.holder
-        owner = next((c for c in project.mro(holder) if c in project.classes and "forward" in project.classes[c].methods), None)
+        owner = next(
+            (c for c in project.mro(holder) if c in project.classes and "forward" in project.classes[c].methods), None
+        )
         forward = project.classes[owner].method_location("forward") if owner else None
         if owner is None or forward is None:
             return None
@@ -264,24 +320,42 @@ EntryClass = ExVLForConditionalGeneration
         attr = f"self.{assignment.attribute}"
         where = F.Location(row.location.file, assignment.line)
         reach = short(holder) + (f" (through {short(inner)})" if holder != inner else "")
-        runs = f"{short(owner)}.forward ({forward})" if owner == holder else f"its forward, {short(owner)}.forward ({forward}),"
+        runs = (
+            f"{short(owner)}.forward ({forward})"
+            if owner == holder
+            else f"its forward, {short(owner)}.forward ({forward}),"
+        )
         message = (
-            f"{row.name} builds {attr} = {short(inner)} ({where}), but {lacks}; {method_title(result)} cannot be enabled for "
-            f"{', '.join(row.architectures) or row.name}. Adding that alone would not help: the ids would reach "
-            f"{reach}, and {runs} never captures a layer"
+            f"{row.name} builds {attr} = {short(inner)} ({where}), but {lacks}; {method_title(result)} cannot be"
+            f" enabled for {', '.join(row.architectures) or row.name}. Adding that alone would not help: the ids would"
+            f" reach {reach}, and {runs} never captures a layer"
         )
         fix = f"First make {short(owner)}.forward ({forward}) record the layers the ids name; then: {fix}"
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
-        inner_places = tuple(dict.fromkeys(project.classes[c].location for c in (inner, holder) if c in project.classes))
+        inner_places = tuple(
+            dict.fromkeys(project.classes[c].location for c in (inner, holder) if c in project.classes)
+        )
         head = self.finding(
-            row.location, message, row.qualname, f"{assignment.attribute}:{inner}:never-captures", kind=kind, fix=fix,
-            steps=(("wrapper", row.location), ("wrapped model built", where), *(("wrapped model", p) for p in inner_places),
-                   ("forward that never captures", forward)),
-            consequence=Consequence.REFUSED_STARTUP, effect=self._missing_effect(row, kind, missing),
+            row.location,
+            message,
+            row.qualname,
+            f"{assignment.attribute}:{inner}:never-captures",
+            kind=kind,
+            fix=fix,
+            steps=(
+                ("wrapper", row.location),
+                ("wrapped model built", where),
+                *(("wrapped model", p) for p in inner_places),
+                ("forward that never captures", forward),
+            ),
+            consequence=Consequence.REFUSED_STARTUP,
+            effect=self._missing_effect(row, kind, missing),
         )
         return dataclasses.replace(head, related=inner_places)
 
-    def _lacks(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, method: str) -> tuple[str, str, list[str], str]:
+    def _lacks(
+        self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, method: str
+    ) -> tuple[str, str, list[str], str]:
         """What the wrapper lacks (words, fix, the missing target methods, the entry setter)."""
         project = result.project
         cc = conventions(result)
@@ -295,8 +369,14 @@ EntryClass = ExVLForConditionalGeneration
             lacks = f"does not declare {' or '.join(interfaces)} (which supplies {entry}())"
             fix = f"Add {' or '.join(interfaces)} to {row.name}'s bases; its {entry}() reaches {attr}.model."
         else:
-            lacks = f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an {method_title(result)} target"
-            fix = f"Add {', '.join(m + '()' for m in missing)} to {row.name}, each handing the call to {attr}.<method>(...)."
+            lacks = (
+                f"has no {' and no '.join(m + '()' for m in missing)}, which the engine calls on an"
+                f" {method_title(result)} target"
+            )
+            fix = (
+                f"Add {', '.join(m + '()' for m in missing)} to {row.name}, each handing the call to"
+                f" {attr}.<method>(...)."
+            )
         return lacks, fix, missing, entry
 
     @staticmethod
@@ -319,10 +399,16 @@ EntryClass = ExVLForConditionalGeneration
         attr = f"self.{assignment.attribute}"
         where = F.Location(row.location.file, assignment.line)
         message = (
-            f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through {short(setter.class_qualname)}.{setter.method} "
-            f"({setter.location}), but {lacks}; {method_title(result)} cannot be enabled for {', '.join(row.architectures) or row.name}"
+            f"{row.name} builds {attr} = {short(inner)} ({where}), which captures through"
+            f" {short(setter.class_qualname)}.{setter.method} ({setter.location}), but {lacks};"
+            f" {method_title(result)} cannot be enabled for {', '.join(row.architectures) or row.name}"
         )
-        flow = (("wrapper", row.location), ("wrapped model built", where), ("wrapped setter", setter.location), ("capture site", inner_capture.site.location if inner_capture.site else None))
+        flow = (
+            ("wrapper", row.location),
+            ("wrapped model built", where),
+            ("wrapped setter", setter.location),
+            ("capture site", inner_capture.site.location if inner_capture.site else None),
+        )
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
         return self.finding(
             row.location, message, row.qualname, f"{assignment.attribute}:{inner}", steps=flow, kind=kind, fix=fix,

@@ -1,4 +1,5 @@
-"""FT002 capture-without-setter: a model has a capture loop, but no setter of any capture family can set the layers it captures."""
+"""FT002 capture-without-setter: a model has a capture loop, but no setter of any capture family can set the layers it
+captures."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ class CaptureWithoutSetter(Rule):
         "defines a setter for it (neither the EAGLE-3 setter nor another family's): the attribute keeps its "
         "empty default and the draft receives nothing."
     )
-    fix = "Define the engine's capture setter on the registered class (or inherit it) and write the capture attribute there."
+    fix = (
+        "Define the engine's capture setter on the registered class (or inherit it) and write the capture attribute"
+        " there."
+    )
     valid = (
         Example(
             module(PLAIN_CAPTURING_MODEL, """\
@@ -43,13 +47,22 @@ EntryClass = ExForCausalLM
     )
     invalid = (
         Example(
-            module(PLAIN_CAPTURING_MODEL, """\
+            module(
+                PLAIN_CAPTURING_MODEL,
+                """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.model = ExModel(config)  # no setter of any capture family
-""", """\
+""",
+                """\
 EntryClass = ExForCausalLM
-"""), line=11, kind=ProblemKind.CAPTURE_WITHOUT_SETTER, message='ExModel captures layers listed in layers_to_capture', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""",
+            ),
+            line=11,
+            kind=ProblemKind.CAPTURE_WITHOUT_SETTER,
+            message="ExModel captures layers listed in layers_to_capture",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
     )
 
@@ -58,8 +71,9 @@ EntryClass = ExForCausalLM
         for row, holder, site, _ in unset_capture_sites(result, other_family=False):
             yield self.finding(
                 site.location,
-                f"{short(site.class_qualname)} captures layers listed in {site.attribute or 'its capture attribute'} ({site.location}), "
-                f"but no setter of any capture family writes it for {row.name}, which has no {setter}()",
+                f"{short(site.class_qualname)} captures layers listed in"
+                f" {site.attribute or 'its capture attribute'} ({site.location}), but no setter of any capture family"
+                f" writes it for {row.name}, which has no {setter}()",
                 holder,
                 f"{site.function}:{site.attribute}",
                 steps=(("registered class", row.location), ("capture site", site.location)),

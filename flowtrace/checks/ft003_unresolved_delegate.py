@@ -59,7 +59,12 @@ class ExVLForConditionalGeneration(Module):
 
 
 EntryClass = ExVLForConditionalGeneration
-""", line=10, kind=ProblemKind.DELEGATE_LACKS_SETTER, message='is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()', consequence=Consequence.CRASH_STARTUP, severity="warning"
+""",
+            line=10,
+            kind=ProblemKind.DELEGATE_LACKS_SETTER,
+            message="is a VisionOnlyModel, which has no set_eagle3_layers_to_capture()",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
     )
 
@@ -77,10 +82,13 @@ EntryClass = ExVLForConditionalGeneration
                 f"but {c.setter.delegate} is a {short(target)}, which has no {method}()",
                 row.qualname,
                 f"{c.setter.delegate}.{method}",
-                steps=(("setter", c.setter.location), ("delegate class", project.classes[target].location if target in project.classes else None)),
+                steps=(
+                    ("setter", c.setter.location),
+                    ("delegate class", project.classes[target].location if target in project.classes else None),
+                ),
                 effect=(
-                    f"{row.name} claims {method_title(result)} support (it has the setter), and start-up dies when the engine sets the capture "
-                    f"layers: AttributeError: '{short(target)}' object has no attribute '{method}', which does not say the model "
-                    f"is unsupported; no draft is served wrong"
+                    f"{row.name} claims {method_title(result)} support (it has the setter), and start-up dies when the"
+                    f" engine sets the capture layers: AttributeError: '{short(target)}' object has no attribute"
+                    f" '{method}', which does not say the model is unsupported; no draft is served wrong"
                 ),
             )

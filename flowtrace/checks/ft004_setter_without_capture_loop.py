@@ -49,7 +49,10 @@ class SetterWithoutCaptureLoop(Rule):
     )
     kind = ProblemKind.NO_CAPTURE_SITE
     other_consequences = (Consequence.CRASH_STARTUP,)
-    fix = "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the attribute the loop reads."
+    fix = (
+        "Add the capture to the model's layer loop (record the stream when the index is in the attribute), or write the"
+        " attribute the loop reads."
+    )
     valid = (
         Example(
             module(CAPTURING_MODEL, causal_lm())
@@ -57,7 +60,8 @@ class SetterWithoutCaptureLoop(Rule):
     )
     invalid = (
         Example(
-            module("""\
+            module(
+                """\
 class ExModel(Module):
     def __init__(self, config):
         self.layers = ModuleList([])
@@ -65,11 +69,22 @@ class ExModel(Module):
 
     def forward(self, input_ids, hidden_states):
         return hidden_states  # never reads layers_to_capture
-""", causal_lm()), line=26, kind=ProblemKind.NO_CAPTURE_SITE, message='ExModel has no layer loop that reads it', consequence=Consequence.CRASH_STARTUP, severity="warning"
+""",
+                causal_lm(),
+            ),
+            line=26,
+            kind=ProblemKind.NO_CAPTURE_SITE,
+            message="ExModel has no layer loop that reads it",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
         Example(
-            module(_MARKS_MODEL, causal_lm()), line=36, kind=ProblemKind.SETTER_WRITES_UNREAD,
-            message="decides by _is_layer_to_capture", consequence=Consequence.CRASH_SERVING, severity="error",
+            module(_MARKS_MODEL, causal_lm()),
+            line=36,
+            kind=ProblemKind.SETTER_WRITES_UNREAD,
+            message="decides by _is_layer_to_capture",
+            consequence=Consequence.CRASH_SERVING,
+            severity="error",
             note="the setter fills the list, the loop reads a per-layer mark nothing sets",
         ),
     )
@@ -100,8 +115,8 @@ class ExModel(Module):
                 steps=(("setter writes", u.setter_at), ("the loop reads something else", u.site_at)),
                 consequence=Consequence.CRASH_SERVING,
                 effect=(
-                    "the loop never records a state, whatever ids the draft sends: the first forward that serves a draft "
-                    "returns no aux states where the runner expects them and raises"
+                    "the loop never records a state, whatever ids the draft sends: the first forward that serves a"
+                    " draft returns no aux states where the runner expects them and raises"
                 ),
             )
 
@@ -126,11 +141,18 @@ class ExModel(Module):
             consequence, when = unpack_failure(result)
             yield self.finding(
                 link.location,
-                f"{link.owner.rsplit('.', 1)[-1]}.{link.method} writes {', '.join(last.writes) or 'the capture attribute'}, "
-                f"but {holder_class.rsplit('.', 1)[-1]} has no layer loop that reads it: nothing is captured for {row.name}",
+                f"{link.owner.rsplit('.', 1)[-1]}.{link.method} writes"
+                f" {', '.join(last.writes) or 'the capture attribute'}, but {holder_class.rsplit('.', 1)[-1]} has no"
+                f" layer loop that reads it: nothing is captured for {row.name}",
                 row.qualname,
                 ",".join(last.writes),
-                steps=(*(("setter", t.location) for t in chain.transforms), ("holder without a capture loop", holder.location)),
+                steps=(
+                    *(("setter", t.location) for t in chain.transforms),
+                    ("holder without a capture loop", holder.location),
+                ),
                 consequence=consequence,
-                effect=f"no layer is ever captured, so the forward returns no aux states where the runner unpacks them: {when}",
+                effect=(
+                    "no layer is ever captured, so the forward returns no aux states where the runner unpacks them:"
+                    f" {when}"
+                ),
             )

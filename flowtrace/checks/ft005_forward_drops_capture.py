@@ -1,4 +1,5 @@
-"""FT005 forward-drops-capture: a subclass that a capture setter feeds overrides forward and drops the capture its base class performs."""
+"""FT005 forward-drops-capture: a subclass that a capture setter feeds overrides forward and drops the capture its base
+class performs."""
 
 from __future__ import annotations
 
@@ -65,7 +66,12 @@ class ExForCausalLM(SibAForCausalLM):  # inherits the setter, which feeds ExMode
 
 
 EntryClass = ExForCausalLM
-""", line=6, kind=ProblemKind.FORWARD_DROPS_CAPTURE, message='runs the layers without capturing, overriding SibAModel.forward', consequence=Consequence.CRASH_STARTUP, severity="warning"
+""",  # noqa: E501 (the example renders verbatim in docs/rules.md)
+            line=6,
+            kind=ProblemKind.FORWARD_DROPS_CAPTURE,
+            message="runs the layers without capturing, overriding SibAModel.forward",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
     )
 
@@ -76,21 +82,39 @@ EntryClass = ExForCausalLM
         for qualname, cls in sorted(project.classes.items()):
             if "forward" not in cls.methods or project.sites.get(qualname) or qualname not in fed:
                 continue
-            base = next((q for q in project.mro(qualname)[1:] if any(s.function.endswith(".forward") for s in project.sites.get(q, []))), None)
+            base = next(
+                (
+                    q
+                    for q in project.mro(qualname)[1:]
+                    if any(s.function.endswith(".forward") for s in project.sites.get(q, []))
+                ),
+                None,
+            )
             if base is None:
                 continue
-            loops = [l for ff in project.files for l in ff.layer_loops if l.class_qualname == qualname and l.function.endswith(".forward")]
+            loops = [
+                l
+                for ff in project.files
+                for l in ff.layer_loops
+                if l.class_qualname == qualname and l.function.endswith(".forward")
+            ]
             if not loops:
                 continue  # a forward that delegates (super().forward) keeps the capture
             base_site = next(s for s in project.sites[base] if s.function.endswith(".forward"))
             consequence, when = unpack_failure(result)
             yield self.finding(
                 loops[0].location,
-                f"{cls.name}.forward ({loops[0].location}) runs the layers without capturing, overriding {base.rsplit('.', 1)[-1]}.forward, "
-                f"which captures ({base_site.location})",
+                f"{cls.name}.forward ({loops[0].location}) runs the layers without capturing, overriding"
+                f" {base.rsplit('.', 1)[-1]}.forward, which captures ({base_site.location})",
                 qualname,
                 f"{qualname}.forward",
-                steps=(("base class capture site", base_site.location), ("overriding loop without capture", loops[0].location)),
+                steps=(
+                    ("base class capture site", base_site.location),
+                    ("overriding loop without capture", loops[0].location),
+                ),
                 consequence=consequence,
-                effect=f"{cls.name}.forward returns no aux states where (hidden_states, aux_hidden_states) is unpacked: {when}",
+                effect=(
+                    f"{cls.name}.forward returns no aux states where (hidden_states, aux_hidden_states) is unpacked:"
+                    f" {when}"
+                ),
             )

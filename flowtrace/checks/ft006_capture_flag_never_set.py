@@ -1,4 +1,5 @@
-"""FT006 capture-flag-never-set: the forward only returns captured states when a flag is on, and the setter never turns it on."""
+"""FT006 capture-flag-never-set: the forward only returns captured states when a flag is on, and the setter never turns
+it on."""
 
 from __future__ import annotations
 
@@ -32,7 +33,16 @@ class CaptureFlagNeverSet(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter(sets_flag=False))), 'the setter never turns the flag on', line=35, kind=ProblemKind.FLAG_NEVER_SET, message='reads self.capture_aux_hidden_states to return the captured states (sglang/srt/models/example.py:29), but set_eagle3_layers_to_capture never sets it', consequence=Consequence.SILENT_WRONG, severity="error"
+            module(CAPTURING_MODEL, causal_lm(setter(sets_flag=False))),
+            "the setter never turns the flag on",
+            line=35,
+            kind=ProblemKind.FLAG_NEVER_SET,
+            message=(
+                "reads self.capture_aux_hidden_states to return the captured states (sglang/srt/models/example.py:29),"
+                " but set_eagle3_layers_to_capture never sets it"
+            ),
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
     )
 
@@ -50,18 +60,35 @@ class CaptureFlagNeverSet(Rule):
                 if c.setter.location not in seen:
                     seen.add(c.setter.location)
                     yield self.finding(
-                        c.setter.location, f"{row.name}: {link.reason}", row.qualname, link.flag or "",
-                        steps=(("setter", c.setter.location), *(("flag's value", e) for e in link.evidence), ("return without the states", link.location)),
+                        c.setter.location,
+                        f"{row.name}: {link.reason}",
+                        row.qualname,
+                        link.flag or "",
+                        steps=(
+                            ("setter", c.setter.location),
+                            *(("flag's value", e) for e in link.evidence),
+                            ("return without the states", link.location),
+                        ),
                     )
                 continue
             if row.chain.kinds() - NOT_BREAKING - {ProblemKind.RETURN_DROPPED}:
                 continue  # a chain broken earlier is another rule's finding (selected on kinds)
             mro = set(project.mro(row.qualname))
-            read = [u for u in uses if u.kind == "read" and u.class_qualname in mro and not u.function.split(".")[-1].startswith("set_")]
+            read = [
+                u
+                for u in uses
+                if u.kind == "read" and u.class_qualname in mro and not u.function.split(".")[-1].startswith("set_")
+            ]
             if not read:
                 continue
             setter_classes = {s.class_qualname for s in c.chain}
-            written = [u for u in uses if u.kind == "write" and u.class_qualname in setter_classes | mro and u.function.split(".")[-1] in {s.method for s in c.chain}]
+            written = [
+                u
+                for u in uses
+                if u.kind == "write"
+                and u.class_qualname in setter_classes | mro
+                and u.function.split(".")[-1] in {s.method for s in c.chain}
+            ]
             if written:
                 continue
             key = c.setter.location
@@ -70,7 +97,8 @@ class CaptureFlagNeverSet(Rule):
             seen.add(key)
             yield self.finding(
                 c.setter.location,
-                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states ({read[0].location}), but {c.setter.method} never sets it",
+                f"{row.name}: {read[0].function} reads self.{read[0].attribute} to return the captured states"
+                f" ({read[0].location}), but {c.setter.method} never sets it",
                 row.qualname,
                 read[0].attribute,
                 steps=(("setter", c.setter.location), ("flag read by the forward", read[0].location)),

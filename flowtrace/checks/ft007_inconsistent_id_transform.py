@@ -1,4 +1,5 @@
-"""FT007 inconsistent-id-transform: a setter maps draft ids to capture indices differently from most of the engine's setters."""
+"""FT007 inconsistent-id-transform: a setter maps draft ids to capture indices differently from most of the engine's
+setters."""
 
 from __future__ import annotations
 
@@ -58,7 +59,14 @@ class InconsistentIdTransform(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), "identity where the engine's other setters add one; the class has no published draft in the catalogue and the trainers' default layouts (no ids) are served right: fragile", line=35, kind=ProblemKind.TRANSFORM_INCONSISTENT, message='ExForCausalLM.set_eagle3_layers_to_capture uses identity', consequence=Consequence.FRAGILE, severity="warning"
+            module(CAPTURING_MODEL, causal_lm(setter("list(layer_ids)"))),
+            "identity where the engine's other setters add one; the class has no published draft in the catalogue and"
+            " the trainers' default layouts (no ids) are served right: fragile",
+            line=35,
+            kind=ProblemKind.TRANSFORM_INCONSISTENT,
+            message="ExForCausalLM.set_eagle3_layers_to_capture uses identity",
+            consequence=Consequence.FRAGILE,
+            severity="warning",
         ),
     )
 
@@ -143,8 +151,16 @@ def _consequence(result: ScanResult, rows: list[ModelRow]) -> tuple[Consequence 
     found = outcomes(result, rows)
     graded = grade(found, none="no draft of the catalogue could be traced through this setter")
     if graded.consequence is None:
-        return Consequence.FRAGILE, (graded.effect or "") + "; a draft written in another id convention would be mapped differently here than on the engine's other models"
+        return (
+            Consequence.FRAGILE,
+            (graded.effect or "")
+            + "; a draft written in another id convention would be mapped differently here than on the engine's other"
+            " models",
+        )
     effect = graded.effect or ""
     if graded.consequence is Consequence.FRAGILE:
-        effect += "; a draft written in another id convention would be mapped differently here than on the engine's other models"
+        effect += (
+            "; a draft written in another id convention would be mapped differently here than on the engine's other"
+            " models"
+        )
     return graded.consequence, effect

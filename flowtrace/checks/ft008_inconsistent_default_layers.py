@@ -1,4 +1,5 @@
-"""FT008 inconsistent-default-layers: a class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters' defaults."""
+"""FT008 inconsistent-default-layers: a class's default capture (no ids in the draft config) reaches other boundaries
+than its sibling setters' defaults."""
 
 from __future__ import annotations
 
@@ -27,14 +28,20 @@ class InconsistentDefaultLayers(Rule):
     consequence = Consequence.FRAGILE
     kind = ProblemKind.DEFAULT_BOUNDARIES_SHIFTED
     other_consequences = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, None)
-    summary = "A class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters' defaults."
+    summary = (
+        "A class's default capture (no ids in the draft config) reaches other boundaries than its sibling setters'"
+        " defaults."
+    )
     rationale = (
         "When the draft config gives no ids, each class falls back to its own default. What matters is the "
         "boundaries the default reaches after the setter's transform and the capture point, not its text: "
         "the same `[2, n // 2, n - 3]` recorded after the layer instead of before it, or passed through "
         "`+ 1`, serves a layout shifted by one for the same draft, and acceptance collapses silently."
     )
-    fix = "Make the default reach the same boundaries as the engine's other setters (named in the message), or give the ids in the draft config."
+    fix = (
+        "Make the default reach the same boundaries as the engine's other setters (named in the message), or give the"
+        " ids in the draft config."
+    )
     valid = (
         Example(
             module(CAPTURING_MODEL, causal_lm())
@@ -42,19 +49,35 @@ class InconsistentDefaultLayers(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm("""\
+            module(
+                CAPTURING_MODEL,
+                causal_lm(
+                    """\
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.capture_aux_hidden_states = True
         if layer_ids is None:
             num_layers = self.config.num_hidden_layers
             layer_ids = [2, num_layers // 2, num_layers - 3]
         self.model.layers_to_capture = [val + 1 for val in layer_ids]  # the default gets + 1 too
-""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="what a draft naming ids [2, 16, 29] gets in this engine's convention",
-            consequence=Consequence.SILENT_WRONG, severity="error",
-            note="the default goes through the draft ids' +1: the finding says it is the other reading of the same numbers; the class has no published draft in the catalogue, and drafts trained on the trainers' default layouts (b = 2, 16, 29, no ids) get b = 3, 17, 30: silent_wrong",
+"""
+                ),
+            ),
+            line=35,
+            kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED,
+            message="what a draft naming ids [2, 16, 29] gets in this engine's convention",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
+            note=(
+                "the default goes through the draft ids' +1: the finding says it is the other reading of the same"
+                " numbers; the class has no published draft in the catalogue, and drafts trained on the trainers'"
+                " default layouts (b = 2, 16, 29, no ids) get b = 3, 17, 30: silent_wrong"
+            ),
         ),
         Example(
-            module(CAPTURING_MODEL, causal_lm("""\
+            module(
+                CAPTURING_MODEL,
+                causal_lm(
+                    """\
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.capture_aux_hidden_states = True
         if layer_ids is None:
@@ -62,8 +85,15 @@ class InconsistentDefaultLayers(Rule):
             self.model.layers_to_capture = [1, num_layers // 2 - 1, num_layers - 4]  # one below the others
         else:
             self.model.layers_to_capture = [val + 1 for val in layer_ids]
-""")), line=35, kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED, message="(shifted by -1)",
-            consequence=Consequence.SILENT_WRONG, severity="error", note="a default no reading of the usual numbers gives",
+"""
+                ),
+            ),
+            line=35,
+            kind=ProblemKind.DEFAULT_BOUNDARIES_SHIFTED,
+            message="(shifted by -1)",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
+            note="a default no reading of the usual numbers gives",
         ),
     )
 
@@ -79,7 +109,9 @@ class InconsistentDefaultLayers(Rule):
                 continue  # its slots all hold one later state, whatever the default names (FT013 says so)
             boundaries = trace_row(result.project, row, None, PROBE_LAYERS).named_boundaries
             if boundaries:
-                by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[3].append(row)
+                by_setter.setdefault(str(c.default_location), (c.default_location, row, tuple(boundaries), []))[
+                    3
+                ].append(row)
         if len(by_setter) < 3:
             return
         counts = Counter(b for _, _, b, _ in by_setter.values())
@@ -98,19 +130,23 @@ class InconsistentDefaultLayers(Rule):
             snippet = f"{chain.transforms[0].owner}.{chain.transforms[0].method}:{boundaries}"
             steps = (("default ids", where), ("capture site", chain.site.location))
             if _mapped_like_draft_ids(result, row, boundaries, majority):
-                yield self._as_draft_ids(result, where, names, rows, boundaries, majority, n, len(by_setter), snippet, steps)
+                yield self._as_draft_ids(
+                    result, where, names, rows, boundaries, majority, n, len(by_setter), snippet, steps
+                )
                 continue
             yield self.finding(
                 where,
-                f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}{how}, "
-                f"while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
+                f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at"
+                f" L={PROBE_LAYERS}{how}, while {n} of {len(by_setter)} setters' defaults capture b={list(majority)}",
                 row.qualname,
                 snippet,
                 steps=steps,
-                **_graded(result, rows, (
-                    f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's other "
-                    f"models: right only for drafts trained on this class's own default"
-                )),
+                **_graded(
+                    result,
+                    rows,
+                    f"a draft config without ids gets b={list(boundaries)} here and b={list(majority)} on the engine's"
+                    " other models: right only for drafts trained on this class's own default",
+                ),
                 affects=(r.qualname for r in rows),
             )
 
@@ -124,21 +160,23 @@ class InconsistentDefaultLayers(Rule):
         row = rows[0]
         return self.finding(
             where,
-            f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at L={PROBE_LAYERS}, "
-            f"what a draft naming ids {ids} gets in this engine's convention, while {n} of {total} setters' defaults capture "
-            f"b={ids}, the same numbers taken as capture indices",
+            f"{names}: with no ids in the draft config the default ({where}) captures b={list(boundaries)} at"
+            f" L={PROBE_LAYERS}, what a draft naming ids {ids} gets in this engine's convention, while {n} of"
+            f" {total} setters' defaults capture b={ids}, the same numbers taken as capture indices",
             row.qualname,
             snippet,
             steps=steps,
             fix=(
-                f"Two readings of one default: keep this one if the drafts served for {row.name} were trained on "
-                f"b={list(boundaries)} (a checkpoint shipped without ids); either way, write the ids in the draft config so "
-                f"neither default decides."
+                f"Two readings of one default: keep this one if the drafts served for {row.name} were trained on"
+                f" b={list(boundaries)} (a checkpoint shipped without ids); either way, write the ids in the draft"
+                " config so neither default decides."
             ),
-            **_graded(result, rows, (
+            **_graded(
+                result,
+                rows,
                 f"a draft config without ids gets b={list(boundaries)} here and b={ids} on the engine's other models; "
-                f"which is right depends on what this model's drafts were trained on, not on the majority"
-            )),
+                "which is right depends on what this model's drafts were trained on, not on the majority",
+            ),
             affects=(r.qualname for r in rows),
         )
 
@@ -154,7 +192,9 @@ def _graded(result: ScanResult, rows: list[ModelRow], difference: str) -> Graded
     return {"consequence": graded.consequence, "effect": effect}
 
 
-def _mapped_like_draft_ids(result: ScanResult, row: ModelRow, boundaries: tuple[int, ...], majority: tuple[int, ...]) -> bool:
+def _mapped_like_draft_ids(
+    result: ScanResult, row: ModelRow, boundaries: tuple[int, ...], majority: tuple[int, ...]
+) -> bool:
     """The class serves "no ids" exactly as it serves a draft naming the majority's default
     numbers as ids, and that is what those ids name in the engine's convention (b = id -
     embedding_id): its default is the convention applied, where the others take the numbers

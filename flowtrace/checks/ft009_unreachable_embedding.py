@@ -1,4 +1,5 @@
-"""FT009 unreachable-embedding: the embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."""
+"""FT009 unreachable-embedding: the embedding output (boundary 0) cannot be captured, or not with the id this engine's
+drafts use for it."""
 
 from __future__ import annotations
 
@@ -71,14 +72,18 @@ class UnreachableEmbedding(Rule):
     consequence = Consequence.FRAGILE
     kind = ProblemKind.EMBEDDING_ID_DROPPED
     other_consequences = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, None)
-    summary = "The embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."
+    summary = (
+        "The embedding output (boundary 0) cannot be captured, or not with the id this engine's drafts use for it."
+    )
     rationale = (
         "Each engine has one convention for the id that names the embedding (the profile's "
         "embedding_id: -1 where ids mean 'output of layer i', 0 where ids are boundaries). A setter "
         "whose transform drops that id, or a loop that records nothing before layer 0, gives such a "
         "draft one state fewer, or a shifted one. Classes whose trace cannot be decided are left to FT017."
     )
-    fix = "Map the engine's embedding id to the index the loop records before layer 0, as the engine's other setters do."
+    fix = (
+        "Map the engine's embedding id to the index the loop records before layer 0, as the engine's other setters do."
+    )
     autofix = "flowtrace.fix.codemods.embedding_capture:plan"
     fix_examples = (
         FixExample(
@@ -88,7 +93,8 @@ class UnreachableEmbedding(Rule):
                     "        aux_hidden_states = []\n",
                     "        aux_hidden_states = []\n"
                     "        if -1 in self.layers_to_capture:\n"
-                    "            aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)\n",
+                    "            aux_hidden_states.append(hidden_states if residual is None else hidden_states +"
+                    " residual)\n",
                 ),
                 causal_lm(setter("list(layer_ids)")),
             ),
@@ -102,7 +108,13 @@ class UnreachableEmbedding(Rule):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm(setter('list(layer_ids)'))), 'SGLang: -1 is never a loop index; no draft of the catalogue asks for the embedding, so a note', line=35, kind=ProblemKind.EMBEDDING_ID_DROPPED, message="id -1 (the embedding in this engine's draft configs) reaches no boundary", consequence=None, severity="info"
+            module(CAPTURING_MODEL, causal_lm(setter("list(layer_ids)"))),
+            "SGLang: -1 is never a loop index; no draft of the catalogue asks for the embedding, so a note",
+            line=35,
+            kind=ProblemKind.EMBEDDING_ID_DROPPED,
+            message="id -1 (the embedding in this engine's draft configs) reaches no boundary",
+            consequence=None,
+            severity="info",
         ),
     )
 
@@ -126,7 +138,9 @@ class UnreachableEmbedding(Rule):
                 continue  # recording index 0 raises: FT022 reports that, with the line
             traced = trace_row(result.project, row, [embedding], PROBE_LAYERS)
             if traced.outcome == F.Outcome.RAISES:  # e.g. a fixed-slot packer fed one state fewer
-                merged.setdefault((str(setter_loc), ProblemKind.EMBEDDING_RAISES), _Merged(setter_loc, row, raised=traced)).rows.extend(rows)
+                merged.setdefault(
+                    (str(setter_loc), ProblemKind.EMBEDDING_RAISES), _Merged(setter_loc, row, raised=traced)
+                ).rows.extend(rows)
                 continue
             reached = traced.named_boundaries
             if reached is None or 0 in reached:
@@ -145,30 +159,67 @@ class UnreachableEmbedding(Rule):
             site = c.site.location if c.site else None
             if kind is ProblemKind.EMBEDDING_RAISES and m.raised is not None:
                 raised = m.raised
-                message = f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {raised.raises_at}: {raised.reason}"
-                fix = "Make the capture accept the engine's embedding id (or size the collector by the states it really records)."
-                raising: tuple[tuple[str, F.Location | None], ...] = (("setter", setter_loc), ("raises", raised.raises_at), ("capture site", site))
+                message = (
+                    f"{joined_names(rows)}: asking for the embedding (id {embedding}) raises at {raised.raises_at}:"
+                    f" {raised.reason}"
+                )
+                fix = (
+                    "Make the capture accept the engine's embedding id (or size the collector by the states it really"
+                    " records)."
+                )
+                raising: tuple[tuple[str, F.Location | None], ...] = (
+                    ("setter", setter_loc),
+                    ("raises", raised.raises_at),
+                    ("capture site", site),
+                )
                 yield self.finding(
-                    setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=raising, kind=kind, fix=fix,
+                    setter_loc,
+                    message,
+                    row.qualname,
+                    f"embedding:{kind.value}:{c.effective_transform}",
+                    steps=raising,
+                    kind=kind,
+                    fix=fix,
                     consequence=Consequence.CRASH_SERVING,
-                    effect=f"a draft asking for the embedding (id {embedding}) makes the engine raise at {raised.raises_at} in the first forward",
+                    effect=(
+                        f"a draft asking for the embedding (id {embedding}) makes the engine raise at"
+                        f" {raised.raises_at} in the first forward"
+                    ),
                     affects=(r.qualname for r in rows),
                 )
                 continue
             if kind is ProblemKind.EMBEDDING_ID_DROPPED:
                 message = (
-                    f"{joined_names(rows)}: id {embedding} (the embedding in this engine's draft configs) reaches no boundary through "
-                    f"{c.transforms[0].method}'s {c.effective_transform} transform ({setter_loc}); only id {other} reaches b=0"
+                    f"{joined_names(rows)}: id {embedding} (the embedding in this engine's draft configs) reaches no"
+                    f" boundary through {c.transforms[0].method}'s {c.effective_transform} transform ({setter_loc});"
+                    f" only id {other} reaches b=0"
                 )
-                fix = f"Map id {embedding} to the index recorded before layer 0 ({site}), as the engine's {majority} setters do."
+                fix = (
+                    f"Map id {embedding} to the index recorded before layer 0 ({site}), as the engine's"
+                    f" {majority} setters do."
+                )
             else:
-                message = f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is {c.site.point if c.site else F.UNKNOWN} and nothing is recorded before layer 0"
-                fix = f"Record the stream before the first layer when index 0 is requested (at {site}), so id {embedding} reaches b=0."
+                message = (
+                    f"{joined_names(rows)}: no id reaches the embedding (b=0): the capture at {site} is"
+                    f" {c.site.point if c.site else F.UNKNOWN} and nothing is recorded before layer 0"
+                )
+                fix = (
+                    f"Record the stream before the first layer when index 0 is requested (at {site}), so id"
+                    f" {embedding} reaches b=0."
+                )
             flow = (("setter", setter_loc), ("capture site", site))
             consequence, effect = _consequence(result, rows, kind)
             yield self.finding(
-                setter_loc, message, row.qualname, f"embedding:{kind.value}:{c.effective_transform}", steps=flow, kind=kind, fix=fix,
-                consequence=consequence, effect=effect, affects=(r.qualname for r in rows),
+                setter_loc,
+                message,
+                row.qualname,
+                f"embedding:{kind.value}:{c.effective_transform}",
+                steps=flow,
+                kind=kind,
+                fix=fix,
+                consequence=consequence,
+                effect=effect,
+                affects=(r.qualname for r in rows),
             )
 
 

@@ -33,7 +33,10 @@ class UnreachableLastLayer(Rule):
     )
     kind = ProblemKind.LAST_LAYER_UNREACHABLE
     other_consequences = (Consequence.CRASH_SERVING, Consequence.SILENT_WRONG, Consequence.CRASH_STARTUP)
-    fix = "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer in ...`)."
+    fix = (
+        "Record the stream after the loop when the last index is requested (as some engines do with `if self.end_layer"
+        " in ...`)."
+    )
     valid = (
         Example(
             module("""\
@@ -60,13 +63,21 @@ class ExModel(Module):
     )
     invalid = (
         Example(
-            module(CAPTURING_MODEL, causal_lm()), "records each layer's input only", line=12, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="the last layer's output (b=L) is never captured", consequence=None, severity="info"
+            module(CAPTURING_MODEL, causal_lm()),
+            "records each layer's input only",
+            line=12,
+            kind=ProblemKind.LAST_LAYER_UNREACHABLE,
+            message="the last layer's output (b=L) is never captured",
+            consequence=None,
+            severity="info",
         ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         L = PROBE_LAYERS
-        for (setter_loc, site_loc), rows in sorted(setter_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        for (setter_loc, site_loc), rows in sorted(
+            setter_groups(result).items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
+        ):
             row = rows[0]
             site = row.chain.site if row.chain is not None else None
             if site is None:  # setter_groups holds rows with a capture site only

@@ -53,7 +53,12 @@ class ExModel(SibAModel):
     def set_eagle3_layers_to_capture(self, layer_ids):
         for layer_id in layer_ids:
             setattr(self.layers[layer_id], "_is_layer_to_capture", True)
-""", line=4, kind=ProblemKind.UNGUARDED_LAYER_INDEX, message='indexes self.layers[layer_id] with draft-config ids and no range check', consequence=None, severity="info"
+""",
+            line=4,
+            kind=ProblemKind.UNGUARDED_LAYER_INDEX,
+            message="indexes self.layers[layer_id] with draft-config ids and no range check",
+            consequence=None,
+            severity="info",
         ),
     )
 
@@ -69,7 +74,8 @@ class ExModel(SibAModel):
                         continue
                     yield self.finding(
                         s.location,
-                        f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} indexes self.{m.group(1)}[{m.group(2)}] with draft-config ids and no range check",
+                        f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} indexes self.{m.group(1)}[{m.group(2)}] with"
+                        " draft-config ids and no range check",
                         f"{s.class_qualname}.{s.method}",
                         m.group(0),
                         **_graded(result, served.get(s.location, []), m.group(1)),
@@ -85,5 +91,8 @@ def _graded(result: ScanResult, rows: list[ModelRow], attribute: str) -> Graded:
     if raising:
         graded = grade(raising)
         return {"consequence": graded.consequence, "effect": graded.effect}
-    why = f"an id whose index falls outside self.{attribute} raises IndexError when the engine sets the layers at start-up"
+    why = (
+        f"an id whose index falls outside self.{attribute} raises IndexError when the engine sets the layers at"
+        " start-up"
+    )
     return {"consequence": None, "effect": f"{why}; no draft of the catalogue for these classes asks for one"}

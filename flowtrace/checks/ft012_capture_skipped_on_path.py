@@ -26,7 +26,9 @@ def _self_calls(result: ScanResult) -> dict[str, dict[str, set[str]]]:
     return out
 
 
-def _reachable(project: Project, qualname: str, entry_points: set[str], calls: dict[str, dict[str, set[str]]]) -> set[str]:
+def _reachable(
+    project: Project, qualname: str, entry_points: set[str], calls: dict[str, dict[str, set[str]]]
+) -> set[str]:
     """Methods of the class (its own or inherited) that the entry points reach through self calls."""
     table: dict[str, set[str]] = {}
     for q in reversed(project.mro(qualname)):  # the class's own methods override its bases'
@@ -106,7 +108,14 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states)
             hidden_states = self.layers[i](hidden_states)
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), line=11, kind=ProblemKind.CAPTURE_SKIPPED_ON_PATH, message='runs the decoder layers while a draft is served, without the capture', consequence=Consequence.SILENT_WRONG, severity="error"
+"""
+            + "\n\n"
+            + causal_lm(),
+            line=11,
+            kind=ProblemKind.CAPTURE_SKIPPED_ON_PATH,
+            message="runs the decoder layers while a draft is served, without the capture",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
     )
 
@@ -124,7 +133,9 @@ class ExModel(Module):
             for loop in ff.layer_loops:
                 if loop.captures:
                     continue
-                if entry_points and loop.function.split(".")[-1] not in _reachable(project, loop.class_qualname, entry_points, calls):
+                if entry_points and loop.function.split(".")[-1] not in _reachable(
+                    project, loop.class_qualname, entry_points, calls
+                ):
                     continue  # no speculative entry point reaches this path
                 owner = loop.class_qualname
                 holder = owner if owner in capturing else related.get(owner)
@@ -133,13 +144,14 @@ class ExModel(Module):
                 site = project.sites[holder][0]
                 yield self.finding(
                     loop.location,
-                    f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the capture that {site.function} performs ({site.location})",
+                    f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the"
+                    f" capture that {site.function} performs ({site.location})",
                     loop.class_qualname,
                     loop.function,
                     steps=(("path without capture", loop.location), ("capture site", site.location)),
                     consequence=Consequence.SILENT_WRONG,
                     effect=(
                         f"on batches that take {loop.function}'s path no layer is captured: the draft receives no "
-                        f"aux states (or stale ones) for them, and nothing fails here"
+                        "aux states (or stale ones) for them, and nothing fails here"
                     ),
                 )

@@ -1,4 +1,5 @@
-"""FT013 capture-wrong-tensor: the captured tensor is not the residual stream: hidden_states without the residual, or a reference updated in place later."""
+"""FT013 capture-wrong-tensor: the captured tensor is not the residual stream: hidden_states without the residual, or a
+reference updated in place later."""
 
 from __future__ import annotations
 
@@ -29,14 +30,20 @@ class CaptureWrongTensor(Rule):
     code = "FT013"
     name = "capture-wrong-tensor"
     consequence = Consequence.SILENT_WRONG
-    summary = "The captured tensor is not the residual stream: hidden_states without the residual, or a reference updated in place later."
+    summary = (
+        "The captured tensor is not the residual stream: hidden_states without the residual, or a reference updated in"
+        " place later."
+    )
     rationale = (
         "When layers return (hidden_states, residual), the residual stream at a boundary is their sum. "
         "Capturing hidden_states alone gives the draft only the last sub-layer's delta, a tensor it was "
         "never trained on."
     )
     kind = ProblemKind.RESIDUAL_MISSING
-    fix = "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place afterwards."
+    fix = (
+        "Capture hidden_states + residual (or the helper that adds them), or clone() a tensor that is updated in place"
+        " afterwards."
+    )
     valid = (
         Example(
             """\
@@ -88,7 +95,15 @@ class ExModel(Module):
             if i + 1 in self.layers_to_capture:
                 aux_hidden_states.append(hidden_states)
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), 'hidden_states alone is the delta', line=19, kind=ProblemKind.RESIDUAL_MISSING, message='the residual is missing', consequence=Consequence.SILENT_WRONG, severity="error"
+"""
+            + "\n\n"
+            + causal_lm(),
+            "hidden_states alone is the delta",
+            line=19,
+            kind=ProblemKind.RESIDUAL_MISSING,
+            message="the residual is missing",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
     )
 
@@ -99,8 +114,8 @@ class ExModel(Module):
                 if site.mutated_later:
                     yield self.finding(
                         site.location,
-                        f"{site.function} stores a reference to `{site.captured_expression}` and later updates it in place "
-                        f"(`{site.mutated_later}`): the captured state changes after it was recorded",
+                        f"{site.function} stores a reference to `{site.captured_expression}` and later updates it in"
+                        f" place (`{site.mutated_later}`): the captured state changes after it was recorded",
                         site.class_qualname,
                         f"{site.captured_expression}:{site.mutated_later}",
                         kind=ProblemKind.MUTATED_AFTER_CAPTURE,
@@ -115,14 +130,17 @@ class ExModel(Module):
                 if not site.split_residual or not expr or site.uses_residual:
                     continue
                 module = site.class_qualname.rpartition(".")[0]
-                if any(o.uses_residual and o.function == site.function and o.loop_range == site.loop_range for o in ff.capture_sites):
+                if any(
+                    o.uses_residual and o.function == site.function and o.loop_range == site.loop_range
+                    for o in ff.capture_sites
+                ):
                     continue  # `h if residual is None else h + residual` written as two branches
                 if folds.get(module):
                     continue  # the layers add the residual themselves: their first output is the stream
                 yield self.finding(
                     site.location,
-                    f"{site.function} captures `{expr}` ({site.location}) although its layers return (hidden_states, residual) "
-                    f"and none of them adds the residual itself: the residual is missing",
+                    f"{site.function} captures `{expr}` ({site.location}) although its layers return (hidden_states,"
+                    " residual) and none of them adds the residual itself: the residual is missing",
                     site.class_qualname,
                     expr,
                     consequence=Consequence.SILENT_WRONG,

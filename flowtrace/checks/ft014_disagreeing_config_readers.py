@@ -46,7 +46,12 @@ def draft_layer_ids(config):
 
 def aux_count(config):
     return len(getattr(config, "eagle_aux_hidden_state_layer_ids", [1, 2, 3, 4]))
-""", line=6, kind=ProblemKind.CONFIG_READERS_DISAGREE, message='aux_count reads eagle_aux_hidden_state_layer_ids with default [1, 2, 3, 4]', consequence=Consequence.FRAGILE, severity="warning"
+""",
+            line=6,
+            kind=ProblemKind.CONFIG_READERS_DISAGREE,
+            message="aux_count reads eagle_aux_hidden_state_layer_ids with default [1, 2, 3, 4]",
+            consequence=Consequence.FRAGILE,
+            severity="warning",
         ),
     )
 
@@ -70,7 +75,8 @@ def aux_count(config):
                     continue
                 yield self.finding(
                     r.location,
-                    f"{r.function} reads {key} with default {r.default or 'None'}, but {first.function} ({first.location}) uses {first.default or 'None'}",
+                    f"{r.function} reads {key} with default {r.default or 'None'}, but"
+                    f" {first.function} ({first.location}) uses {first.default or 'None'}",
                     r.function,
                     f"{key}:{r.default}",
                 )

@@ -23,7 +23,10 @@ class UnreadableFile(Rule):
         "skipped by the prefilter before parsing)."
     )
     kind = ProblemKind.UNREADABLE_FILE
-    fix = "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine code."
+    fix = (
+        "Fix the syntax or encoding, or exclude the file (--exclude / [tool.flowtrace] exclude) if it is not engine"
+        " code."
+    )
     valid = (
         Example(
             """\
@@ -44,4 +47,6 @@ class ExForCausalLM(Module):
     def check(self, result: ScanResult) -> Iterator[Finding]:
         for d in result.index.diagnostics:
             if d.kind in {"parse-error", "too-large", "timeout", "unreadable", "internal"}:
-                yield self.finding(F.Location(d.file, max(d.line, 1)), f"{d.kind}: {d.reason}", None, f"{d.file}:{d.kind}")
+                yield self.finding(
+                    F.Location(d.file, max(d.line, 1)), f"{d.kind}: {d.reason}", None, f"{d.file}:{d.kind}"
+                )

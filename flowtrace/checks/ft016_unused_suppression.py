@@ -34,7 +34,9 @@ class UnusedSuppression(Rule):
     code = "FT016"
     name = "unused-suppression"
     consequence = None  # a capability note: info
-    summary = "A `# flowtrace: ignore[...]` comment suppresses nothing, names an unknown rule code, or names no code at all."
+    summary = (
+        "A `# flowtrace: ignore[...]` comment suppresses nothing, names an unknown rule code, or names no code at all."
+    )
     rationale = (
         "Suppressions outlive the findings they were written for: once the engine code is fixed or the "
         "rule changes, a stale comment would silently hide the next real finding on that line. A bare "
@@ -43,7 +45,10 @@ class UnusedSuppression(Rule):
         "enabled for the file are not reported."
     )
     kind = ProblemKind.UNUSED_SUPPRESSION
-    fix = "Delete the comment, or the codes in it that no longer match a finding on that line; always name codes: `# flowtrace: ignore[FT001]`."
+    fix = (
+        "Delete the comment, or the codes in it that no longer match a finding on that line; always name codes: `#"
+        " flowtrace: ignore[FT001]`."
+    )
     valid = (
         Example(
             module(CAPTURING_MODEL, causal_lm("""\
@@ -61,32 +66,59 @@ class UnusedSuppression(Rule):
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT009]
-""", 'no FT009 finding on this line', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unused suppression for FT009', consequence=None, severity="info"
+""",
+            "no FT009 finding on this line",
+            line=1,
+            kind=ProblemKind.UNUSED_SUPPRESSION,
+            message="unused suppression for FT009",
+            consequence=None,
+            severity="info",
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore
-""", 'no codes: not a suppression', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='needs codes and suppresses nothing', consequence=None, severity="info"
+""",
+            "no codes: not a suppression",
+            line=1,
+            kind=ProblemKind.UNUSED_SUPPRESSION,
+            message="needs codes and suppresses nothing",
+            consequence=None,
+            severity="info",
         ),
         Example(
             """\
 layers_to_capture = []  # flowtrace: ignore[FT999]
-""", 'unknown rule code', line=1, kind=ProblemKind.UNUSED_SUPPRESSION, message='unknown rule code FT999', consequence=None, severity="info"
+""",
+            "unknown rule code",
+            line=1,
+            kind=ProblemKind.UNUSED_SUPPRESSION,
+            message="unknown rule code FT999",
+            consequence=None,
+            severity="info",
         ),
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         return iter(())
 
-    def judge(self, use: CommentUse, known: tuple[str, ...], enabled: frozenset[str], ignores: Callable[[str, str], bool]) -> Finding | None:
+    def judge(
+        self, use: CommentUse, known: tuple[str, ...], enabled: frozenset[str], ignores: Callable[[str, str], bool]
+    ) -> Finding | None:
         """The finding for one comment, or None when every code it names silenced something
         (codes not enabled, or per-file-ignored for its file, are not called unused)."""
         if not use.codes:
             problems = ["needs codes"]
-            message = f"`{use.text}` needs codes and suppresses nothing: write `# flowtrace: ignore[FT001]` with the codes to silence"
+            message = (
+                f"`{use.text}` needs codes and suppresses nothing: write `# flowtrace: ignore[FT001]` with the codes to"
+                " silence"
+            )
         else:
             unknown = [c for c in use.codes if c not in known]
-            unused = [c for c in use.codes if c in known and c != self.code and c not in use.used and c in enabled and not ignores(use.file, c)]
+            unused = [
+                c
+                for c in use.codes
+                if c in known and c != self.code and c not in use.used and c in enabled and not ignores(use.file, c)
+            ]
             if not unknown and not unused:
                 return None
             parts = []

@@ -1,4 +1,5 @@
-"""FT017 unresolved-capture: a capture path could not be decided statically (unknown capture point or missing registry target)."""
+"""FT017 unresolved-capture: a capture path could not be decided statically (unknown capture point or missing registry
+target)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from flowtrace.model.facts import ProblemKind
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
 
-_UNRESOLVED = frozenset({ProblemKind.DELEGATE_UNRESOLVED, ProblemKind.HOLDER_UNRESOLVED, ProblemKind.SUPER_UNRESOLVED, ProblemKind.SETTER_WRITES_NOTHING})
+_UNRESOLVED = frozenset(
+    {
+        ProblemKind.DELEGATE_UNRESOLVED,
+        ProblemKind.HOLDER_UNRESOLVED,
+        ProblemKind.SUPER_UNRESOLVED,
+        ProblemKind.SETTER_WRITES_NOTHING,
+    }
+)
 # What a class holds itself (its delegate, its holder): unresolved for that class even when the
 # setter is inherited (an interface's setter walks each class's own language model), so it is
 # reported on the registered class. The other kinds are about the setter's own body: reported
@@ -25,18 +33,23 @@ class UnresolvedCapture(Rule):
     name = "unresolved-capture"
     consequence = None  # a capability note: info
     summary = "A capture path could not be decided statically (unknown capture point or missing registry target)."
-    rationale = "Where the analysis cannot decide, it says so instead of guessing; `flowtrace probe capture` settles such cases on tensors."
+    rationale = (
+        "Where the analysis cannot decide, it says so instead of guessing; `flowtrace probe capture` settles such cases"
+        " on tensors."
+    )
     fix = "Run `flowtrace probe capture` for this model, or simplify the capture so it can be read statically."
     valid = (
         Example(
-            module("""\
+            module(
+                """\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""", """\
+""",
+                """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -51,19 +64,24 @@ class ExModel(Module):
                 hidden_states, residual, capture_output=aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""", causal_lm()), 'a keyword callback is followed into the layer'
+""",  # noqa: E501 (the example renders verbatim in docs/rules.md)
+                causal_lm(),
+            ),
+            "a keyword callback is followed into the layer",
         ),
     )
     invalid = (
         Example(
-            module("""\
+            module(
+                """\
 class ExDecoderLayer(Module):
     def forward(self, hidden_states, residual, capture_output=None):
         if capture_output is not None:
             capture_output(hidden_states)
         hidden_states = hidden_states * 2
         return hidden_states, residual
-""", """\
+""",
+                """\
 class ExModel(Module):
     def __init__(self, config):
         self.start_layer, self.end_layer = 0, config.num_hidden_layers
@@ -78,15 +96,31 @@ class ExModel(Module):
                 hidden_states, residual, aux_hidden_states.append if i in self.layers_to_capture else None
             )
         return hidden_states, aux_hidden_states
-""", causal_lm()), 'positional: cannot be followed', line=20, kind=ProblemKind.POINT_UNKNOWN, message='handed to layer i positionally', consequence=None, severity="info"
+""",
+                causal_lm(),
+            ),
+            "positional: cannot be followed",
+            line=20,
+            kind=ProblemKind.POINT_UNKNOWN,
+            message="handed to layer i positionally",
+            consequence=None,
+            severity="info",
         ),
         Example(
-            module(CAPTURING_MODEL, causal_lm(
-                "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
-                "        for i in layer_ids:\n"
-                "            self.model.record_outputs[f\"layer_{i}\"] = True\n"
-            )), 'the setter records its ids under another attribute (output hooks, say): not decided statically', line=35,
-            kind=ProblemKind.SETTER_WRITES_NOTHING, message='the setter writes no capture attribute named by the profile', consequence=None, severity="info"
+            module(
+                CAPTURING_MODEL,
+                causal_lm(
+                    "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+                    "        for i in layer_ids:\n"
+                    '            self.model.record_outputs[f"layer_{i}"] = True\n'
+                ),
+            ),
+            "the setter records its ids under another attribute (output hooks, say): not decided statically",
+            line=35,
+            kind=ProblemKind.SETTER_WRITES_NOTHING,
+            message="the setter writes no capture attribute named by the profile",
+            consequence=None,
+            severity="info",
         ),
     )
 
@@ -99,8 +133,9 @@ class ExModel(Module):
                 places = sorted(q for q in project.by_name.get(name, []) if q.startswith(module + "."))
                 if places:
                     message = (
-                        f"registry entry {e.architecture!r} points at {target}; {name} is defined {len(places)} times below {module} "
-                        f"({', '.join(q.rpartition('.')[0] for q in places[:3])}) and the one that runs is chosen at import time"
+                        f"registry entry {e.architecture!r} points at {target}; {name} is defined {len(places)} times"
+                        f" below {module} ({', '.join(q.rpartition('.')[0] for q in places[:3])}) and the one that runs"
+                        " is chosen at import time"
                     )
                 else:
                     message = f"registry entry {e.architecture!r} points at {target}, which is not in the scanned tree"
@@ -112,10 +147,19 @@ class ExModel(Module):
                 continue
             entry = chain.transforms[0]
             own = entry.owner == row.qualname  # an inherited setter is reported on the class that defines it
-            issue = next((p for p in chain.problems if p.kind in _UNRESOLVED and (own or (row.registered and p.kind in _OWN))), None)
+            issue = next(
+                (p for p in chain.problems if p.kind in _UNRESOLVED and (own or (row.registered and p.kind in _OWN))),
+                None,
+            )
             if issue is not None:
                 where = issue.location or entry.location
-                yield self.finding(entry.location if own else row.location, f"{row.name}: {issue.text} ({where})", row.qualname, issue.text, kind=issue.kind)
+                yield self.finding(
+                    entry.location if own else row.location,
+                    f"{row.name}: {issue.text} ({where})",
+                    row.qualname,
+                    issue.text,
+                    kind=issue.kind,
+                )
             site = chain.site
             if site is None or site.point != F.UNKNOWN or site.location in seen:
                 continue

@@ -1,4 +1,5 @@
-"""FT018 capture-fed-by-other-family: a capture loop is set only by another capture family's setter (DFlash, DSpark), never by the EAGLE-3 setter."""
+"""FT018 capture-fed-by-other-family: a capture loop is set only by another capture family's setter (DFlash, DSpark),
+never by the EAGLE-3 setter."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ class CaptureFedByOtherFamily(Rule):
     name = "capture-fed-by-other-family"
     consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY
-    summary = "A capture loop is set only by another capture family's setter (DFlash, DSpark), never by the EAGLE-3 setter."
+    summary = (
+        "A capture loop is set only by another capture family's setter (DFlash, DSpark), never by the EAGLE-3 setter."
+    )
     rationale = (
         "Engines share one capture attribute between speculative methods. When only another family's "
         "setter writes it, the model captures for that method, but EAGLE-3 cannot be enabled for it: the "
@@ -46,16 +49,25 @@ EntryClass = ExForCausalLM
     )
     invalid = (
         Example(
-            module(PLAIN_CAPTURING_MODEL, """\
+            module(
+                PLAIN_CAPTURING_MODEL,
+                """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.model = ExModel(config)
 
     def set_dflash_layers_to_capture(self, layer_ids):  # DFlash only: no EAGLE-3 setter
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
-""", """\
+""",
+                """\
 EntryClass = ExForCausalLM
-"""), line=11, kind=ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY, message='is set only by set_dflash_layers_to_capture', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""",
+            ),
+            line=11,
+            kind=ProblemKind.CAPTURE_FED_BY_OTHER_FAMILY,
+            message="is set only by set_dflash_layers_to_capture",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
     )
 
@@ -68,9 +80,14 @@ EntryClass = ExForCausalLM
             family = cc.family_of(method)
             yield self.finding(
                 site.location,
-                f"{short(site.class_qualname)}'s capture loop ({site.location}) is set only by {method} ({family.name if family else 'another family'}, "
-                f"{use.location}); {row.name} has no {setter}(), so {method_title(result)} cannot be enabled for it",
+                f"{short(site.class_qualname)}'s capture loop ({site.location}) is set only by"
+                f" {method} ({family.name if family else 'another family'}, {use.location}); {row.name} has no"
+                f" {setter}(), so {method_title(result)} cannot be enabled for it",
                 holder,
                 f"{site.function}:{method}",
-                steps=(("registered class", row.location), ("other family's setter", use.location), ("capture site", site.location)),
+                steps=(
+                    ("registered class", row.location),
+                    ("other family's setter", use.location),
+                    ("capture site", site.location),
+                ),
             )

@@ -1,4 +1,5 @@
-"""FT019 flag-without-capture: a model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."""
+"""FT019 flag-without-capture: a model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no
+layer loop captures."""
 
 from __future__ import annotations
 
@@ -20,13 +21,18 @@ class FlagWithoutCapture(Rule):
     name = "flag-without-capture"
     consequence = Consequence.REFUSED_STARTUP
     kind = ProblemKind.FLAG_WITHOUT_CAPTURE
-    summary = "A model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."
+    summary = (
+        "A model unpacks (hidden, aux) under the capture flag, but nothing sets the flag and no layer loop captures."
+    )
     rationale = (
         "The wrapper was written for capture (it holds the flag and unpacks the aux states when it is "
         "on), yet no setter of any capture family turns the flag on and neither the class nor anything it "
         "builds records a state: the plumbing is dead, and EAGLE-3 cannot be enabled for the model."
     )
-    fix = "Add the capture loop to the inner model and the engine's setter to the wrapper (turning the flag on), or remove the dead flag."
+    fix = (
+        "Add the capture loop to the inner model and the engine's setter to the wrapper (turning the flag on), or"
+        " remove the dead flag."
+    )
     valid = (
         Example(
             module(CAPTURING_MODEL, causal_lm())
@@ -59,7 +65,12 @@ class ExForCausalLM(Module):
 
 
 EntryClass = ExForCausalLM
-""", line=19, kind=ProblemKind.FLAG_WITHOUT_CAPTURE, message='ExForCausalLM.forward unpacks the aux states when self.capture_aux_hidden_states is set', consequence=Consequence.REFUSED_STARTUP, severity="info"
+""",
+            line=19,
+            kind=ProblemKind.FLAG_WITHOUT_CAPTURE,
+            message="ExForCausalLM.forward unpacks the aux states when self.capture_aux_hidden_states is set",
+            consequence=Consequence.REFUSED_STARTUP,
+            severity="info",
         ),
     )
 
@@ -88,8 +99,9 @@ EntryClass = ExForCausalLM
             name = short(qualname)
             yield self.finding(
                 use.location,
-                f"{name}.forward unpacks the aux states when self.{use.attribute} is set ({use.location}), but no setter turns it on "
-                f"and neither {name} nor the models it builds capture a layer: {method_title(result)} cannot be enabled for {name}",
+                f"{name}.forward unpacks the aux states when self.{use.attribute} is set ({use.location}), but no"
+                f" setter turns it on and neither {name} nor the models it builds capture a layer:"
+                f" {method_title(result)} cannot be enabled for {name}",
                 qualname,
                 f"{use.function}:{use.attribute}",
                 steps=(("wrapper", project.classes[qualname].location), ("flag test and unpack", use.location)),

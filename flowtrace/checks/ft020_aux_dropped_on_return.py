@@ -1,4 +1,5 @@
-"""FT020 aux-dropped-on-return: a forward captures aux states and then returns early, without them, on a path that serves drafts; or the wrapper the runner calls keeps only the first element of its model's output."""
+"""FT020 aux-dropped-on-return: a forward captures aux states and then returns early, without them, on a path that
+serves drafts; or the wrapper the runner calls keeps only the first element of its model's output."""
 
 from __future__ import annotations
 
@@ -83,7 +84,15 @@ class ExModel(Module):
         if len(aux_hidden_states) == 0:
             return hidden_states
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), "one value returned where the wrapper unpacks (hidden, aux): a ValueError on that path", line=17, kind=ProblemKind.RETURN_DROPPED, message="but returns without them at", consequence=Consequence.CRASH_SERVING, severity="error"
+"""
+            + "\n\n"
+            + causal_lm(),
+            "one value returned where the wrapper unpacks (hidden, aux): a ValueError on that path",
+            line=17,
+            kind=ProblemKind.RETURN_DROPPED,
+            message="but returns without them at",
+            consequence=Consequence.CRASH_SERVING,
+            severity="error",
         ),
         Example(
             """\
@@ -139,10 +148,19 @@ class ExForCausalLM(Module):
 
 
 EntryClass = ExForCausalLM
-""", "a tuple returned early, cut to one element by a subclass's super().forward() and unpacked as (hidden, aux) by the wrapper through a helper it hands the model to: a ValueError on that path", line=14, kind=ProblemKind.RETURN_DROPPED, message="but returns without them at", consequence=Consequence.CRASH_SERVING, severity="error"
+""",  # noqa: E501 (the example renders verbatim in docs/rules.md)
+            "a tuple returned early, cut to one element by a subclass's super().forward() and unpacked as (hidden, aux)"
+            " by the wrapper through a helper it hands the model to: a ValueError on that path",
+            line=14,
+            kind=ProblemKind.RETURN_DROPPED,
+            message="but returns without them at",
+            consequence=Consequence.CRASH_SERVING,
+            severity="error",
         ),
         Example(
-            module(PLAIN_CAPTURING_MODEL, """\
+            module(
+                PLAIN_CAPTURING_MODEL,
+                """\
 class ExForCausalLM(Module):
     def __init__(self, config):
         self.config = config
@@ -154,9 +172,17 @@ class ExForCausalLM(Module):
 
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         self.model.layers_to_capture = [val + 1 for val in layer_ids]
-""", """\
+""",
+                """\
 EntryClass = ExForCausalLM
-"""), "the wrapper keeps only the first element of the model's output", line=23, kind=ProblemKind.RETURN_DROPPED, message='keeps only the first element', consequence=Consequence.SILENT_WRONG, severity="error"
+""",
+            ),
+            "the wrapper keeps only the first element of the model's output",
+            line=23,
+            kind=ProblemKind.RETURN_DROPPED,
+            message="keeps only the first element",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
     )
 
@@ -173,12 +199,13 @@ EntryClass = ExForCausalLM
                 unpacking = _unpacking_callers(result, seen_as) if fact.values == 1 or through is not None else []
                 yield self.finding(
                     fact.location,
-                    f"{fact.function} captures aux states{f' ({site.location})' if site else ''} but returns without them at "
-                    f"{fact.location} when `{fact.detail}`, before the return that hands them back",
+                    f"{fact.function} captures aux states{f' ({site.location})' if site else ''} but returns without"
+                    f" them at {fact.location} when `{fact.detail}`, before the return that hands them back",
                     fact.class_qualname,
                     f"{fact.function}:{fact.detail}",
                     steps=(
-                        ("capture site", site.location if site else None), ("return without the aux states", fact.location),
+                        ("capture site", site.location if site else None),
+                        ("return without the aux states", fact.location),
                         *(("subclass that returns one element of it", u.location) for u in (through,) if u is not None),
                         *(("caller that unpacks (hidden, aux)", u.location) for u in unpacking[:1]),
                     ),
@@ -195,10 +222,19 @@ EntryClass = ExForCausalLM
             seen.add(link.location)
             site = row.capture.site if row.capture is not None else None
             yield self.finding(
-                link.location, f"{row.name}: {link.reason}", row.qualname, f"not_unpacked:{link.location.line}",
-                steps=(("capture site", site.location if site else None), ("return without the aux states", link.location)),
+                link.location,
+                f"{row.name}: {link.reason}",
+                row.qualname,
+                f"not_unpacked:{link.location.line}",
+                steps=(
+                    ("capture site", site.location if site else None),
+                    ("return without the aux states", link.location),
+                ),
                 consequence=Consequence.SILENT_WRONG,
-                effect="the captured layers never reach the runner: the draft receives the first output alone in their place",
+                effect=(
+                    "the captured layers never reach the runner: the draft receives the first output alone in their"
+                    " place"
+                ),
             )
 
 
@@ -250,7 +286,9 @@ def _unpacking_callers(result: ScanResult, holder: str) -> list[F.OutputUseFact]
     return sorted(out.values(), key=lambda u: (u.location.file, u.location.line))
 
 
-def _consequence(fact: F.StreamFact, unpacking: list[F.OutputUseFact], through: F.OutputUseFact | None = None) -> Graded:
+def _consequence(
+    fact: F.StreamFact, unpacking: list[F.OutputUseFact], through: F.OutputUseFact | None = None
+) -> Graded:
     """A return of one value where a caller unpacks (hidden, aux) is a loud crash on that path
     (a ValueError at the unpacking), not a silent loss; so is a tuple that a subclass's forward
     cuts to one element before such a caller sees it. A tuple in their place reaching the caller
@@ -263,9 +301,8 @@ def _consequence(fact: F.StreamFact, unpacking: list[F.OutputUseFact], through: 
         return {
             "consequence": Consequence.CRASH_SERVING,
             "effect": (
-                f"on a batch where `{fact.detail}` {one} and {use.function} unpacks "
-                f"`{use.text}` ({use.location}) from it: a ValueError on that path (at start-up instead, if the engine's "
-                f"start-up forward takes it)"
+                f"on a batch where `{fact.detail}` {one} and {use.function} unpacks `{use.text}` ({use.location}) from"
+                " it: a ValueError on that path (at start-up instead, if the engine's start-up forward takes it)"
             ),
         }
     return {

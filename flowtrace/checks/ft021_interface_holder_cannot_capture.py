@@ -1,4 +1,5 @@
-"""FT021 interface-holder-cannot-capture: a class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."""
+"""FT021 interface-holder-cannot-capture: a class declares the engine's capture interface, but the holder its setter
+reaches lacks the capture mixin."""
 
 from __future__ import annotations
 
@@ -84,14 +85,19 @@ class InterfaceHolderCannotCapture(Rule):
     name = "interface-holder-cannot-capture"
     consequence = Consequence.CRASH_STARTUP
     kind = ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE
-    summary = "A class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."
+    summary = (
+        "A class declares the engine's capture interface, but the holder its setter reaches lacks the capture mixin."
+    )
     rationale = (
         "The interface's setter walks from the model to a holder (the language model, then its inner "
         "model) and requires the holder to be the engine's capture mixin. A holder built without it, often "
         "because a wrapper builds its own language model and overrides the one its base builds, makes "
         "the setter fail at start-up: the declared support is false."
     )
-    fix = "Make the holder inherit the engine's capture mixin and record states in its layer loop, or drop the interface from the class."
+    fix = (
+        "Make the holder inherit the engine's capture mixin and record states in its layer loop, or drop the interface"
+        " from the class."
+    )
     valid = (
         Example(
             """\
@@ -130,7 +136,13 @@ class ExTextModel(Module):  # no EagleModelMixin
 class ExForCausalLM(Module, SupportsEagle3):
     def __init__(self, config):
         self.model = ExTextModel(config)
-""", profile='vllm', line=9, kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE, message='reaches self.model = ExTextModel', consequence=Consequence.CRASH_STARTUP, severity="warning"
+""",
+            profile="vllm",
+            line=9,
+            kind=ProblemKind.INTERFACE_HOLDER_CANNOT_CAPTURE,
+            message="reaches self.model = ExTextModel",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
     )
 
@@ -142,7 +154,12 @@ class ExForCausalLM(Module, SupportsEagle3):
             return
         for row in result.rows:
             c, chain = row.capture, row.chain
-            if c is None or chain is None or not is_target(row, project, cc) or project.classes.get(chain.transforms[0].owner, None) is None:
+            if (
+                c is None
+                or chain is None
+                or not is_target(row, project, cc)
+                or project.classes.get(chain.transforms[0].owner, None) is None
+            ):
                 continue
             if project.classes[chain.transforms[0].owner].name not in interfaces:
                 continue  # the class overrides the interface's setter: its own path is judged elsewhere
@@ -156,7 +173,15 @@ class ExForCausalLM(Module, SupportsEagle3):
                 continue
             yield self._finding(result, row, holder, steps, sorted(holders), c)
 
-    def _finding(self, result: ScanResult, row: ModelRow, holder: str, steps: list[HolderStep], holders: list[str], capture: Capture) -> Finding:
+    def _finding(
+        self,
+        result: ScanResult,
+        row: ModelRow,
+        holder: str,
+        steps: list[HolderStep],
+        holders: list[str],
+        capture: Capture,
+    ) -> Finding:
         project = result.project
         path = "".join(f".{a.attribute}" for _, a, _, _ in steps) or " itself"
         where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
@@ -167,18 +192,32 @@ class ExForCausalLM(Module, SupportsEagle3):
             base = _overridden(project, owner, assignment.attribute)
             if overriding is not None:
                 via = (assignment.via or "").partition(":")[2].partition("#")[0]
-                note = f" ({short(overriding)} makes {short(owner)}'s self.{assignment.attribute} = ... build {short(target)} through {via or 'an override'})"
+                note = (
+                    f" ({short(overriding)} makes {short(owner)}'s self.{assignment.attribute} = ... build"
+                    f" {short(target)} through {via or 'an override'})"
+                )
             elif base is not None and owner != row.qualname:
                 note = f" ({short(owner)} builds its own {assignment.attribute}, overriding {short(base)}'s)"
         message = (
-            f"{row.name} declares {', '.join(sorted(project.conv.interfaces))}, but its setter ({capture.setter.location}) reaches "
-            f"self{path} = {short(holder)}{note}, which is not a {' or '.join(holders)}: setting the layers fails at start-up"
+            f"{row.name} declares {', '.join(sorted(project.conv.interfaces))}, but its setter"
+            f" ({capture.setter.location}) reaches self{path} = {short(holder)}{note}, which is not a"
+            f" {' or '.join(holders)}: setting the layers fails at start-up"
         )
-        flow = (("class declaring the interface", row.location), *(("holder path step", w) for w in where), *(("override of what it builds", w) for w in overrides), ("holder without the mixin", project.classes[holder].location))
+        flow = (
+            ("class declaring the interface", row.location),
+            *(("holder path step", w) for w in where),
+            *(("override of what it builds", w) for w in overrides),
+            ("holder without the mixin", project.classes[holder].location),
+        )
         return self.finding(
-            row.location, message, row.qualname, f"{path}:{holder}", steps=flow,
+            row.location,
+            message,
+            row.qualname,
+            f"{path}:{holder}",
+            steps=flow,
             effect=(
-                f"the model declares {method_title(result)} support, and start-up dies in its interface setter: it checks that self{path} is a "
-                f"{' or '.join(holders)} and raises an AssertionError that does not say the model is unsupported, before any draft is served"
+                f"the model declares {method_title(result)} support, and start-up dies in its interface setter: it"
+                f" checks that self{path} is a {' or '.join(holders)} and raises an AssertionError that does not say"
+                " the model is unsupported, before any draft is served"
             ),
         )

@@ -1,4 +1,5 @@
-"""FT022 none-residual-at-embedding: the capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."""
+"""FT022 none-residual-at-embedding: the capture before layer i adds the residual, which is still None at the first
+layer: asking for the embedding raises."""
 
 from __future__ import annotations
 
@@ -78,7 +79,10 @@ class NoneResidualAtEmbedding(Rule):
     consequence = Consequence.CRASH_SERVING
     kind = ProblemKind.INDEX0_RAISES
     other_consequences = (Consequence.CRASH_STARTUP,)
-    summary = "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding raises."
+    summary = (
+        "The capture before layer i adds the residual, which is still None at the first layer: asking for the embedding"
+        " raises."
+    )
     rationale = (
         "Split-residual loops start with `residual = None` and let the first layer create it. A capture "
         "that records `hidden_states + residual` before the layer runs evaluates `tensor + None` at the "
@@ -86,7 +90,10 @@ class NoneResidualAtEmbedding(Rule):
         "engine with a TypeError instead of capturing. Sites that guard the sum (`h if r is None else h + r`) "
         "are fine."
     )
-    fix = "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper does)."
+    fix = (
+        "Record `hidden_states if residual is None else hidden_states + residual` (as the engine's guarded helper"
+        " does)."
+    )
     autofix = "flowtrace.fix.codemods.guard_residual:plan"
     fix_examples = (
         FixExample(
@@ -150,7 +157,15 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states + residual)
             hidden_states, residual = self.layers[i](hidden_states, residual)
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(), 'residual is None at the first layer', line=12, kind=ProblemKind.INDEX0_RAISES, message='records `hidden_states + residual`', consequence=Consequence.CRASH_STARTUP, severity="warning"
+"""
+            + "\n\n"
+            + causal_lm(),
+            "residual is None at the first layer",
+            line=12,
+            kind=ProblemKind.INDEX0_RAISES,
+            message="records `hidden_states + residual`",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
         Example(
             """\
@@ -168,17 +183,25 @@ class ExModel(Module):
                 aux_hidden_states.append(hidden_states + residual)
             hidden_states, residual = self.layers[i](hidden_states, residual)
         return hidden_states, aux_hidden_states
-""" + "\n\n" + causal_lm(
+"""
+            + "\n\n"
+            + causal_lm(
                 "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
                 "        self.capture_aux_hidden_states = True\n"
                 "        if layer_ids and layer_ids[0] == 1:\n"
                 "            self.model.layers_to_capture = [val + 1 for val in layer_ids]\n"
                 "        else:\n"
                 "            self.model.layers_to_capture = list(layer_ids)\n"
-            ), note="the setter keeps id -1 as -1 (never index 0) but sends id 0 (b=1 in this engine's convention) to index 0: "
-            "the finding names the id that crashes, not the embedding's",
-            line=12, kind=ProblemKind.INDEX0_RAISES, message="a draft asking for id 0 (b=1 in this engine's convention",
-            consequence=Consequence.CRASH_STARTUP, severity="warning",
+            ),
+            note=(
+                "the setter keeps id -1 as -1 (never index 0) but sends id 0 (b=1 in this engine's convention) to index"
+                " 0: the finding names the id that crashes, not the embedding's"
+            ),
+            line=12,
+            kind=ProblemKind.INDEX0_RAISES,
+            message="a draft asking for id 0 (b=1 in this engine's convention",
+            consequence=Consequence.CRASH_STARTUP,
+            severity="warning",
         ),
     )
 
@@ -199,7 +222,14 @@ class ExModel(Module):
             found = self._finding(result, site, crash, rows, embedding)
             yield dataclasses.replace(found, related=tuple(s.location for s in sites[1:]))
 
-    def _finding(self, result: ScanResult, site: CaptureSiteFact, crash: dict[int, list[str]] | None, rows: list[ModelRow], embedding: int | None) -> Finding:
+    def _finding(
+        self,
+        result: ScanResult,
+        site: CaptureSiteFact,
+        crash: dict[int, list[str]] | None,
+        rows: list[ModelRow],
+        embedding: int | None,
+    ) -> Finding:
         name = site.first_none
         none_at = site.first_none_at or site.location
         at = site.stored_at or site.location
@@ -214,8 +244,8 @@ class ExModel(Module):
             who = _listed(sorted({n for names in crash.values() for n in names}))
         return self.finding(
             site.location,
-            f"{site.function} records `{site.captured_expression or name}` ({at}) before the first layer while {name} is None "
-            f"({none_at}): a draft asking for {asks} makes {who} raise a TypeError",
+            f"{site.function} records `{site.captured_expression or name}` ({at}) before the first layer while"
+            f" {name} is None ({none_at}): a draft asking for {asks} makes {who} raise a TypeError",
             site.class_qualname,
             f"{site.function}:{name}",
             steps=(("bound to None", none_at), ("sum with the None operand", at), ("capture site", site.location)),
@@ -237,9 +267,11 @@ _PROBE_LAYERS = 32
 _PROBE_REST = (16, 29)  # the rest of a usual three-layer layout, far from index 0
 
 
-def crashing_ids(result: ScanResult, rows: list[ModelRow], file: str, embedding: int | None) -> dict[int, list[str]] | None:
-    """Draft ids a draft may well send (-1, 0, 1 and the convention's embedding id) whose trace through each served class raises at this
-    file: id -> the classes. None when no class could be traced (the caller keeps the
+def crashing_ids(
+    result: ScanResult, rows: list[ModelRow], file: str, embedding: int | None
+) -> dict[int, list[str]] | None:
+    """Draft ids a draft may well send (-1, 0, 1 and the convention's embedding id) whose trace through each served
+    class raises at this file: id -> the classes. None when no class could be traced (the caller keeps the
     convention's words); empty when every class was traced and none raises."""
     from flowtrace.analysis.trace import trace_row
 

@@ -1,4 +1,5 @@
-"""FT023 id-source-unserved: a model whose ids come from a config attribute or build-context field (no setter) is never given EAGLE-3 ids.
+"""FT023 id-source-unserved: a model whose ids come from a config attribute or build-context field (no setter) is never
+given EAGLE-3 ids.
 
 Engines without a capture setter (LMDeploy) hand the layer ids to the model through a config
 attribute a config builder writes, or a build-context field the engine fills, and only for the
@@ -82,16 +83,26 @@ class IdSourceUnserved(Rule):
     name = "id-source-unserved"
     consequence = Consequence.SILENT_WRONG
     other_consequences = (Consequence.REFUSED_STARTUP,)
-    summary = "A model whose ids come from a config attribute or build-context field is never given EAGLE-3 ids: the engine refuses the method, or the model captures nothing."
+    summary = (
+        "A model whose ids come from a config attribute or build-context field is never given EAGLE-3 ids: the engine"
+        " refuses the method, or the model captures nothing."
+    )
     rationale = (
         "Without a setter the engine decides per method what reaches the model. A builder that refuses EAGLE-3 stops "
         "the engine at start-up (unsupported); a field nothing fills leaves the capture empty, and the draft silently "
         "gets the final hidden state instead of the aux states it was trained on."
     )
-    fix = "Write the ids for EAGLE-3 where the engine writes them for the methods it handles (the config builder, or the build-context fill), or accept the method in the builder's gate."
+    fix = (
+        "Write the ids for EAGLE-3 where the engine writes them for the methods it handles (the config builder, or the"
+        " build-context fill), or accept the method in the builder's gate."
+    )
     valid = (
         Example(
-            _builder("        if spec_method == 'eagle3':\n            n = hf_config.num_hidden_layers\n            hf_config.aux_hidden_state_layers = (2, n // 2, n - 3)\n"),
+            _builder(
+                "        if spec_method == 'eagle3':\n"
+                "            n = hf_config.num_hidden_layers\n"
+                "            hf_config.aux_hidden_state_layers = (2, n // 2, n - 3)\n"
+            ),
             "the builder writes the ids for eagle3",
             profile="lmdeploy",
         ),
@@ -99,7 +110,8 @@ class IdSourceUnserved(Rule):
     invalid = (
         Example(
             _MODEL, "no builder writes the ids: the default () captures nothing", profile="lmdeploy", line=5,
-            kind=ProblemKind.IDS_NEVER_SUPPLIED, message="captures nothing", consequence=Consequence.SILENT_WRONG, severity="error",
+            kind=ProblemKind.IDS_NEVER_SUPPLIED, message="captures nothing", consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
         Example(
             _builder(
@@ -107,7 +119,8 @@ class IdSourceUnserved(Rule):
                 "            assert spec_method in ['ex_mtp', 'dflash']\n"
             ),
             "the builder's gate refuses eagle3 at start-up (the assert, line 35)", profile="lmdeploy", line=35,
-            kind=ProblemKind.METHOD_REFUSED, message="method 'eagle3' is refused", consequence=Consequence.REFUSED_STARTUP, severity="info",
+            kind=ProblemKind.METHOD_REFUSED, message="method 'eagle3' is refused",
+            consequence=Consequence.REFUSED_STARTUP, severity="info",
         ),
     )  # fmt: skip
 
@@ -124,7 +137,9 @@ class IdSourceUnserved(Rule):
             where = stated.location or chain.source.location
             if stated.outcome in (REFUSES, CAPTURES_NOTHING) and where is not None:
                 causes.setdefault((stated.outcome, where, stated.reason), []).append(row)
-        for (outcome, where, reason), rows in sorted(causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])):
+        for (outcome, where, reason), rows in sorted(
+            causes.items(), key=lambda item: (item[0][1].file, item[0][1].line, item[0][0])
+        ):
             yield self._finding(outcome, where, reason, sorted(rows, key=lambda r: r.qualname), method_title(result))
 
     def _finding(self, outcome: str, where: Location, reason: str, rows: list[ModelRow], title: str) -> Finding:
@@ -133,7 +148,10 @@ class IdSourceUnserved(Rule):
         effect = (
             f"the engine stops at start-up for {title} on {names}: unsupported, not served wrong"
             if refused
-            else f"{names} capture nothing for {title}: the draft is served without the aux states it was trained on, and nothing fails"
+            else (
+                f"{names} capture nothing for {title}: the draft is served without the aux states it was trained on,"
+                " and nothing fails"
+            )
         )
         return self.finding(
             where,

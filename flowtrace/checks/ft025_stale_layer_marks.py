@@ -1,4 +1,5 @@
-"""FT025 stale-layer-marks: a setter marks the layers it is handed ids for and never clears the others, so a second call keeps the first call's marks."""
+"""FT025 stale-layer-marks: a setter marks the layers it is handed ids for and never clears the others, so a second call
+keeps the first call's marks."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class ExModel(Module):
 
 
 EntryClass = ExModel
-"""
+"""  # noqa: E501 (the example renders verbatim in docs/rules.md)
 
 
 _TWO_CALLS = """
@@ -60,7 +61,10 @@ class StaleLayerMarks(Rule):
     consequence = Consequence.FRAGILE
     other_consequences = (Consequence.CRASH_SERVING,)
     kind = ProblemKind.STALE_LAYER_MARKS
-    summary = "A setter marks the layers it is handed ids for and never clears the others, so a second call keeps the first call's marks."
+    summary = (
+        "A setter marks the layers it is handed ids for and never clears the others, so a second call keeps the first"
+        " call's marks."
+    )
     rationale = (
         "The forward decides by a flag each layer carries, and the setter only ever turns flags on. With one "
         "call at start-up the right layers are marked; a second call with other ids (a server switching drafts, "
@@ -87,7 +91,11 @@ class StaleLayerMarks(Rule):
                 setattr(self.layers[layer_id], "_is_layer_to_capture", True)
 """
             ),
-            line=20, kind=ProblemKind.STALE_LAYER_MARKS, message="never turns it off for the others", consequence=Consequence.FRAGILE, severity="warning",
+            line=20,
+            kind=ProblemKind.STALE_LAYER_MARKS,
+            message="never turns it off for the others",
+            consequence=Consequence.FRAGILE,
+            severity="warning",
         ),
         Example(
             _MODEL.format(
@@ -96,10 +104,17 @@ class StaleLayerMarks(Rule):
             if 0 <= layer_id < len(self.layers):
                 setattr(self.layers[layer_id], "_is_layer_to_capture", True)
 """
-            ) + _TWO_CALLS,
-            line=20, kind=ProblemKind.STALE_LAYER_MARKS, message="the runner calls the setter 2 times at start-up",
-            consequence=Consequence.CRASH_SERVING, severity="error",
-            note="the engine's runner really calls it twice (ids of its own, then the draft's): the first prefill records both",
+            )
+            + _TWO_CALLS,
+            line=20,
+            kind=ProblemKind.STALE_LAYER_MARKS,
+            message="the runner calls the setter 2 times at start-up",
+            consequence=Consequence.CRASH_SERVING,
+            severity="error",
+            note=(
+                "the engine's runner really calls it twice (ids of its own, then the draft's): the first prefill"
+                " records both"
+            ),
         ),
     )
 
@@ -116,27 +131,34 @@ class StaleLayerMarks(Rule):
                         continue  # no stale marks, or none this class reads back (decided elsewhere)
                     yield self._finding(setter, mark, reached.get((setter.class_qualname, setter.method), []), calls)
 
-    def _finding(self, setter: F.SetterFact, mark: F.LayerMarkFact, classes: list[str], calls: tuple[SetterCall, ...]) -> Finding:
+    def _finding(
+        self, setter: F.SetterFact, mark: F.LayerMarkFact, classes: list[str], calls: tuple[SetterCall, ...]
+    ) -> Finding:
         owner = short(setter.class_qualname)
         via = f" (reached from {', '.join(sorted(classes)[:6])}{', …' if len(classes) > 6 else ''})" if classes else ""
         head = (
-            f"{owner}.{setter.method} sets {mark.mark} on {mark.container}[id] for each id it is handed, and never turns it off for the others{via}; "
-            f"the forward decides by that mark ({mark.read_at})"
+            f"{owner}.{setter.method} sets {mark.mark} on {mark.container}[id] for each id it is handed, and never"
+            f" turns it off for the others{via}; the forward decides by that mark ({mark.read_at})"
         )
-        steps = [("setter", setter.location), ("mark set, never cleared", mark.location), ("forward reads the mark", mark.read_at)]
+        steps = [
+            ("setter", setter.location),
+            ("mark set, never cleared", mark.location),
+            ("forward reads the mark", mark.read_at),
+        ]
         if calls and classes:
             said = "; ".join(c.words() for c in calls)
             return self.finding(
                 mark.location,
                 f"{head}; the runner calls the setter {len(calls)} times at start-up with other ids ({said}): "
-                f"prefill records the union of their layers",
+                "prefill records the union of their layers",
                 f"{setter.class_qualname}.{setter.method}",
                 mark.mark,
                 steps=(*steps, *(("runner's setter call", c.step.location) for c in calls)),
                 consequence=Consequence.CRASH_SERVING,
                 effect=(
-                    "for a draft whose ids differ from the default, the first prefill records the default layers' states and the "
-                    "draft's: more states than the draft's fc has slots, and its projection raises on the shape"
+                    "for a draft whose ids differ from the default, the first prefill records the default layers'"
+                    " states and the draft's: more states than the draft's fc has slots, and its projection raises on"
+                    " the shape"
                 ),
             )
         return self.finding(
@@ -147,8 +169,9 @@ class StaleLayerMarks(Rule):
             steps=steps,
             consequence=Consequence.FRAGILE,
             effect=(
-                "one call at start-up marks the right layers; a second call with other ids keeps the first call's layers marked, "
-                "so the forward records their states too and the draft's fc receives more states than it was trained on"
+                "one call at start-up marks the right layers; a second call with other ids keeps the first call's"
+                " layers marked, so the forward records their states too and the draft's fc receives more states than"
+                " it was trained on"
             ),
         )
 

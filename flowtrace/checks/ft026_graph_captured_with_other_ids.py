@@ -1,4 +1,5 @@
-"""FT026 graph-captured-with-other-ids: the runner captures the device graphs while the model holds other ids than the draft's."""
+"""FT026 graph-captured-with-other-ids: the runner captures the device graphs while the model holds other ids than the
+draft's."""
 
 from __future__ import annotations
 
@@ -52,8 +53,10 @@ class ExModelRunner:
 '''
 
 _FIXED_ORDER = _CAPTURE_FIRST.replace(
-    "        self.init_device_graphs()\n        self.model.set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)\n",
-    "        self.model.set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)\n        self.init_device_graphs()\n",
+    "        self.init_device_graphs()\n"
+    "        self.model.set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)\n",
+    "        self.model.set_eagle3_layers_to_capture(self.eagle_aux_hidden_state_layer_ids)\n"
+    "        self.init_device_graphs()\n",
 )
 
 _MODEL = module(CAPTURING_MODEL, causal_lm())
@@ -79,29 +82,48 @@ class GraphCapturedWithOtherIds(Rule):
     fix = "Pass the draft's ids to the setter call before graph capture (or set them before the graphs are captured)."
     autofix = "flowtrace.fix.codemods.runner_ids:plan"
     valid = (
-        Example(module(_MODEL, RUNNER.replace(
-            "        self.model_runner.model.set_eagle3_layers_to_capture()\n",
-            "        self.model_runner.model.set_eagle3_layers_to_capture(self.model_runner.eagle_aux_hidden_state_layer_ids)\n",
-        )), note="the graph runner hands the draft's ids before it captures"),
+        Example(
+            module(
+                _MODEL,
+                RUNNER.replace(
+                    "        self.model_runner.model.set_eagle3_layers_to_capture()\n",
+                    "        self.model_runner.model.set_eagle3_layers_to_capture("
+                    "self.model_runner.eagle_aux_hidden_state_layer_ids)\n",
+                ),
+            ),
+            note="the graph runner hands the draft's ids before it captures",
+        ),
         Example(module(_MODEL, _FIXED_ORDER), note="the draft's ids are set before the graphs are captured"),
     )
     invalid = (
         Example(
-            module(_MODEL, RUNNER), line=_OFFSET + 4, kind=ProblemKind.GRAPH_IDS_DIFFER,
-            message="replay graphs captured with the model's default layers", consequence=Consequence.SILENT_WRONG, severity="error",
+            module(_MODEL, RUNNER),
+            line=_OFFSET + 4,
+            kind=ProblemKind.GRAPH_IDS_DIFFER,
+            message="replay graphs captured with the model's default layers",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
         Example(
-            module(_MODEL, _CAPTURE_FIRST), line=_OFFSET + 10, kind=ProblemKind.GRAPH_IDS_DIFFER,
-            message="captures the graphs before it hands over the draft's ids", consequence=Consequence.SILENT_WRONG, severity="error",
+            module(_MODEL, _CAPTURE_FIRST),
+            line=_OFFSET + 10,
+            kind=ProblemKind.GRAPH_IDS_DIFFER,
+            message="captures the graphs before it hands over the draft's ids",
+            consequence=Consequence.SILENT_WRONG,
+            severity="error",
         ),
     )
     fix_examples = (
         FixExample(
             module(_MODEL, RUNNER),
-            module(_MODEL, RUNNER.replace(
-                "        self.model_runner.model.set_eagle3_layers_to_capture()\n",
-                "        self.model_runner.model.set_eagle3_layers_to_capture(self.model_runner.eagle_aux_hidden_state_layer_ids)\n",
-            )),
+            module(
+                _MODEL,
+                RUNNER.replace(
+                    "        self.model_runner.model.set_eagle3_layers_to_capture()\n",
+                    "        self.model_runner.model.set_eagle3_layers_to_capture("
+                    "self.model_runner.eagle_aux_hidden_state_layer_ids)\n",
+                ),
+            ),
             "the ids the model runner hands over later, reached from the graph runner's own object",
         ),
     )
@@ -128,21 +150,29 @@ class GraphCapturedWithOtherIds(Rule):
             return self._capture_first(plan, capture, later[0])
         return None
 
-    def _default_call(self, plan: ServingPlan, call: SetterCall, capture: GraphCapture, later: SetterCall, defaults: str) -> Finding:
+    def _default_call(
+        self, plan: ServingPlan, call: SetterCall, capture: GraphCapture, later: SetterCall, defaults: str
+    ) -> Finding:
         owner = _owner(call.function)
         reload = _reload_words(plan, call)
         return self.finding(
             call.step.location,
-            f"{owner} calls {call.step.name}() with no ids ({call.step.location}) before it captures the graphs ({capture.step.location}); "
-            f"the draft's ids are handed over only later ({_owner(later.function)}, {later.step.location}): {plan.replayed} replay graphs "
-            f"captured with the model's default layers{defaults}, while prefill runs with the draft's{reload}",
+            f"{owner} calls {call.step.name}() with no ids ({call.step.location}) before it captures the graphs"
+            f" ({capture.step.location}); the draft's ids are handed over only later ({_owner(later.function)},"
+            f" {later.step.location}): {plan.replayed} replay graphs captured with the model's default"
+            f" layers{defaults}, while prefill runs with the draft's{reload}",
             f"serving:{call.function}",
             f"{call.step.receiver}.{call.step.name}()",
-            steps=(("setter call with no ids", call.step.location), ("graph capture", capture.step.location), ("the draft's ids, too late", later.step.location)),
+            steps=(
+                ("setter call with no ids", call.step.location),
+                ("graph capture", capture.step.location),
+                ("the draft's ids, too late", later.step.location),
+            ),
             consequence=Consequence.SILENT_WRONG,
             effect=(
-                f"for every draft whose ids differ from a model's default, {plan.replayed} feed the draft the default layers' states "
-                f"while prefill feeds the ones it was trained on: acceptance collapses and nothing fails"
+                f"for every draft whose ids differ from a model's default, {plan.replayed} feed the draft the default"
+                " layers' states while prefill feeds the ones it was trained on: acceptance collapses and nothing"
+                " fails"
             ),
         )
 
@@ -150,15 +180,16 @@ class GraphCapturedWithOtherIds(Rule):
         owner = _owner(capture.function)
         return self.finding(
             capture.step.location,
-            f"{owner} captures the graphs before it hands over the draft's ids ({capture.step.location}, then {later.step.location}): "
-            f"{plan.replayed} replay graphs captured while the model held no capture ids, while prefill runs with the draft's",
+            f"{owner} captures the graphs before it hands over the draft's ids ({capture.step.location}, then"
+            f" {later.step.location}): {plan.replayed} replay graphs captured while the model held no capture ids,"
+            " while prefill runs with the draft's",
             f"serving:{capture.function}",
             f"{capture.step.name}()",
             steps=(("graph capture", capture.step.location), ("the draft's ids, too late", later.step.location)),
             consequence=Consequence.SILENT_WRONG,
             effect=(
-                f"{plan.replayed} replay graphs that record no (or the model's initial) capture layers: the draft gets other "
-                f"states than prefill gives it, or none"
+                f"{plan.replayed} replay graphs that record no (or the model's initial) capture layers: the draft gets"
+                " other states than prefill gives it, or none"
             ),
         )
 

@@ -1,4 +1,5 @@
-"""FT027 layers-run-without-capture: a batch path of a capturing forward hands layers to another routine without the capture."""
+"""FT027 layers-run-without-capture: a batch path of a capturing forward hands layers to another routine without the
+capture."""
 
 from __future__ import annotations
 
@@ -62,7 +63,10 @@ class LayersRunWithoutCapture(Rule):
         "shape. Unless the engine refuses that path while a draft is served, every such batch crashes the "
         "forward."
     )
-    fix = "Hand the routine the collector (and the capture indices) so it records the layers it runs, or refuse the path while a draft is served."
+    fix = (
+        "Hand the routine the collector (and the capture indices) so it records the layers it runs, or refuse the path"
+        " while a draft is served."
+    )
     valid = (
         Example(
             module(_OVERLAP_MODEL.replace(
@@ -104,9 +108,11 @@ class LayersRunWithoutCapture(Rule):
             f"(under `{run.condition}`): {who} raises on {path.batches()}: {path.how}",
             run.class_qualname,
             f"{run.function}:{run.callee}:{run.layers}",
-            steps=(("capture site", path.site_at), ("layers run without the capture", run.location), ("raises", path.raises_at)),
-            consequence=Consequence.CRASH_SERVING,
-            effect=(
-                f"every {path.words} batch served with a draft runs those layers without recording them: {path.how}"
+            steps=(
+                ("capture site", path.site_at),
+                ("layers run without the capture", run.location),
+                ("raises", path.raises_at),
             ),
+            consequence=Consequence.CRASH_SERVING,
+            effect=f"every {path.words} batch served with a draft runs those layers without recording them: {path.how}",
         )

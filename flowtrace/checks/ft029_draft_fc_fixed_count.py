@@ -1,4 +1,5 @@
-"""FT029 draft-fc-fixed-count: an engine's draft class sizes its fc for a literal number of target states that published drafts it loads do not have."""
+"""FT029 draft-fc-fixed-count: an engine's draft class sizes its fc for a literal number of target states that published
+drafts it loads do not have."""
 
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ class DraftFcFixedCount(Rule):
     name = "draft-fc-fixed-count"
     consequence = Consequence.CRASH_STARTUP
     kind = ProblemKind.DRAFT_FC_FIXED_COUNT
-    summary = "An engine's draft class sizes its fc for a literal number of target states that published drafts it loads do not have."
+    summary = (
+        "An engine's draft class sizes its fc for a literal number of target states that published drafts it loads do"
+        " not have."
+    )
     rationale = (
         "The draft's fc concatenates one state per target layer it was trained on. A draft class that builds "
         "its fc as `target_hidden_size * 3` loads only drafts of three states; a published draft trained on "
@@ -46,7 +50,10 @@ class DraftFcFixedCount(Rule):
         "engine's at start-up. Which drafts the class loads is the draft catalogue's data: the drafts whose own "
         "config names the architecture the class is registered under."
     )
-    fix = "Size the fc from the draft config (the number of ids, or num_aux_hidden_states), as the engine's other draft classes do."
+    fix = (
+        "Size the fc from the draft config (the number of ids, or num_aux_hidden_states), as the engine's other draft"
+        " classes do."
+    )
     valid = (
         Example(_DRAFT_CLASS.format(count=3), "three states, as every draft of the catalogue it loads"),
     )
@@ -76,12 +83,14 @@ class DraftFcFixedCount(Rule):
             more = f" and {len(misfit) - 4} more" if len(misfit) > 4 else ""
             yield self.finding(
                 fixed.fc.location,
-                f"{row.name} sizes its fc for {fixed.states} target states (`{fixed.fc.in_features}`), but {len(misfit)} draft(s) "
-                f"of the catalogue registered as {', '.join(row.architectures)} concatenate another number: {names}{more}",
+                f"{row.name} sizes its fc for {fixed.states} target states (`{fixed.fc.in_features}`), but"
+                f" {len(misfit)} draft(s) of the catalogue registered as {', '.join(row.architectures)} concatenate"
+                f" another number: {names}{more}",
                 row.qualname,
                 f"{fixed.fc.in_features}:{fixed.states}",
                 effect=(
-                    f"loading {misfit[0].name} dies at start-up: its fc weight takes {result.drafts.states(misfit[0])} states, "
-                    f"the engine's fc {fixed.states}, and the shape mismatch does not say which draft layout the class expects"
+                    f"loading {misfit[0].name} dies at start-up: its fc weight takes"
+                    f" {result.drafts.states(misfit[0])} states, the engine's fc {fixed.states}, and the shape mismatch"
+                    " does not say which draft layout the class expects"
                 ),
             )

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from flowtrace.checks.base import Finding
 
 # Consequences that only matter when a served draft runs the code.
-_NEEDS_PATH = frozenset({Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE})
+_NEEDS_PATH = frozenset(
+    {Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE}
+)
 
 # Problems of the draft side: about the class the engine loads a draft with, which no path from a
 # target entry reaches; such a finding needs the class registered instead.
@@ -85,7 +87,12 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
     if _names_class(result, f.symbol) and (_left_behind(result, f.file) or _other_platform(result, f.file)):
         return None  # a per-platform copy no platform of this build imports
     path = None
-    if consequence in _NEEDS_PATH and f.kind in _DRAFT_SIDE and _names_class(result, f.symbol) and _is_draft(result, f.symbol):
+    if (
+        consequence in _NEEDS_PATH
+        and f.kind in _DRAFT_SIDE
+        and _names_class(result, f.symbol)
+        and _is_draft(result, f.symbol)
+    ):
         if not any(r.registered and r.qualname == f.symbol for r in result.rows):
             return None  # a draft class the engine never loads
     elif consequence in _NEEDS_PATH and _names_class(result, f.symbol):
@@ -97,7 +104,9 @@ def _graded(result: ScanResult, reach: Reachability, f: Finding) -> Finding | No
     if severity is None:
         return None
     effect = f.effect or _default_effect(result, f, consequence)
-    return dataclasses.replace(f, consequence=consequence, severity=severity, effect=effect, entry_path=path or f.entry_path)
+    return dataclasses.replace(
+        f, consequence=consequence, severity=severity, effect=effect, entry_path=path or f.entry_path
+    )
 
 
 def _is_draft(result: ScanResult, symbol: str | None) -> bool:
@@ -157,7 +166,15 @@ def _ids_can_reach(result: ScanResult, f: Finding) -> bool:
     if f.kind is not ProblemKind.INDEX0_RAISES:
         return True
     owner = f.symbol or ""
-    users = [r for r in result.rows if r.registered and r.chain is not None and not r.chain.setter_driven and r.chain.holder is not None and r.chain.holder.holder == owner]
+    users = [
+        r
+        for r in result.rows
+        if r.registered
+        and r.chain is not None
+        and not r.chain.setter_driven
+        and r.chain.holder is not None
+        and r.chain.holder.holder == owner
+    ]
     if not users:
         return True
     for row in users:

@@ -63,9 +63,12 @@ def first_forward_failure(result: ScanResult, error: str, *, with_ids: bool = Fa
         return Consequence.CRASH_STARTUP, f"start-up fails with {error} that does not say why: {where}"
     if where:
         what = "the draft's ids" if with_ids else "the layers"
-        return Consequence.CRASH_SERVING, (
-            f"the first forward that serves a draft raises {error} (the engine captures its graphs at start-up before its "
-            f"runner sets {what}, so start-up passes)"
+        return (
+            Consequence.CRASH_SERVING,
+            (
+                f"the first forward that serves a draft raises {error} (the engine captures its graphs at start-up"
+                f" before its runner sets {what}, so start-up passes)"
+            ),
         )
     return Consequence.CRASH_SERVING, f"the first forward that serves a draft raises {error}"
 

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 
 def _holders(project: Project, row: ModelRow) -> list[str]:
-    holders = [row.qualname] + [project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"]
+    holders = [row.qualname] + [
+        project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"
+    ]
     return [h for h in dict.fromkeys(holders) if h]
 
 
