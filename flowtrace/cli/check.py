@@ -47,34 +47,137 @@ def _guard(ctx: click.Context, fn):
 
 @click.command("check")
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
-@click.option("--select", multiple=True, metavar="CODES", help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
-@click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these code prefixes on top of the selection.")
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Enable only these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).",
+)
+@click.option(
+    "--extend-select", multiple=True, metavar="CODES", help="Enable these code prefixes on top of the selection."
+)
 @click.option("--ignore", multiple=True, metavar="CODES", help="Disable these code prefixes.")
-@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=None, help="Exit 1 on findings at or above this severity (default: [tool.flowtrace] fail-on, else warning).")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means the check could not run).")
-@click.option("--baseline", type=click.Path(dir_okay=False), help="Accept the findings recorded in this baseline file; report only new ones.")
-@click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record every current finding in this baseline file (and accept them).")
-@click.option("--output-format", "--format", "output_format", type=click.Choice(FINDING_FORMATS), default="full", show_default=True, help="text is full; html writes the report page.")
-@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically) instead of stdout.")
-@click.option("--also-write", "also_write", multiple=True, metavar="FORMAT=FILE", help="Also write the findings in FORMAT to FILE, in the same run (repeatable), e.g. --also-write sarif=flowtrace.sarif.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    default=None,
+    help="Exit 1 on findings at or above this severity (default: [tool.flowtrace] fail-on, else warning).",
+)
+@click.option(
+    "--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means the check could not run)."
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="Accept the findings recorded in this baseline file; report only new ones.",
+)
+@click.option(
+    "--write-baseline",
+    type=click.Path(dir_okay=False),
+    help="Record every current finding in this baseline file (and accept them).",
+)
+@click.option(
+    "--output-format",
+    "--format",
+    "output_format",
+    type=click.Choice(FINDING_FORMATS),
+    default="full",
+    show_default=True,
+    help="text is full; html writes the report page.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "--output-file",
+    "output",
+    type=click.Path(dir_okay=False),
+    help="Write the report to FILE (atomically) instead of stdout.",
+)
+@click.option(
+    "--also-write",
+    "also_write",
+    multiple=True,
+    metavar="FORMAT=FILE",
+    help=(
+        "Also write the findings in FORMAT to FILE, in the same run (repeatable), e.g. --also-write"
+        " sarif=flowtrace.sarif."
+    ),
+)
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help=(
+        "Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml."
+    ),
+)
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-@click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
-@click.option("--fix", "apply_fixes", is_flag=True, help="Write the verified fixes of the fixable findings, then report what is left.")
-@click.option("--diff", "show_diff", is_flag=True, help="Print the verified fixes as a unified diff instead of the findings; exit 1 when there is one. Writes nothing.")
+@click.option(
+    "--show-settings",
+    is_flag=True,
+    help="Print the settings that apply to PATH (config file, selection, profile) and exit.",
+)
+@click.option(
+    "--fix",
+    "apply_fixes",
+    is_flag=True,
+    help="Write the verified fixes of the fixable findings, then report what is left.",
+)
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help=(
+        "Print the verified fixes as a unified diff instead of the findings; exit 1 when there is one. Writes nothing."
+    ),
+)
 @drafts_option(config_aware=True)
 @scan_options(config_aware=True)
 @method_option
 @click.pass_context
-def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baseline, write_baseline, output_format, output, also_write, statistics, config_file, isolated, show_settings, apply_fixes, show_diff, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, method):
+def check(
+    ctx,
+    paths,
+    select,
+    extend_select,
+    ignore,
+    fail_on,
+    exit_zero,
+    baseline,
+    write_baseline,
+    output_format,
+    output,
+    also_write,
+    statistics,
+    config_file,
+    isolated,
+    show_settings,
+    apply_fixes,
+    show_diff,
+    drafts,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+    method,
+):
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
     Silence one finding with `# flowtrace: ignore[FT001]` on its line.
     Configure with [tool.flowtrace] in the nearest pyproject.toml (PATH's folder or above).
     """
-    from flowtrace.cli.ui import distinct_outputs, echo_output, refuse_non_python_file, several_paths, status, write_output
+    from flowtrace.cli.ui import (
+        distinct_outputs,
+        echo_output,
+        refuse_non_python_file,
+        several_paths,
+        status,
+        write_output,
+    )
     from flowtrace.lint.runner import CheckOptions, run_check
 
     def go() -> int:
@@ -120,7 +223,9 @@ def check(ctx, paths, select, extend_select, ignore, fail_on, exit_zero, baselin
             cfg = outcome.config  # the same excludes and profiles the check scanned with
             options = index_options(jobs, no_cache, cache_dir, tuple(cfg.exclude) + only + tuple(exclude))
             files = tuple(cfg.profile_files) + tuple(profile_file)
-            fixed = check_fix(ctx, outcome, show_diff=show_diff, options=options, profile=profile or cfg.profile, profile_files=files)
+            fixed = check_fix(
+                ctx, outcome, show_diff=show_diff, options=options, profile=profile or cfg.profile, profile_files=files
+            )
             if fixed is not None:
                 return fixed
             outcome = run()  # after --fix: report what is left, as before
@@ -155,7 +260,9 @@ def _also_write(values: tuple[str, ...]) -> list[tuple[str, str]]:
     for value in values:
         fmt, sep, target = value.partition("=")
         if not sep or not target or fmt not in FINDING_FORMATS:
-            raise UsageError(f"--also-write {value!r}: expected FORMAT=FILE with FORMAT one of {', '.join(FINDING_FORMATS)}")
+            raise UsageError(
+                f"--also-write {value!r}: expected FORMAT=FILE with FORMAT one of {', '.join(FINDING_FORMATS)}"
+            )
         pairs.append((fmt, target))
     return pairs
 
@@ -174,11 +281,21 @@ def _render(outcome, fmt: str) -> str:  # noqa: ANN001
 def _rule_json(r) -> dict:  # noqa: ANN001 - a Rule class
     from flowtrace.render.rules_doc import help_uri
 
-    return {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix, "url": help_uri(r.code)}
+    return {
+        "code": r.code,
+        "name": r.name,
+        "severity": r.severity,
+        "summary": r.summary,
+        "rationale": r.rationale,
+        "fix": r.fix,
+        "url": help_uri(r.code),
+    }
 
 
 @click.command("rules")
-@output_options(("text", "json"), "text", help="json: a list of the rules (code, name, severity, summary, rationale, fix, url).")
+@output_options(
+    ("text", "json"), "text", help="json: a list of the rules (code, name, severity, summary, rationale, fix, url)."
+)
 @ui_options
 @click.pass_context
 def rules(ctx, fmt, output):
@@ -191,7 +308,9 @@ def rules(ctx, fmt, output):
             emit_output(json.dumps([_rule_json(r) for r in listed], indent=2, ensure_ascii=False) + "\n", output)
             return
         width = max((len(r.name) for r in listed), default=4)
-        emit_output("".join(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}\n" for r in listed), output)
+        emit_output(
+            "".join(f"{r.code}  {r.name.ljust(width)}  {r.severity.ljust(7)}  {r.summary}\n" for r in listed), output
+        )
 
     _guard(ctx, go)
 
@@ -210,15 +329,26 @@ def explain(ctx, code, fmt, output):
         listed = registered_rules()
         wanted = code.strip().upper()
         if wanted not in Rule.registry:
-            _fail(ctx, f"flowtrace: error: unknown rule code {code!r} (valid codes: {', '.join(r.code for r in listed)})")
+            _fail(
+                ctx, f"flowtrace: error: unknown rule code {code!r} (valid codes: {', '.join(r.code for r in listed)})"
+            )
         rule = Rule.registry[wanted]
-        emit_output(json.dumps(_rule_json(rule), indent=2, ensure_ascii=False) + "\n" if fmt == "json" else rule_text(rule), output)
+        emit_output(
+            json.dumps(_rule_json(rule), indent=2, ensure_ascii=False) + "\n" if fmt == "json" else rule_text(rule),
+            output,
+        )
 
     _guard(ctx, go)
 
 
 @click.command("rules-doc", hidden=True)
-@click.option("--write-rules-doc", "target", type=click.Path(dir_okay=False), required=True, help="Write the rules reference (Markdown) to FILE.")
+@click.option(
+    "--write-rules-doc",
+    "target",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Write the rules reference (Markdown) to FILE.",
+)
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not up to date instead of writing it.")
 @click.pass_context
 def rules_doc(ctx, target, check_only):
@@ -231,7 +361,10 @@ def rules_doc(ctx, target, check_only):
         if check_only:
             current = path.read_text(encoding="utf-8") if path.is_file() else None
             if current != text:
-                click.echo(f"flowtrace: {target} is stale; run python -m flowtrace.cli.check --write-rules-doc {target}", err=True)
+                click.echo(
+                    f"flowtrace: {target} is stale; run python -m flowtrace.cli.check --write-rules-doc {target}",
+                    err=True,
+                )
                 return EXIT_FINDINGS
             return EXIT_CLEAN
         from flowtrace.sources.output import write_atomic

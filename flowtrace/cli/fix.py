@@ -30,7 +30,10 @@ def report_lines(report) -> list[str]:
 
 
 def summary(report) -> str:
-    return f"flowtrace: {len(report.offered)} fix(es) verified, {len(report.withheld)} withheld, {report.not_fixable} finding(s) without a codemod"
+    return (
+        f"flowtrace: {len(report.offered)} fix(es) verified, {len(report.withheld)} withheld,"
+        f" {report.not_fixable} finding(s) without a codemod"
+    )
 
 
 def write_report(root, report, *, echo: bool = True):
@@ -61,17 +64,53 @@ def emit_diff(report, label: str = "", output: str | None = None) -> int:
 
 @click.command("fix")
 @click.argument("path")
-@click.option("--select", multiple=True, metavar="CODES", help="Fix only findings of these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).")
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Fix only findings of these code prefixes (comma-separated, repeatable; replaces [tool.flowtrace] select).",
+)
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Add these code prefixes to the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Leave findings of these code prefixes alone.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file instead of the nearest pyproject.toml (as check does).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="Read settings from this TOML file instead of the nearest pyproject.toml (as check does).",
+)
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-@click.option("--diff", "show_diff", is_flag=True, help="Print the verified patches as one unified diff; exit 1 when there is one. Writes nothing.")
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Print the verified patches as one unified diff; exit 1 when there is one. Writes nothing.",
+)
 @click.option("--write", "write", is_flag=True, help="Write the verified patches into the tree.")
-@output_options(("text", "json"), "text", help="json: one flowtrace.fix/1 document (per finding: verified or refused and why, what was written).",
-                output_help="Write the listing, the diff (--diff) or the JSON document to FILE instead of stdout.")
+@output_options(
+    ("text", "json"),
+    "text",
+    help="json: one flowtrace.fix/1 document (per finding: verified or refused and why, what was written).",
+    output_help="Write the listing, the diff (--diff) or the JSON document to FILE instead of stdout.",
+)
 @scan_options(config_aware=True)
-def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, write, fmt, output, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def fix(
+    path,
+    select,
+    extend_select,
+    ignore,
+    config_file,
+    isolated,
+    show_diff,
+    write,
+    fmt,
+    output,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+):
     """Patch the fixable findings of PATH: each patch is verified by re-running the analysis on
     the patched tree (finding gone, nothing new, the trace serving the promised boundaries).
 
@@ -86,7 +125,20 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
         raise click.UsageError("--diff and --write exclude each other")
     if show_diff and fmt == "json":
         raise click.UsageError("--diff prints a diff; --format json carries each patch's diff already")
-    outcome, report = _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir)
+    outcome, report = _fix_run(
+        path,
+        select,
+        extend_select,
+        ignore,
+        config_file,
+        isolated,
+        profile,
+        profile_file,
+        exclude,
+        jobs,
+        no_cache,
+        cache_dir,
+    )
     lines = report_lines(report)
     written = None
     if show_diff:
@@ -101,7 +153,10 @@ def fix(path, select, extend_select, ignore, config_file, isolated, show_diff, w
             emit_output("\n".join(lines) + ("\n" if lines else ""), output)
         code = 1 if report.offered else 0
     if fmt == "json":
-        emit_output(json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n", output)
+        emit_output(
+            json.dumps(fix_document(report, mode="write" if write else "list", written=written), indent=2) + "\n",
+            output,
+        )
     _status(summary(report))
     sys.exit(code)
 
@@ -114,7 +169,20 @@ def _status(text: str) -> None:
         status(text)
 
 
-def _fix_run(path, select, extend_select, ignore, config_file, isolated, profile, profile_file, exclude, jobs, no_cache, cache_dir):
+def _fix_run(
+    path,
+    select,
+    extend_select,
+    ignore,
+    config_file,
+    isolated,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+):
     """The findings `check` would report for PATH (config, suppressions and all), then a fix
     report on them, scanned with the same excludes and profiles the check used."""
     from flowtrace.cli.options import index_options
@@ -133,8 +201,14 @@ def _fix_run(path, select, extend_select, ignore, config_file, isolated, profile
     cfg = outcome.config
     options = index_options(jobs, no_cache, cache_dir, tuple(cfg.exclude) + tuple(exclude))
     files = tuple(cfg.profile_files) + tuple(profile_file)
-    report = fix_findings(outcome.result, list(outcome.findings), profile=profile or cfg.profile, options=options, profile_files=files,
-                          suppressed=suppressed_by(outcome))
+    report = fix_findings(
+        outcome.result,
+        list(outcome.findings),
+        profile=profile or cfg.profile,
+        options=options,
+        profile_files=files,
+        suppressed=suppressed_by(outcome),
+    )
     return outcome, report
 
 
@@ -145,8 +219,14 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
     from flowtrace.fix.run import fix_findings
     from flowtrace.fix.selection import suppressed_by
 
-    report = fix_findings(outcome.result, list(outcome.findings), profile=profile, options=options, profile_files=profile_files,
-                          suppressed=suppressed_by(outcome))
+    report = fix_findings(
+        outcome.result,
+        list(outcome.findings),
+        profile=profile,
+        options=options,
+        profile_files=profile_files,
+        suppressed=suppressed_by(outcome),
+    )
     if show_diff:
         _status(summary(report))
         return emit_diff(report)
@@ -158,7 +238,9 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
     return None
 
 
-def compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool, output: str | None = None) -> int:
+def compat_fix(
+    result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool, output: str | None = None
+) -> int:
     """``compat --fix``: rewrite the draft config (or, with --diff, show the rewrite, to
     ``output`` when given); what it did goes to stderr."""
     from flowtrace.analysis.compat import parse_boundaries
@@ -170,7 +252,9 @@ def compat_fix(result, target_config, draft_config, trained_with, trained_bounda
 
     try:
         given = parse_boundaries(trained_boundaries) if trained_boundaries else None
-        planned = fix_draft_config(result, target_config, draft_config, trained_with=trained_with, trained_boundaries=given)
+        planned = fix_draft_config(
+            result, target_config, draft_config, trained_with=trained_with, trained_boundaries=given
+        )
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     why = planned.why

@@ -14,7 +14,14 @@ import click
 
 from flowtrace import DISTRIBUTION, __version__
 from flowtrace.cli.messages import error_line, internal_error_line
-from flowtrace.cli.options import FINDING_FORMATS, drafts_option, index_options, method_option, output_options, scan_options
+from flowtrace.cli.options import (
+    FINDING_FORMATS,
+    drafts_option,
+    index_options,
+    method_option,
+    output_options,
+    scan_options,
+)
 from flowtrace.cli.ui import ui_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -91,22 +98,86 @@ def main() -> None:
 @drafts_option(config_aware=True)
 @scan_options(config_aware=True)
 @method_option
-@output_options(FINDING_FORMATS, "text", help="text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json: the scan document; html: the report.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report to FILE (then the text output is the findings and the report's path; --matrix adds the matrix).")
-@click.option("--matrix/--no-matrix", "matrix", default=None, help="Print the model matrix in the text output (default: yes, unless --html writes it to the report).")
+@output_options(
+    FINDING_FORMATS,
+    "text",
+    help=(
+        "text: matrix and findings; full/concise/json-lines/sarif/github: the findings as `check` writes them; json:"
+        " the scan document; html: the report."
+    ),
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help=(
+        "Also write the HTML report to FILE (then the text output is the findings and the report's path; --matrix adds"
+        " the matrix)."
+    ),
+)
+@click.option(
+    "--matrix/--no-matrix",
+    "matrix",
+    default=None,
+    help="Print the model matrix in the text output (default: yes, unless --html writes it to the report).",
+)
 @click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
-@click.option("--link-base", help="Source links in the HTML report: URL prefix (e.g. a blob URL at a commit); default: inferred from the git remote or the release's project URL, else vscode://.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml.")
+@click.option(
+    "--link-base",
+    help=(
+        "Source links in the HTML report: URL prefix (e.g. a blob URL at a commit); default: inferred from the git"
+        " remote or the release's project URL, else vscode://."
+    ),
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help=(
+        "Read settings from this TOML file ([tool.flowtrace], or top-level keys) instead of the nearest pyproject.toml."
+    ),
+)
 @click.option("--isolated", is_flag=True, help="Ignore [tool.flowtrace] configuration.")
-@click.option("--show-settings", is_flag=True, help="Print the settings that apply to PATH (config file, selection, profile) and exit.")
-def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output, html_path, matrix, statistics, link_base, config_file, isolated, show_settings):
-    """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform, capture point, file:line) and findings.
+@click.option(
+    "--show-settings",
+    is_flag=True,
+    help="Print the settings that apply to PATH (config file, selection, profile) and exit.",
+)
+def scan(
+    paths,
+    drafts,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+    method,
+    fmt,
+    output,
+    html_path,
+    matrix,
+    statistics,
+    link_base,
+    config_file,
+    isolated,
+    show_settings,
+):
+    """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform,
+    capture point, file:line) and findings.
 
     The findings are those `flowtrace check` reports: [tool.flowtrace] (select, ignore,
     per-file-ignores, exclude, profile) and inline suppressions apply; baselines and
     fail-on do not, scan always exits 0 when it ran.
     """
-    from flowtrace.cli.ui import distinct_outputs, emit_output, html_report, refuse_non_python_file, several_paths, status
+    from flowtrace.cli.ui import (
+        distinct_outputs,
+        emit_output,
+        html_report,
+        refuse_non_python_file,
+        several_paths,
+        status,
+    )
     from flowtrace.lint.runner import CheckOptions, run_check
     from flowtrace.render import text as text_render
 
@@ -121,8 +192,8 @@ def scan(paths, drafts, profile, profile_file, exclude, jobs, no_cache, cache_di
     refuse_non_python_file(path)
     distinct_outputs(("-o", output), ("--html", html_path))
     outcome = run_check(path, CheckOptions.of(
-        profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
-        config=config_file, isolated=isolated, exit_zero=True, progress=None, method=method,
+        profile=profile, profile_files=profile_file, drafts=drafts, exclude=exclude, jobs=jobs, use_cache=not no_cache,
+        cache_dir=cache_dir, config=config_file, isolated=isolated, exit_zero=True, progress=None, method=method,
     ))  # fmt: skip
     result, findings = outcome.result, list(outcome.findings)
     _say_profiles(result, profile)
@@ -173,7 +244,9 @@ def _scan_text(outcome, show_matrix: bool, keep) -> str:  # noqa: ANN001
         out += [f"findings ({len(outcome.findings)}):", render_check(outcome, "concise", cwd=Path.cwd()).rstrip("\n")]
     diagnostics = result.index.diagnostics
     if diagnostics:
-        out += ["", f"diagnostics ({len(diagnostics)}):"] + [f"{d.file}:{d.line}: {d.kind}: {d.reason}" for d in diagnostics[:50]]
+        out += ["", f"diagnostics ({len(diagnostics)}):"] + [
+            f"{d.file}:{d.line}: {d.kind}: {d.reason}" for d in diagnostics[:50]
+        ]
         if len(diagnostics) > 50:
             out.append(f"... {len(diagnostics) - 50} more (see --format json)")
     return "\n".join(out).strip("\n") + "\n" if out else ""
@@ -184,7 +257,10 @@ def _one_method(method: str | None) -> None:
     from flowtrace.analysis.scan import ALL_METHODS
 
     if method == ALL_METHODS:
-        raise click.BadParameter("'all' is for scan (every method's answer per row); trace and compat answer for one method: name it", param_hint="--method")
+        raise click.BadParameter(
+            "'all' is for scan (every method's answer per row); trace and compat answer for one method: name it",
+            param_hint="--method",
+        )
 
 
 def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
@@ -200,10 +276,20 @@ def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
     if recognised or len(result.profiles) <= 1 or not result.root.is_dir():
         verbose(f"profile(s) {names} (detected)")
         return
-    status(f"flowtrace: warning: no known engine layout under {result.root} (looked for each profile's detect paths); applied every profile: {names} (force one with --profile)")
+    status(
+        f"flowtrace: warning: no known engine layout under {result.root} (looked for each profile's detect paths);"
+        f" applied every profile: {names} (force one with --profile)"
+    )
 
 
-def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...], options, drafts: tuple[str, ...] = (), method: str | None = None):  # noqa: ANN001, ANN202
+def _engine_scan(
+    path: str,
+    profile: str | None,
+    profile_files: tuple[str, ...],
+    options,
+    drafts: tuple[str, ...] = (),
+    method: str | None = None,
+):  # noqa: ANN001, ANN202
     """The scan of PATH for trace, compat and graph: refused (one line, exit 2) as check
     refuses it when PATH holds no engine code. ``method``: the speculative method it answers for."""
     from flowtrace import api
@@ -211,7 +297,9 @@ def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...],
     from flowtrace.cli.ui import refuse_non_python_file
 
     refuse_non_python_file(path)
-    result = api.scan(path, profile=profile, profile_files=profile_files, options=options, drafts_files=tuple(drafts), method=method)
+    result = api.scan(
+        path, profile=profile, profile_files=profile_files, options=options, drafts_files=tuple(drafts), method=method
+    )
     require_engine_code(result, path)
     return result
 
@@ -221,13 +309,39 @@ def _engine_scan(path: str, profile: str | None, profile_files: tuple[str, ...],
 @click.option("--model", "-m", required=True, help="Model class (simple or qualified name) or registered architecture.")
 @click.option("--layer-ids", default="default", show_default=True, help="Draft config ids, e.g. -1,2,30, or 'default'.")
 @click.option("--num-layers", "-L", type=int, help="Number of decoder layers of the target.")
-@click.option("--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size.")
+@click.option(
+    "--target-config", type=click.Path(), help="Target config.json (or its folder): layer count and hidden size."
+)
 @click.option("--hidden-size", type=int, help="Target hidden size (for the fc width).")
-@click.option("--draft-layers", type=click.IntRange(min=1), help="The draft's layer count, for a method whose runner computes its default ids from it (a profile's [methods.*] default_function).")
+@click.option(
+    "--draft-layers",
+    type=click.IntRange(min=1),
+    help=(
+        "The draft's layer count, for a method whose runner computes its default ids from it (a profile's [methods.*]"
+        " default_function)."
+    ),
+)
 @scan_options
 @method_option
 @output_options(("text", "json"), "text", help="json: a flowtrace.trace/1 document.")
-def trace(path, model, layer_ids, num_layers, target_config, hidden_size, draft_layers, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output):
+def trace(
+    path,
+    model,
+    layer_ids,
+    num_layers,
+    target_config,
+    hidden_size,
+    draft_layers,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+    method,
+    fmt,
+    output,
+):
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
     Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
@@ -241,7 +355,11 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, draft_
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--layer-ids") from None
     if num_layers is not None and num_layers <= 0:
-        raise click.BadParameter(f"{num_layers}: the target needs at least one decoder layer (give its num_hidden_layers, or --target-config config.json)", param_hint="-L/--num-layers")
+        raise click.BadParameter(
+            f"{num_layers}: the target needs at least one decoder layer (give its num_hidden_layers, or --target-config"
+            " config.json)",
+            param_hint="-L/--num-layers",
+        )
     if target_config:
         from flowtrace.analysis.compat import ConfigError, read_config, target_info
 
@@ -256,7 +374,9 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, draft_
         raise click.UsageError("give --num-layers N or --target-config config.json")
     _one_method(method)
     result = _engine_scan(path, profile, profile_file, index_options(jobs, no_cache, cache_dir, exclude), method=method)
-    traced = api.trace(result, model, ids, num_layers, hidden_size, target_doc if target_config else None, draft_layers=draft_layers)
+    traced = api.trace(
+        result, model, ids, num_layers, hidden_size, target_doc if target_config else None, draft_layers=draft_layers
+    )
     if fmt == "json":
         import json
 
@@ -268,33 +388,100 @@ def trace(path, model, layer_ids, num_layers, target_config, hidden_size, draft_
 
 @main.command()
 @click.argument("path")
-@click.option("--target-config", type=click.Path(), help="The target model's config.json (or its folder); with --draft, defaults to the catalogue's target.")
-@click.option("--draft-config", type=click.Path(), help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).")
-@click.option("--draft", "draft_name", metavar="NAME", help="A draft of the catalogue instead of --draft-config (docs/drafts.md; `flowtrace compat PATH --draft specforge/qwen3-8b-eagle3`).")
+@click.option(
+    "--target-config",
+    type=click.Path(),
+    help="The target model's config.json (or its folder); with --draft, defaults to the catalogue's target.",
+)
+@click.option(
+    "--draft-config",
+    type=click.Path(),
+    help="The EAGLE-3 draft's config.json, or its folder (then the safetensors header gives the fc width).",
+)
+@click.option(
+    "--draft",
+    "draft_name",
+    metavar="NAME",
+    help=(
+        "A draft of the catalogue instead of --draft-config (docs/drafts.md; `flowtrace compat PATH --draft"
+        " specforge/qwen3-8b-eagle3`)."
+    ),
+)
 @drafts_option
-@click.option("--trained-with", help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.")
-@click.option("--trained-boundaries", metavar="B0,B1,...", help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.")
+@click.option(
+    "--trained-with",
+    help="Training convention (rules/training): specforge, eagle, hf-index, speculators, boundary. Default: detected.",
+)
+@click.option(
+    "--trained-boundaries",
+    metavar="B0,B1,...",
+    help="The boundaries the draft was trained on (0 = embedding); overrides --trained-with.",
+)
 @scan_options
 @method_option
-@output_options(("text", "json"), "text", help="json: a flowtrace.compat/1 document.", output_help="Write to FILE instead of stdout (with --fix --diff: the diff).")
-@click.option("--fix", "fix_config", is_flag=True, help="Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a plain rerun then says MATCH); then print the verdict on the rewritten config.")
-@click.option("--diff", "show_diff", is_flag=True, help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).")
-def compat(path, target_config, draft_config, draft_name, drafts, trained_with, trained_boundaries, profile, profile_file, exclude, jobs, no_cache, cache_dir, method, fmt, output, fix_config, show_diff):
+@output_options(
+    ("text", "json"),
+    "text",
+    help="json: a flowtrace.compat/1 document.",
+    output_help="Write to FILE instead of stdout (with --fix --diff: the diff).",
+)
+@click.option(
+    "--fix",
+    "fix_config",
+    is_flag=True,
+    help=(
+        "Rewrite the draft's config.json with verified ids that serve its trained layout, recording that layout (a"
+        " plain rerun then says MATCH); then print the verdict on the rewritten config."
+    ),
+)
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).",
+)
+def compat(
+    path,
+    target_config,
+    draft_config,
+    draft_name,
+    drafts,
+    trained_with,
+    trained_boundaries,
+    profile,
+    profile_file,
+    exclude,
+    jobs,
+    no_cache,
+    cache_dir,
+    method,
+    fmt,
+    output,
+    fix_config,
+    show_diff,
+):
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?"""
     from flowtrace import api
     from flowtrace.render.compat_json import compat_json
     from flowtrace.render.compat_text import compat_text
 
     if (draft_config is None) == (draft_name is None):
-        raise click.UsageError("give the draft as --draft-config FILE|DIR or as --draft NAME (a catalogue entry), one of the two")
+        raise click.UsageError(
+            "give the draft as --draft-config FILE|DIR or as --draft NAME (a catalogue entry), one of the two"
+        )
     if draft_name is None and target_config is None:
         raise click.UsageError("--target-config is required with --draft-config")
     if draft_name is not None and (fix_config or trained_with or trained_boundaries):
-        raise click.UsageError("--draft NAME takes its convention and layout from the catalogue: no --fix, --trained-with or --trained-boundaries")
+        raise click.UsageError(
+            "--draft NAME takes its convention and layout from the catalogue: no --fix, --trained-with or"
+            " --trained-boundaries"
+        )
     if show_diff and not fix_config:
         raise click.UsageError("--diff goes with --fix")
     if show_diff and fmt == "json":
-        raise click.UsageError("--fix --diff prints a diff; without --diff, --format json writes the verdict on the rewritten config")
+        raise click.UsageError(
+            "--fix --diff prints a diff; without --diff, --format json writes the verdict on the rewritten config"
+        )
     _one_method(method)
     options = index_options(jobs, no_cache, cache_dir, exclude)
     result = _engine_scan(path, profile, profile_file, options, drafts, method)
@@ -353,7 +540,9 @@ def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fm
 
     refuse_non_python_file(old)
     refuse_non_python_file(new)
-    changes = api.diff(old, new, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude))
+    changes = api.diff(
+        old, new, profile=profile, profile_files=profile_file, options=index_options(jobs, no_cache, cache_dir, exclude)
+    )
     if fmt == "json":
         import json
 
@@ -384,11 +573,37 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
 
 
 @main.command()
-@click.option("--scan", "scan_json", required=True, type=click.Path(dir_okay=False), help="A `flowtrace scan --format json` document.")
-@click.option("--probe", "probe_json", type=click.Path(dir_okay=False), help="A `flowtrace probe ... --format json` result to merge in.")
-@click.option("--probe-engine", "engine_json", multiple=True, type=click.Path(dir_okay=False), help="`flowtrace probe engine --format json` results: runtime-confirmed / refuted per model row.")
-@output_options(("html",), "html", help="html: one self-contained page (the only format: the JSON is what --scan reads).", output_help="Write the page to FILE.", output_default="reports/flowtrace-report.html")
-@click.option("--link-base", help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).")
+@click.option(
+    "--scan",
+    "scan_json",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A `flowtrace scan --format json` document.",
+)
+@click.option(
+    "--probe",
+    "probe_json",
+    type=click.Path(dir_okay=False),
+    help="A `flowtrace probe ... --format json` result to merge in.",
+)
+@click.option(
+    "--probe-engine",
+    "engine_json",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="`flowtrace probe engine --format json` results: runtime-confirmed / refuted per model row.",
+)
+@output_options(
+    ("html",),
+    "html",
+    help="html: one self-contained page (the only format: the JSON is what --scan reads).",
+    output_help="Write the page to FILE.",
+    output_default="reports/flowtrace-report.html",
+)
+@click.option(
+    "--link-base",
+    help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).",
+)
 @ui_options
 def report(scan_json, probe_json, engine_json, fmt, output, link_base):
     """Render the HTML report from saved scan (and probe) results."""
@@ -399,7 +614,9 @@ def report(scan_json, probe_json, engine_json, fmt, output, link_base):
     from flowtrace.render.html import render_html
 
     # the page must not replace what it is made from
-    distinct_outputs(("--scan", scan_json), ("--probe", probe_json), *(("--probe-engine", p) for p in engine_json), ("-o", output))
+    distinct_outputs(
+        ("--scan", scan_json), ("--probe", probe_json), *(("--probe-engine", p) for p in engine_json), ("-o", output)
+    )
 
     def load(path: str, schema: str) -> dict:
         try:
@@ -409,7 +626,9 @@ def report(scan_json, probe_json, engine_json, fmt, output, link_base):
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise UsageError(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(schema):
-            raise UsageError(f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
+            raise UsageError(
+                f"{path}: not a {schema} document (schema {doc.get('schema') if isinstance(doc, dict) else None!r})"
+            )
         return doc
 
     def load_any(path: str) -> object:
@@ -424,7 +643,11 @@ def report(scan_json, probe_json, engine_json, fmt, output, link_base):
 
     doc, complete = report_document_from_scan(load(scan_json, "flowtrace.scan/"))
     if not complete:
-        click.echo(f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths, graphs or snippets; rescan with this version", err=True)
+        click.echo(
+            f"flowtrace: warning: {scan_json} has no report data (an older flowtrace wrote it): no capture paths,"
+            " graphs or snippets; rescan with this version",
+            err=True,
+        )
     probe = load(probe_json, "flowtrace.probe/") if probe_json else None
     if engine_json:
         from flowtrace.probe.engine_report import engine_documents, merged_probe

@@ -15,15 +15,47 @@ def scan_options(f=None, *, config_aware: bool = False):
     """
 
     def decorate(f):
-        profile_help = "Force an engine profile (default: [tool.flowtrace] profile, else detected)." if config_aware else "Force an engine profile (default: detected from the tree)."
-        exclude_help = "Skip paths matching this gitignore-style pattern (repeatable" + ("; added to [tool.flowtrace] exclude)." if config_aware else ").")
+        profile_help = (
+            "Force an engine profile (default: [tool.flowtrace] profile, else detected)."
+            if config_aware
+            else "Force an engine profile (default: detected from the tree)."
+        )
+        exclude_help = "Skip paths matching this gitignore-style pattern (repeatable" + (
+            "; added to [tool.flowtrace] exclude)." if config_aware else ")."
+        )
         f = click.option("--profile", help=profile_help)(f)
-        file_help = "Add an engine profile from this TOML file (repeatable; merged with the bundled profiles, replacing one of the same name; see docs/profiles.md)" + ("; added to [tool.flowtrace] profile-files." if config_aware else ".")
-        f = click.option("--profile-file", "profile_file", multiple=True, type=click.Path(dir_okay=False), metavar="PATH", help=file_help)(f)
+        file_help = (
+            "Add an engine profile from this TOML file (repeatable; merged with the bundled profiles, replacing one of"
+            " the same name; see docs/profiles.md)"
+            + ("; added to [tool.flowtrace] profile-files." if config_aware else ".")
+        )
+        f = click.option(
+            "--profile-file",
+            "profile_file",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            metavar="PATH",
+            help=file_help,
+        )(f)
         f = click.option("--exclude", multiple=True, metavar="PATTERN", help=exclude_help)(f)
-        f = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parser processes (default: one per core; 1 = serial).")(f)
+        f = click.option(
+            "--jobs",
+            "-j",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Parser processes (default: one per core; 1 = serial).",
+        )(f)
         f = click.option("--no-cache", is_flag=True, help="Do not read or write the fact cache.")(f)
-        f = click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Fact cache folder (default: .flowtrace_cache in the scanned folder, written at the end of a scan of engine code, never when the command refuses; $XDG_CACHE_HOME/flowtrace/... when the folder is read-only).")(f)
+        f = click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help=(
+                "Fact cache folder (default: .flowtrace_cache in the scanned folder, written at the end of a scan of"
+                " engine code, never when the command refuses; $XDG_CACHE_HOME/flowtrace/... when the folder is"
+                " read-only)."
+            ),
+        )(f)
         from flowtrace.cli.ui import ui_options
 
         return ui_options(f)
@@ -39,12 +71,21 @@ def drafts_option(f=None, *, config_aware: bool = False):
             "Add the published drafts of this TOML file to the draft catalogue the findings are graded against "
             "(repeatable; an entry replaces a shipped one of the same name; see docs/drafts.md)"
         ) + ("; added to [tool.flowtrace] drafts." if config_aware else ".")
-        return click.option("--drafts", "drafts", multiple=True, type=click.Path(dir_okay=False), metavar="FILE", help=help_text)(f)
+        return click.option(
+            "--drafts", "drafts", multiple=True, type=click.Path(dir_okay=False), metavar="FILE", help=help_text
+        )(f)
 
     return decorate(f) if f is not None else decorate
 
 
-def output_options(formats: tuple[str, ...], default: str, *, help: str | None = None, output_help: str = "Write to FILE instead of stdout.", output_default: str | None = None):
+def output_options(
+    formats: tuple[str, ...],
+    default: str,
+    *,
+    help: str | None = None,
+    output_help: str = "Write to FILE instead of stdout.",
+    output_default: str | None = None,
+):
     """``--format``/``--output-format`` (the value is ``fmt``) and ``-o``/``--output``/
     ``--output-file`` (``output``): the one spelling of both on every command that writes
     output (tests/test_cli_options.py walks the command tree for them)."""
@@ -54,7 +95,15 @@ def output_options(formats: tuple[str, ...], default: str, *, help: str | None =
             "-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), default=output_default,
             show_default=output_default is not None, metavar="FILE", help=output_help,
         )(f)
-        return click.option("--format", "--output-format", "fmt", type=click.Choice(formats), default=default, show_default=True, help=help)(f)
+        return click.option(
+            "--format",
+            "--output-format",
+            "fmt",
+            type=click.Choice(formats),
+            default=default,
+            show_default=True,
+            help=help,
+        )(f)
 
     return decorate
 
@@ -79,4 +128,10 @@ def index_options(jobs, no_cache, cache_dir, exclude, progress=None):
     """The IndexOptions those flags mean."""
     from flowtrace.index.build import IndexOptions
 
-    return IndexOptions(jobs=jobs, use_cache=not no_cache, cache_dir=Path(cache_dir) if cache_dir else None, excludes=tuple(exclude), progress=progress)
+    return IndexOptions(
+        jobs=jobs,
+        use_cache=not no_cache,
+        cache_dir=Path(cache_dir) if cache_dir else None,
+        excludes=tuple(exclude),
+        progress=progress,
+    )

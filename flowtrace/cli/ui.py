@@ -43,9 +43,33 @@ def _store(name: str):
 
 def ui_options(f):
     """-q/--quiet, -v/--verbose, --color auto|always|never."""
-    f = click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, expose_value=False, callback=_store("color"), help="Colour the text output (auto: only on a terminal).")(f)
-    f = click.option("-v", "--verbose", is_flag=True, default=None, expose_value=False, callback=_store("verbose"), help="Say which settings were applied (config file, profiles).")(f)
-    f = click.option("-q", "--quiet", is_flag=True, default=None, expose_value=False, callback=_store("quiet"), help="Print only the requested output and errors (no summary or status lines).")(f)
+    f = click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        expose_value=False,
+        callback=_store("color"),
+        help="Colour the text output (auto: only on a terminal).",
+    )(f)
+    f = click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        default=None,
+        expose_value=False,
+        callback=_store("verbose"),
+        help="Say which settings were applied (config file, profiles).",
+    )(f)
+    f = click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        default=None,
+        expose_value=False,
+        callback=_store("quiet"),
+        help="Print only the requested output and errors (no summary or status lines).",
+    )(f)
     return f
 
 
@@ -125,7 +149,10 @@ def refuse_non_python_file(path: str) -> None:
 
     p = Path(path)
     if not path.startswith("pypi:") and p.is_file() and p.suffix not in (".py", ".pyi"):
-        raise UsageError(f"no Python engine code in {path}: not a Python file (give an engine checkout, a .py file or pypi:NAME==VERSION)")
+        raise UsageError(
+            f"no Python engine code in {path}: not a Python file (give an engine checkout, a .py file or"
+            " pypi:NAME==VERSION)"
+        )
 
 
 def statistics_text(findings) -> str:  # noqa: ANN001
