@@ -133,6 +133,8 @@ def _general(profiles: list[Profile]) -> CheckConventions:
     forwards = {p.startup_forward for p in profiles}
     forward = forwards.pop() if len(forwards) == 1 else ""
     return CheckConventions(
-        embedding_id=ids[0] if len(set(ids)) == 1 else None, startup_refusal=refusal or None, startup_forward=forward or None,
+        embedding_id=ids[0] if len(set(ids)) == 1 else None,
+        startup_refusal=refusal or None,
+        startup_forward=forward or None,
         **values,  # type: ignore[arg-type]
     )

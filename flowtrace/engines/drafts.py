@@ -36,12 +36,35 @@ else:  # pragma: no cover
 EAGLE3 = LEGACY[0]  # the method a [[draft]] entry names when it names none: the profiles' one method of old
 
 _DRAFT_KEYS = {
-    "name": str, "target": str, "architectures": list, "num_hidden_layers": int, "method": str, "trainer": str,
-    "convention": str, "ids": list, "key": str, "target_hidden_size": int, "states": int, "source": str,
-    "see": list, "confirmed": bool, "unconfirmed": str, "note": str, "trained_boundaries": list, "draft_architectures": list,
+    "name": str,
+    "target": str,
+    "architectures": list,
+    "num_hidden_layers": int,
+    "method": str,
+    "trainer": str,
+    "convention": str,
+    "ids": list,
+    "key": str,
+    "target_hidden_size": int,
+    "states": int,
+    "source": str,
+    "see": list,
+    "confirmed": bool,
+    "unconfirmed": str,
+    "note": str,
+    "trained_boundaries": list,
+    "draft_architectures": list,
 }
 _DRAFT_REQUIRED = ("name", "target", "architectures", "trainer", "convention", "source")
-_TRAINER_KEYS = {"name": str, "convention": str, "ids": str, "writes_ids": bool, "key": str, "method": str, "source": str}
+_TRAINER_KEYS = {
+    "name": str,
+    "convention": str,
+    "ids": str,
+    "writes_ids": bool,
+    "key": str,
+    "method": str,
+    "source": str,
+}
 _TRAINER_REQUIRED = ("name", "convention", "ids", "writes_ids", "source")
 
 
@@ -99,12 +122,18 @@ class DraftCatalogue:
     def find(self, name: str) -> CatalogueDraft | None:
         return next((d for d in self.drafts if d.name == name), None)
 
-    def for_architectures(self, names: Iterable[str], method: str = EAGLE3, *, confirmed_only: bool = True) -> tuple[CatalogueDraft, ...]:
+    def for_architectures(
+        self, names: Iterable[str], method: str = EAGLE3, *, confirmed_only: bool = True
+    ) -> tuple[CatalogueDraft, ...]:
         """The drafts of ``method`` for a class served under any of ``names`` (registry names)."""
         wanted = set(names)
         return tuple(
-            d for d in self.drafts
-            if wanted.intersection(d.architectures) and d.method == method and d.num_hidden_layers is not None and (d.confirmed or not confirmed_only)
+            d
+            for d in self.drafts
+            if wanted.intersection(d.architectures)
+            and d.method == method
+            and d.num_hidden_layers is not None
+            and (d.confirmed or not confirmed_only)
         )
 
     def loaded_by(self, names: Iterable[str]) -> tuple[CatalogueDraft, ...]:
@@ -152,11 +181,15 @@ def _typed(entry: dict[str, Any], schema: dict[str, type], required: Sequence[st
             raise ProfileError(f"{where}: {key} must be a {kind.__name__}, found {value!r}")
 
 
-def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[str, TrainingConvention], where: str) -> CatalogueDraft:
+def _draft(
+    entry: dict[str, Any], family: str, file: str, conventions: Mapping[str, TrainingConvention], where: str
+) -> CatalogueDraft:
     _typed(entry, _DRAFT_KEYS, _DRAFT_REQUIRED, where)
     conv = conventions.get(entry["convention"])
     if conv is None:
-        raise ProfileError(f"{where}: unknown convention {entry['convention']!r} (choose from {', '.join(sorted(conventions))})")
+        raise ProfileError(
+            f"{where}: unknown convention {entry['convention']!r} (choose from {', '.join(sorted(conventions))})"
+        )
     confirmed = entry.get("confirmed", True)
     if confirmed == ("unconfirmed" in entry):
         raise ProfileError(f"{where}: an entry says 'unconfirmed = <why>' exactly when 'confirmed = false'")
@@ -180,7 +213,9 @@ def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[s
         raise ProfileError(f"{where}: see must be a list of addresses")
     architectures = entry["architectures"]
     if not architectures or not all(isinstance(a, str) and a.isidentifier() for a in architectures):
-        raise ProfileError(f"{where}: architectures must be a non-empty list of registry names, found {architectures!r}")
+        raise ProfileError(
+            f"{where}: architectures must be a non-empty list of registry names, found {architectures!r}"
+        )
     own = entry.get("draft_architectures", [])
     if not all(isinstance(a, str) and a.isidentifier() for a in own):
         raise ProfileError(f"{where}: draft_architectures must be a list of registry names, found {own!r}")
@@ -188,11 +223,24 @@ def _draft(entry: dict[str, Any], family: str, file: str, conventions: Mapping[s
     if trained is not None and (layers is None or invalid_ids("boundary", trained, layers) is not None):
         raise ProfileError(f"{where}: trained_boundaries {trained!r} must be distinct boundaries 0..L of a known L")
     return CatalogueDraft(
-        name=entry["name"], family=family, target=entry["target"], architectures=tuple(architectures), num_hidden_layers=layers,
-        method=entry.get("method", EAGLE3), trainer=entry["trainer"], convention=conv.name,
-        ids=tuple(ids) if ids is not None else None, key=entry.get("key"), source=entry["source"], file=file, see=tuple(see),
-        target_hidden_size=entry.get("target_hidden_size"), states=entry.get("states"), confirmed=confirmed,
-        unconfirmed=entry.get("unconfirmed"), note=entry.get("note"),
+        name=entry["name"],
+        family=family,
+        target=entry["target"],
+        architectures=tuple(architectures),
+        num_hidden_layers=layers,
+        method=entry.get("method", EAGLE3),
+        trainer=entry["trainer"],
+        convention=conv.name,
+        ids=tuple(ids) if ids is not None else None,
+        key=entry.get("key"),
+        source=entry["source"],
+        file=file,
+        see=tuple(see),
+        target_hidden_size=entry.get("target_hidden_size"),
+        states=entry.get("states"),
+        confirmed=confirmed,
+        unconfirmed=entry.get("unconfirmed"),
+        note=entry.get("note"),
         trained_boundaries=tuple(trained) if trained is not None else None,
         draft_architectures=tuple(entry.get("draft_architectures", ())),
     )
@@ -203,15 +251,27 @@ def _trainer(entry: dict[str, Any], conventions: Mapping[str, TrainingConvention
     if entry["convention"] not in conventions:
         raise ProfileError(f"{where}: unknown convention {entry['convention']!r}")
     if entry["writes_ids"] != ("key" in entry):
-        raise ProfileError(f"{where}: a trainer that writes its ids names the key ('key'), one that does not names none")
+        raise ProfileError(
+            f"{where}: a trainer that writes its ids names the key ('key'), one that does not names none"
+        )
     try:
         layout(entry["ids"], 32)
     except LayoutError as exc:
         raise ProfileError(f"{where}: ids {entry['ids']!r}: cannot evaluate it ({exc})") from None
-    return TrainerDefault(entry["name"], entry["convention"], entry["ids"], entry["writes_ids"], entry["source"], entry.get("key"), entry.get("method", EAGLE3))
+    return TrainerDefault(
+        entry["name"],
+        entry["convention"],
+        entry["ids"],
+        entry["writes_ids"],
+        entry["source"],
+        entry.get("key"),
+        entry.get("method", EAGLE3),
+    )
 
 
-def _read(path: Path, conventions: Mapping[str, TrainingConvention]) -> tuple[list[CatalogueDraft], list[TrainerDefault], bytes]:
+def _read(
+    path: Path, conventions: Mapping[str, TrainingConvention]
+) -> tuple[list[CatalogueDraft], list[TrainerDefault], bytes]:
     try:
         raw = path.read_bytes()
         data = tomllib.loads(raw.decode("utf-8"))
@@ -221,11 +281,19 @@ def _read(path: Path, conventions: Mapping[str, TrainingConvention]) -> tuple[li
         raise ProfileError(f"{path}: not a valid TOML draft catalogue ({exc})") from None
     unknown = sorted(set(data) - {"family", "draft", "trainer"})
     if unknown:
-        raise ProfileError(f"{path}: unknown table(s) {', '.join(unknown)} (a catalogue holds [family], [[draft]] and [[trainer]])")
+        raise ProfileError(
+            f"{path}: unknown table(s) {', '.join(unknown)} (a catalogue holds [family], [[draft]] and [[trainer]])"
+        )
     family_table = data.get("family", {})
     family = family_table.get("name", path.stem) if isinstance(family_table, dict) else path.stem
-    drafts = [_draft(e, family, path.name, conventions, f"{path}: draft {e.get('name', k + 1)!r}") for k, e in enumerate(data.get("draft", []))]
-    trainers = [_trainer(e, conventions, f"{path}: trainer {e.get('name', k + 1)!r}") for k, e in enumerate(data.get("trainer", []))]
+    drafts = [
+        _draft(e, family, path.name, conventions, f"{path}: draft {e.get('name', k + 1)!r}")
+        for k, e in enumerate(data.get("draft", []))
+    ]
+    trainers = [
+        _trainer(e, conventions, f"{path}: trainer {e.get('name', k + 1)!r}")
+        for k, e in enumerate(data.get("trainer", []))
+    ]
     return drafts, trainers, raw
 
 

@@ -24,7 +24,9 @@ from typing import Iterator
 from flowtrace.engines.profiles import Profile, detects, select_profiles
 
 _MAX_FILE = 2_000_000  # bytes: larger sources are data, not model code
-_SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", "tests", "test", "docs"})
+_SKIP_DIRS = frozenset(
+    {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", "tests", "test", "docs"}
+)
 
 
 class How:
@@ -129,15 +131,24 @@ def by_content(root: Path, profiles: list[Profile]) -> tuple[list[Profile], Prof
     best = max(scores.values(), default=0)
     winners = [p for p in profiles if scores[p.name] == best]
     if best == 0 or len(winners) != 1:
-        why = "no profile's interfaces, setters or hooks are defined here" if best == 0 else f"a tie between {', '.join(p.name for p in winners)}"
-        return profiles, ProfileChoice(tuple(p.name for p in profiles), How.ALL, f"no detect path matched and {why}: every profile merged")
+        why = (
+            "no profile's interfaces, setters or hooks are defined here"
+            if best == 0
+            else f"a tie between {', '.join(p.name for p in winners)}"
+        )
+        return profiles, ProfileChoice(
+            tuple(p.name for p in profiles), How.ALL, f"no detect path matched and {why}: every profile merged"
+        )
     chosen = winners[0]
     found = evidence[chosen.name]
     mapping = _package_map(root, chosen, found)
     shown = "; ".join(f"{label} ({where})" for label, where in list(found.items())[:4])
     runners = ", ".join(f"{n} {s}" for n, s in sorted(scores.items()) if n != chosen.name)
     renamed = "; package " + ", ".join(f"{a} -> {b}" for a, b in mapping) if mapping else ""
-    reason = f"no detect path matched; the tree defines {best} of {chosen.name}'s names: {shown} (others: {runners}){renamed}"
+    reason = (
+        f"no detect path matched; the tree defines {best} of {chosen.name}'s names: {shown} (others:"
+        f" {runners}){renamed}"
+    )
     return [_mapped(chosen, mapping)], ProfileChoice((chosen.name,), How.CONTENT, reason, mapping)
 
 
@@ -149,7 +160,9 @@ def choose(root: Path, forced: str | None = None, extra: tuple[Path, ...] = ()) 
     if forced:
         return profiles, ProfileChoice(names, How.FORCED, f"--profile {forced}")
     if extra:
-        return profiles, ProfileChoice(names, How.USER, "the user's profile file(s) " + ", ".join(str(e) for e in extra))
+        return profiles, ProfileChoice(
+            names, How.USER, "the user's profile file(s) " + ", ".join(str(e) for e in extra)
+        )
     if root.is_file():
         return profiles, ProfileChoice(names, How.ALL, "a single file: every profile merged")
     found = [f"{d}/" for p in profiles for d in p.detect_paths if detects(root, d)]

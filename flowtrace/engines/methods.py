@@ -97,8 +97,20 @@ class SpecMethod:
 
 
 _STRING_LISTS = frozenset(
-    f.name for f in fields(SpecMethod)
-    if f.name in {"setters", "default_getters", "layer_id_keys", "default_arguments", "runner_entries", "draft_architectures", "detect_keys", "draft_feeds", "target_methods"}
+    f.name
+    for f in fields(SpecMethod)
+    if f.name
+    in {
+        "setters",
+        "default_getters",
+        "layer_id_keys",
+        "default_arguments",
+        "runner_entries",
+        "draft_architectures",
+        "detect_keys",
+        "draft_feeds",
+        "target_methods",
+    }
 )
 _INTS = frozenset({"id_offset", "states", "embedding_id"})
 _BOOLS = frozenset({"default", "none_embedding"})
@@ -111,7 +123,10 @@ def _value(key: str, value: object, where: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ProfileError(f"{where} {key} must be a list of strings, found {value!r}")
         if key == "default_arguments" and (bad := [v for v in value if v not in ARGUMENT_WORDS]):
-            raise ProfileError(f"{where} default_arguments: {', '.join(map(repr, bad))} (each must be one of {', '.join(ARGUMENT_WORDS)})")
+            raise ProfileError(
+                f"{where} default_arguments: {', '.join(map(repr, bad))} (each must be one of"
+                f" {', '.join(ARGUMENT_WORDS)})"
+            )
         return tuple(value)
     if key in _INTS:
         if type(value) is not int:
@@ -129,7 +144,9 @@ def _value(key: str, value: object, where: str) -> Any:
 def read_methods(table: object, where: str) -> tuple[SpecMethod, ...]:
     """The ``[methods]`` table of one profile: each sub-table one method, in declaration order."""
     if not isinstance(table, dict):
-        raise ProfileError(f"{where}: [methods] must be a table of [methods.<name>] tables, found {type(table).__name__}")
+        raise ProfileError(
+            f"{where}: [methods] must be a table of [methods.<name>] tables, found {type(table).__name__}"
+        )
     out = []
     for name, body in table.items():
         here = f"{where}: [methods.{name}]"
@@ -142,10 +159,15 @@ def read_methods(table: object, where: str) -> tuple[SpecMethod, ...]:
             raise ProfileError(f"{here} has unknown key(s) {', '.join(unknown)} (known: {', '.join(METHOD_KEYS)})")
         values = {key: _value(key, value, here) for key, value in body.items()}
         if values.get("default_function") and not values.get("default_arguments"):
-            raise ProfileError(f"{here} default_function needs default_arguments (what the runner passes it: {', '.join(ARGUMENT_WORDS)})")
+            raise ProfileError(
+                f"{here} default_function needs default_arguments (what the runner passes it:"
+                f" {', '.join(ARGUMENT_WORDS)})"
+            )
         out.append(SpecMethod(name=name, **values))
     if sum(m.default for m in out) > 1:
-        raise ProfileError(f"{where}: more than one method is marked default = true ({', '.join(m.name for m in out if m.default)})")
+        raise ProfileError(
+            f"{where}: more than one method is marked default = true ({', '.join(m.name for m in out if m.default)})"
+        )
     return tuple(out)
 
 
@@ -163,7 +185,10 @@ def with_legacy(methods: tuple[SpecMethod, ...], legacy: dict[str, Any], where: 
             continue
         own = getattr(chosen, key)
         if own and own != value:
-            raise ProfileError(f"{where}: [methods.{chosen.name}] {key} = {own!r} differs from the older key's {value!r}: write it once")
+            raise ProfileError(
+                f"{where}: [methods.{chosen.name}] {key} = {own!r} differs from the older key's {value!r}: write it"
+                " once"
+            )
         if not own:
             changes[key] = value
     chosen = replace(chosen, default=True, **changes)
@@ -207,4 +232,16 @@ def find_method(methods: Iterable[SpecMethod], name: str) -> SpecMethod | None:
     return next((m for m in methods if wanted in (m.name.lower(), m.title.lower())), None)
 
 
-__all__ = ["ARGUMENT_WORDS", "DRAFT_LAYERS", "LAYERS", "LEGACY", "METHOD_KEYS", "SpecMethod", "default_of", "find_method", "merge_methods", "read_methods", "with_legacy"]
+__all__ = [
+    "ARGUMENT_WORDS",
+    "DRAFT_LAYERS",
+    "LAYERS",
+    "LEGACY",
+    "METHOD_KEYS",
+    "SpecMethod",
+    "default_of",
+    "find_method",
+    "merge_methods",
+    "read_methods",
+    "with_legacy",
+]

@@ -50,7 +50,14 @@ class CaptureFamily:
 # method's table (``[methods.<name>]``, flowtrace.engines.methods).
 STRINGS, TEXT, INT, HELPERS, FAMILIES, METHODS = "strings", "str", "int", "helpers", "families", "methods"
 _EMPTY_OF: dict[str, object] = {STRINGS: (), TEXT: "", INT: None, HELPERS: (), FAMILIES: (), METHODS: ()}
-_KIND_WORD: dict[str, str] = {STRINGS: "list", TEXT: "str", INT: "int", HELPERS: "list", FAMILIES: "list", METHODS: "table"}
+_KIND_WORD: dict[str, str] = {
+    STRINGS: "list",
+    TEXT: "str",
+    INT: "int",
+    HELPERS: "list",
+    FAMILIES: "list",
+    METHODS: "table",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,15 @@ class KeySpec:
     how: str = "union"
 
 
-def _key(table: str, kind: str = STRINGS, *, regex: bool = False, fallback: object = None, merged: str | None = None, how: str = "union") -> Any:
+def _key(
+    table: str,
+    kind: str = STRINGS,
+    *,
+    regex: bool = False,
+    fallback: object = None,
+    merged: str | None = None,
+    how: str = "union",
+) -> Any:
     spec = KeySpec(table, kind, regex, fallback, merged, how)
     return field(default=fallback if fallback is not None else _EMPTY_OF[kind], metadata={"key": spec})
 
@@ -138,12 +153,15 @@ class Profile:
     startup_forward: str = _key("checks", TEXT, merged="")
     platform_builds: tuple[str, ...] = _key("checks", merged="")
     # -- the serving path: what the runner does with the model (flowtrace.index.runner_steps) -----
-    startup: tuple[str, ...] = _key("serving")  # runner methods a start-up runs (its sequence is read from their bodies)
+    # runner methods a start-up runs (its sequence is read from their bodies)
+    startup: tuple[str, ...] = _key("serving")
     graph_capture: tuple[str, ...] = _key("serving")  # calls that capture device graphs
     warmup: tuple[str, ...] = _key("serving")  # calls that run dummy forwards at start-up
     weight_reload: tuple[str, ...] = _key("serving")  # runner methods that reload weights (and may re-capture)
-    replayed_phases: str = _key("serving", TEXT, merged="replayed_phases", how="each")  # the batches graph replay serves
-    batch_paths: tuple[str, ...] = _key("serving", how="ordered")  # "<flag>: <words>": a batch flag that picks another forward path
+    # the batches graph replay serves
+    replayed_phases: str = _key("serving", TEXT, merged="replayed_phases", how="each")
+    # "<flag>: <words>": a batch flag that picks another forward path
+    batch_paths: tuple[str, ...] = _key("serving", how="ordered")
     speculative_excludes: tuple[str, ...] = _key("serving")  # batch flags the engine never sets while a draft is served
     # -- read by `flowtrace probe engine`, not the scan (flowtrace.probe.settings) ---------------
     package: str = _key("probe", TEXT, merged="")
@@ -245,7 +263,13 @@ def _backtracks(node_list: Any) -> bool:  # sre_parse's SubPattern
         if name in ("MAX_REPEAT", "MIN_REPEAT"):
             low, high, sub = arg
             many = high == _MAXREPEAT or high > 1
-            if many and (_unbounded(sub) or any(str(o) == "BRANCH" or (str(o) == "SUBPATTERN" and any(str(x) == "BRANCH" for x, _ in a[-1])) for o, a in sub)):
+            if many and (
+                _unbounded(sub)
+                or any(
+                    str(o) == "BRANCH" or (str(o) == "SUBPATTERN" and any(str(x) == "BRANCH" for x, _ in a[-1]))
+                    for o, a in sub
+                )
+            ):
                 return True
             if _backtracks(sub):
                 return True
@@ -266,14 +290,21 @@ def regex_problem(pattern: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - re.error, RecursionError, OverflowError on absurd patterns
         return f"not a valid regular expression ({exc})"
     if _backtracks(parsed):
-        return "nested repetition (e.g. (a+)+) can backtrack catastrophically; write it without a repeat inside a repeat"
+        return (
+            "nested repetition (e.g. (a+)+) can backtrack catastrophically; write it without a repeat inside a repeat"
+        )
     return None
 
 
 def _helpers(value: list[Any], where: str) -> tuple[CaptureHelper, ...]:
     out = []
     for item in value:
-        if not isinstance(item, dict) or set(item) != {"name", "label_arg"} or not isinstance(item.get("name"), str) or type(item.get("label_arg")) is not int:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"name", "label_arg"}
+            or not isinstance(item.get("name"), str)
+            or type(item.get("label_arg")) is not int
+        ):
             raise ProfileError(f"{where} entries need {{ name = str, label_arg = int }}, found {item!r}")
         out.append(CaptureHelper(item["name"], item["label_arg"]))
     return tuple(out)
@@ -282,7 +313,11 @@ def _helpers(value: list[Any], where: str) -> tuple[CaptureHelper, ...]:
 def _families(value: list[Any], where: str) -> tuple[CaptureFamily, ...]:
     out = []
     for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("setters", []), list):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("name"), str)
+            or not isinstance(item.get("setters", []), list)
+        ):
             raise ProfileError(f"{where} entries need {{ name = str, setters = [str] }}, found {item!r}")
         out.append(CaptureFamily(item["name"], _strings(item.get("setters", []), f"{where} {item['name']}.setters")))
     return tuple(out)
@@ -381,8 +416,15 @@ def load_profile(path: Path) -> Profile:
 
 
 # The keys written before methods existed, as the default method's keys (Profile field -> method key).
-_LEGACY_KEYS = {"setters": "setters", "default_getters": "default_getters", "layer_id_keys": "layer_id_keys", "method": "engine_name",
-                "draft_architecture": "probe_draft_architecture", "draft_model_type": "probe_draft_model_type", "draft_ids_key": "probe_draft_ids_key"}
+_LEGACY_KEYS = {
+    "setters": "setters",
+    "default_getters": "default_getters",
+    "layer_id_keys": "layer_id_keys",
+    "method": "engine_name",
+    "draft_architecture": "probe_draft_architecture",
+    "draft_model_type": "probe_draft_model_type",
+    "draft_ids_key": "probe_draft_ids_key",
+}
 
 
 def _fold_methods(values: dict[str, object], where: str) -> None:
@@ -416,7 +458,9 @@ def load_all(directory: Path | None = None, extra: tuple[Path, ...] = ()) -> lis
     return [by_name[n] for n in sorted(by_name)]
 
 
-def select_profiles(root: Path, forced: str | None = None, directory: Path | None = None, extra: tuple[Path, ...] = ()) -> list[Profile]:
+def select_profiles(
+    root: Path, forced: str | None = None, directory: Path | None = None, extra: tuple[Path, ...] = ()
+) -> list[Profile]:
     """The profiles for a tree: the forced one, else those whose detect paths exist, else all.
 
     Falling back to all profiles keeps a scan of an unfamiliar layout (a fork, a vendored
@@ -556,11 +600,19 @@ class Conventions:
             values["layer_id_keys"] = chosen.layer_id_keys
             values["methods"] = frozenset((chosen.engine_name,)) if chosen.engine_name else frozenset()
             digest_text += f"\0method={chosen.name}"
-        functions = frozenset((chosen.default_function,)) if chosen is not None and chosen.default_function else frozenset()
+        functions = (
+            frozenset((chosen.default_function,)) if chosen is not None and chosen.default_function else frozenset()
+        )
         setters = _union(profiles, "setters") | values["setters"]  # type: ignore[operator]
         markers = sorted(
-            {m for p in profiles for m in p.markers} | setters | _union(profiles, "attributes") | _union(profiles, "config_keys") | _union(profiles, "hooks")
-            | _union(profiles, "context_feeds") | _union(profiles, "serving_keys") | {f.rsplit(".", 1)[-1] for f in _union(profiles, "context_fields")}
+            {m for p in profiles for m in p.markers}
+            | setters
+            | _union(profiles, "attributes")
+            | _union(profiles, "config_keys")
+            | _union(profiles, "hooks")
+            | _union(profiles, "context_feeds")
+            | _union(profiles, "serving_keys")
+            | {f.rsplit(".", 1)[-1] for f in _union(profiles, "context_fields")}
             | functions
         )
         return cls(
@@ -580,7 +632,10 @@ def _chosen(served: tuple[SpecMethod, ...], method: str | None) -> SpecMethod | 
         return default_of(served) if served else None
     found = find_method(served, method)
     if found is None:
-        raise ProfileError(f"unknown method {method!r}: the selected profiles serve {', '.join(m.name for m in served) or 'none'} (pass one of those to --method)")
+        raise ProfileError(
+            f"unknown method {method!r}: the selected profiles serve"
+            f" {', '.join(m.name for m in served) or 'none'} (pass one of those to --method)"
+        )
     return found
 
 

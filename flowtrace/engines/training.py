@@ -191,7 +191,9 @@ def invalid_ids(meaning: str, ids: object, layers: int) -> str | None:
     return None
 
 
-def to_boundaries(meaning: str, ids: tuple[int, ...] | list[int], layers: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def to_boundaries(
+    meaning: str, ids: tuple[int, ...] | list[int], layers: int
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """(boundaries, notes): what ``ids`` name under ``meaning``. An HF index of L is the state
     after the final norm, which no engine boundary equals: it maps to a sentinel (-L) that never
     matches a served boundary, with a note saying so."""
@@ -202,7 +204,9 @@ def to_boundaries(meaning: str, ids: tuple[int, ...] | list[int], layers: int) -
             out.append(0 if i == -1 else i + 1)
         elif meaning == Meaning.HF_INDEX:
             if i == layers:
-                notes.append(f"id {i} is HF hidden_states[{i}], the output after the final norm: no engine boundary equals it")
+                notes.append(
+                    f"id {i} is HF hidden_states[{i}], the output after the final norm: no engine boundary equals it"
+                )
                 out.append(-layers)
             else:
                 out.append(i % (layers + 1) if i < 0 else i)
