@@ -25,8 +25,18 @@ def _diff(v: Verified) -> str:
 def _verified(v: Verified, written: dict[str, WriteResult] | None) -> dict[str, Any]:
     p = v.proposal
     files = [e.path for e in p.edits]
-    entry: dict[str, Any] = {"rule": p.rule, "fingerprint": p.fingerprint, "symbol": p.symbol, "file": p.file, "line": p.line,
-                             "status": "verified", "title": p.title, "evidence": list(v.evidence), "files": files, "diff": _diff(v)}
+    entry: dict[str, Any] = {
+        "rule": p.rule,
+        "fingerprint": p.fingerprint,
+        "symbol": p.symbol,
+        "file": p.file,
+        "line": p.line,
+        "status": "verified",
+        "title": p.title,
+        "evidence": list(v.evidence),
+        "files": files,
+        "diff": _diff(v),
+    }
     if written is not None:  # --write: every file of the patch must have reached the disk
         results = [written[f] for f in files if f in written]
         entry["written"] = bool(results) and all(r.written for r in results)
@@ -37,7 +47,15 @@ def _verified(v: Verified, written: dict[str, WriteResult] | None) -> dict[str, 
 
 
 def _refused(w: Withheld, status: str) -> dict[str, Any]:
-    return {"rule": w.rule, "fingerprint": w.fingerprint, "symbol": w.symbol, "file": w.file, "line": w.line, "status": status, "why": w.why}
+    return {
+        "rule": w.rule,
+        "fingerprint": w.fingerprint,
+        "symbol": w.symbol,
+        "file": w.file,
+        "line": w.line,
+        "status": status,
+        "why": w.why,
+    }
 
 
 def fix_document(report: FixReport, *, mode: str, written: Sequence[WriteResult] | None = None) -> dict[str, Any]:

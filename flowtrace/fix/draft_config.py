@@ -3,7 +3,8 @@
 compat already searches, on a MISMATCH, the ids that make the engine serve the trained layout
 and re-traces each (:mod:`flowtrace.analysis.suggest`). This module writes the first verified
 list under the key the engine reads, keeping the file's key order, indentation and final
-newline and every line it does not change (:mod:`flowtrace.fix.json_text`), and records the trained layout under ``"flowtrace": {"trained_boundaries": [...]}``:
+newline and every line it does not change (:mod:`flowtrace.fix.json_text`), and records the trained layout under
+``"flowtrace": {"trained_boundaries": [...]}``:
 the new ids are the engine's, no longer the training convention's, so a later ``compat`` must
 read the layout from the record instead of converting the ids again. The new text is checked
 by running compat on it (in a temporary folder) before it is offered: MATCH, or nothing is
@@ -43,7 +44,14 @@ class ConfigFix:
     matches: bool = False  # the config already gives MATCH: nothing to change, nothing wrong
 
 
-def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...], convention: str, old_ids: tuple[int, ...] | None) -> str:
+def rewrite(
+    text: str,
+    key: str,
+    ids: tuple[int, ...],
+    trained: tuple[int, ...],
+    convention: str,
+    old_ids: tuple[int, ...] | None,
+) -> str:
     """The config text with ``key`` set to ``ids`` and the trained layout recorded, every other
     line as it was (:mod:`flowtrace.fix.json_text`); the result reads as ``json.loads`` of the
     old text with those two members set, or :class:`ValueError`."""
@@ -61,13 +69,27 @@ def rewrite(text: str, key: str, ids: tuple[int, ...], trained: tuple[int, ...],
     return out
 
 
-def fix_draft_config(result: ScanResult, target_config: str | Path, draft_config: str | Path, *, trained_with: str | None = None, trained_boundaries: list[int] | None = None) -> ConfigFix:
+def fix_draft_config(
+    result: ScanResult,
+    target_config: str | Path,
+    draft_config: str | Path,
+    *,
+    trained_with: str | None = None,
+    trained_boundaries: list[int] | None = None,
+) -> ConfigFix:
     """Plan the config rewrite for one deployment and verify it with compat (MATCH).
     Raises :class:`flowtrace.sources.configs.ConfigError` for unusable configs, as compat does."""
     from flowtrace.analysis.compat import compat
 
     def run(draft: str | Path, given: list[int] | None = None) -> CompatResult:
-        return compat(result.project, target_config, draft, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
+        return compat(
+            result.project,
+            target_config,
+            draft,
+            trained_with=trained_with,
+            engine_keys=result.engine_keys,
+            trained_boundaries_given=given,
+        )
 
     path = config_path(draft_config)
     before = run(draft_config, trained_boundaries)
@@ -76,8 +98,16 @@ def fix_draft_config(result: ScanResult, target_config: str | Path, draft_config
     usable = [s for s in before.suggestions if s.ids is not None and s.key and s.config == "draft config"]
     if not usable:
         blocked = next((s for s in before.suggestions if s.ids is None), None)
-        why = f"{blocked.why}" + (f" [{blocked.location}]" if blocked and blocked.location else "") if blocked else "no verified ids"
-        return ConfigFix(path, None, f"no draft-config ids can serve the trained layout: {why} (see `flowtrace fix` for code changes)")
+        why = (
+            f"{blocked.why}" + (f" [{blocked.location}]" if blocked and blocked.location else "")
+            if blocked
+            else "no verified ids"
+        )
+        return ConfigFix(
+            path,
+            None,
+            f"no draft-config ids can serve the trained layout: {why} (see `flowtrace fix` for code changes)",
+        )
     chosen = usable[0]
     text = read_document(path, "draft").text  # the one reader compat used, kept whole for the rewrite
     after = rewrite(text, str(chosen.key), tuple(chosen.ids or ()), before.trained, before.convention, before.draft_ids)
@@ -87,9 +117,16 @@ def fix_draft_config(result: ScanResult, target_config: str | Path, draft_config
         trial.write_text(after, encoding="utf-8")
         again = run(trial)
     if again.verdict != "MATCH":
-        return ConfigFix(path, None, f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config", again)
+        return ConfigFix(
+            path,
+            None,
+            f"ids {list(chosen.ids or ())} under {chosen.key} do not give MATCH when compat reads the rewritten config",
+            again,
+        )
     return ConfigFix(
-        path, edit,
-        f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained boundaries {list(before.trained)} are recorded under "
-        f"{RECORD_KEY}.{RECORD_FIELD}, so a plain `flowtrace compat` reads them instead of converting the new ids",
+        path,
+        edit,
+        f"{chosen.key} = {list(chosen.ids or ())}: {chosen.why}; the trained boundaries {list(before.trained)} are"
+        f" recorded under {RECORD_KEY}.{RECORD_FIELD}, so a plain `flowtrace compat` reads them instead of converting"
+        " the new ids",
     )

@@ -61,9 +61,15 @@ def check(result: ScanResult, expectation: Expectation) -> str | None:
     outcome = getattr(getattr(t, "outcome", None), "value", None)
     if outcome != "captures" or tuple(t.boundaries or ()) != expectation.boundaries:
         what = f"boundaries {list(t.boundaries)}" if t.boundaries else (getattr(t, "reason", None) or "nothing")
-        return f"{expectation.model} with ids {list(expectation.ids)} at L={expectation.num_layers}: {outcome}, {what} (expected {list(expectation.boundaries)})"
+        return (
+            f"{expectation.model} with ids {list(expectation.ids)} at L={expectation.num_layers}: {outcome},"
+            f" {what} (expected {list(expectation.boundaries)})"
+        )
     for phase in getattr(t, "phases", ()) if expectation.every_phase else ():  # graph replay, a weight reload
         if str(phase.outcome) != "captures" or tuple(phase.boundaries or ()) != expectation.boundaries:
             what = f"boundaries {list(phase.boundaries)}" if phase.boundaries else (phase.reason or str(phase.outcome))
-            return f"{expectation.model} with ids {list(expectation.ids)} at L={expectation.num_layers}: {phase.words} serves {what} (expected {list(expectation.boundaries)})"
+            return (
+                f"{expectation.model} with ids {list(expectation.ids)} at L={expectation.num_layers}:"
+                f" {phase.words} serves {what} (expected {list(expectation.boundaries)})"
+            )
     return None

@@ -96,13 +96,28 @@ def _dump(value: Any, style: Style, indent: str, inline: bool) -> str:
     every array one item a line."""
     if isinstance(value, dict) and value and not inline and style.unit is not None:
         inner = indent + style.unit
-        body = ("," + style.newline).join(f"{inner}{json.dumps(k, ensure_ascii=False)}: {_dump(v, style, inner, False)}" for k, v in value.items())
+        body = ("," + style.newline).join(
+            f"{inner}{json.dumps(k, ensure_ascii=False)}: {_dump(v, style, inner, False)}" for k, v in value.items()
+        )
         return "{" + style.newline + body + style.newline + indent + "}"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_dump(v, style, indent, True)}" for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{json.dumps(k, ensure_ascii=False)}: {_dump(v, style, indent, True)}" for k, v in value.items()
+            )
+            + "}"
+        )
     if isinstance(value, list) and value and style.split_arrays and not inline and style.unit is not None:
         inner = indent + style.unit
-        return "[" + style.newline + ("," + style.newline).join(inner + _dump(v, style, inner, True) for v in value) + style.newline + indent + "]"
+        return (
+            "["
+            + style.newline
+            + ("," + style.newline).join(inner + _dump(v, style, inner, True) for v in value)
+            + style.newline
+            + indent
+            + "]"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(_dump(v, style, indent, True) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
@@ -118,7 +133,14 @@ def _replacement(text: str, member: Member, value: Any, style: Style) -> str:
             first = re.search(r"\n([ \t]*)\S", old)
             item_indent = first.group(1) if first else _line_indent(text, member.key_start) + (style.unit or "  ")
             close_indent = _line_indent(text, member.value_end - 1)
-            return "[" + style.newline + ("," + style.newline).join(item_indent + i for i in items) + style.newline + close_indent + "]"
+            return (
+                "["
+                + style.newline
+                + ("," + style.newline).join(item_indent + i for i in items)
+                + style.newline
+                + close_indent
+                + "]"
+            )
         separator = "," if re.search(r",\S", old) else ", "
         pad = " " if re.match(r"\[ \S", old) else ""
         return "[" + pad + separator.join(items) + pad + "]" if items else "[]"
@@ -137,7 +159,9 @@ def _insert(text: str, start: int, close: int, members: list[Member], key: str, 
         joint = "," + (" " if one_line else style.newline + indent)
         return text[: last.value_end] + joint + member + text[last.value_end :]
     if style.unit is None:  # a one-line document: stay on one line
-        return text[: start + 1] + f"{json.dumps(key, ensure_ascii=False)}: {_dump(value, style, '', True)}" + text[close:]
+        return (
+            text[: start + 1] + f"{json.dumps(key, ensure_ascii=False)}: {_dump(value, style, '', True)}" + text[close:]
+        )
     outer = _line_indent(text, start)
     inner = outer + style.unit
     member = f"{json.dumps(key, ensure_ascii=False)}: {_dump(value, style, inner, False)}"

@@ -34,7 +34,9 @@ def fix_findings(
     ``suppressed`` drops merged causes the user silenced (a finding reported under another
     rule's root cause still carries them; :func:`flowtrace.fix.selection.suppressed_by`)."""
     fixable = [(f, codemod(f.rule)) for f in with_causes(findings) if suppressed is None or not suppressed(f)]
-    todo = sorted([(f, mod) for f, mod in fixable if mod is not None], key=lambda fm: (fm[0].file, fm[0].line, fm[0].rule))
+    todo = sorted(
+        [(f, mod) for f, mod in fixable if mod is not None], key=lambda fm: (fm[0].file, fm[0].line, fm[0].rule)
+    )
     run = _Run(result, Sources(result.root))
     if todo:
         workspace = Workspace(result.root, profile=profile, options=options, profile_files=profile_files)
@@ -42,7 +44,11 @@ def fix_findings(
             run.group(workspace, todo, workspace.scan()[1])
         finally:
             workspace.close()
-    unfixable = tuple(Withheld(f.rule, f.fingerprint, f.symbol, f.file, f.line, f"no codemod for {f.rule}") for f, mod in fixable if mod is None)
+    unfixable = tuple(
+        Withheld(f.rule, f.fingerprint, f.symbol, f.file, f.line, f"no codemod for {f.rule}")
+        for f, mod in fixable
+        if mod is None
+    )
     offered = sorted(run.offered, key=lambda v: (v.proposal.file, v.proposal.line, v.proposal.rule))
     withheld = sorted(run.withheld, key=lambda w: (w.file, w.line, w.rule))
     return FixReport(tuple(offered), tuple(withheld), len(fixable) - len(todo), unfixable)
@@ -68,7 +74,9 @@ class _Run:
             try:
                 proposal = mod(self.result, finding, trial)
             except CannotFix as exc:
-                refused.append(Withheld(finding.rule, finding.fingerprint, finding.symbol, finding.file, finding.line, str(exc)))
+                refused.append(
+                    Withheld(finding.rule, finding.fingerprint, finding.symbol, finding.file, finding.line, str(exc))
+                )
                 continue
             trial.accept(proposal.edits)
             proposals.append(proposal)
@@ -95,7 +103,9 @@ class _Run:
         try:
             proposal = mod(self.result, finding, self.sources)
         except CannotFix as exc:
-            self.withheld.append(Withheld(finding.rule, finding.fingerprint, finding.symbol, finding.file, finding.line, str(exc)))
+            self.withheld.append(
+                Withheld(finding.rule, finding.fingerprint, finding.symbol, finding.file, finding.line, str(exc))
+            )
             return before
         judged, found = verify(workspace, proposal, dict(self.sources.current), before)
         if isinstance(judged, Verified):
@@ -113,5 +123,7 @@ def unified_diff(report: FixReport, root_label: str = "") -> str:
     out: list[str] = []
     for e in sorted(report.edits(), key=lambda e: e.path):
         name = f"{root_label}{e.path}"
-        out += difflib.unified_diff(e.before.splitlines(keepends=True), e.after.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+        out += difflib.unified_diff(
+            e.before.splitlines(keepends=True), e.after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+        )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)

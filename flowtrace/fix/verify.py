@@ -39,7 +39,9 @@ def _link_or_copy(src: str, dst: str) -> None:
 class Workspace:
     """A private copy of ``root`` in which patched texts can be put and taken back."""
 
-    def __init__(self, root: Path, *, profile: str | None, options: IndexOptions | None, profile_files: tuple[str | Path, ...]) -> None:
+    def __init__(
+        self, root: Path, *, profile: str | None, options: IndexOptions | None, profile_files: tuple[str | Path, ...]
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="flowtrace-fix-")
         self.root = Path(self._tmp.name) / root.resolve().name
         shutil.copytree(root, self.root, ignore=_SKIP, copy_function=_link_or_copy, symlinks=True)
@@ -106,23 +108,35 @@ def verify_batch(workspace: Workspace, proposals: list[Proposal], accepted: dict
     after = {f.fingerprint for f in with_causes(found)}
     known = {f.fingerprint for f in with_causes(before)}
     fresh = [f for f in with_causes(found) if f.fingerprint not in known]
-    if any(p.fingerprint in after for p in proposals) or any(not any(inherited(f, before, p) for p in proposals) for f in fresh):
+    if any(p.fingerprint in after for p in proposals) or any(
+        not any(inherited(f, before, p) for p in proposals) for f in fresh
+    ):
         return None, before
     verified = []
     for p in proposals:
         if not p.expect or any(check(result, e) for e in p.expect):
             return None, before
-        evidence = [f"re-scan of {len(proposals)} patches together: {p.rule} gone, no new finding ({len(found)} findings left)"]
+        evidence = [
+            f"re-scan of {len(proposals)} patches together: {p.rule} gone, no new finding ({len(found)} findings left)"
+        ]
         # shown with the patch whose class the finding names (display only: the group decided)
         mine = [f for f in fresh if inherited(f, before, p) and p.symbol and p.symbol.rsplit(".", 1)[-1] in f.message]
         if mine:
-            evidence.append("takes on known limits of the code it now reaches: " + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in mine))
-        evidence += [f"trace {e.model.rsplit('.', 1)[-1]} ids {list(e.ids)} L={e.num_layers}: boundaries {list(e.boundaries)}" for e in p.expect]
+            evidence.append(
+                "takes on known limits of the code it now reaches: "
+                + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in mine)
+            )
+        evidence += [
+            f"trace {e.model.rsplit('.', 1)[-1]} ids {list(e.ids)} L={e.num_layers}: boundaries {list(e.boundaries)}"
+            for e in p.expect
+        ]
         verified.append(Verified(p, tuple(evidence)))
     return verified, found
 
 
-def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], before: list[Finding]) -> tuple[Verified | Withheld, list[Finding]]:
+def verify(
+    workspace: Workspace, proposal: Proposal, accepted: dict[str, str], before: list[Finding]
+) -> tuple[Verified | Withheld, list[Finding]]:
     """Judge ``proposal`` on top of the ``accepted`` texts; ``before``: the findings (every
     rule) of the tree with the accepted texts. Returns the judgement and the patched tree's
     findings (the next proposal's ``before`` when this one is accepted)."""
@@ -149,12 +163,21 @@ def verify(workspace: Workspace, proposal: Proposal, accepted: dict[str, str], b
         return withheld(f"the patched tree has {len(new)} new finding(s): {shown}"), before
     evidence = [f"re-scan: {proposal.rule} gone, no new finding ({len(found)} findings left)"]
     if fresh:
-        evidence.append("takes on known limits of the code it now reaches: " + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in fresh))
+        evidence.append(
+            "takes on known limits of the code it now reaches: "
+            + "; ".join(f"{f.rule} ({f.kind.value if f.kind else '-'}) at {f.file}:{f.line}" for f in fresh)
+        )
     for expectation in proposal.expect:
         wrong = check(result, expectation)
         if wrong:
             return withheld(f"the trace does not serve what the fix promises: {wrong}"), before
-        evidence.append(f"trace {expectation.model.rsplit('.', 1)[-1]} ids {list(expectation.ids)} L={expectation.num_layers}: boundaries {list(expectation.boundaries)}")
+        evidence.append(
+            f"trace {expectation.model.rsplit('.', 1)[-1]} ids {list(expectation.ids)} L={expectation.num_layers}:"
+            f" boundaries {list(expectation.boundaries)}"
+        )
     if not proposal.expect:
-        return withheld("no model row captures through the patched code, so no trace can confirm what the fix serves"), before
+        return (
+            withheld("no model row captures through the patched code, so no trace can confirm what the fix serves"),
+            before,
+        )
     return Verified(proposal, tuple(evidence)), found

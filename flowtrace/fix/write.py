@@ -49,7 +49,9 @@ def check_edit(root: Path, edit: FileEdit) -> Path:
         try:
             ast.parse(edit.after, filename=str(path))
         except SyntaxError as exc:
-            raise ValueError(f"{edit.path}: the patched text does not parse (line {exc.lineno}: {exc.msg}); not written") from None
+            raise ValueError(
+                f"{edit.path}: the patched text does not parse (line {exc.lineno}: {exc.msg}); not written"
+            ) from None
     return path
 
 
@@ -87,7 +89,9 @@ def write_edits(root: Path, edits: tuple[FileEdit, ...]) -> list[WriteResult]:
         except (ValueError, OSError, UnicodeDecodeError) as exc:
             refused.append(WriteResult(edit.path, False, str(exc)))
     if refused:
-        return refused + [WriteResult(e.path, False, "not written: another file of this fix set was refused") for _, e in checked]
+        return refused + [
+            WriteResult(e.path, False, "not written: another file of this fix set was refused") for _, e in checked
+        ]
     for path, edit in checked:
         replace_atomically(path, edit.after)
     return [WriteResult(e.path, True) for _, e in checked]

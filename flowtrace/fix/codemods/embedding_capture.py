@@ -106,7 +106,11 @@ def _targets(target: cst.BaseExpression, value: cst.BaseExpression) -> Iterator[
     if isinstance(target, cst.Name):
         yield target.value, value
     elif isinstance(target, (cst.Tuple, cst.List)):
-        values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements) else None
+        values = (
+            value.elements
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements)
+            else None
+        )
         for k, el in enumerate(target.elements):
             if isinstance(el.value, cst.Name):
                 yield el.value.value, (values[k].value if values else cst.Name("_unknown"))
@@ -167,7 +171,10 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
             "change the ids (`flowtrace compat --fix`) or the setter, not the loop"
         )
     if probe + offset != 0:
-        raise CannotFix(f"the setter maps id {emb} to index {probe}, which this loop's convention makes b={probe + offset}, not the embedding")
+        raise CannotFix(
+            f"the setter maps id {emb} to index {probe}, which this loop's convention makes b={probe + offset}, not the"
+            " embedding"
+        )
     if site.mechanism not in _LIST_SITES or not site.container or not site.attribute:
         raise CannotFix(f"the capture is a {site.mechanism} site, not an append into a list the forward builds")
     fact = next((s for ff in result.files for s in ff.capture_sites if s.location == site.location), None)
@@ -185,8 +192,10 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     if site.container not in bound:
         raise CannotFix(f"{site.container} is not built before the loop")
     stream = entry_stream(fact.captured_expression, bound, nones)
-    test = cst.Comparison(cst.Integer(str(probe)) if probe >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-probe))),
-                          [cst.ComparisonTarget(cst.In(), cst.Attribute(cst.Name("self"), cst.Name(site.attribute)))])
+    test = cst.Comparison(
+        cst.Integer(str(probe)) if probe >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-probe))),
+        [cst.ComparisonTarget(cst.In(), cst.Attribute(cst.Name("self"), cst.Name(site.attribute)))],
+    )
     append = cst.Expr(cst.Call(cst.Attribute(cst.Name(site.container), cst.Name("append")), [cst.Arg(stream)]))
     statement = cst.If(test=test, body=cst.IndentedBlock([cst.SimpleStatementLine([append])]))
     patched = wrapper.module.visit(_InsertBefore(loop, statement))
@@ -198,7 +207,10 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
         symbol=finding.symbol,
         file=finding.file,
         line=finding.line,
-        title=f"record the embedding before {site.function}'s loop when index {probe} (id {emb} after the setter) is requested",
+        title=(
+            f"record the embedding before {site.function}'s loop when index {probe} (id {emb} after the setter) is"
+            " requested"
+        ),
         edits=(sources.edit(file, patched.code),),
         expect=expect,
     )

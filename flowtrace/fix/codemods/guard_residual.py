@@ -31,7 +31,9 @@ def guarded(node: cst.BinaryOperation, none_name: str, loose: bool) -> cst.BaseE
     other = node.left if _is_name(node.right, none_name) else node.right
     test = cst.Comparison(cst.Name(none_name), [cst.ComparisonTarget(cst.Is(), cst.Name("None"))])
     inner = node.with_changes(lpar=(), rpar=())
-    expr = cst.IfExp(test=test, body=other.with_changes(lpar=(), rpar=()) if isinstance(other, cst.Name) else other, orelse=inner)
+    expr = cst.IfExp(
+        test=test, body=other.with_changes(lpar=(), rpar=()) if isinstance(other, cst.Name) else other, orelse=inner
+    )
     if node.lpar:
         return expr.with_changes(lpar=node.lpar, rpar=node.rpar)
     return expr if loose else expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -106,7 +108,10 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
         symbol=finding.symbol,
         file=finding.file,
         line=finding.line,
-        title=f"record `{site.captured_expression or '...'}` only once {site.first_none} is set: `... if {site.first_none} is None else ...` ({where})",
+        title=(
+            f"record `{site.captured_expression or '...'}` only once {site.first_none} is set: `... if"
+            f" {site.first_none} is None else ...` ({where})"
+        ),
         edits=(sources.edit(stored.file, text),),
         expect=embedding_expectations(result, site.class_qualname),
     )
@@ -128,7 +133,9 @@ def _guard_one(text: str, site: CaptureSiteFact, line: int) -> str:
     transformer = GuardSum(function, none_name, line, pos)
     patched = wrapper.visit(transformer)
     if not transformer.done:
-        raise CannotFix(f"no `... + {none_name}` at or after {stored.file}:{line}: the recorded expression is not a plain sum")
+        raise CannotFix(
+            f"no `... + {none_name}` at or after {stored.file}:{line}: the recorded expression is not a plain sum"
+        )
     return patched.code
 
 

@@ -52,7 +52,10 @@ def reached_ids(call: SetterCall, later: SetterCall) -> str:
         raise CannotFix(f"cannot read the ids `{text}`") from None
     names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
     if names != {"self"}:
-        raise CannotFix(f"the ids `{text}` are not an attribute path of the runner object (they read {', '.join(sorted(names - {'self'})) or 'nothing'})")
+        raise CannotFix(
+            f"the ids `{text}` are not an attribute path of the runner object (they read"
+            f" {', '.join(sorted(names - {'self'})) or 'nothing'})"
+        )
     if call.function.rsplit(".", 1)[0] == later.function.rsplit(".", 1)[0]:
         return text  # the same object
     mine, theirs = call.step.receiver, later.step.receiver

@@ -54,7 +54,10 @@ def _plain(params: cst.Parameters, where: str) -> cst.Parameters:
     """The parameters without annotations; defaults must be literals or names like None."""
     def strip(p: cst.Param) -> cst.Param:
         if p.default is not None and not isinstance(p.default, _PLAIN_DEFAULTS):
-            raise CannotFix(f"{where}: a default that is not a literal ({cst.Module([]).code_for_node(p.default)}); copying it could need imports")
+            raise CannotFix(
+                f"{where}: a default that is not a literal ({cst.Module([]).code_for_node(p.default)}); copying it"
+                " could need imports"
+            )
         tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
         return p.with_changes(annotation=None, equal=tight if p.default is not None else cst.MaybeSentinel.DEFAULT)
 
@@ -98,7 +101,12 @@ def _inner_params(result: ScanResult, sources: Sources, inner: str, name: str) -
     project = result.project
     owner = _defining_class(project, inner, name)
     if owner is None:
-        hint = f" (this engine supplies it through {' or '.join(sorted(project.conv.interfaces))}: add that to the wrapper's bases instead)" if project.conv.interfaces else ""
+        hint = (
+            f" (this engine supplies it through {' or '.join(sorted(project.conv.interfaces))}: add that to the"
+            " wrapper's bases instead)"
+            if project.conv.interfaces
+            else ""
+        )
         raise CannotFix(f"{short(inner)} has no {name}() to hand the call to{hint}")
     fact = project.classes[owner]
     wrapper = parse(sources.text(fact.location.file), fact.location.file)
@@ -117,10 +125,15 @@ def _served_by(result: ScanResult, inner: str) -> tuple[int, ...]:
     from flowtrace.fix.expect import traced
 
     inner_row = result.project.row(inner)
-    served = traced(result, Expectation(inner_row.qualname, TRACE_IDS, PROBE_LAYERS, ())) if inner_row is not None else None
+    served = (
+        traced(result, Expectation(inner_row.qualname, TRACE_IDS, PROBE_LAYERS, ())) if inner_row is not None else None
+    )
     if served is None or not served.boundaries:
         why = (getattr(served, "reason", None) or "no boundary") if served is not None else "no model row"
-        raise CannotFix(f"the wrapped {short(inner)}'s own capture cannot be traced ({why}): nothing would confirm the wrapper serves it")
+        raise CannotFix(
+            f"the wrapped {short(inner)}'s own capture cannot be traced ({why}): nothing would confirm the wrapper"
+            " serves it"
+        )
     return tuple(served.boundaries)
 
 
@@ -145,7 +158,9 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
     if not missing:
         raise CannotFix(f"{row.name} already has the methods the engine calls; the finding has another cause")
     setters = set(project.conv.setter_order)
-    methods = [delegating_method(m, _inner_params(result, sources, inner, m), attribute, m not in setters) for m in missing]
+    methods = [
+        delegating_method(m, _inner_params(result, sources, inner, m), attribute, m not in setters) for m in missing
+    ]
     wrapper = parse(sources.text(row.location.file), row.location.file)
     cls = one_class(wrapper.module, simple_name(row.qualname), row.location.line, positions(wrapper), row.location.file)
     if not isinstance(cls.body, cst.IndentedBlock):
@@ -158,7 +173,10 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
         symbol=finding.symbol,
         file=finding.file,
         line=finding.line,
-        title=f"add {', '.join(m + '()' for m in missing)} to {row.name}, handing each call to self.{attribute} ({short(inner)})",
+        title=(
+            f"add {', '.join(m + '()' for m in missing)} to {row.name}, handing each call to"
+            f" self.{attribute} ({short(inner)})"
+        ),
         edits=(sources.edit(row.location.file, patched.code),),
         expect=expect,
         inherits_from=tuple(project.mro(inner)),
