@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
-from flowtrace.index.cache import FULL_MARKER, REGISTRATION, FactCache, FileState, content_hash, default_cache_dir, dumps
+from flowtrace.index.cache import (
+    FULL_MARKER,
+    REGISTRATION,
+    FactCache,
+    FileState,
+    content_hash,
+    default_cache_dir,
+    dumps,
+)
 from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.syntax import module_name
 from flowtrace.index.packages import ancestors, distributions, read_package
@@ -88,7 +96,12 @@ def analyze(path: str, data: bytes, tier: str, conv: Conventions, limits: tuple[
     run_test_hook(data)
     if tier == TABLE:
         if len(data) > limits[0]:
-            return F.FileFacts.unparsed(path, module_name(path, conv.package), f"file is larger than the {limits[0]}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE)
+            return F.FileFacts.unparsed(
+                path,
+                module_name(path, conv.package),
+                f"file is larger than the {limits[0]}-byte limit; not parsed",
+                F.DiagnosticKind.TOO_LARGE,
+            )
         from flowtrace.index.class_table import table_facts
 
         return table_facts(path, data, conv)
@@ -117,7 +130,12 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
     try:
         facts = analyze(path, data, tier, conv, limits)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        facts = F.FileFacts.unparsed(path, module_name(path, conv.package), f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
+        facts = F.FileFacts.unparsed(
+            path,
+            module_name(path, conv.package),
+            f"internal error while analysing ({type(exc).__name__}: {exc})",
+            F.DiagnosticKind.INTERNAL,
+        )
     return path, content_hash(data), dumps(facts)
 
 
@@ -403,7 +421,12 @@ class _IndexRun:
     def _open_cache(self) -> FactCache | None:
         if not self.options.use_cache:
             return None
-        cache = FactCache(self.options.cache_dir or default_cache_dir(self.root), self.conv.digest, root=self.root, variant=f"max_bytes={self.options.max_bytes}")
+        cache = FactCache(
+            self.options.cache_dir or default_cache_dir(self.root),
+            self.conv.digest,
+            root=self.root,
+            variant=f"max_bytes={self.options.max_bytes}",
+        )
         return cache if cache.usable else None
 
     # ------------------------------------------------------------------ selection and parsing
@@ -520,7 +543,9 @@ class _IndexRun:
         try:
             data = _read(src.absolute, src.size, self.options.max_bytes)
         except OSError as exc:
-            self.diagnostics.append(F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", F.DiagnosticKind.UNREADABLE))
+            self.diagnostics.append(
+                F.Diagnostic(src.path, 0, f"cannot read: {exc.strerror or exc}", F.DiagnosticKind.UNREADABLE)
+            )
             return
         verdict = _verdict(data, self.conv.markers, self.registration)
         names = None if self._selected_up_front(src.path, verdict) else mentions(data)
@@ -625,14 +650,20 @@ class _IndexRun:
             seconds=round(time.perf_counter() - self.started, 3),
         )
         return F.IndexResult(
-            root=str(self.root), files=files, diagnostics=tuple(diagnostics), stats=stats, profiles=tuple(p.name for p in self.profiles),
+            root=str(self.root),
+            files=files,
+            diagnostics=tuple(diagnostics),
+            stats=stats,
+            profiles=tuple(p.name for p in self.profiles),
             fingerprint=self.fingerprint(diagnostics, packages, dists),
             file_digests=tuple((p, self.states[p].digest) for p in sorted(self.results)),
             packages=packages,
             distributions=dists,
         )
 
-    def fingerprint(self, diagnostics: list[F.Diagnostic], packages: tuple[F.PackageFacts, ...] = (), dists: tuple[str, ...] = ()) -> str:
+    def fingerprint(
+        self, diagnostics: list[F.Diagnostic], packages: tuple[F.PackageFacts, ...] = (), dists: tuple[str, ...] = ()
+    ) -> str:
         """What the index holds (see :attr:`IndexResult.fingerprint`): the cache salt, the root,
         the diagnostics, each selected file's pickled facts, and the package imports and
         distribution names read beside them. Empty without a cache, or when a
@@ -641,7 +672,9 @@ class _IndexRun:
         about) leaves the fingerprint, and so what later stages derived from it, as it was."""
         if self.cache is None or any(self.states[p].digest != d for p, d in self.parsed_digests.items()):
             return ""
-        h = hashlib.sha256(f"{self.cache.salt}\0{self.root.resolve()}\0{sorted(self.results)}\0{diagnostics}\n".encode())
+        h = hashlib.sha256(
+            f"{self.cache.salt}\0{self.root.resolve()}\0{sorted(self.results)}\0{diagnostics}\n".encode()
+        )
         for path in sorted(self.results):
             h.update(f"{path}\0{self.fact_digests[path]}\n".encode())
         h.update(dumps((packages, dists)))  # what the grading reads beside the files' facts

@@ -278,7 +278,9 @@ REGISTRATION = 2  # names a registration variable: at least the class table
 
 
 class FactCache:
-    def __init__(self, directory: Path, digest: str, *, root: Path | None = None, variant: str = "", key: bytes | None = None) -> None:
+    def __init__(
+        self, directory: Path, digest: str, *, root: Path | None = None, variant: str = "", key: bytes | None = None
+    ) -> None:
         self.directory = directory
         self.salt = f"{_FORMAT}:{__version__}:{_analyzer_digest()}:{digest}:{variant}"
         secret = key if key is not None else user_key()
@@ -419,7 +421,11 @@ class FactCache:
         a tree with engine code."""
         if not self.usable:
             return
-        if not self._dirty and self._next_manifest.keys() == self.manifest.keys() and self._next_pack.keys() == self._packed.keys():
+        if (
+            not self._dirty
+            and self._next_manifest.keys() == self.manifest.keys()
+            and self._next_pack.keys() == self._packed.keys()
+        ):
             return
         if not self._create():
             return
@@ -437,7 +443,9 @@ class FactCache:
         """Delete this root's snapshots written under another salt (an older flowtrace, analyser
         or profile): they can never match again and each holds a whole pack."""
         try:
-            stale = [p for p in self.directory.glob(f"snapshot-{self._root_id}-*.pickle") if p.name != self._snapshot_name]
+            stale = [
+                p for p in self.directory.glob(f"snapshot-{self._root_id}-*.pickle") if p.name != self._snapshot_name
+            ]
             stale += list(self.directory.glob("stat-*.pickle"))  # the first format's stat index
             for path in stale:
                 path.unlink(missing_ok=True)

@@ -23,7 +23,23 @@ from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.packages import absolute_base, package_imports
 from flowtrace.index.returns import module_facts, nodes as _walk
-from flowtrace.index.syntax import BLOCK_FIELDS, FunctionNode, SourceText, all_statements, arguments, decode, dotted, inner_blocks, is_name, last_name, module_name, parameters, string_value, visit_each, walk_statements
+from flowtrace.index.syntax import (
+    BLOCK_FIELDS,
+    FunctionNode,
+    SourceText,
+    all_statements,
+    arguments,
+    decode,
+    dotted,
+    inner_blocks,
+    is_name,
+    last_name,
+    module_name,
+    parameters,
+    string_value,
+    visit_each,
+    walk_statements,
+)
 from flowtrace.model import facts as F
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -186,7 +202,12 @@ class ClassReader:
         out: list[F.AttributeAssignment] = []
         for stmt in walk_statements(init.body):
             call = stmt.value if isinstance(stmt, ast.Expr) else None
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__" and isinstance(call.func.value, ast.Call)):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "__init__"
+                and isinstance(call.func.value, ast.Call)
+            ):
                 continue
             if last_name(call.func.value.func) != "super":
                 continue
@@ -211,7 +232,9 @@ class ClassReader:
             if name and name.startswith("self.") and name.count(".") == 1:
                 callee = self.constructed_class(info, value) or dynamic_build(value)
                 if callee:
-                    out.append(F.AttributeAssignment(name[5:], callee, ctx.line(node), self.assignment_via(info, value)))
+                    out.append(
+                        F.AttributeAssignment(name[5:], callee, ctx.line(node), self.assignment_via(info, value))
+                    )
 
         def mention(name: str, node: ast.AST) -> None:
             resolved = ctx.resolve(name)
@@ -238,7 +261,10 @@ class ClassReader:
             if node.id[:1].isupper() and node.id in ctx.local_classes:
                 mention(node.id, node)
 
-        visit_each(init.body, {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name})
+        visit_each(
+            init.body,
+            {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name},
+        )
         for default, node in _class_defaults(init):
             mention(default, node)
         return out
@@ -299,7 +325,11 @@ def dynamic_build(value: ast.expr) -> str | None:
     for arg in arguments(value):
         ref = dotted(arg.value) or ""
         parts = ref.split(".")
-        if len(parts) >= 2 and parts[-1].endswith("_config") and any(p == "config" or p.endswith("_config") or p == "hf_config" for p in parts[:-1]):
+        if (
+            len(parts) >= 2
+            and parts[-1].endswith("_config")
+            and any(p == "config" or p.endswith("_config") or p == "hf_config" for p in parts[:-1])
+        ):
             return f"dynamic:{parts[-1]}"
     return None
 
@@ -422,7 +452,15 @@ def _registry_dict(ctx: FileContext, table: ast.Dict, name: str, prefix: str) ->
         if isinstance(value, ast.Tuple) and len(value.elts) >= 2:
             mod, cls = string_value(value.elts[0]), string_value(value.elts[1])
             if mod is not None and cls is not None:
-                out.append(F.RegistryFact(architecture, f"{registry_module(prefix, mod)}.{cls}", ctx.loc(key), F.RegistryKind.REGISTRY_DICT, name))
+                out.append(
+                    F.RegistryFact(
+                        architecture,
+                        f"{registry_module(prefix, mod)}.{cls}",
+                        ctx.loc(key),
+                        F.RegistryKind.REGISTRY_DICT,
+                        name,
+                    )
+                )
     return out
 
 
@@ -484,7 +522,9 @@ def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
         tree = ast.parse(data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", 0) or 0
-        return F.FileFacts.unparsed(path, module_name(path, conv.package), f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line)
+        return F.FileFacts.unparsed(
+            path, module_name(path, conv.package), f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line
+        )
     ctx, structure = module_context(path, decode(data), tree, conv)
     source = _Source(data, conv.layers_attributes)
     loops = tuple(loop for info in structure.classes for loop in _class_loops(info, path, conv, source))
@@ -526,7 +566,10 @@ def _layer_loops(method: FunctionNode, layers_attributes: frozenset[str], source
     lines = []
     for node in loops:
         touches = any(
-            isinstance(sub, ast.Attribute) and sub.attr in layers_attributes and isinstance(sub.value, ast.Name) and sub.value.id == "self"
+            isinstance(sub, ast.Attribute)
+            and sub.attr in layers_attributes
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == "self"
             for part in [node.iter, *node.body]
             for sub in _walk(part)
         )

@@ -23,7 +23,9 @@ _Truth = "bool | None"
 
 def wanted(conv: Conventions) -> bool:
     """Does any selected profile ask for these facts (else the extractor is skipped)?"""
-    return bool(conv.config_keys or conv.context_fields or conv.hooks or conv.metadata_attributes or conv.registry_decorators)
+    return bool(
+        conv.config_keys or conv.context_fields or conv.hooks or conv.metadata_attributes or conv.registry_decorators
+    )
 
 
 def registry_decorators(tree: ast.Module, path: str, modname: str, conv: Conventions) -> list[F.RegistryFact]:
@@ -36,7 +38,15 @@ def registry_decorators(tree: ast.Module, path: str, modname: str, conv: Convent
             if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").rsplit(".", 1)[-1] in conv.registry_decorators:
                 for arg in deco.args:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        out.append(F.RegistryFact(arg.value, f"{modname}.{node.name}", F.Location(path, deco.lineno), F.RegistryKind.DECORATOR, (_dotted(deco.func) or "")))
+                        out.append(
+                            F.RegistryFact(
+                                arg.value,
+                                f"{modname}.{node.name}",
+                                F.Location(path, deco.lineno),
+                                F.RegistryKind.DECORATOR,
+                                (_dotted(deco.func) or ""),
+                            )
+                        )
     return out
 
 
@@ -50,7 +60,9 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def _strings_of(node: ast.AST) -> tuple[str, ...] | None:
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
         return tuple(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
     return None
 
@@ -131,7 +143,11 @@ class _Gated:
 
     def _record(self, stmt: ast.stmt, tests: list[ast.AST], keys: frozenset[str]) -> None:
         for node in nodes(stmt):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in self.conv.builder_methods:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in self.conv.builder_methods
+            ):
                 self._call(node, tests)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -142,10 +158,21 @@ class _Gated:
                     continue
                 last = name.rsplit(".", 1)[-1]
                 relay = any(isinstance(n, ast.Attribute) and n.attr == last for n in nodes(stmt.value))
-                if last in keys and not relay and not (isinstance(stmt.value, ast.Constant) and stmt.value.value is None):
+                if (
+                    last in keys
+                    and not relay
+                    and not (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+                ):
                     condition = " and ".join(ast.unparse(t) for t in tests)
                     self.writes.append(
-                        F.GatedWrite(last, ast.unparse(stmt.value), condition, self.methods_for(tests), tuple(self.bindings), F.Location(self.path, stmt.lineno))
+                        F.GatedWrite(
+                            last,
+                            ast.unparse(stmt.value),
+                            condition,
+                            self.methods_for(tests),
+                            tuple(self.bindings),
+                            F.Location(self.path, stmt.lineno),
+                        )
                     )
                 elif isinstance(target, ast.Name):
                     self.bindings.append((target.id, ast.unparse(stmt.value)))
@@ -155,7 +182,10 @@ class _Gated:
         on (``spec_method=None`` or a gate that excludes the method stops its gates applying)."""
         if not self.methods_for(tests):
             return
-        if any(kw.arg in self.conv.method_variables and isinstance(kw.value, ast.Constant) and kw.value.value is None for kw in node.keywords):
+        if any(
+            kw.arg in self.conv.method_variables and isinstance(kw.value, ast.Constant) and kw.value.value is None
+            for kw in node.keywords
+        ):
             return
         value = node.func.value  # type: ignore[attr-defined]  # callers pass attribute calls (self.x.build(...))
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
@@ -170,7 +200,9 @@ class _Gated:
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.Eq)):
             name = _dotted(test.left)
             right = test.comparators[0]
-            values = _strings_of(right) or ((right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None)
+            values = _strings_of(right) or (
+                (right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None
+            )
             if name and name.rsplit(".", 1)[-1] in self.conv.method_variables and values is not None:
                 self.allowed, self.gate_line = values, stmt.lineno
 
@@ -182,7 +214,9 @@ class _Gated:
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotIn, ast.NotEq)):
                 name = _dotted(node.left)
                 right = node.comparators[0]
-                values = _strings_of(right) or ((right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None)
+                values = _strings_of(right) or (
+                    (right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None
+                )
                 if name and name.rsplit(".", 1)[-1] in self.conv.method_variables and values is not None:
                     self.allowed, self.gate_line = values, stmt.lineno
 
@@ -202,7 +236,9 @@ def _selector(method: ast.FunctionDef | None) -> tuple[str, F.SelectorKind, tupl
         return text, F.SelectorKind.ALWAYS, ()
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
         right = expr.comparators[0]
-        values = _strings_of(right) or ((right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None)
+        values = _strings_of(right) or (
+            (right.value,) if isinstance(right, ast.Constant) and isinstance(right.value, str) else None
+        )
         left = ast.unparse(expr.left)
         if values is not None and isinstance(expr.ops[0], (ast.In, ast.Eq)):
             if "architectures" in left:
@@ -216,15 +252,26 @@ def _selector_strings(select: ast.FunctionDef, functions: dict[str, ast.Function
     """String constants of a selector that delegates to a module function (``_is_x(hf_config)``):
     the architecture names it compares against, in source order."""
     found: list[str] = []
-    bodies = [select] + [functions[n.func.id] for n in nodes(select) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+    bodies = [select] + [
+        functions[n.func.id]
+        for n in nodes(select)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions
+    ]
     for body in bodies:
         for node in nodes(body):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isupper() and node.value.isidentifier():
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value[:1].isupper()
+                and node.value.isidentifier()
+            ):
                 found.append(node.value)
     return tuple(dict.fromkeys(found))
 
 
-def _builders(tree: ast.Module, path: str, modname: str, conv: Conventions, resolve) -> list[F.BuilderFact]:  # noqa: ANN001
+def _builders(
+    tree: ast.Module, path: str, modname: str, conv: Conventions, resolve
+) -> list[F.BuilderFact]:  # noqa: ANN001
     out = []
     keys = conv.config_keys
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -247,8 +294,15 @@ def _builders(tree: ast.Module, path: str, modname: str, conv: Conventions, reso
         walker.calls = [base if c == "super()" else c for c in walker.calls]
         out.append(
             F.BuilderFact(
-                f"{modname}.{node.name}", F.Location(path, node.lineno), text, kind, values, tuple(walker.writes), walker.allowed,
-                F.Location(path, walker.gate_line) if walker.gate_line else None, tuple(resolve(c) for c in walker.calls),
+                f"{modname}.{node.name}",
+                F.Location(path, node.lineno),
+                text,
+                kind,
+                values,
+                tuple(walker.writes),
+                walker.allowed,
+                F.Location(path, walker.gate_line) if walker.gate_line else None,
+                tuple(resolve(c) for c in walker.calls),
             )
         )
     return out
@@ -279,7 +333,12 @@ def _feeds(tree: ast.Module, path: str, conv: Conventions) -> list[F.GatedWrite]
 # -- model side: where the ids are read, and how they are captured --------------------------------
 def _id_source(value: ast.AST, conv: Conventions) -> tuple[F.IdSourceKind, str, str | None] | None:
     for sub in nodes(value):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr" and len(sub.args) >= 2:
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id == "getattr"
+            and len(sub.args) >= 2
+        ):
             key = sub.args[1]
             if isinstance(key, ast.Constant) and key.value in conv.config_keys:
                 default = ast.unparse(sub.args[2]) if len(sub.args) > 2 else None
@@ -309,12 +368,24 @@ def _id_sources(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
                 continue
             found = _id_source(node.value, conv)
             if found:
-                out.append(F.IdSourceFact(qualname, name[5:], found[0], found[1], found[2], F.Location(path, node.lineno)))
+                out.append(
+                    F.IdSourceFact(qualname, name[5:], found[0], found[1], found[2], F.Location(path, node.lineno))
+                )
                 continue
             read = {(_dotted(s) or "")[5:] for s in nodes(node.value) if isinstance(s, ast.Attribute)}
             origin = next((s for s in out if s.attribute in read and s.alias_of is None), None)
             if origin is not None:
-                out.append(F.IdSourceFact(qualname, name[5:], origin.kind, origin.key, origin.default, F.Location(path, node.lineno), origin.attribute))
+                out.append(
+                    F.IdSourceFact(
+                        qualname,
+                        name[5:],
+                        origin.kind,
+                        origin.key,
+                        origin.default,
+                        F.Location(path, node.lineno),
+                        origin.attribute,
+                    )
+                )
     return out
 
 
@@ -328,7 +399,12 @@ def _sub_calls(body: list[ast.stmt], stop: ast.AST) -> tuple[tuple[str, ...], tu
             seen = True
             continue
         for node in nodes(stmt):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+            ):
                 (after if seen else before).append(node.func.attr)
     return tuple(before), tuple(after)
 
@@ -340,12 +416,34 @@ def _flag_uses(cls: ast.ClassDef, path: str, qualname: str) -> list[F.FlagUseFac
     for method in cls.body:
         if not isinstance(method, ast.FunctionDef) or method.name != "forward":
             continue
-        flags = {a.arg for a, d in zip(method.args.args[::-1], method.args.defaults[::-1]) if isinstance(d, ast.Constant) and d.value is False}
-        flags |= {a.arg for a, d in zip(method.args.kwonlyargs, method.args.kw_defaults) if isinstance(d, ast.Constant) and d.value is False}
+        flags = {
+            a.arg
+            for a, d in zip(method.args.args[::-1], method.args.defaults[::-1])
+            if isinstance(d, ast.Constant) and d.value is False
+        }
+        flags |= {
+            a.arg
+            for a, d in zip(method.args.kwonlyargs, method.args.kw_defaults)
+            if isinstance(d, ast.Constant) and d.value is False
+        }
         for stmt in method.body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.IfExp) and isinstance(stmt.value.test, ast.Name) and stmt.value.test.id in flags:
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.IfExp)
+                and isinstance(stmt.value.test, ast.Name)
+                and stmt.value.test.id in flags
+            ):
                 before, after = _sub_calls(method.body, stmt)
-                out.append(F.FlagUseFact(qualname, stmt.value.test.id, ast.unparse(stmt.value.body), before, after, F.Location(path, stmt.lineno)))
+                out.append(
+                    F.FlagUseFact(
+                        qualname,
+                        stmt.value.test.id,
+                        ast.unparse(stmt.value.body),
+                        before,
+                        after,
+                        F.Location(path, stmt.lineno),
+                    )
+                )
     return out
 
 
@@ -356,8 +454,15 @@ def _dict_captures(cls: ast.ClassDef, path: str, qualname: str, attributes: set[
     for method in cls.body:
         if not isinstance(method, ast.FunctionDef):
             continue
-        aliases = {n.targets[0].id: n.value.attr for n in nodes(method) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                   and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Attribute) and n.value.attr in attributes}
+        aliases = {
+            n.targets[0].id: n.value.attr
+            for n in nodes(method)
+            if isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr in attributes
+        }
         for loop in (n for n in nodes(method) if isinstance(n, ast.For)):
             site = _dict_site(loop, method, path, qualname, attributes, aliases)
             if site is not None:
@@ -373,7 +478,9 @@ def _ids_name(node: ast.AST, attributes: set[str], aliases: dict[str, str]) -> s
     return None
 
 
-def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str, attributes: set[str], aliases: dict[str, str]) -> F.DictCaptureFact | None:
+def _dict_site(
+    loop: ast.For, method: ast.FunctionDef, path: str, qualname: str, attributes: set[str], aliases: dict[str, str]
+) -> F.DictCaptureFact | None:
     flagged = _loop_flag(loop, attributes, aliases)
     if flagged is None:
         return None
@@ -384,7 +491,16 @@ def _dict_site(loop: ast.For, method: ast.FunctionDef, path: str, qualname: str,
     store = found.stmt
     index = ast.unparse(store.value.slice) if isinstance(store.value, ast.Subscript) else None
     concat = _concat_in_ids_order(method, path, found.container, attribute, attributes, aliases)
-    return F.DictCaptureFact(qualname, f"{qualname.rsplit('.', 1)[-1]}.{method.name}", F.Location(path, store.lineno), attribute, flag, _flag_keyword(loop, flag), index, concat)
+    return F.DictCaptureFact(
+        qualname,
+        f"{qualname.rsplit('.', 1)[-1]}.{method.name}",
+        F.Location(path, store.lineno),
+        attribute,
+        flag,
+        _flag_keyword(loop, flag),
+        index,
+        concat,
+    )
 
 
 def _loop_flag(loop: ast.For, attributes: set[str], aliases: dict[str, str]) -> tuple[str, str] | None:
@@ -438,7 +554,12 @@ def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
             continue
         for stmt in method.body:
             for node in nodes(stmt):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in conv.hooks and node.args):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in conv.hooks
+                    and node.args
+                ):
                     continue
                 index = ast.unparse(node.args[0])
                 if isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
@@ -449,8 +570,16 @@ def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
                 fed_by, reworked = _stream_flow(method, node.lineno, stream, residual) if stream else (None, ())
                 out.append(
                     F.HookCallFact(
-                        qualname, f"{cls.name}.{method.name}", node.func.attr, index, tuple(ast.unparse(a) for a in node.args[1:]), before, after,
-                        F.Location(path, node.lineno), fed_by, reworked,
+                        qualname,
+                        f"{cls.name}.{method.name}",
+                        node.func.attr,
+                        index,
+                        tuple(ast.unparse(a) for a in node.args[1:]),
+                        before,
+                        after,
+                        F.Location(path, node.lineno),
+                        fed_by,
+                        reworked,
                     )
                 )
     return out
@@ -458,7 +587,12 @@ def _hook_calls(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions) 
 
 def _self_call(value: ast.expr) -> str | None:
     """``self.<m>(...)`` -> ``m``."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) and value.func.value.id == "self":
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == "self"
+    ):
         return value.func.attr
     return None
 
@@ -467,7 +601,9 @@ def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _stream_flow(method: ast.FunctionDef, line: int, stream: str, residual: str | None) -> tuple[str | None, tuple[str, ...]]:
+def _stream_flow(
+    method: ast.FunctionDef, line: int, stream: str, residual: str | None
+) -> tuple[str | None, tuple[str, ...]]:
     """The sub-module whose output the hook records as ``stream`` (the last ``stream = self.m(...)``
     before the hook line), and the sub-modules applied to ``stream`` without ``residual`` after
     it, until ``stream`` is rebound (the layer keeps computing on the recorded state)."""
@@ -488,22 +624,32 @@ def _stream_flow(method: ast.FunctionDef, line: int, stream: str, residual: str 
     return fed_by, tuple(reworked)
 
 
-def _metadata_defaults(cls: ast.ClassDef, path: str, qualname: str, conv: Conventions, source: str) -> list[F.MetadataDefaultFact]:
+def _metadata_defaults(
+    cls: ast.ClassDef, path: str, qualname: str, conv: Conventions, source: str
+) -> list[F.MetadataDefaultFact]:
     out = []
     for method in cls.body:
         if not isinstance(method, ast.FunctionDef):
             continue
         for node in nodes(method):
             wanted = {f"self.{a}" for a in conv.metadata_attributes}
-            target = next((d for t in node.targets if (d := _dotted(t)) in wanted), None) if isinstance(node, ast.Assign) else None
+            target = (
+                next((d for t in node.targets if (d := _dotted(t)) in wanted), None)
+                if isinstance(node, ast.Assign)
+                else None
+            )
             if target is not None:
                 text = ast.get_source_segment(source, method) or ""
-                out.append(F.MetadataDefaultFact(qualname, method.name, target[5:], F.Location(path, method.lineno), text))
+                out.append(
+                    F.MetadataDefaultFact(qualname, method.name, target[5:], F.Location(path, method.lineno), text)
+                )
                 break
     return out
 
 
-def source_facts(path: str, modname: str, source: str, tree: ast.Module, conv: Conventions, resolve) -> F.SourceFacts:  # noqa: ANN001
+def source_facts(
+    path: str, modname: str, source: str, tree: ast.Module, conv: Conventions, resolve
+) -> F.SourceFacts:  # noqa: ANN001
     """All setter-less id-source facts of one parsed module."""
     id_sources: list[F.IdSourceFact] = []
     dicts, flags, hooks, defaults = [], [], [], []
@@ -519,10 +665,18 @@ def source_facts(path: str, modname: str, source: str, tree: ast.Module, conv: C
             hooks += _hook_calls(node, path, qualname, conv)
         if conv.metadata_attributes:
             defaults += _metadata_defaults(node, path, qualname, conv, source)
-    serving = [F.Location(path, n.lineno) for n in nodes(tree) if isinstance(n, ast.Attribute) and n.attr in conv.serving_keys]
+    serving = [
+        F.Location(path, n.lineno) for n in nodes(tree) if isinstance(n, ast.Attribute) and n.attr in conv.serving_keys
+    ]
     return F.SourceFacts(
-        tuple(id_sources), tuple(_builders(tree, path, modname, conv, resolve)) if conv.builder_methods else (), tuple(_feeds(tree, path, conv)),
-        tuple(dicts), tuple(flags) if dicts or id_sources else (), tuple(hooks), tuple(defaults), tuple(serving[:20]),
+        tuple(id_sources),
+        tuple(_builders(tree, path, modname, conv, resolve)) if conv.builder_methods else (),
+        tuple(_feeds(tree, path, conv)),
+        tuple(dicts),
+        tuple(flags) if dicts or id_sources else (),
+        tuple(hooks),
+        tuple(defaults),
+        tuple(serving[:20]),
     )
 
 
@@ -532,7 +686,11 @@ def registry_updates(tree: ast.Module, path: str, conv: Conventions, patterns) -
     constants = {
         n.targets[0].id: n.value.value
         for n in tree.body
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and isinstance(n.value, ast.Constant)
+        and isinstance(n.value.value, str)
     }
     out = []
     for stmt in tree.body:
@@ -545,7 +703,11 @@ def registry_updates(tree: ast.Module, path: str, conv: Conventions, patterns) -
         pairs: list[tuple[str, ast.AST, int]] = []
         for arg in call.args:
             if isinstance(arg, ast.Dict):
-                pairs += [(k.value, v, k.lineno) for k, v in zip(arg.keys, arg.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+                pairs += [
+                    (k.value, v, k.lineno)
+                    for k, v in zip(arg.keys, arg.values)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                ]
         pairs += [(kw.arg, kw.value, kw.value.lineno) for kw in call.keywords if kw.arg]
         for arch, value, line in pairs:
             target = _string_value(value, constants)
@@ -562,7 +724,9 @@ def _string_value(node: ast.AST, constants: dict[str, str]) -> str | None:
         for part in node.values:
             if isinstance(part, ast.Constant):
                 parts.append(str(part.value))
-            elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) and part.value.id in constants:
+            elif (
+                isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) and part.value.id in constants
+            ):
                 parts.append(constants[part.value.id])
             else:
                 return None

@@ -32,7 +32,15 @@ class FileContext:
     """One module's path, text, profile conventions and import table, with the few ways an
     analyser turns a node into a fact's fields (location, source text, qualified name)."""
 
-    def __init__(self, path: str, modname: str, text: SourceText, conv: Conventions, imports: dict[str, str], local_classes: dict[str, str]) -> None:
+    def __init__(
+        self,
+        path: str,
+        modname: str,
+        text: SourceText,
+        conv: Conventions,
+        imports: dict[str, str],
+        local_classes: dict[str, str],
+    ) -> None:
         self.path = path
         self.modname = modname
         self.text = text

@@ -32,7 +32,11 @@ def _requirement(node: ast.expr, conv: Conventions) -> str | None:
     interface:<Interface>; ``f(m)`` with one argument -> predicate:f (resolved later)."""
     if not isinstance(node, ast.Call):
         return None
-    name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else None
+    name = (
+        node.func.id
+        if isinstance(node.func, ast.Name)
+        else node.func.attr if isinstance(node.func, ast.Attribute) else None
+    )
     if name == "hasattr" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant):
         value = node.args[1].value
         return f"method:{value}" if value in conv.setters else None
@@ -103,14 +107,22 @@ class _Walker:
 
     def calls_in(self, node: ast.AST, guard: tuple | None) -> None:
         for sub in nodes(node):
-            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in self.conv.setters):
+            if not (
+                isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in self.conv.setters
+            ):
                 continue
             receiver = sub.func.value
-            if (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")) or isinstance(receiver, ast.Call) and ast.unparse(receiver.func) == "super":
+            if (
+                (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"))
+                or isinstance(receiver, ast.Call)
+                and ast.unparse(receiver.func) == "super"
+            ):
                 continue  # the model's own call, not a runner's
             where = self.loc(sub)
             if guard is None:
-                self.out.append(F.EntryCallFact(self.function, sub.func.attr, where, F.EntryGuard.NONE, raises_at=where))
+                self.out.append(
+                    F.EntryCallFact(self.function, sub.func.attr, where, F.EntryGuard.NONE, raises_at=where)
+                )
                 continue
             kind, test, raised = guard
             self.out.append(F.EntryCallFact(
@@ -132,7 +144,9 @@ def _functions(tree: ast.Module):
                 stack.append((f"{prefix}{child.name}.", child))
 
 
-def runner_facts(path: str, data: bytes, tree: ast.Module, conv: Conventions) -> tuple[tuple[F.EntryCallFact, ...], tuple[F.InterfacePredicate, ...]]:
+def runner_facts(
+    path: str, data: bytes, tree: ast.Module, conv: Conventions
+) -> tuple[tuple[F.EntryCallFact, ...], tuple[F.InterfacePredicate, ...]]:
     """Both facts of this module from the stdlib tree the parser screened the file with (no
     second parse); cheap byte gates keep them off the files that name no setter call."""
     calls = entry_calls(path, tree, conv) if any(f".{s}(".encode() in data for s in conv.setters) else ()

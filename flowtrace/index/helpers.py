@@ -20,7 +20,15 @@ import ast
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.model import facts as F
 from flowtrace.index.streams import tested_names
-from flowtrace.index.syntax import FunctionNode, arguments, iter_nodes, last_name, names_in, parameter_names, walk_statements
+from flowtrace.index.syntax import (
+    FunctionNode,
+    arguments,
+    iter_nodes,
+    last_name,
+    names_in,
+    parameter_names,
+    walk_statements,
+)
 
 
 def _membership(test: ast.expr, params: list[str], attributes: set[str]) -> tuple[str, str] | None:
@@ -28,7 +36,12 @@ def _membership(test: ast.expr, params: list[str], attributes: set[str]) -> tupl
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In)):
         return None
     left, right = test.left, test.comparators[0]
-    if isinstance(left, ast.Name) and left.id in params and isinstance(right, ast.Attribute) and right.attr in attributes:
+    if (
+        isinstance(left, ast.Name)
+        and left.id in params
+        and isinstance(right, ast.Attribute)
+        and right.attr in attributes
+    ):
         return left.id, right.attr
     return None
 
@@ -49,10 +62,14 @@ def helper_definition(file: FileContext, info: ClassInfo, fn: FunctionNode) -> F
         if recorded is None:
             continue
         container, value, locals_ = recorded
-        guarded = bool(tested_names((value,)) & set(params)) or any(isinstance(n, ast.IfExp) for n in _walk(value, locals_))
+        guarded = bool(tested_names((value,)) & set(params)) or any(
+            isinstance(n, ast.IfExp) for n in _walk(value, locals_)
+        )
         shown = locals_.get(value.id, value) if isinstance(value, ast.Name) else value
         slot = params.index(container) if container in params else SELF_CONTAINER
-        return F.HelperDefFact(info.qualname, fn.name, params.index(label), slot, attribute, file.loc(fn), guarded, file.code(shown))
+        return F.HelperDefFact(
+            info.qualname, fn.name, params.index(label), slot, attribute, file.loc(fn), guarded, file.code(shown)
+        )
     return None
 
 
@@ -70,7 +87,9 @@ def _container(func: ast.Attribute, params: list[str]) -> str | None:
     return None
 
 
-def _recording(statements: list[ast.stmt], params: list[str], methods: set[str]) -> tuple[str, ast.expr, dict[str, ast.expr]] | None:
+def _recording(
+    statements: list[ast.stmt], params: list[str], methods: set[str]
+) -> tuple[str, ast.expr, dict[str, ast.expr]] | None:
     """(container, recorded value, locals) of ``<param>.append(x)`` / ``self.<attr>.append(x)`` in a block."""
     locals_: dict[str, ast.expr] = {}
     for stmt in statements:

@@ -27,7 +27,9 @@ Interval = tuple[int | None, int | None]  # (lowest, highest); None: unbounded /
 _UNKNOWN: Interval = (None, None)
 
 
-def _path(body: list[ast.stmt], target: ast.AST, tests: tuple[tuple[ast.expr, bool], ...] = ()) -> tuple[tuple[ast.expr, bool], ...] | None:
+def _path(
+    body: list[ast.stmt], target: ast.AST, tests: tuple[tuple[ast.expr, bool], ...] = ()
+) -> tuple[tuple[ast.expr, bool], ...] | None:
     """The (test, taken) pairs from ``body`` down to the statement holding ``target``."""
     for stmt in body:
         if not any(n is target for n in ast.walk(stmt)):
@@ -38,7 +40,9 @@ def _path(body: list[ast.stmt], target: ast.AST, tests: tuple[tuple[ast.expr, bo
                 if found is not None:
                     return found
             return tests  # in the test itself
-        blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")] + [h.body for h in getattr(stmt, "handlers", [])]
+        blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")] + [
+            h.body for h in getattr(stmt, "handlers", [])
+        ]
         for block in blocks:
             found = _path(block, target, tests)
             if found is not None:
@@ -62,7 +66,12 @@ class FirstIndex:
     def value(self, node: ast.expr) -> Interval:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value, node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int:
+        if (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant)
+            and type(node.operand.value) is int
+        ):
             return -node.operand.value, -node.operand.value
         if isinstance(node, ast.Name) and node.id == self.index:
             return 0, 0
@@ -122,20 +131,32 @@ def _compare(a: Interval, b: Interval, op: Callable[[int, int], bool]) -> bool |
             return False
         return None
     same = a_low is not None and a_low == a_high == b_low == b_high
-    apart = (a_high is not None and b_low is not None and a_high < b_low) or (b_high is not None and a_low is not None and b_high < a_low)
+    apart = (a_high is not None and b_low is not None and a_high < b_low) or (
+        b_high is not None and a_low is not None and b_high < a_low
+    )
     if op is operator.eq:
         return True if same else False if apart else None
     return False if same else True if apart else None  # !=
 
 
 _COMPARE: dict[type, Callable[[int, int], bool]] = {
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Eq: operator.eq, ast.NotEq: operator.ne,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
 }
 
 
 def _range_bounds(iterable: ast.expr) -> tuple[ast.expr | None, ast.expr | None]:
     """(start, end) of ``range(start, end)`` / ``range(end)``; (None, None) otherwise."""
-    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range" and iterable.args:
+    if (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id == "range"
+        and iterable.args
+    ):
         if len(iterable.args) == 1:
             return None, iterable.args[0]
         return iterable.args[0], iterable.args[1]
@@ -150,7 +171,12 @@ def _aliases(fn: FunctionNode, bound: ast.expr | None) -> set[str]:
     out = {ast.unparse(bound)}
     if isinstance(bound, ast.Name):
         for stmt in walk_statements(fn.body):
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == bound.id:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == bound.id
+            ):
                 out.add(ast.unparse(stmt.value))
                 break
     return out
@@ -167,8 +193,16 @@ def _layer_bounds(fn: FunctionNode, bound_texts: set[str]) -> set[str]:
             value = node.value
             if not isinstance(value, ast.Constant):
                 out.add(ast.unparse(value))
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and isinstance(node.value, ast.Attribute):
-            out.update(ast.unparse(b) for b in (node.slice.lower, node.slice.upper) if b is not None and not isinstance(b, ast.Constant))
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Slice)
+            and isinstance(node.value, ast.Attribute)
+        ):
+            out.update(
+                ast.unparse(b)
+                for b in (node.slice.lower, node.slice.upper)
+                if b is not None and not isinstance(b, ast.Constant)
+            )
     return out - names
 
 

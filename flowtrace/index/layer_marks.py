@@ -72,7 +72,12 @@ def _clears(fn: FunctionNode, mark: str) -> bool:
         found = _set_mark(stmt)
         if found is not None and found[1] == mark and not _is_true(found[2]):
             return True
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "delattr":
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id == "delattr"
+        ):
             args = stmt.value.args
             if len(args) == 2 and isinstance(args[1], ast.Constant) and args[1].value == mark:
                 return True
@@ -86,7 +91,12 @@ def _reads(info: ClassInfo, setter: FunctionNode, mark: str) -> ast.AST | None:
         if fn is setter or name == setter.name:
             continue
         for node in ast.walk(fn):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+            ):
                 if isinstance(node.args[1], ast.Constant) and node.args[1].value == mark:
                     return node
             if isinstance(node, ast.Attribute) and node.attr == mark and isinstance(node.ctx, ast.Load):
@@ -103,7 +113,15 @@ def layer_marks(file: FileContext, info: ClassInfo, fn: FunctionNode) -> tuple[F
             continue
         seen.add(mark)
         read = _reads(info, fn, mark)
-        out.append(F.LayerMarkFact(mark, container, F.Location(file.path, line), _clears(fn, mark), file.loc(read) if read is not None else None))
+        out.append(
+            F.LayerMarkFact(
+                mark,
+                container,
+                F.Location(file.path, line),
+                _clears(fn, mark),
+                file.loc(read) if read is not None else None,
+            )
+        )
     return tuple(out)
 
 

@@ -31,7 +31,9 @@ def _layers_argument(value: ast.expr, layers: frozenset[str]) -> tuple[str, bool
     return None
 
 
-def _tests_around(body: list[ast.stmt], target: ast.stmt, tests: tuple[ast.expr, ...] = ()) -> tuple[ast.expr, ...] | None:
+def _tests_around(
+    body: list[ast.stmt], target: ast.stmt, tests: tuple[ast.expr, ...] = ()
+) -> tuple[ast.expr, ...] | None:
     """The if-tests enclosing ``target`` (None when it is not in ``body``); an else arm's test
     is kept as written (it is read for the names it tests, not for its truth)."""
     for stmt in body:
@@ -43,7 +45,9 @@ def _tests_around(body: list[ast.stmt], target: ast.stmt, tests: tuple[ast.expr,
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
             inner = [(stmt.body, tests), (getattr(stmt, "orelse", []), tests)]
         elif isinstance(stmt, ast.Try):
-            inner = [(stmt.body, tests), (stmt.orelse, tests), (stmt.finalbody, tests)] + [(h.body, tests) for h in stmt.handlers]
+            inner = [(stmt.body, tests), (stmt.orelse, tests), (stmt.finalbody, tests)] + [
+                (h.body, tests) for h in stmt.handlers
+            ]
         for block, more in inner:
             found = _tests_around(block, target, more)
             if found is not None:
@@ -56,7 +60,9 @@ def _deciding_tests(fn: FunctionNode, tests: tuple[ast.expr, ...]) -> tuple[ast.
     names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
     more: list[ast.expr] = []
     for stmt in walk_statements(fn.body):
-        if isinstance(stmt, ast.Assign) and any(isinstance(n, ast.Name) and n.id in names for t in stmt.targets for n in ast.walk(t)):
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(n, ast.Name) and n.id in names for t in stmt.targets for n in ast.walk(t)
+        ):
             around = _tests_around(fn.body, stmt) or ()
             more.extend(t for t in around if t not in more and t not in tests)
     return tests + tuple(more)
@@ -149,22 +155,36 @@ def _capture_off(fn: FunctionNode, stmt: ast.stmt) -> tuple[str, ...]:
 
 def _statement_of(fn: FunctionNode, call: ast.Call) -> ast.stmt | None:
     for stmt in walk_statements(fn.body):
-        if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)) and any(n is call for n in ast.walk(stmt)):
+        if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)) and any(
+            n is call for n in ast.walk(stmt)
+        ):
             return stmt
     return None
 
 
-def layer_runs(file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list[F.CaptureSiteFact]) -> list[F.LayerRunFact]:
+def layer_runs(
+    file: FileContext, info: ClassInfo, fn: FunctionNode, sites: list[F.CaptureSiteFact]
+) -> list[F.LayerRunFact]:
     """The layer-running calls of a capturing method (see the module doc)."""
     layers = file.conv.layers_attributes
     containers = {s.container for s in sites if s.container}
     attributes = {s.attribute for s in sites if s.attribute} | set(file.conv.attributes)
     out: list[F.LayerRunFact] = []
-    iterated = {id(n) for loop in ast.walk(fn) if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)) for n in ast.walk(loop.iter)}
-    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call) and id(n) not in iterated):  # a loop's own `islice(self.layers, a, b)` is the loop
+    iterated = {
+        id(n)
+        for loop in ast.walk(fn)
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension))
+        for n in ast.walk(loop.iter)
+    }
+    # a loop's own `islice(self.layers, a, b)` is the loop
+    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call) and id(n) not in iterated):
         handed = [(_layers_argument(a.value, layers), a) for a in arguments(call)]
         found = next((h for h, _ in handed if h is not None), None)
-        if found is None or isinstance(call.func, ast.Name) and call.func.id in ("len", "enumerate", "zip", "range", "list", "iter", "reversed"):
+        if (
+            found is None
+            or isinstance(call.func, ast.Name)
+            and call.func.id in ("len", "enumerate", "zip", "range", "list", "iter", "reversed")
+        ):
             continue
         text, whole = found
         capture = any(

@@ -20,7 +20,16 @@ from flowtrace.index.sites.context import (
     ForwardContext, LoopContext, LoopNode, Tests, calls_with_tests, is_none, sized_by,
 )
 from flowtrace.index.streams import none_at_entry
-from flowtrace.index.syntax import FunctionNode, arguments, dotted, end_of, last_name, parameters, start_of, walk_statements
+from flowtrace.index.syntax import (
+    FunctionNode,
+    arguments,
+    dotted,
+    end_of,
+    last_name,
+    parameters,
+    start_of,
+    walk_statements,
+)
 from flowtrace.model import facts as F
 
 # Calls that derive a collection from the capture attribute without changing its members.
@@ -115,7 +124,9 @@ class LoopAnalyzer:
                     out[stmt.targets[0].id] = value.attr
         return out
 
-    def objects_built_from_attribute(self, statements: list[ast.stmt], aliases: Mapping[str, str]) -> dict[str, tuple[ast.Call, str]]:
+    def objects_built_from_attribute(
+        self, statements: list[ast.stmt], aliases: Mapping[str, str]
+    ) -> dict[str, tuple[ast.Call, str]]:
         """Locals built as ``Cls(..., self.<attr>, ...)`` (a metadata object carrying the
         capture indices): handed to each layer, the layer itself may record through it."""
         out: dict[str, tuple[ast.Call, str]] = {}
@@ -180,7 +191,11 @@ class LoopAnalyzer:
         if not layer_var and index and any(f"self.{a}" in iter_text for a in self.conv.layers_attributes):
             names.add(index)  # for layer in self.layers
         for stmt in walk_statements(loop.body):
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Subscript) and self.names_layers(stmt.value.value):
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Subscript)
+                and self.names_layers(stmt.value.value)
+            ):
                 names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
         return names
 
@@ -200,7 +215,9 @@ class LoopAnalyzer:
                 return call  # `layer.forward(...)`: the layer's own forward, called by name
         return None
 
-    def loop_context(self, forward: ForwardContext, loop: LoopNode, layer_call: ast.Call, statements: list[ast.stmt]) -> LoopContext | None:
+    def loop_context(
+        self, forward: ForwardContext, loop: LoopNode, layer_call: ast.Call, statements: list[ast.stmt]
+    ) -> LoopContext | None:
         """Everything the shapes share about one layer loop (None without an index variable)."""
         index, _ = self.loop_variables(loop)
         if index is None:
@@ -271,7 +288,9 @@ def _assigned(stmt: ast.stmt) -> tuple[ast.expr | None, list[ast.expr]]:
     return None, []
 
 
-def _side_calls(calls: tuple[tuple[ast.Call, Tests], ...], layer_call: ast.Call) -> tuple[tuple[int, ast.Call, Tests, bool], ...]:
+def _side_calls(
+    calls: tuple[tuple[ast.Call, Tests], ...], layer_call: ast.Call
+) -> tuple[tuple[int, ast.Call, Tests, bool], ...]:
     """The calls that start before or after the layer call (not inside it), each with its
     position among the loop's calls and whether it comes after."""
     call_start, call_end = start_of(layer_call), end_of(layer_call)

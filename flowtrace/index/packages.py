@@ -54,7 +54,9 @@ class _Walk:
     def __init__(self, package: str, out: list[F.PackageImport]) -> None:
         self.package, self.out = package, out
 
-    def block(self, body: list[ast.stmt], branches: tuple[F.Branch, ...], params: frozenset[str], function: str) -> None:
+    def block(
+        self, body: list[ast.stmt], branches: tuple[F.Branch, ...], params: frozenset[str], function: str
+    ) -> None:
         for node in body:
             if isinstance(node, ast.If):
                 self.branch(node, branches, params, function)
@@ -76,14 +78,30 @@ class _Walk:
         if test is not False:
             self.block(node.body, branches if test is True else (*branches, F.Branch(test, True)), params, function)  # type: ignore[arg-type]
         if test is not True:
-            self.block(node.orelse, branches if test is False else (*branches, _excluded(node.test, test)), params, function)  # type: ignore[arg-type]
+            self.block(
+                node.orelse,
+                branches if test is False else (*branches, _excluded(node.test, test)),  # type: ignore[arg-type]
+                params,
+                function,
+            )
 
     def imported(self, node: ast.ImportFrom, branches: tuple[F.Branch, ...], function: str) -> None:
         base = absolute_base(node, self.package)
         module = node.module or ""
         for alias in node.names:
             qualified = f"{base}.{alias.name}" if base else alias.name
-            self.out.append(F.PackageImport(module, node.level, alias.name, alias.asname or alias.name, qualified, branches, node.lineno, function))
+            self.out.append(
+                F.PackageImport(
+                    module,
+                    node.level,
+                    alias.name,
+                    alias.asname or alias.name,
+                    qualified,
+                    branches,
+                    node.lineno,
+                    function,
+                )
+            )
 
 
 def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
@@ -148,7 +166,9 @@ def ancestors(path: str) -> list[str]:
     """The ``__init__.py`` files of the packages around ``path`` (a tree-relative module path),
     up to :data:`MAX_LEVELS` levels, nearest first."""
     parts = PurePosixPath(path).with_suffix("").parts
-    return [PurePosixPath(*parts[:-up], "__init__.py").as_posix() for up in range(1, min(MAX_LEVELS, len(parts) - 1) + 1)]
+    return [
+        PurePosixPath(*parts[:-up], "__init__.py").as_posix() for up in range(1, min(MAX_LEVELS, len(parts) - 1) + 1)
+    ]
 
 
 def read_package(path: str, module: str, data: bytes) -> F.PackageFacts:

@@ -177,7 +177,9 @@ def _short(node, depth: int, ends: list[int] | None) -> bool:  # noqa: ANN001
 @functools.cache
 def _compound_kinds() -> frozenset[type]:
     """Statements that hold statements (``if``, ``def``, ``try``...), and ``except`` clauses."""
-    return frozenset(c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(getattr(c, "_fields", ())))
+    return frozenset(
+        c for c in (*ast.stmt.__subclasses__(), ast.ExceptHandler) if {"body", "cases"} & set(getattr(c, "_fields", ()))
+    )
 
 
 def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune: bool = True):  # noqa: ANN001, ANN202
@@ -268,7 +270,9 @@ def _with_sources(facts: F.FileFacts, source: str, conv: Conventions, tree: ast.
     return dataclasses.replace(facts, sources=found) if found else facts
 
 
-def id_functions(path: str, module_name: str, tree: ast.Module, source: str, names: frozenset[str]) -> tuple[F.IdFunctionFact, ...]:
+def id_functions(
+    path: str, module_name: str, tree: ast.Module, source: str, names: frozenset[str]
+) -> tuple[F.IdFunctionFact, ...]:
     """The module-level functions a profile method names as its default-id computation (the
     source is split into lines only for a file that defines one: most files define none)."""
     lines: list[str] | None = None
@@ -278,7 +282,11 @@ def id_functions(path: str, module_name: str, tree: ast.Module, source: str, nam
             lines = lines if lines is not None else source.splitlines()
             text = "\n".join(lines[node.lineno - 1 : node.end_lineno or node.lineno])
             parameters = tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args))
-            out.append(F.IdFunctionFact(f"{module_name}.{node.name}", node.name, F.Location(path, node.lineno), parameters, text))
+            out.append(
+                F.IdFunctionFact(
+                    f"{module_name}.{node.name}", node.name, F.Location(path, node.lineno), parameters, text
+                )
+            )
     return tuple(out)
 
 
@@ -298,9 +306,13 @@ def analyze_bytes(
 
     modname = module_name(path, conv.package)
     if len(data) > max_bytes:
-        return F.FileFacts.unparsed(path, modname, f"file is larger than the {max_bytes}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE)
+        return F.FileFacts.unparsed(
+            path, modname, f"file is larger than the {max_bytes}-byte limit; not parsed", F.DiagnosticKind.TOO_LARGE
+        )
     if b"\x00" in data:
-        return F.FileFacts.unparsed(path, modname, "contains NUL bytes (binary?); not parsed", F.DiagnosticKind.PARSE_ERROR)
+        return F.FileFacts.unparsed(
+            path, modname, "contains NUL bytes (binary?); not parsed", F.DiagnosticKind.PARSE_ERROR
+        )
     old_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
@@ -325,16 +337,27 @@ def analyze_bytes(
                     facts = dataclasses.replace(facts, id_functions=functions)
             return _with_sources(facts, source, conv, module)
     except _Timeout:
-        return F.FileFacts.unparsed(path, modname, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT)
+        return F.FileFacts.unparsed(
+            path, modname, f"parse took over {timeout_s:g}s; abandoned", F.DiagnosticKind.TIMEOUT
+        )
     except RecursionError:
-        return F.FileFacts.unparsed(path, modname, "nesting too deep to parse (recursion limit)", F.DiagnosticKind.PARSE_ERROR)
+        return F.FileFacts.unparsed(
+            path, modname, "nesting too deep to parse (recursion limit)", F.DiagnosticKind.PARSE_ERROR
+        )
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         if isinstance(exc, (KeyError, IndexError)):  # LookupErrors of the analyser, not of a codec
-            return F.FileFacts.unparsed(path, modname, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
+            return F.FileFacts.unparsed(
+                path,
+                modname,
+                f"internal error while analysing ({type(exc).__name__}: {exc})",
+                F.DiagnosticKind.INTERNAL,
+            )
         return F.FileFacts.unparsed(path, modname, f"cannot decode: {exc}", F.DiagnosticKind.PARSE_ERROR)
     except MemoryError:
         return F.FileFacts.unparsed(path, modname, "out of memory while parsing", F.DiagnosticKind.PARSE_ERROR)
     except Exception as exc:  # noqa: BLE001 - one file's analyser bug must not end the scan
-        return F.FileFacts.unparsed(path, modname, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL)
+        return F.FileFacts.unparsed(
+            path, modname, f"internal error while analysing ({type(exc).__name__}: {exc})", F.DiagnosticKind.INTERNAL
+        )
     finally:
         sys.setrecursionlimit(old_limit)

@@ -22,7 +22,12 @@ from typing import Callable, Iterable
 
 from flowtrace.model import facts as F
 
-UNPACK, PASS, DROP, CONSUME = F.OutputUseKind.UNPACK, F.OutputUseKind.PASS, F.OutputUseKind.DROP, F.OutputUseKind.CONSUME
+UNPACK, PASS, DROP, CONSUME = (
+    F.OutputUseKind.UNPACK,
+    F.OutputUseKind.PASS,
+    F.OutputUseKind.DROP,
+    F.OutputUseKind.CONSUME,
+)
 TUPLE, SINGLE, OTHER = F.ReturnShape.TUPLE, F.ReturnShape.SINGLE, F.ReturnShape.OTHER
 
 _Flag = tuple[str, bool] | None
@@ -71,7 +76,23 @@ def _statements_breadth_first(fn: ast.AST) -> list[ast.AST]:
 
 # Fields that never hold a node (names, numbers, flags, strings), and ``ctx`` (a leaf no caller
 # asks for): skipped without a getattr. A ``Constant``'s value is never a node either.
-_LEAF_FIELDS = frozenset({"id", "attr", "arg", "module", "level", "kind", "type_comment", "is_async", "conversion", "ctx", "rest", "kwd_attrs", "tag"})
+_LEAF_FIELDS = frozenset(
+    {
+        "id",
+        "attr",
+        "arg",
+        "module",
+        "level",
+        "kind",
+        "type_comment",
+        "is_async",
+        "conversion",
+        "ctx",
+        "rest",
+        "kwd_attrs",
+        "tag",
+    }
+)
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.MatchSingleton: ()}
 
 
@@ -133,7 +154,9 @@ def _routed_call(node: ast.AST, method: str) -> tuple[tuple[str, ...], str] | No
         base = func.value.func
         return ((method,), "super()") if isinstance(base, ast.Name) and base.id == "super" else None
     if isinstance(func, ast.Name):
-        handed = tuple(dict.fromkeys(a for v in (*node.args, *(k.value for k in node.keywords)) if (a := _self_attribute(v))))
+        handed = tuple(
+            dict.fromkeys(a for v in (*node.args, *(k.value for k in node.keywords)) if (a := _self_attribute(v)))
+        )
         return (handed, func.id) if handed else None
     return None
 
@@ -148,7 +171,9 @@ def _drops(value: ast.expr, name: str) -> bool:
     if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name:
         return isinstance(value.slice, ast.Constant)
     if isinstance(value, ast.IfExp) and isinstance(value.test, ast.Call) and isinstance(value.test.func, ast.Name):
-        tested = value.test.func.id == "isinstance" and any(isinstance(a, ast.Name) and a.id == name for a in value.test.args)
+        tested = value.test.func.id == "isinstance" and any(
+            isinstance(a, ast.Name) and a.id == name for a in value.test.args
+        )
         plain = isinstance(value.orelse, ast.Name) and value.orelse.id == name
         return tested and plain and _drops(value.body, name)
     return False
@@ -166,7 +191,9 @@ class _Uses:
         self.routed: dict[str, tuple[tuple[str, ...], str]] = {}
         self.parts: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    def add(self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt, via: str | None = None) -> None:
+    def add(
+        self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt, via: str | None = None
+    ) -> None:
         where = F.Location(self.path, node.lineno + self.offset)
         text = " ".join(ast.unparse(node).split())[:160]
         self.out.append(F.OutputUseFact(self.qualname, self.function, attribute, kind, arity,
@@ -193,7 +220,11 @@ class _Uses:
         attribute = called or (self.bound.get(source) if source else None)
         if isinstance(target, ast.Tuple) and attribute:
             self.add(attribute, UNPACK, len(target.elts), flag, stmt)
-        routed = None if called else _routed_call(stmt.value, self.function.rsplit(".", 1)[-1]) or self.routed.get(source or "")
+        routed = (
+            None
+            if called
+            else _routed_call(stmt.value, self.function.rsplit(".", 1)[-1]) or self.routed.get(source or "")
+        )
         if isinstance(target, ast.Tuple) and routed is not None and not attribute:
             for module in routed[0]:
                 self.add(module, UNPACK, len(target.elts), flag, stmt, routed[1])
@@ -213,7 +244,9 @@ class _Uses:
         called = _inner_call(value)
         if isinstance(value, ast.Call):  # `return self.head(x, out)`: the output handed on whole
             handed = [a for a in (*value.args, *(k.value for k in value.keywords)) if isinstance(a, ast.Name)]
-            for attribute in dict.fromkeys(self.bound[a.id] for a in handed if a.id in self.bound and self.bound[a.id] != called):
+            for attribute in dict.fromkeys(
+                self.bound[a.id] for a in handed if a.id in self.bound and self.bound[a.id] != called
+            ):
                 self.add(attribute, CONSUME, 0, flag, stmt)
         if called:
             self.add(called, PASS, 0, flag, stmt)
@@ -296,7 +329,9 @@ def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int
                 bindings = _bindings(fn)
             shape, arity = _shape(node.value, bindings or {})
             text = " ".join(ast.unparse(node).split())[:160]
-            out.append(F.ReturnShapeFact(qualname, function, F.Location(path, node.lineno + offset), shape, arity, text))
+            out.append(
+                F.ReturnShapeFact(qualname, function, F.Location(path, node.lineno + offset), shape, arity, text)
+            )
     return sorted(out, key=lambda r: r.location.line)
 
 
@@ -315,7 +350,11 @@ def _assigns(fn: _Fn, names: set[str]) -> set[str]:
     """Which of ``names`` the method assigns as ``self.<name>``."""
     out = set()
     for node in _statements_breadth_first(fn):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        )
         for target in targets:
             name = _self_attribute(target)
             if name in names:
@@ -360,7 +399,9 @@ def module_facts(path: str, modname: str, tree: ast.Module, text_of: Callable[[a
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
-        methods: dict[str, _Fn] = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        methods: dict[str, _Fn] = {
+            m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
 
         def load(name: str, methods: dict[str, _Fn] = methods) -> tuple[_Fn, int]:
             return methods[name], 0

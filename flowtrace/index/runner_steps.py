@@ -84,7 +84,9 @@ def classify_ids(call: ast.Call) -> tuple[F.RunnerIds, str, int | None]:
         return F.RunnerIds.DEFAULT, "", None
     value = args[0].value
     text = ast.unparse(value)
-    while isinstance(value, ast.Call) and last_name(value.func) in _COPIES and len(value.args) == 1 and not value.keywords:
+    while (
+        isinstance(value, ast.Call) and last_name(value.func) in _COPIES and len(value.args) == 1 and not value.keywords
+    ):
         value = value.args[0]
     if isinstance(value, ast.Constant) and value.value is None:
         return F.RunnerIds.DEFAULT, text, None
@@ -127,7 +129,9 @@ def _shift(comp: ast.ListComp | ast.GeneratorExp) -> int | None:
 class _Reader:
     """Reads the steps of the functions of one module (see the module doc)."""
 
-    def __init__(self, path: str, module: str, conv: Conventions, imports: Mapping[str, str], local_classes: Mapping[str, str]) -> None:
+    def __init__(
+        self, path: str, module: str, conv: Conventions, imports: Mapping[str, str], local_classes: Mapping[str, str]
+    ) -> None:
         self.path, self.module, self.conv = path, module, conv
         self.imports, self.local_classes = imports, local_classes
         self.names = _serving_names(conv)
@@ -221,7 +225,13 @@ class _Reader:
                 out.append(step)
         built = self.builds(node, repeated)
         if len(built) > 1:  # `{"cpu": A, "gpu": B}[device](...)`: one of them is built
-            out.append(F.RunnerFork(self.loc(node), "one of " + ", ".join(b.name.rsplit(".", 1)[-1] for b in built), tuple((b,) for b in built)))
+            out.append(
+                F.RunnerFork(
+                    self.loc(node),
+                    "one of " + ", ".join(b.name.rsplit(".", 1)[-1] for b in built),
+                    tuple((b,) for b in built),
+                )
+            )
         else:
             out.extend(built)
         return out
@@ -234,7 +244,16 @@ class _Reader:
         where = self.loc(call)
         if isinstance(func, ast.Attribute) and name in self.conv.setters and not _is_own(func.value):
             ids, text, offset = classify_ids(call)
-            return F.RunnerStep(F.RunnerStepKind.SETTER, name, where, receiver=ast.unparse(func.value), ids=ids, ids_text=text, offset=offset, repeated=repeated)
+            return F.RunnerStep(
+                F.RunnerStepKind.SETTER,
+                name,
+                where,
+                receiver=ast.unparse(func.value),
+                ids=ids,
+                ids_text=text,
+                offset=offset,
+                repeated=repeated,
+            )
         if isinstance(func, ast.Name) and name[:1].isupper():
             return None  # a class built: a BUILD step (see builds)
         target = self.target(func)
@@ -289,7 +308,9 @@ def _value_names(node: ast.AST) -> Iterator[ast.Name]:
         stack.extend(ast.iter_child_nodes(current))
 
 
-def runner_functions(path: str, module: str, tree: ast.Module, conv: Conventions, imports: Mapping[str, str]) -> tuple[F.RunnerFunctionFact, ...]:
+def runner_functions(
+    path: str, module: str, tree: ast.Module, conv: Conventions, imports: Mapping[str, str]
+) -> tuple[F.RunnerFunctionFact, ...]:
     """The runner functions of one module with their steps (see the module doc)."""
     local_classes = {n.name: f"{module}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
     reader = _Reader(path, module, conv, imports, local_classes)

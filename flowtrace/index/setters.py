@@ -50,7 +50,11 @@ class SetterAnalyzer:
     def fact(self) -> F.SetterFact:
         self.walk(self.fn.body, ())
         explicit = [a for a in self.arms if self.uses_param(a.expression)]
-        defaults = [a for a in self.arms if not a.delegation and not self.uses_param(a.expression) and self.is_id_list(a.expression)]
+        defaults = [
+            a
+            for a in self.arms
+            if not a.delegation and not self.uses_param(a.expression) and self.is_id_list(a.expression)
+        ]
         defaults += [a for a in self.arms if a.delegation and not self.uses_param(a.expression)]
         transform, note = self.overall(explicit)
         delegations = [a for a in explicit if a.delegation] or [a for a in self.arms if a.delegation]
@@ -61,7 +65,11 @@ class SetterAnalyzer:
         writes = tuple(dict.fromkeys(a.target for a in self.arms if not a.delegation))
         branches = tuple(
             F.SetterBranch(
-                " and ".join(a.conditions) or None, a.target, a.text, self.transform_of(a.expression)[0] if self.uses_param(a.expression) else F.DefaultArm.DEFAULT, a.line
+                " and ".join(a.conditions) or None,
+                a.target,
+                a.text,
+                self.transform_of(a.expression)[0] if self.uses_param(a.expression) else F.DefaultArm.DEFAULT,
+                a.line,
             )
             for a in self.arms
         )
@@ -72,7 +80,11 @@ class SetterAnalyzer:
             parameter=self.param,
             id_transform=transform,
             transform_note=note,
-            default_layers=canonical(defaults[0].text) if defaults else (canonical(self.param_default) if self.param_default else None),
+            default_layers=(
+                canonical(defaults[0].text)
+                if defaults
+                else (canonical(self.param_default) if self.param_default else None)
+            ),
             writes=writes,
             delegate=delegate or None,
             delegate_method=delegate_method,
@@ -99,7 +111,11 @@ class SetterAnalyzer:
     def walk_if(self, stmt: ast.If, conditions: tuple[str, ...]) -> None:
         test = self.file.code(stmt.test)
         inner = stmt.body
-        if any(g in test for g in self.file.conv.pp_guards) and inner and all(isinstance(s, (ast.Return, ast.Raise)) for s in inner):
+        if (
+            any(g in test for g in self.file.conv.pp_guards)
+            and inner
+            and all(isinstance(s, (ast.Return, ast.Raise)) for s in inner)
+        ):
             self.pp_guard = True
             return
         self.walk(inner, conditions + (test,))
@@ -132,7 +148,14 @@ class SetterAnalyzer:
                 isinstance(target, ast.Attribute) and self.uses_param(stmt.value) and name not in self.file.conv.flags
             ):
                 self.arms.append(
-                    _Arm(conditions, self.file.code(target), stmt.value, self.file.code(stmt.value), self.file.line(node or stmt), False)
+                    _Arm(
+                        conditions,
+                        self.file.code(target),
+                        stmt.value,
+                        self.file.code(stmt.value),
+                        self.file.line(node or stmt),
+                        False,
+                    )
                 )
 
     def call(self, call: ast.Call, conditions: tuple[str, ...]) -> None:
@@ -151,7 +174,9 @@ class SetterAnalyzer:
         mentioned = spelled_names(expr)
         if self.param in mentioned:
             return True
-        return any(self.uses_param(self.locals[n], depth + 1) for n in mentioned if n in self.locals and n != self.param)
+        return any(
+            self.uses_param(self.locals[n], depth + 1) for n in mentioned if n in self.locals and n != self.param
+        )
 
     def is_id_list(self, expr: ast.expr) -> bool:
         """A default arm assigns a list/tuple (or a local or call producing one), not a flag."""
@@ -178,7 +203,11 @@ class SetterAnalyzer:
         if isinstance(expr, ast.IfExp):
             return self.defaulted(expr, depth)
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
-            if len(expr.generators) != 1 or expr.generators[0].ifs or not isinstance(expr.generators[0].target, ast.Name):
+            if (
+                len(expr.generators) != 1
+                or expr.generators[0].ifs
+                or not isinstance(expr.generators[0].target, ast.Name)
+            ):
                 return F.OTHER, []
             comp = expr.generators[0]
             source, notes = self.transform_of(comp.iter, depth + 1)
@@ -204,7 +233,12 @@ class SetterAnalyzer:
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
         if negated:
             test = test.operand  # type: ignore[attr-defined]
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) and _is_none(test.comparators[0]):
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and _is_none(test.comparators[0])
+        ):
             negated ^= isinstance(test.ops[0], ast.Is)
             test = test.left
         if not (isinstance(test, ast.Name) and test.id == self.param):
@@ -238,7 +272,11 @@ class SetterAnalyzer:
             own = [c for c in a.conditions if c not in common and not c.startswith("not (")]
             if own:
                 described.append(f"{kind} if {' and '.join(own)}")
-        others = [kind for a, kind, _ in kinds if not [c for c in a.conditions if c not in common and not c.startswith("not (")]]
+        others = [
+            kind
+            for a, kind, _ in kinds
+            if not [c for c in a.conditions if c not in common and not c.startswith("not (")]
+        ]
         text = "; ".join(described)
         if others:
             text += f"; else {others[0]}"
@@ -259,7 +297,12 @@ def _offset(expr: ast.expr, var: str) -> int | None:
             return int_value(right)
         if isinstance(right, ast.Name) and right.id == var and int_value(left) is not None:
             return int_value(left)
-    if isinstance(expr.op, ast.Sub) and isinstance(left, ast.Name) and left.id == var and (k := int_value(right)) is not None:
+    if (
+        isinstance(expr.op, ast.Sub)
+        and isinstance(left, ast.Name)
+        and left.id == var
+        and (k := int_value(right)) is not None
+    ):
         return -k
     return None
 

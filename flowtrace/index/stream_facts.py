@@ -57,7 +57,9 @@ def _tests_above(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.exp
 
 # Calls that fold their operands into one tensor: an addition, or a contraction (a weighted sum
 # of streams, hyper-connection style) whose operands include the residual.
-_FOLDING_CALLS = frozenset({"add", "add_", "sum", "einsum", "matmul", "bmm", "mm", "tensordot", "addmm", "baddbmm", "addcmul", "lerp"})
+_FOLDING_CALLS = frozenset(
+    {"add", "add_", "sum", "einsum", "matmul", "bmm", "mm", "tensordot", "addmm", "baddbmm", "addcmul", "lerp"}
+)
 
 
 def _folds(expr: ast.AST, residual: str) -> bool:
@@ -118,7 +120,9 @@ def folds_residual(fn: _Function) -> int | None:
         first, residual = value.elts[0], value.elts[1].id
         if "residual" not in residual:
             continue
-        if _folds(first, residual) or (isinstance(first, ast.Name) and _bound_by_fold(fn, first.id, residual, ret.lineno)):
+        if _folds(first, residual) or (
+            isinstance(first, ast.Name) and _bound_by_fold(fn, first.id, residual, ret.lineno)
+        ):
             return ret.lineno
     return None
 
@@ -130,7 +134,11 @@ def rebuilds_stream(fn: _Function) -> int | None:
     for loop in (n for n in nodes(fn) if isinstance(n, (ast.For, ast.AsyncFor))):
         unpacked: dict[str, str] = {}
         for stmt in loop.body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Call):
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.targets[0], ast.Tuple)
+                and isinstance(stmt.value, ast.Call)
+            ):
                 names = [e.id for e in stmt.targets[0].elts if isinstance(e, ast.Name)]
                 if len(names) == 2 and "residual" in names[1]:
                     unpacked[names[0]] = names[1]
@@ -151,7 +159,9 @@ def _values(ret: ast.Return) -> int:
     return 1
 
 
-def early_returns(fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]) -> list[tuple[int, str, int]]:
+def early_returns(
+    fn: _Function, containers: set[str], first_capture: int, guards: tuple[str, ...]
+) -> list[tuple[int, str, int]]:
     """(line, guarding test, values handed back) of returns after the first capture that drop
     the containers ahead of the return that hands them back."""
     returns = [n for n in nodes(fn) if isinstance(n, ast.Return) and n.lineno > first_capture]
@@ -185,16 +195,39 @@ def _after_emptiness_test(ret: ast.Return, parents: dict[ast.AST, ast.AST], cont
     return isinstance(previous, ast.If) and bool(_names(previous.test) & containers)
 
 
-def function_facts(path: str, class_qualname: str, function: str, fn: _Function, sites: list[F.CaptureSiteFact], guards: tuple[str, ...]) -> list[F.StreamFact]:
+def function_facts(
+    path: str,
+    class_qualname: str,
+    function: str,
+    fn: _Function,
+    sites: list[F.CaptureSiteFact],
+    guards: tuple[str, ...],
+) -> list[F.StreamFact]:
     """Stream facts of one method; ``sites`` are the capture sites the loop pass found in it."""
     out: list[F.StreamFact] = []
     if function.endswith(".forward"):
         line = folds_residual(fn)
         if line is not None:
-            out.append(F.StreamFact(class_qualname, function, F.Location(path, line), FOLDS_RESIDUAL, "returns the stream with the residual added"))
+            out.append(
+                F.StreamFact(
+                    class_qualname,
+                    function,
+                    F.Location(path, line),
+                    FOLDS_RESIDUAL,
+                    "returns the stream with the residual added",
+                )
+            )
         rebuilt = rebuilds_stream(fn)
         if rebuilt is not None:
-            out.append(F.StreamFact(class_qualname, function, F.Location(path, rebuilt), FOLDS_RESIDUAL, "rebuilds the stream from its layers' outputs"))
+            out.append(
+                F.StreamFact(
+                    class_qualname,
+                    function,
+                    F.Location(path, rebuilt),
+                    FOLDS_RESIDUAL,
+                    "rebuilds the stream from its layers' outputs",
+                )
+            )
     if not sites:
         return out
     loops = [n for n in nodes(fn) if isinstance(n, ast.For)]
@@ -212,7 +245,14 @@ def self_calls(path: str, class_qualname: str, function: str, fn: _Function) -> 
         {
             n.func.attr
             for n in nodes(fn)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"
         }
     )
-    return F.StreamFact(class_qualname, function, F.Location(path, fn.lineno), SELF_CALLS, ",".join(names)) if names else None
+    return (
+        F.StreamFact(class_qualname, function, F.Location(path, fn.lineno), SELF_CALLS, ",".join(names))
+        if names
+        else None
+    )

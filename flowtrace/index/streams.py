@@ -19,7 +19,16 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from flowtrace.index.syntax import FunctionNode, Position, arguments, child_nodes, iter_nodes, parameters, start_of, walk_statements
+from flowtrace.index.syntax import (
+    FunctionNode,
+    Position,
+    arguments,
+    child_nodes,
+    iter_nodes,
+    parameters,
+    start_of,
+    walk_statements,
+)
 
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult)
 _MAX_DEPTH = 6
@@ -55,7 +64,9 @@ def _assigned_none(stmt: ast.AST) -> list[str]:
     for t in stmt.targets:
         if isinstance(t, ast.Name) and _is_none(v):
             out.append(t.id)
-        elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts):
+        elif (
+            isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts)
+        ):
             pairs = [(_unstarred(te), _unstarred(ve)) for te, ve in zip(t.elts, v.elts)]
             out += [te.id for te, ve in pairs if isinstance(te, ast.Name) and _is_none(ve)]
     return out
@@ -148,7 +159,11 @@ def unguarded_operand(expr: ast.AST, names: set[str], bound: dict[str, ast.expr]
         return _through(expr.id, names, bound, depth)
     for child, levels in _operand_children(expr):
         if isinstance(child, str):
-            hit = _through(child, names, bound, depth + levels) if child in bound and depth + levels <= _MAX_DEPTH else None
+            hit = (
+                _through(child, names, bound, depth + levels)
+                if child in bound and depth + levels <= _MAX_DEPTH
+                else None
+            )
         elif isinstance(child, ast.Lambda):
             continue
         else:
@@ -189,7 +204,10 @@ def _operand_children(expr: ast.AST) -> list[tuple[ast.AST | str, int]]:
     if isinstance(expr, ast.YieldFrom):
         return [(expr.value, 2)]
     if isinstance(expr, ast.FormattedValue):  # a format spec's parts sit right in the field
-        return [(expr.value, 1), *((v, 1) for v in (expr.format_spec.values if isinstance(expr.format_spec, ast.JoinedStr) else ()))]
+        return [
+            (expr.value, 1),
+            *((v, 1) for v in (expr.format_spec.values if isinstance(expr.format_spec, ast.JoinedStr) else ())),
+        ]
     return [(c, 1) for c in child_nodes(expr)]
 
 
@@ -202,7 +220,9 @@ def _call_args(call: ast.Call) -> list[list[ast.AST | str]]:
 def _slice_children(node: ast.expr) -> list[tuple[ast.AST, int]]:
     """A subscript's elements sit in an element, then an index (or a slice) node."""
     elements = node.elts if isinstance(node, ast.Tuple) and not _parenthesized(node) else [node]
-    return [pair for e in elements for pair in ([(c, 3) for c in child_nodes(e)] if isinstance(e, ast.Slice) else [(e, 3)])]
+    return [
+        pair for e in elements for pair in ([(c, 3) for c in child_nodes(e)] if isinstance(e, ast.Slice) else [(e, 3)])
+    ]
 
 
 def _parenthesized(node: ast.Tuple) -> bool:
@@ -248,4 +268,13 @@ def spelled_names(node: ast.AST) -> set[str]:
     return out
 
 
-__all__ = ["NoneAtEntry", "binds", "none_at_entry", "rebinds", "rebound_unconditionally", "spelled_names", "tested_names", "unguarded_operand"]
+__all__ = [
+    "NoneAtEntry",
+    "binds",
+    "none_at_entry",
+    "rebinds",
+    "rebound_unconditionally",
+    "spelled_names",
+    "tested_names",
+    "unguarded_operand",
+]

@@ -251,7 +251,26 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> list[str]:
 # Per node class, the fields that can hold child nodes, in source order: a decorated
 # definition's decorators first; contexts and operators (``ctx``, ``op``, ``ops``) and plain
 # values (names, numbers, flags, strings) never, so they are not even looked at.
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "type_comment", "name", "id", "attr", "arg", "module", "level", "kind", "is_async", "conversion", "rest", "tag", "kwd_attrs"})
+_LEAF_FIELDS = frozenset(
+    {
+        "ctx",
+        "op",
+        "ops",
+        "type_comment",
+        "name",
+        "id",
+        "attr",
+        "arg",
+        "module",
+        "level",
+        "kind",
+        "is_async",
+        "conversion",
+        "rest",
+        "tag",
+        "kwd_attrs",
+    }
+)
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
 _DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -350,7 +369,10 @@ class FastVisitor:
             kind = type(current)
             handlers = cache.get(kind)
             if handlers is None:
-                handlers = (getattr(self.__class__, f"visit_{kind.__name__}", None), getattr(self.__class__, f"leave_{kind.__name__}", None))
+                handlers = (
+                    getattr(self.__class__, f"visit_{kind.__name__}", None),
+                    getattr(self.__class__, f"leave_{kind.__name__}", None),
+                )
                 cache[kind] = handlers
             if leaving:
                 handlers[1](self, current)  # type: ignore[misc]  # only pushed with a leave_ handler
@@ -404,11 +426,17 @@ class SourceText:
             end = len(tail)  # a block's last comment is the block's
         parts = [*self.lines[first : last - 1], tail[:end]]
         head = self.line_text(first)
-        indent = self._block_indent(first, head) if isinstance(node, ast.expr) else head[: len(head) - len(head.lstrip(" \t"))]
+        indent = (
+            self._block_indent(first, head)
+            if isinstance(node, ast.expr)
+            else head[: len(head) - len(head.lstrip(" \t"))]
+        )
         if indent:
             verbatim = _string_lines(node) if any(q in p for p in parts for q in _QUOTES) else frozenset()
             cut = len(indent)
-            parts = [p[cut:] if p.startswith(indent) and n not in verbatim else p for n, p in enumerate(parts, first + 1)]
+            parts = [
+                p[cut:] if p.startswith(indent) and n not in verbatim else p for n, p in enumerate(parts, first + 1)
+            ]
         return "\n".join([head[start:], *parts])
 
     def _block_indent(self, line: int, text: str) -> str:
@@ -418,7 +446,9 @@ class SourceText:
         if self._tree is None:
             return own
         if self._starts is None:
-            self._starts = sorted((n.lineno, n.end_lineno or n.lineno, n.col_offset) for n in all_statements(self._tree.body))
+            self._starts = sorted(
+                (n.lineno, n.end_lineno or n.lineno, n.col_offset) for n in all_statements(self._tree.body)
+            )
         import bisect
 
         at = bisect.bisect_right(self._starts, (line, 1 << 30, 0))
@@ -446,7 +476,11 @@ class SourceText:
         if not text.endswith("("):
             return None
         ahead = text[:-1].rstrip()
-        if ahead and (ahead[-1] in ")]\"'" or (ahead[-1].isalnum() or ahead[-1] == "_") and not keyword.iskeyword(_last_word(ahead))):
+        if ahead and (
+            ahead[-1] in ")]\"'"
+            or (ahead[-1].isalnum() or ahead[-1] == "_")
+            and not keyword.iskeyword(_last_word(ahead))
+        ):
             return None  # a call's or a subscript's parenthesis, not a group's
         return line, len(text) - 1
 

@@ -25,7 +25,22 @@ from flowtrace.index.loops import LoopAnalyzer
 from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import Structure, module_tables, package_of
 from flowtrace.index.stream_facts import function_facts, self_calls
-from flowtrace.index.syntax import FunctionNode, SourceText, arguments, canonical, child_nodes, clip, dotted, iter_nodes, last_name, module_name, parameters, string_value, visit_each, walk_statements
+from flowtrace.index.syntax import (
+    FunctionNode,
+    SourceText,
+    arguments,
+    canonical,
+    child_nodes,
+    clip,
+    dotted,
+    iter_nodes,
+    last_name,
+    module_name,
+    parameters,
+    string_value,
+    visit_each,
+    walk_statements,
+)
 from flowtrace.engines.profiles import Conventions
 
 _CAT_NAMES = {"cat", "concat", "concatenate"}
@@ -138,7 +153,11 @@ def _first_line(stmt: ast.AST, line: int) -> int:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NESTING = (ast.stmt, ast.excepthandler, ast.match_case)
-_SITES: dict[type, Callable[[_Collector, Any], None]] = {ast.Attribute: _Collector.visit_Attribute, ast.Call: _Collector.visit_Call, ast.Subscript: _Collector.visit_Subscript}
+_SITES: dict[type, Callable[[_Collector, Any], None]] = {
+    ast.Attribute: _Collector.visit_Attribute,
+    ast.Call: _Collector.visit_Call,
+    ast.Subscript: _Collector.visit_Subscript,
+}
 
 
 SiteWords = tuple[tuple[str, ...], tuple[str, ...]]  # (words as written, words in any case)
@@ -222,7 +241,11 @@ class FileAnalyzer(FileContext):
                 if site_facts:
                     runs.extend(layer_runs(self, info, fn, site_facts))
                 if site_facts or (name == "forward" and "residual" in text):
-                    streams.extend(function_facts(self.path, info.qualname, f"{info.name}.{name}", fn, site_facts, self.conv.pp_guards))
+                    streams.extend(
+                        function_facts(
+                            self.path, info.qualname, f"{info.name}.{name}", fn, site_facts, self.conv.pp_guards
+                        )
+                    )
                 if any(a in text for a in self.watched):
                     uses.extend(self.attribute_uses(info, fn))
                     if " in self." in text:
@@ -269,8 +292,14 @@ class FileAnalyzer(FileContext):
                     args = arguments(stmt.value)
                     unnamed = [a for a in args if a.keyword is None]
                     keywords = {a.keyword: a for a in args if a.keyword is not None}
-                    in_arg = keywords.get("in_features") or keywords.get("input_size") or (unnamed[0] if unnamed else None)
-                    out_arg = keywords.get("out_features") or keywords.get("output_size") or (unnamed[1] if len(unnamed) > 1 else None)
+                    in_arg = (
+                        keywords.get("in_features") or keywords.get("input_size") or (unnamed[0] if unnamed else None)
+                    )
+                    out_arg = (
+                        keywords.get("out_features")
+                        or keywords.get("output_size")
+                        or (unnamed[1] if len(unnamed) > 1 else None)
+                    )
                     out.append(
                         F.FcFact(
                             info.qualname,
@@ -299,7 +328,9 @@ class FileAnalyzer(FileContext):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and target.attr in watched:
                     written.add(id(target))
-                    out.append(F.AttributeUseFact(info.qualname, function, target.attr, F.UseKind.WRITE, analyzer.loc(target)))
+                    out.append(
+                        F.AttributeUseFact(info.qualname, function, target.attr, F.UseKind.WRITE, analyzer.loc(target))
+                    )
 
         def visit_attribute(node: ast.Attribute) -> None:
             if node.attr in watched and id(node) not in written:
@@ -313,7 +344,8 @@ class FileAnalyzer(FileContext):
         params = [p for p in parameters(fn, kwonly=True) if p.default is not None]
         if not params:
             return []
-        events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []  # (line, col, kind, detail, call arguments)
+        # (line, col, kind, detail, call arguments)
+        events: list[tuple[int, int, str, str | None, tuple[str, ...]]] = []
         names = {p.name for p in params}
         analyzer = self
 
@@ -350,7 +382,11 @@ class FileAnalyzer(FileContext):
             first, last = idx[0], idx[-1]
             compute_before = any(e[2] == "compute" for e in events[:first])
             compute_after = any(e[2] == "compute" for e in events[last + 1 :])
-            position = F.LayerSide.BEFORE if not compute_before else F.LayerSide.AFTER if not compute_after else F.LayerSide.MIDDLE
+            position = (
+                F.LayerSide.BEFORE
+                if not compute_before
+                else F.LayerSide.AFTER if not compute_after else F.LayerSide.MIDDLE
+            )
             ev = events[first]
             out.append(
                 F.CallbackUse(info.qualname, fn.name, name, position, F.Location(self.path, ev[0]), ev[3], ev[4])
@@ -372,7 +408,11 @@ class FileAnalyzer(FileContext):
         for ln, key, default, function, node in self.collector.config_reads:
             out.append(
                 F.ConfigReadFact(
-                    key, self.code(default) if default is not None else None, F.Location(self.path, ln), function, clip(self.code(node))
+                    key,
+                    self.code(default) if default is not None else None,
+                    F.Location(self.path, ln),
+                    function,
+                    clip(self.code(node)),
                 )
             )
         return out

@@ -24,7 +24,13 @@ INFRASTRUCTURE = frozenset({"base", "context"})
 
 def shape_modules() -> tuple[str, ...]:
     """The names of the package's shape modules, sorted."""
-    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in INFRASTRUCTURE and not m.name.startswith("_")))
+    return tuple(
+        sorted(
+            m.name
+            for m in pkgutil.iter_modules(__path__)
+            if m.name not in INFRASTRUCTURE and not m.name.startswith("_")
+        )
+    )
 
 
 @functools.cache

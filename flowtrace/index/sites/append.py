@@ -89,7 +89,8 @@ def site(ctx: LoopContext, call: ast.Call, tests: Tests, after: bool) -> F.Captu
         side_point(after, label),
         attribute,
         container,
-        f"{container}.{method}(...) {'after' if after else 'before'} layer {ctx.index} runs, when {ctx.file.code(tests[-1])}",
+        f"{container}.{method}(...) {'after' if after else 'before'} layer {ctx.index} runs, when"
+        f" {ctx.file.code(tests[-1])}",
         reach=ctx.reach(after),
         captured=stored.expression,
         uses_residual=stored.uses_residual,

@@ -75,7 +75,8 @@ class BufferShape(SiteShape):
             side_point(after, label),
             fwd.condition_attribute(test),
             dotted(write.target.value) or "",
-            f"{ctx.file.code(write.target)} <- {captured} {'after' if after else 'before'} layer {ctx.index} runs, when {ctx.file.code(test)}",
+            f"{ctx.file.code(write.target)} <- {captured} {'after' if after else 'before'} layer {ctx.index} runs, when"
+            f" {ctx.file.code(test)}",
             reach=ctx.reach(after),
             captured=captured,
             uses_residual=depends_on_residual(value, ctx.bound),
@@ -90,13 +91,22 @@ def _writes(ctx: LoopContext) -> list[_Write]:
     out: list[_Write] = []
     for call, tests in ctx.calls:
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "copy_" and isinstance(func.value, ast.Subscript) and (call.args or call.keywords):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "copy_"
+            and isinstance(func.value, ast.Subscript)
+            and (call.args or call.keywords)
+        ):
             out.append(_Write(call, func.value, arguments(call)[0].value, tests))
     for stmt, tests in ctx.assignments():
         target = stmt.targets[0] if len(stmt.targets) == 1 else None
         if isinstance(target, ast.Subscript):
             out.append(_Write(stmt, target, stmt.value, tests))
-    return [w for w in out if dotted(w.target.value) is not None and (dotted(w.target.value) or "") not in ctx.forward.containers]
+    return [
+        w
+        for w in out
+        if dotted(w.target.value) is not None and (dotted(w.target.value) or "") not in ctx.forward.containers
+    ]
 
 
 SHAPE = BufferShape()

@@ -71,7 +71,9 @@ class DictShape(SiteShape):
                 found.append(Found(0, fact))
         return found
 
-    def site(self, ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, container: str, tests: Tests) -> F.CaptureSiteFact | None:
+    def site(
+        self, ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, container: str, tests: Tests
+    ) -> F.CaptureSiteFact | None:
         fwd = ctx.forward
         label = offset_of(target.slice, ctx.index)
         attribute = next((a for a in map(fwd.condition_attribute, tests) if a), None)
@@ -87,7 +89,8 @@ class DictShape(SiteShape):
             point_for(1 if after else 0, label),
             attribute,
             container,
-            f"{container}[{ctx.file.code(target.slice)}] = ... {'after' if after else 'before'} layer {ctx.index} runs, when {ctx.file.code(tests[-1])}",
+            f"{container}[{ctx.file.code(target.slice)}] = ... {'after' if after else 'before'} layer {ctx.index} runs,"
+            f" when {ctx.file.code(tests[-1])}",
             reach=ctx.reach(after),
             captured=ctx.file.code(stmt.value),
             uses_residual=depends_on_residual(stmt.value, ctx.bound),
@@ -100,7 +103,9 @@ class DictShape(SiteShape):
         return PointDecision.LAYER_FORWARD if site.callback_parameter else PointDecision.IN_LOOP
 
 
-def flagged_site(ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, container: str, flagged: tuple[str, str, int | None]) -> F.CaptureSiteFact:
+def flagged_site(
+    ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, container: str, flagged: tuple[str, str, int | None]
+) -> F.CaptureSiteFact:
     """A dict store of what the layer returns under a flag it is handed: which boundary the
     layer returns is decided in its forward, as for a callback handed to it."""
     attribute, keyword, label = flagged
@@ -110,7 +115,8 @@ def flagged_site(ctx: LoopContext, stmt: ast.Assign, target: ast.Subscript, cont
         F.Point.UNKNOWN,
         attribute,
         container,
-        f"{container}[{ctx.file.code(target.slice)}] = what layer {ctx.index} returns when handed {keyword}=; point decided in the layer's forward",
+        f"{container}[{ctx.file.code(target.slice)}] = what layer {ctx.index} returns when handed {keyword}=; point"
+        " decided in the layer's forward",
         reach=Reach(),
         callback_parameter=keyword,
         label=label,

@@ -18,8 +18,33 @@ from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.helpers import helper_definition
 from flowtrace.index.index_guards import FirstIndex
 from flowtrace.index.layer_dicts import ids_order_read
-from flowtrace.index.streams import NoneAtEntry, binds, rebinds, rebound_unconditionally, spelled_names, tested_names, unguarded_operand
-from flowtrace.index.syntax import FastVisitor, FunctionNode, Position, arguments, int_value, is_name, dotted, end_of, iter_nodes, keyword_args, last_name, parameter_names, positional, start_of, string_value, walk_statements
+from flowtrace.index.streams import (
+    NoneAtEntry,
+    binds,
+    rebinds,
+    rebound_unconditionally,
+    spelled_names,
+    tested_names,
+    unguarded_operand,
+)
+from flowtrace.index.syntax import (
+    FastVisitor,
+    FunctionNode,
+    Position,
+    arguments,
+    int_value,
+    is_name,
+    dotted,
+    end_of,
+    iter_nodes,
+    keyword_args,
+    last_name,
+    parameter_names,
+    positional,
+    start_of,
+    string_value,
+    walk_statements,
+)
 from flowtrace.model import facts as F
 
 LoopNode = ast.For | ast.AsyncFor
@@ -118,14 +143,20 @@ class ForwardContext:
             return offset_of(test.left, var)
         if isinstance(test, ast.BoolOp):
             left = test.values[0] if len(test.values) == 2 else ast.BoolOp(op=test.op, values=test.values[:-1])
-            return self.condition_label(left, var) if self.condition_attribute(left) else self.condition_label(test.values[-1], var)
+            return (
+                self.condition_label(left, var)
+                if self.condition_attribute(left)
+                else self.condition_label(test.values[-1], var)
+            )
         if isinstance(test, ast.Call):
             return 0
         return None
 
     def is_packer(self, container: str) -> bool:
         kind = self.containers.get(container)
-        return kind in self.conv.packers or (container in self.built and sized_by(self.file, self.attributes, self.built[container]) is not None)
+        return kind in self.conv.packers or (
+            container in self.built and sized_by(self.file, self.attributes, self.built[container]) is not None
+        )
 
     def fixed_slots(self, container: str) -> bool:
         return container in self.built and sized_by(self.file, self.attributes, self.built[container]) is not None
@@ -144,7 +175,12 @@ class ForwardContext:
         loop_end = end_of(loop)[0]
         for method_call in _calls(self.fn.body):
             f = method_call.func
-            if isinstance(f, ast.Attribute) and is_local(f.value, container) and not (method_call.args or method_call.keywords) and self.file.line(method_call) > loop_end:
+            if (
+                isinstance(f, ast.Attribute)
+                and is_local(f.value, container)
+                and not (method_call.args or method_call.keywords)
+                and self.file.line(method_call) > loop_end
+            ):
                 empty = self.empty_return(container or "", loop_end, self.file.line(method_call))
                 return Slots(cls, size, f.attr, self.file.loc(method_call), empty)
         return Slots(cls, size)
@@ -164,7 +200,11 @@ class ForwardContext:
         (``list(d.values())``) in insertion order, which is the loop's. A dict handed in as a
         parameter is read where the caller (a method of the class) keeps it."""
         places = [(self.fn, container)] + self.handed_in_by(container)
-        return F.ConcatOrder.CONFIG if any(self.reads_in_config_order(fn, name) for fn, name in places) else F.ConcatOrder.LOOP
+        return (
+            F.ConcatOrder.CONFIG
+            if any(self.reads_in_config_order(fn, name) for fn, name in places)
+            else F.ConcatOrder.LOOP
+        )
 
     def reads_in_config_order(self, fn: FunctionNode, container: str) -> bool:
         comprehensions = iter_nodes(fn.body, into_functions=False)
@@ -225,7 +265,8 @@ class LoopContext:
     post_at: F.Location | None
     split_residual: bool
     calls: tuple[tuple[ast.Call, Tests], ...]  # every call of the loop body with the if-tests around it
-    side_calls: tuple[tuple[int, ast.Call, Tests, bool], ...]  # (position in calls, call, tests, after the layer call) for the calls before or after it
+    # (position in calls, call, tests, after the layer call) for the calls before or after it
+    side_calls: tuple[tuple[int, ast.Call, Tests, bool], ...]
 
     @property
     def file(self) -> FileContext:
@@ -327,7 +368,11 @@ class LoopContext:
         name = stored.id if isinstance(stored, ast.Name) else None
         mutated = self.mutated_after(name, start_of(call)) if name is not None else None
         first = None if after else self.first_iteration(call, stored, tests)
-        mutation = Mutation(self.file.code(mutated), self.file.loc(mutated), rebinds(self.loop, name)) if mutated is not None and name is not None else None
+        mutation = (
+            Mutation(self.file.code(mutated), self.file.loc(mutated), rebinds(self.loop, name))
+            if mutated is not None and name is not None
+            else None
+        )
         if name is not None and name in self.bound:
             stored = self.bound[name]  # `x = h + r; aux.append(x)`
         return Stored(self.file.code(stored), uses_residual, first, mutation)
@@ -497,4 +542,20 @@ def _assignments(statements: list[ast.stmt], tests: Tests) -> list[tuple[ast.Ass
     return out
 
 
-__all__ = ["FirstNone", "calls_with_tests", "is_none", "offset_of", "point_for", "side_point", "ForwardContext", "LoopContext", "Mutation", "Reach", "Slots", "Stored", "depends_on_residual", "is_local", "sized_by"]
+__all__ = [
+    "FirstNone",
+    "calls_with_tests",
+    "is_none",
+    "offset_of",
+    "point_for",
+    "side_point",
+    "ForwardContext",
+    "LoopContext",
+    "Mutation",
+    "Reach",
+    "Slots",
+    "Stored",
+    "depends_on_residual",
+    "is_local",
+    "sized_by",
+]

@@ -80,7 +80,8 @@ def site(ctx: LoopContext, call: ast.Call, tests: Tests) -> F.CaptureSiteFact | 
         F.Point.UNKNOWN,
         attribute,
         container,
-        f"{container}.{last_name(call.func)}({value.id}) of what layer {ctx.index} returns when handed {keyword}=; point decided in the layer's forward",
+        f"{container}.{last_name(call.func)}({value.id}) of what layer {ctx.index} returns when handed {keyword}=;"
+        " point decided in the layer's forward",
         reach=Reach(),
         callback_parameter=keyword,
         label=label,

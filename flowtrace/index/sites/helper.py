@@ -102,7 +102,8 @@ def site(ctx: LoopContext, call: ast.Call, after: bool) -> F.CaptureSiteFact | N
         side_point(after, label),
         None,
         ctx.file.code(args[container_arg].value) if 0 <= container_arg < len(args) else None,
-        f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as {ctx.file.code(args[label_arg].value)}",
+        f"{method} labels the stream {'after' if after else 'before'} layer {ctx.index} as"
+        f" {ctx.file.code(args[label_arg].value)}",
         reach=ctx.reach(after),  # recorded before layer idx: boundaries from 0; after it: up to L
         captured=" + ".join(ctx.file.code(a) for a in stored),
         uses_residual=any(depends_on_residual(a, ctx.bound) for a in stored),

@@ -47,7 +47,12 @@ class HookShape(SiteShape):
         found: list[Found] = []
         for arg in arguments(ctx.layer_call):
             value = arg.value
-            if arg.keyword is not None and isinstance(value, ast.Name) and value.id not in ctx.bound and value.id in ctx.forward.hook_objects:
+            if (
+                arg.keyword is not None
+                and isinstance(value, ast.Name)
+                and value.id not in ctx.bound
+                and value.id in ctx.forward.hook_objects
+            ):
                 found.append(Found(0, self.site(ctx, arg, value.id)))
         return found
 
@@ -60,7 +65,8 @@ class HookShape(SiteShape):
             F.Point.UNKNOWN,
             attribute,
             name,
-            f"{name} = {ctx.file.code(call.func)}(...self.{attribute}...) handed to layer {ctx.index} as {arg.keyword}=; point decided where the layer's forward calls it",
+            f"{name} = {ctx.file.code(call.func)}(...self.{attribute}...) handed to layer {ctx.index} as"
+            f" {arg.keyword}=; point decided where the layer's forward calls it",
             reach=Reach(),
             callback_parameter=arg.keyword,
             slots=Slots(container_class=ctx.file.resolve(cls) if cls else None),
