@@ -96,7 +96,9 @@ def read(path: str | Path) -> Baseline:
     except (json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(f"{p}: baseline is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("findings"), dict):
-        raise BaselineError(f"{p}: not a flowtrace baseline (expected an object with \"schema\": \"{SCHEMA}\" and \"findings\")")
+        raise BaselineError(
+            f'{p}: not a flowtrace baseline (expected an object with "schema": "{SCHEMA}" and "findings")'
+        )
     counts: dict[str, int] = {}
     for fp, entry in doc["findings"].items():
         count = entry.get("count", 1) if isinstance(entry, dict) else None

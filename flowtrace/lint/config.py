@@ -80,7 +80,9 @@ def check_selector(selector: str, codes: tuple[str, ...]) -> str | None:
     return f"unknown rule code {selector!r} (valid: {', '.join(codes)})"
 
 
-def parse_selectors(values: tuple[str, ...] | list[str], *, where: str, codes: tuple[str, ...] | None = None) -> tuple[str, ...]:
+def parse_selectors(
+    values: tuple[str, ...] | list[str], *, where: str, codes: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
     """Split comma-separated, repeatable CLI values into validated, upper-case prefixes."""
     codes = codes if codes is not None else rule_codes()
     out: list[str] = []
@@ -153,7 +155,14 @@ def _explicit_top_level(data: dict[str, Any], path: Path) -> Config:
 
 
 def _type(value: Any) -> str:
-    return {str: "a string", int: "an integer", float: "a float", bool: "a boolean", list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a float",
+        bool: "a boolean",
+        list: "an array",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +309,13 @@ def settings_text(path: str, explicit: str | Path | None, isolated: bool, profil
         cfg, origin = Config(), "none (a pypi: release has no configuration of its own)"
     else:
         cfg = load_config(Path(".") if source.startswith("pypi:") else Path(source), explicit)
-        origin = str(cfg.path) if cfg.path is not None else "none found (no pyproject.toml with [tool.flowtrace] from PATH up to the repository root)"
+        origin = (
+            str(cfg.path)
+            if cfg.path is not None
+            else "none found (no pyproject.toml with [tool.flowtrace] from PATH up to the repository root)"
+        )
     forced = profile or cfg.profile
+    detected = "detected from the tree (every profile when none is recognised)"
     lines = [
         f"path: {path}",
         f"config file: {origin}",
@@ -311,7 +325,7 @@ def settings_text(path: str, explicit: str | Path | None, isolated: bool, profil
         f"per-file-ignores: {'; '.join(f'{p} = {list(c)}' for p, c in cfg.per_file_ignores) or '-'}",
         f"exclude: {', '.join(cfg.exclude) or '-'}",
         f"fail-on: {cfg.fail_on or 'warning (default)'}",
-        f"profile: {forced + (' (--profile)' if profile else ' (config)') if forced else 'detected from the tree (every profile when none is recognised)'}",
+        f"profile: {forced + (' (--profile)' if profile else ' (config)') if forced else detected}",
         f"profile-files: {', '.join(map(str, cfg.profile_files)) or '-'}",
         f"drafts: {', '.join(map(str, cfg.drafts)) or '- (the shipped catalogue only)'}",
     ]

@@ -14,7 +14,8 @@ cache, keeps the last scan's findings, suppressions and report under a key made 
 * everything of the command that shapes the answer (the rule selection, the per-file ignores).
 
 A changed fact, profile, option or flowtrace changes the key: the record is recomputed and
-replaced (the report's source snippets are never kept: they are read again each time). The record is sealed with the fact cache's per-user MAC and unpickled with an
+replaced (the report's source snippets are never kept: they are read again each time). The record is sealed with the
+fact cache's per-user MAC and unpickled with an
 allow-list, as the fact cache is, so a planted record is a miss, never an answer.
 """
 
@@ -28,7 +29,12 @@ from typing import Any, Callable
 
 from flowtrace.index.cache import atomic_write, seal, unseal, user_key
 
-_ALLOWED_MODULES = {"flowtrace.model.facts", "flowtrace.model.consequence", "flowtrace.checks.base", "flowtrace.lint.runner"}
+_ALLOWED_MODULES = {
+    "flowtrace.model.facts",
+    "flowtrace.model.consequence",
+    "flowtrace.checks.base",
+    "flowtrace.lint.runner",
+}
 _CODE_DIGEST: list[str] = []
 
 
@@ -87,7 +93,11 @@ class ResultMemo:
             record = _Unpickler(io.BytesIO(payload)).load()
         except Exception:  # noqa: BLE001 - missing, foreign or corrupt: recompute
             return {}
-        if not isinstance(record, dict) or record.get("key") != self.base_key or not isinstance(record.get("parts"), dict):
+        if (
+            not isinstance(record, dict)
+            or record.get("key") != self.base_key
+            or not isinstance(record.get("parts"), dict)
+        ):
             return {}
         parts: dict[str, Any] = record["parts"]
         return parts

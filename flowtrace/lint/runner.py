@@ -80,7 +80,11 @@ class SuppressionComment:
 def _comments(source: str) -> list[tuple[int, str]]:
     """(line, text) of every comment; lines with '#' when the file does not tokenize."""
     try:
-        return [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT]
+        return [
+            (tok.start[0], tok.string)
+            for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+            if tok.type == tokenize.COMMENT
+        ]
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return [(n, line[line.index("#") :]) for n, line in enumerate(source.splitlines(), 1) if "#" in line]
 
@@ -99,7 +103,9 @@ def parse_suppressions(file: str, source: str) -> list[SuppressionComment]:
     return out
 
 
-def collect_suppressions(result: ScanResult, extra_files: Iterable[str] = ()) -> dict[tuple[str, int], SuppressionComment]:
+def collect_suppressions(
+    result: ScanResult, extra_files: Iterable[str] = ()
+) -> dict[tuple[str, int], SuppressionComment]:
     """Suppression comments of every indexed file (and of any other file a finding names).
 
     Comments are read with :mod:`tokenize`, so a docstring that merely mentions the syntax
@@ -132,7 +138,8 @@ class CheckOutcome:
     suppressed_baseline: int = 0
     ignored_per_file: int = 0
     baseline_written: Path | None = None
-    memo: ResultMemo | None = field(default=None, compare=False, repr=False)  # for the report, when the scan used a cache
+    # for the report, when the scan used a cache
+    memo: ResultMemo | None = field(default=None, compare=False, repr=False)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -158,8 +165,8 @@ class CheckOutcome:
             return f"{count} {word if count == 1 else (plural or word + 's')}"
 
         line = (
-            f"{n(len(self.findings), 'finding')} ({n(c['error'], 'error')}, {n(c['warning'], 'warning')}, {c['info']} info); "
-            f"{self.suppressed_inline} suppressed inline, {self.suppressed_baseline} by baseline"
+            f"{n(len(self.findings), 'finding')} ({n(c['error'], 'error')}, {n(c['warning'], 'warning')},"
+            f" {c['info']} info); {self.suppressed_inline} suppressed inline, {self.suppressed_baseline} by baseline"
         )
         if self.ignored_per_file:
             line += f", {self.ignored_per_file} by per-file-ignores"
@@ -317,7 +324,8 @@ def _plan(path: str | Path, opts: CheckOptions) -> _Plan:
         ignore=_selectors(opts.ignore, "--ignore", codes) or (),
     )
     entries = tuple(cfg.per_file_ignores) + tuple(
-        (pattern, _selectors(values, f"per-file-ignores {pattern!r}", codes) or ()) for pattern, values in opts.per_file_ignores
+        (pattern, _selectors(values, f"per-file-ignores {pattern!r}", codes) or ())
+        for pattern, values in opts.per_file_ignores
     )
     level = opts.fail_on or cfg.fail_on or "warning"
     if level not in SEVERITIES:
@@ -339,8 +347,12 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
         progress=opts.progress,
     )
     result = scan(
-        path, profile=opts.profile or cfg.profile, options=options, profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files),
-        drafts_files=tuple(cfg.drafts) + tuple(opts.drafts), method=opts.method,
+        path,
+        profile=opts.profile or cfg.profile,
+        options=options,
+        profile_files=tuple(cfg.profile_files) + tuple(opts.profile_files),
+        drafts_files=tuple(cfg.drafts) + tuple(opts.drafts),
+        method=opts.method,
     )
     if opts.require_engine_code:
         from flowtrace.analysis.scan import require_engine_code
@@ -349,7 +361,9 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
     return result, options
 
 
-def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: frozenset[str], memo: ResultMemo | None) -> list[Finding]:
+def _rule_findings(
+    result: ScanResult, rule_run: tuple[str, ...], enabled: frozenset[str], memo: ResultMemo | None
+) -> list[Finding]:
     """The enabled rules' findings (FT016 aside: it judges the suppressions afterwards)."""
     from flowtrace.checks.run import run_rules
 
@@ -366,7 +380,9 @@ def _rule_findings(result: ScanResult, rule_run: tuple[str, ...], enabled: froze
     return memo.get("rules", key, rules)  # type: ignore[no-any-return]
 
 
-def _suppression_comments(result: ScanResult, kept: list[Finding], memo: ResultMemo | None) -> dict[tuple[str, int], SuppressionComment]:
+def _suppression_comments(
+    result: ScanResult, kept: list[Finding], memo: ResultMemo | None
+) -> dict[tuple[str, int], SuppressionComment]:
     # a finding grouped at a base class is also suppressed by comments at all its causes' lines
     files = {f.file for f in kept} | {c.file for f in kept if f.grouped for c in f.causes}
     # suppression comments are text, not facts: keyed by the content of every file they are read from
@@ -399,7 +415,12 @@ def _suppressed_at_causes(f: Finding, comments: Mapping[tuple[str, int], Suppres
     return all((c := comments.get((x.file, x.line))) is not None and f.rule in c.codes for x in f.causes)
 
 
-def _unused_suppressions(comments: Mapping[tuple[str, int], SuppressionComment], used: Mapping[tuple[str, int], frozenset[str]], plan: _Plan, enabled: frozenset[str]) -> tuple[list[Finding], int]:
+def _unused_suppressions(
+    comments: Mapping[tuple[str, int], SuppressionComment],
+    used: Mapping[tuple[str, int], frozenset[str]],
+    plan: _Plan,
+    enabled: frozenset[str],
+) -> tuple[list[Finding], int]:
     """FT016's findings (its rule judges each comment), and how many of them an
     ``ignore[FT016]`` in the same comment silenced."""
     if UNUSED_SUPPRESSION not in enabled:
@@ -424,7 +445,9 @@ def _unused_suppressions(comments: Mapping[tuple[str, int], SuppressionComment],
     return out, silenced
 
 
-def _apply_baseline(reported: list[Finding], opts: CheckOptions, accepted: Any) -> tuple[list[Finding], Path | None, int]:
+def _apply_baseline(
+    reported: list[Finding], opts: CheckOptions, accepted: Any
+) -> tuple[list[Finding], Path | None, int]:
     """(findings left, baseline written, how many the baseline accepted)."""
     from flowtrace.lint import baseline as baselines
 
