@@ -52,7 +52,8 @@ class Mechanism(Word):
     HELPER = "helper"  # self._maybe_add_hidden_state(aux, label, h, r)
     DICT = "dict"  # by_layer[i] = h inside the loop
     DICT_STORE = "dict_store"  # setter-less: by_layer[idx] = out[k] under a flag handed to the layer
-    HOOK = "hook"  # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
+    # a metadata hook the decoder layer calls itself (setter-less, or an object built from the capture attribute)
+    HOOK = "hook"
     BUFFER = "buffer"  # buf[k].copy_(h + r) / buf[:, a:b] = h: a slice of a preallocated buffer written in the loop
     FLAGGED = "flagged"  # h, r, prev = layer(..., kw=i in ids); if prev is not None: aux.append(prev)
     UNKNOWN = "unknown"  # no site, or a spelling no mechanism names
@@ -180,7 +181,8 @@ class ProblemKind(Word):
     GRAPH_IDS_DIFFER = "graph_ids_differ"  # graphs captured while the model held other ids than the draft's
     LAYERS_RUN_WITHOUT_CAPTURE = "layers_run_without_capture"  # a batch path runs layers without the capture
     SETTER_WRITES_UNREAD = "setter_writes_unread"  # the setter writes what the capturing forward never reads
-    DRAFT_FC_FIXED_COUNT = "draft_fc_fixed_count"  # a draft class sizes its fc for a literal number of states some drafts do not have
+    # a draft class sizes its fc for a literal number of states some drafts do not have
+    DRAFT_FC_FIXED_COUNT = "draft_fc_fixed_count"
 
 
 class DefaultArm(Word):
@@ -275,7 +277,12 @@ class SelectorKind(Word):
 
 # Module-level aliases: older code and profiles name the words as constants.
 PLUS_ONE, IDENTITY, CONDITIONAL, DELEGATES, IGNORED, OTHER = (
-    Transform.PLUS_ONE, Transform.IDENTITY, Transform.CONDITIONAL, Transform.DELEGATES, Transform.IGNORED, Transform.OTHER,
+    Transform.PLUS_ONE,
+    Transform.IDENTITY,
+    Transform.CONDITIONAL,
+    Transform.DELEGATES,
+    Transform.IGNORED,
+    Transform.OTHER,
 )
 TRANSFORMS = tuple(Transform)
 INPUT, OUTPUT, UNKNOWN = Point.INPUT, Point.OUTPUT, Point.UNKNOWN
@@ -529,7 +536,8 @@ class SetterBranch:
     condition: str | None  # conjunction of the enclosing if-tests, "not (...)" for else arms
     target: str  # e.g. "self.model.layers_to_capture" or "self.language_model.set_eagle3_layers_to_capture()"
     expression: str  # the assigned value or the call's first argument
-    transform: Transform | DefaultArm  # transform of this arm alone, or ``default`` for an arm that writes the default ids
+    # transform of this arm alone, or ``default`` for an arm that writes the default ids
+    transform: Transform | DefaultArm
     line: int
 
 
@@ -753,7 +761,11 @@ class FileFacts:
     def reexports(self) -> tuple[ImportFact, ...]:
         """What a registry entry naming this package and ``Z`` may load: every binding at module
         level or in a lazy ``__getattr__``, in every branch."""
-        return tuple(ImportFact(i.local, i.qualified) for i in self.package_imports if i.name != "*" and i.function in ("", "__getattr__"))
+        return tuple(
+            ImportFact(i.local, i.qualified)
+            for i in self.package_imports
+            if i.name != "*" and i.function in ("", "__getattr__")
+        )
 
     @property
     def engine_code(self) -> bool:
@@ -783,7 +795,8 @@ class CallbackUse:
     position: LayerSide
     location: Location
     handed_to: str | None = None
-    arguments: tuple[str, ...] = ()  # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
+    # positional arguments of that first use, when it is a call (``meta.record(self.idx, h, r)``)
+    arguments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1004,4 +1017,15 @@ class SourceFacts:
     serving_reads: tuple[Location, ...] = ()
 
     def __bool__(self) -> bool:
-        return any((self.id_sources, self.builders, self.feeds, self.dict_captures, self.flag_uses, self.hook_calls, self.metadata_defaults, self.serving_reads))
+        return any(
+            (
+                self.id_sources,
+                self.builders,
+                self.feeds,
+                self.dict_captures,
+                self.flag_uses,
+                self.hook_calls,
+                self.metadata_defaults,
+                self.serving_reads,
+            )
+        )
