@@ -253,7 +253,9 @@ def _delta_verdict(i: int, exp: int, ch) -> SlotVerdict:
     by an exact match with that hidden part, refuted by an exact match with anything else."""
     layer = f"layer {exp - 1}'s output without the residual"
     if is_delta(ch) and ch.boundary == exp:
-        return SlotVerdict(i, exp, exp, CONFIRMED, f"{ch.kind} match with {layer} ({HIDDEN_PART} at {boundary_label(exp)})")
+        return SlotVerdict(
+            i, exp, exp, CONFIRMED, f"{ch.kind} match with {layer} ({HIDDEN_PART} at {boundary_label(exp)})"
+        )
     if ch.kind in ("exact", "allclose"):
         fed = boundary_label(ch.boundary) if ch.confirmed else f"{boundary_label(ch.boundary)} {ch.view}"
         return SlotVerdict(i, exp, ch.boundary, REFUTED, f"the engine feeds {fed}, not {layer}")
@@ -291,7 +293,9 @@ def compare_outcome(
         return (SlotVerdict(0, None, None, REFUTED, f"the claim is {claim.outcome}, but {why}"),), REFUTED
     if claim.outcome == CAPTURES_NOTHING:
         if observation is None:
-            return (SlotVerdict(0, None, None, CONFIRMED, "nothing reached the concat, the fc or the model output"),), CONFIRMED
+            return (
+                SlotVerdict(0, None, None, CONFIRMED, "nothing reached the concat, the fc or the model output"),
+            ), CONFIRMED
         return (
             SlotVerdict(
                 0, None, observation.boundaries[0] if observation.chunks else None, REFUTED,
@@ -305,7 +309,9 @@ def compare_outcome(
 def _judge_raises(claim: Claim, raised: Raised | None) -> tuple[tuple[SlotVerdict, ...], str]:
     site = claim.raises_at or "(no site given)"
     if raised is None:
-        return (SlotVerdict(0, None, None, REFUTED, f"the claim is that the run raises at {site}, but it ran through"),), REFUTED
+        return (
+            SlotVerdict(0, None, None, REFUTED, f"the claim is that the run raises at {site}, but it ran through"),
+        ), REFUTED
     what = f"{raised.type}: {raised.message}"
     if claim.raises_at is None:
         return (SlotVerdict(0, None, None, CONFIRMED, f"the run raised {what}"),), CONFIRMED

@@ -77,29 +77,70 @@ def _run(fn: Callable[[], Any]) -> Any:
 
 def _target_options(f):
     opts = [
-        click.option("--factory", metavar="MODULE:FUNCTION",
-                     help="Function returning (model, example_inputs[, make_inputs])."),
-        click.option("--factory-arg", "factory_arg", multiple=True, metavar="KEY=VALUE",
-                     help="Keyword argument for the factory (VALUE parsed as JSON if it can be)."),
-        click.option("--path", "path", multiple=True, type=click.Path(file_okay=False),
-                     help="Directory added to sys.path before importing the factory."),
-        click.option("--hf-config", metavar="DIR_OR_CONFIG_JSON",
-                     help="Random-init Hugging Face model from a config (needs transformers)."),
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
-                     show_default=True, help="auto = cuda if available."),
-        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
-                     default="auto", show_default=True,
-                     help="auto = float32 on CPU, bfloat16 on CUDA."),
+        click.option(
+            "--factory", metavar="MODULE:FUNCTION", help="Function returning (model, example_inputs[, make_inputs])."
+        ),
+        click.option(
+            "--factory-arg",
+            "factory_arg",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Keyword argument for the factory (VALUE parsed as JSON if it can be).",
+        ),
+        click.option(
+            "--path",
+            "path",
+            multiple=True,
+            type=click.Path(file_okay=False),
+            help="Directory added to sys.path before importing the factory.",
+        ),
+        click.option(
+            "--hf-config",
+            metavar="DIR_OR_CONFIG_JSON",
+            help="Random-init Hugging Face model from a config (needs transformers).",
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(["auto", "cpu", "cuda"]),
+            default="auto",
+            show_default=True,
+            help="auto = cuda if available.",
+        ),
+        click.option(
+            "--dtype",
+            type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+            default="auto",
+            show_default=True,
+            help="auto = float32 on CPU, bfloat16 on CUDA.",
+        ),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--embed-module", metavar="NAME", help="Token embedding module (default: embed_tokens)."),
         click.option("--layers-module", metavar="NAME", help="Decoder layer ModuleList (default: layers)."),
         click.option("--expect", metavar="B0,B1,...", help="Claimed boundaries, e.g. 0,3,31."),
-        click.option("--expect-trace", type=click.Path(dir_okay=False), metavar="TRACE_JSON",
-                     help="Claim from `flowtrace trace --format json` (keys boundaries, model)."),
-        click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                     show_default=True, help="json: a flowtrace.probe/1 document (what `flowtrace report --probe` reads)."),
-        click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="Write to FILE instead of stdout."),
+        click.option(
+            "--expect-trace",
+            type=click.Path(dir_okay=False),
+            metavar="TRACE_JSON",
+            help="Claim from `flowtrace trace --format json` (keys boundaries, model).",
+        ),
+        click.option(
+            "--format",
+            "--output-format",
+            "fmt",
+            type=click.Choice(["text", "json"]),
+            default="text",
+            show_default=True,
+            help="json: a flowtrace.probe/1 document (what `flowtrace report --probe` reads).",
+        ),
+        click.option(
+            "-o",
+            "--output",
+            "--output-file",
+            "output",
+            type=click.Path(dir_okay=False),
+            metavar="FILE",
+            help="Write to FILE instead of stdout.",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -115,10 +156,25 @@ def probe() -> None:
 @_target_options
 @click.option("--fc-module", metavar="NAME", help="Draft fc whose input to split (default: a Linear named fc).")
 @click.option("--final-norm-module", metavar="NAME", help="Final norm (default: norm beside the layers).")
-@click.option("--aux-from-output/--no-aux-from-output", default=True, show_default=True,
-              help="Treat a (hidden, aux) model output as observed aux states.")
-@click.option("--num-layers", type=click.IntRange(1, 1024), help="--hf-config: also shrink the layer count to N (default: as configured, so claims at the real L hold).")
-@click.option("--full-size", is_flag=True, help="--hf-config: build the model as configured (default: a tiny one of the same architecture, as probe engine does; every change is reported).")
+@click.option(
+    "--aux-from-output/--no-aux-from-output",
+    default=True,
+    show_default=True,
+    help="Treat a (hidden, aux) model output as observed aux states.",
+)
+@click.option(
+    "--num-layers",
+    type=click.IntRange(1, 1024),
+    help="--hf-config: also shrink the layer count to N (default: as configured, so claims at the real L hold).",
+)
+@click.option(
+    "--full-size",
+    is_flag=True,
+    help=(
+        "--hf-config: build the model as configured (default: a tiny one of the same architecture, as probe engine"
+        " does; every change is reported)."
+    ),
+)
 def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
                 layers_module, expect, expect_trace, fmt, output, fc_module, final_norm_module,
                 aux_from_output, num_layers, full_size) -> None:
@@ -185,21 +241,85 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 
 
 @probe.command("engine")
-@click.option("--engine", help="The engine to run: a profile with a [probe] table (bundled: sglang, vllm; needed when there are several; see docs/probe-engine.md).")
-@click.option("--install", "install", is_flag=True, help="Build the engine venv first with the script the profile ships ([probe] install; idempotent). Alone, it only installs.")
-@click.option("--target-config", type=click.Path(), help="The target's config.json (or its folder). Required unless --install is given alone.")
-@click.option("--draft-config", type=click.Path(), help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).")
+@click.option(
+    "--engine",
+    help=(
+        "The engine to run: a profile with a [probe] table (bundled: sglang, vllm; needed when there are several; see"
+        " docs/probe-engine.md)."
+    ),
+)
+@click.option(
+    "--install",
+    "install",
+    is_flag=True,
+    help=(
+        "Build the engine venv first with the script the profile ships ([probe] install; idempotent). Alone, it only"
+        " installs."
+    ),
+)
+@click.option(
+    "--target-config",
+    type=click.Path(),
+    help="The target's config.json (or its folder). Required unless --install is given alone.",
+)
+@click.option(
+    "--draft-config",
+    type=click.Path(),
+    help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).",
+)
 @click.option("--layer-ids", metavar="I0,I1,...", help="Ids handed to the engine's setter directly (no draft).")
 @click.option("--num-layers", type=click.IntRange(1, 64), help="Layers of the shrunk target (default 4).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="cpu: the engine's CPU build; cuda: its regular GPU build.")
-@click.option("--engine-python", type=click.Path(dir_okay=False), help="The engine venv's python (default: $FLOWTRACE_ENGINE_VENV or the install script's cache path).")
-@click.option("--profile-file", "profile_files", multiple=True, type=click.Path(dir_okay=False), metavar="PATH",
-              help="Add an engine profile from this TOML file (its [probe] table and runner script; repeatable).")
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: a flowtrace.probe-engine/1 document (what `flowtrace report --probe-engine` reads).")
-@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE instead of stdout.")
-def engine_cmd(engine, install, target_config, draft_config, layer_ids, num_layers, device, engine_python, profile_files, fmt, output) -> None:
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="cpu: the engine's CPU build; cuda: its regular GPU build.",
+)
+@click.option(
+    "--engine-python",
+    type=click.Path(dir_okay=False),
+    help="The engine venv's python (default: $FLOWTRACE_ENGINE_VENV or the install script's cache path).",
+)
+@click.option(
+    "--profile-file",
+    "profile_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="Add an engine profile from this TOML file (its [probe] table and runner script; repeatable).",
+)
+@click.option(
+    "--format",
+    "--output-format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: a flowtrace.probe-engine/1 document (what `flowtrace report --probe-engine` reads).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "--output-file",
+    "output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write to FILE instead of stdout.",
+)
+def engine_cmd(
+    engine,
+    install,
+    target_config,
+    draft_config,
+    layer_ids,
+    num_layers,
+    device,
+    engine_python,
+    profile_files,
+    fmt,
+    output,
+) -> None:
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
     Records which boundaries reach the draft's fc at runtime and compares them with flowtrace's
@@ -211,7 +331,9 @@ def engine_cmd(engine, install, target_config, draft_config, layer_ids, num_laye
     from flowtrace.probe.settings import probe_settings
 
     if install:
-        python = _run(lambda: install_engine(probe_settings(engine, tuple(Path(p) for p in profile_files)), device, engine_python))
+        python = _run(
+            lambda: install_engine(probe_settings(engine, tuple(Path(p) for p in profile_files)), device, engine_python)
+        )
         engine_python = engine_python or str(python)
         if not target_config:
             if draft_config or layer_ids:
@@ -227,7 +349,11 @@ def engine_cmd(engine, install, target_config, draft_config, layer_ids, num_laye
 
     def go():
         settings = probe_settings(engine, tuple(Path(p) for p in profile_files))
-        case = draft_case(draft_config, settings=settings) if draft_config else Case("layer-ids", "direct", parse_layer_ids(layer_ids))
+        case = (
+            draft_case(draft_config, settings=settings)
+            if draft_config
+            else Case("layer-ids", "direct", parse_layer_ids(layer_ids))
+        )
         return probe_engine(settings=settings, target_config=target_config, cases=[case], num_layers=num_layers,
                             device=device, engine_python=engine_python, progress=_progress())[0]
 
@@ -238,9 +364,24 @@ def engine_cmd(engine, install, target_config, draft_config, layer_ids, num_laye
 
 @probe.command("merge")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--format", "--output-format", "fmt", type=click.Choice(["json"]), default="json", show_default=True,
-              help="json: one merged flowtrace.probe/1 document (the only format: `flowtrace report --probe` reads it).")
-@click.option("-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), metavar="FILE", help="Write to FILE instead of stdout.")
+@click.option(
+    "--format",
+    "--output-format",
+    "fmt",
+    type=click.Choice(["json"]),
+    default="json",
+    show_default=True,
+    help="json: one merged flowtrace.probe/1 document (the only format: `flowtrace report --probe` reads it).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "--output-file",
+    "output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write to FILE instead of stdout.",
+)
 def merge_cmd(results, fmt, output) -> None:
     """Merge probe JSON results into one document with a verdict per model.
 

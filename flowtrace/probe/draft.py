@@ -349,8 +349,8 @@ def _check_against_module(
             if k == "d2t":
                 if dc.draft_vocab_size != dc.vocab_size:
                     raise ProbeError(
-                        f"draft {where}: draft_vocab_size {dc.draft_vocab_size} != vocab_size {dc.vocab_size} but there "
-                        "is no d2t table to map draft ids to target ids"
+                        f"draft {where}: draft_vocab_size {dc.draft_vocab_size} != vocab_size {dc.vocab_size} but there"
+                        " is no d2t table to map draft ids to target ids"
                     )
                 continue
             raise ProbeError(f"draft {where}: missing key {k!r} (expected shape {tuple(t.shape)})")
@@ -379,8 +379,14 @@ def _set_d2t(load: dict[str, torch.Tensor], dvocab: int, vocab: int, where: Path
         load["d2t"] = torch.zeros(dvocab, dtype=torch.long)
 
 
-def save_draft(module: Eagle3Draft, out_dir: str | Path, dtype: torch.dtype | None = None,
-               include_embeddings: bool | None = None, layer_prefix: str = "midlayer.", engine: str | None = None) -> Path:
+def save_draft(
+    module: Eagle3Draft,
+    out_dir: str | Path,
+    dtype: torch.dtype | None = None,
+    include_embeddings: bool | None = None,
+    layer_prefix: str = "midlayer.",
+    engine: str | None = None,
+) -> Path:
     """Write config.json + model.safetensors the way EAGLE-3 checkpoints are laid out.
 
     Used by tests and by the synthetic GPU check to produce drafts without any engine code; the

@@ -1,10 +1,10 @@
 """``flowtrace probe engine``: the installed engine itself at runtime, against the static trace of its source.
 
-The engine lives in its own venv (``flowtrace probe engine --install``: the profile's install script) and is never a flowtrace
-dependency: this module runs that venv's python on :mod:`flowtrace.probe.engine_runner` in a
+The engine lives in its own venv (``flowtrace probe engine --install``: the profile's install script) and is never a
+flowtrace dependency: this module runs that venv's python on :mod:`flowtrace.probe.engine_runner` in a
 subprocess, handing it the engine profile's ``[probe]`` settings (:mod:`flowtrace.probe.settings`:
-which package, which runner script, which environment), reads back plain JSON, then scans the same venv's installed engine source with
-flowtrace's static analysis and compares the two slot by slot. Keeping the engine out of this
+which package, which runner script, which environment), reads back plain JSON, then scans the same venv's installed
+engine source with flowtrace's static analysis and compares the two slot by slot. Keeping the engine out of this
 process means flowtrace's torch pin and the engine's never meet, and a crash in the engine is an
 observation, not a flowtrace traceback.
 """
@@ -86,7 +86,9 @@ def default_venv(settings: ProbeSettings, device: str) -> Path:
 
 def install_command(settings: ProbeSettings, device: str) -> str:
     """The command that builds the engine venv, as the error lines say it."""
-    return f"flowtrace probe engine --install --engine {settings.engine}" + (f" --device {device}" if device != "cpu" else "")
+    return f"flowtrace probe engine --install --engine {settings.engine}" + (
+        f" --device {device}" if device != "cpu" else ""
+    )
 
 
 def install_engine(settings: ProbeSettings, device: str, engine_python: str | None = None) -> Path:
@@ -101,9 +103,16 @@ def install_engine(settings: ProbeSettings, device: str, engine_python: str | No
                          "and pass its python with --engine-python (see docs/probe-engine.md)")
     venv = Path(engine_python).parent.parent if engine_python else default_venv(settings, device)
     spec = f"{build.distribution}=={build.version}" if build.version else build.distribution
-    env = {**os.environ, "FLOWTRACE_ENGINE_VENV": str(venv), "FLOWTRACE_ENGINE_DEVICE": device, "FLOWTRACE_ENGINE_BUILD": spec}
+    env = {
+        **os.environ,
+        "FLOWTRACE_ENGINE_VENV": str(venv),
+        "FLOWTRACE_ENGINE_DEVICE": device,
+        "FLOWTRACE_ENGINE_BUILD": spec,
+    }
     try:
-        with subprocess.Popen(["bash", str(settings.install)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:  # noqa: S603 - our own shipped script
+        with subprocess.Popen(
+            ["bash", str(settings.install)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as proc:  # noqa: S603 - our own shipped script
             for line in proc.stdout or ():  # stdout holds only the command's output: the script's goes to stderr
                 sys.stderr.write(line)
                 sys.stderr.flush()
@@ -124,14 +133,23 @@ def locate_engine(settings: ProbeSettings, device: str, engine_python: str | Non
         raise ProbeError(f"no engine venv at {python}: run {install_command(settings, device)} "
                          "(or pass --engine-python / set FLOWTRACE_ENGINE_VENV); see docs/probe-engine.md")
     try:
-        out = subprocess.run([python, "-I", runner.__file__, "--about", settings.package, dist], capture_output=True, text=True, timeout=120, check=False)
+        out = subprocess.run(
+            [python, "-I", runner.__file__, "--about", settings.package, dist],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         about = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
         raise ProbeError(f"{python} did not answer as a python interpreter of an engine venv") from None
     if not about.get("version"):
         raise ProbeError(f"{python}: {dist} is not installed in that venv; run {install_command(settings, device)}")
     if want and about["version"] != want:
-        raise ProbeError(f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run {install_command(settings, device)}")
+        raise ProbeError(
+            f"{python}: {dist} {about['version']} installed, the probe needs {dist}=={want}; run"
+            f" {install_command(settings, device)}"
+        )
     if not about.get("source"):
         raise ProbeError(f"{python}: the {settings.package} package folder was not found in that venv")
     return EngineEnv(python, dist, about["version"], about["source"])
@@ -166,7 +184,9 @@ def draft_case(path: str, name: str = "draft", settings: ProbeSettings | None = 
         if _dotted(doc, k) is not None:
             ids, key = _dotted(doc, k), k
             break
-    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
+    if ids is not None and not (
+        isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
         raise ProbeError(f"--draft-config {path}: {key} must be a list of integers, got {ids!r}")
     slots = _fc_slots_from_weights(Path(path)) or (len(set(ids)) if ids else FC_SLOTS_WITHOUT_IDS)
     return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots)
@@ -196,8 +216,16 @@ def parse_layer_ids(text: str) -> tuple[int, ...]:
         raise ProbeError(f"--layer-ids {text!r}: expected comma-separated integers") from None
 
 
-def run_engine(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequence[Case], num_layers: int | None, device: str,
-               timeout: float = 900.0, progress: Callable[[str], None] | None = None) -> dict:
+def run_engine(
+    env: EngineEnv,
+    settings: ProbeSettings,
+    target: dict,
+    cases: Sequence[Case],
+    num_layers: int | None,
+    device: str,
+    timeout: float = 900.0,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """Run the runner in the engine venv for every case (one engine process) and return its JSON."""
     with tempfile.TemporaryDirectory(prefix="flowtrace-engine-") as tmp:
         spec = {"target_config": target, "num_layers": num_layers, "device": device, "workdir": tmp,
@@ -261,7 +289,9 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     out = []
     for c in cases:
         try:
-            traced = api.trace(result, architecture, list(c.ids) if c.ids is not None else None, num_layers, hidden_size, target)
+            traced = api.trace(
+                result, architecture, list(c.ids) if c.ids is not None else None, num_layers, hidden_size, target
+            )
         except api.UsageError as exc:
             out.append({"outcome": "unknown", "boundaries": None, "raises_at": None, "reason": str(exc), "at": None})
             continue
@@ -269,8 +299,17 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
         at = next((where(s) for s in doc["steps"] if s["kind"] == "point" and s["file"]), None)
         at = at or next((where(s) for s in doc["steps"] if s["file"]), None)
         raises_at = doc["raises_at"] or None
-        out.append({"outcome": doc["outcome"], "boundaries": doc["boundaries"], "raises_at": raises_at,
-                    "reason": doc["reason"], "at": at, "fc_in_features": doc["fc_in_features"], "slots": doc.get("slots")})
+        out.append(
+            {
+                "outcome": doc["outcome"],
+                "boundaries": doc["boundaries"],
+                "raises_at": raises_at,
+                "reason": doc["reason"],
+                "at": at,
+                "fc_in_features": doc["fc_in_features"],
+                "slots": doc.get("slots"),
+            }
+        )
     return out
 
 
@@ -306,7 +345,9 @@ def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
     for i in range(n):
         o = seen[i] if i < len(seen) else None
         s = want[i] if i < len(want) else None
-        slots.append({"slot": i, "observed": o, "static": s, "agree": o is not None and o == s, "static_at": static.get("at")})
+        slots.append(
+            {"slot": i, "observed": o, "static": s, "agree": o is not None and o == s, "static_at": static.get("at")}
+        )
     s_out = static.get("outcome")
     if outcome == "raises":
         # a raise after the target captured (the draft's fc rejecting the width) is a capture verdict
@@ -355,23 +396,48 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
     width_ok = None if not fc_in else fc_in.get("width") == fc_expected
     observed = {
         "outcome": observed_outcome(case) if not start_error else "raises",
-        "slots": [{"boundary": s.get("boundary"), "rel_err": s.get("rel_err"), "layer_value_of": s.get("layer_value_of")}
-                  for s in case.get("slots") or []],
-        "raised_at": case.get("raised_at"), "raised_through": case.get("raised_through"), "message": case.get("message"),
-        "engine_layers": case.get("engine_layers"), "plumbing": case.get("plumbing"),
-        "fc_input": {"width": fc_in.get("width"), "expected": fc_expected, "matches": width_ok,
-                     "slots": [s.get("boundary") for s in fc_in.get("slots", [])]} if fc_in else None,
+        "slots": [
+            {"boundary": s.get("boundary"), "rel_err": s.get("rel_err"), "layer_value_of": s.get("layer_value_of")}
+            for s in case.get("slots") or []
+        ],
+        "raised_at": case.get("raised_at"),
+        "raised_through": case.get("raised_through"),
+        "message": case.get("message"),
+        "engine_layers": case.get("engine_layers"),
+        "plumbing": case.get("plumbing"),
+        "fc_input": (
+            {
+                "width": fc_in.get("width"),
+                "expected": fc_expected,
+                "matches": width_ok,
+                "slots": [s.get("boundary") for s in fc_in.get("slots", [])],
+            }
+            if fc_in
+            else None
+        ),
         "after_raise": bool(case.get("after_raise")),
     }
     return {
-        "schema": SCHEMA, "engine": engine, "engine_version": env.version, "engine_distribution": env.distribution,
-        "engine_source": env.source, "architecture": raw.get("architecture"), "model_class": raw.get("model_class") or raw.get("architecture"),
-        "num_layers": raw.get("num_layers") or raw.get("requested_layers"), "case": case_spec.name, "mode": case_spec.mode,
+        "schema": SCHEMA,
+        "engine": engine,
+        "engine_version": env.version,
+        "engine_distribution": env.distribution,
+        "engine_source": env.source,
+        "architecture": raw.get("architecture"),
+        "model_class": raw.get("model_class") or raw.get("architecture"),
+        "num_layers": raw.get("num_layers") or raw.get("requested_layers"),
+        "case": case_spec.name,
+        "mode": case_spec.mode,
         "layer_ids": list(case_spec.ids) if case_spec.ids is not None else None,
         "observed": observed,
-        "static": {k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features", "slots")},
-        "slots": slots, "agree": agree, "shrunk": raw.get("shrunk", []),
-        "seconds": round(float(raw.get("seconds") or 0.0), 2), "peak_rss_mb": round(float(raw.get("peak_rss_mb") or 0.0), 1),
+        "static": {
+            k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features", "slots")
+        },
+        "slots": slots,
+        "agree": agree,
+        "shrunk": raw.get("shrunk", []),
+        "seconds": round(float(raw.get("seconds") or 0.0), 2),
+        "peak_rss_mb": round(float(raw.get("peak_rss_mb") or 0.0), 1),
         "engine_processes": raw.get("processes", 1),
     }
 
@@ -383,9 +449,17 @@ def _hidden_size(raw: dict) -> int | None:
     return raw.get("hidden_size")
 
 
-def probe_engine(*, engine: str | None = None, settings: ProbeSettings | None = None, target_config: str | os.PathLike | dict, cases: Sequence[Case], num_layers: int | None = None,
-                 device: str = "cpu", engine_python: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> list[EngineProbeResult]:
+def probe_engine(
+    *,
+    engine: str | None = None,
+    settings: ProbeSettings | None = None,
+    target_config: str | os.PathLike | dict,
+    cases: Sequence[Case],
+    num_layers: int | None = None,
+    device: str = "cpu",
+    engine_python: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[EngineProbeResult]:
     """Run the engine once for all ``cases`` of one target and compare each with the static trace.
 
     ``engine`` names a profile with a ``[probe]`` table (None: the only one there is), unless
@@ -420,30 +494,57 @@ def engine_text(result: EngineProbeResult) -> str:
     d = result.doc
     o, s = d["observed"], d["static"]
     ids = d["layer_ids"] if d["layer_ids"] is not None else "none (engine default)"
-    lines = [f"probe engine {d['engine']} {d['engine_version']}: {d['model_class']} (L = {d['num_layers']}), ids {ids}, via {d['mode']}"]
+    lines = [
+        f"probe engine {d['engine']} {d['engine_version']}: {d['model_class']} (L = {d['num_layers']}), ids {ids}, via"
+        f" {d['mode']}"
+    ]
     for sh in d["shrunk"]:
         lines.append(f"  shrunk {sh['key']}: {sh['from']} -> {sh['to']}")
     for sl in d["slots"]:
         verdict = "agree" if sl["agree"] else "disagree"
-        lines.append(f"  slot {sl['slot']}: runtime b={sl['observed']}  static b={sl['static']}  [{sl['static_at']}]  {verdict}")
+        lines.append(
+            f"  slot {sl['slot']}: runtime b={sl['observed']}  static b={sl['static']}  [{sl['static_at']}]  {verdict}"
+        )
         seen = o["slots"][sl["slot"]] if sl["slot"] < len(o["slots"]) else {}
         if seen.get("boundary") is None and seen.get("layer_value_of") is not None:
-            lines.append(f"    runtime slot {sl['slot']} is what layer {seen['layer_value_of']} returns first, not the residual stream")
+            lines.append(
+                f"    runtime slot {sl['slot']} is what layer {seen['layer_value_of']} returns first, not the residual"
+                " stream"
+            )
         said = (s.get("slots") or [])[sl["slot"]] if sl["slot"] < len(s.get("slots") or []) else {}
         if said.get("boundary") is None and said.get("layer_value_of") is not None:
-            lines.append(f"    static slot {sl['slot']} is what layer {said['layer_value_of']} returns first, not the residual stream")
+            lines.append(
+                f"    static slot {sl['slot']} is what layer {said['layer_value_of']} returns first, not the residual"
+                " stream"
+            )
     if o["outcome"] == "raises":
         lines.append(f"  runtime raised at {o['raised_at']}: {o['message']}")
     if s["outcome"] != "captures":
-        lines.append(f"  static: {s['outcome']}" + (f" at {s['raises_at']}" if s["raises_at"] else "") + f": {s['reason']}")
+        lines.append(
+            f"  static: {s['outcome']}" + (f" at {s['raises_at']}" if s["raises_at"] else "") + f": {s['reason']}"
+        )
     fc = o.get("fc_input")
     if fc and not fc["matches"]:
-        lines.append(f"  the draft's fc was fed width {fc['width']}, it expects {fc['expected']} (states {fc['slots']})")
-    lines.append(f"=> {'agree' if d['agree'] else 'disagree'} ({d['seconds']} s in the engine, peak RSS {d['peak_rss_mb']} MB)")
+        lines.append(
+            f"  the draft's fc was fed width {fc['width']}, it expects {fc['expected']} (states {fc['slots']})"
+        )
+    lines.append(
+        f"=> {'agree' if d['agree'] else 'disagree'} ({d['seconds']} s in the engine, peak RSS {d['peak_rss_mb']} MB)"
+    )
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SCHEMA", "Case", "EngineEnv", "EngineProbeResult", "draft_case", "engine_text", "locate_engine", "parse_layer_ids", "probe_engine"]
+__all__ = [
+    "SCHEMA",
+    "Case",
+    "EngineEnv",
+    "EngineProbeResult",
+    "draft_case",
+    "engine_text",
+    "locate_engine",
+    "parse_layer_ids",
+    "probe_engine",
+]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("use `flowtrace probe engine`")

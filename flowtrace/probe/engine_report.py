@@ -28,18 +28,36 @@ def as_probe_results(docs: list[dict]) -> list[dict]:
         static, observed = d.get("static") or {}, d.get("observed") or {}
         seen = [s.get("boundary") for s in observed.get("slots") or []]
         ids = d.get("layer_ids")
-        out.append({
-            "schema": "flowtrace.probe/1", "command": "engine",
-            "verdict": CONFIRMED if d.get("agree") else REFUTED,
-            "target": {"name": f"{d.get('engine')} {d.get('engine_version')} {d.get('architecture')} (tiny random, L={d.get('num_layers')})",
-                       "num_layers": d.get("num_layers")},
-            "claim": {"model": d.get("architecture"), "boundaries": static.get("boundaries"), "source": "flowtrace trace of the installed engine"},
-            "boundaries": seen if observed.get("outcome") in ("captures", "raises") and seen else None,
-            "reason": f"ids {ids if ids is not None else 'none (engine default)'}; runtime {observed.get('outcome')}"
-                      + (f" at {observed.get('raised_at')}: {observed.get('message')}" if observed.get("raised_at") else "")
-                      + f"; static {static.get('outcome')}",
-            "device": "engine",
-        })
+        out.append(
+            {
+                "schema": "flowtrace.probe/1",
+                "command": "engine",
+                "verdict": CONFIRMED if d.get("agree") else REFUTED,
+                "target": {
+                    "name": (
+                        f"{d.get('engine')} {d.get('engine_version')} {d.get('architecture')} (tiny random,"
+                        f" L={d.get('num_layers')})"
+                    ),
+                    "num_layers": d.get("num_layers"),
+                },
+                "claim": {
+                    "model": d.get("architecture"),
+                    "boundaries": static.get("boundaries"),
+                    "source": "flowtrace trace of the installed engine",
+                },
+                "boundaries": seen if observed.get("outcome") in ("captures", "raises") and seen else None,
+                "reason": (
+                    f"ids {ids if ids is not None else 'none (engine default)'}; runtime {observed.get('outcome')}"
+                    + (
+                        f" at {observed.get('raised_at')}: {observed.get('message')}"
+                        if observed.get("raised_at")
+                        else ""
+                    )
+                    + f"; static {static.get('outcome')}"
+                ),
+                "device": "engine",
+            }
+        )
     return out
 
 

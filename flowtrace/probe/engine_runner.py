@@ -118,8 +118,16 @@ def shrink_config(cfg: dict, num_layers: int | None) -> tuple[dict, list]:
         _shrink_text(cfg["text_config"], num_layers, "text_config.", shrunk)
         vision = cfg.get("vision_config")
         if isinstance(vision, dict):
-            for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 1), ("depth", 1),
-                               ("num_attention_heads", 2), ("num_heads", 2), ("out_hidden_size", HIDDEN), ("head_dim", 32)):
+            for key, value in (
+                ("hidden_size", 64),
+                ("intermediate_size", 128),
+                ("num_hidden_layers", 1),
+                ("depth", 1),
+                ("num_attention_heads", 2),
+                ("num_heads", 2),
+                ("out_hidden_size", HIDDEN),
+                ("head_dim", 32),
+            ):
                 if key in vision and vision[key] != value:
                     shrunk.append({"key": "vision_config." + key, "from": vision[key], "to": value})
                     vision[key] = value
@@ -128,12 +136,41 @@ def shrink_config(cfg: dict, num_layers: int | None) -> tuple[dict, list]:
                     shrunk.append({"key": "vision_config." + key, "from": vision[key], "to": 56})
                     vision[key] = 56
             if "deepstack_visual_indexes" in vision:
-                shrunk.append({"key": "vision_config.deepstack_visual_indexes", "from": vision["deepstack_visual_indexes"], "to": []})
+                shrunk.append(
+                    {
+                        "key": "vision_config.deepstack_visual_indexes",
+                        "from": vision["deepstack_visual_indexes"],
+                        "to": [],
+                    }
+                )
                 vision["deepstack_visual_indexes"] = []
         cfg["torch_dtype"] = "float32"
-        for key in ("image_token_index", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"):
+        for key in (
+            "image_token_index",
+            "image_token_id",
+            "video_token_id",
+            "vision_start_token_id",
+            "vision_end_token_id",
+        ):
             if isinstance(cfg.get(key), int) and cfg[key] >= VOCAB:  # special tokens inside the tiny vocabulary
-                to = VOCAB - 1 - len([s for s in shrunk if s["key"] in ("image_token_index", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")])
+                to = (
+                    VOCAB
+                    - 1
+                    - len(
+                        [
+                            s
+                            for s in shrunk
+                            if s["key"]
+                            in (
+                                "image_token_index",
+                                "image_token_id",
+                                "video_token_id",
+                                "vision_start_token_id",
+                                "vision_end_token_id",
+                            )
+                        ]
+                    )
+                )
                 shrunk.append({"key": key, "from": cfg[key], "to": to})
                 cfg[key] = to
     else:
@@ -156,7 +193,9 @@ def _tokenizer(folder: str) -> None:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(
+        folder
+    )
 
 
 def build_target(cfg: dict, folder: str, seed: int) -> None:
@@ -170,7 +209,9 @@ def build_target(cfg: dict, folder: str, seed: int) -> None:
     arch = (cfg.get("architectures") or [None])[0]
     cls = getattr(transformers, arch, None) if arch else None
     if cls is None:
-        raise RuntimeError(f"transformers {transformers.__version__} has no class {arch!r} to build a random checkpoint from")
+        raise RuntimeError(
+            f"transformers {transformers.__version__} has no class {arch!r} to build a random checkpoint from"
+        )
     config = transformers.AutoConfig.from_pretrained(folder)
     torch.manual_seed(seed)
     model = cls(config).to(torch.float32)
@@ -429,8 +470,13 @@ def load_runner_script(path: str, probe: dict) -> Any:
 def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, spec: dict) -> tuple[dict, bool]:
     """One case: ids to the engine, a short generation, what was captured. (record, raised)"""
     tc = time.time()
-    rec: dict[str, Any] = {"name": case["name"], "mode": case["mode"], "ids": case["ids"], "fc_slots": case["fc_slots"],
-                           "plumbing": "load" if case is first_draft or getattr(script, "starts_per_case", False) else "rerun"}
+    rec: dict[str, Any] = {
+        "name": case["name"],
+        "mode": case["mode"],
+        "ids": case["ids"],
+        "fc_slots": case["fc_slots"],
+        "plumbing": "load" if case is first_draft or getattr(script, "starts_per_case", False) else "rerun",
+    }
     raised = False
     try:
         rec["engine_layers"] = script.set_ids(engine, case["mode"], case["ids"], case["key"])
@@ -464,11 +510,19 @@ def run(spec: dict) -> dict:
     cases = spec["cases"]
     draft_cases = [c for c in cases if c["mode"] == "draft"]
     first = draft_cases[0] if draft_cases else None
-    ctx: dict[str, Any] = {"target": os.path.join(work, "target"), "draft": None, "config": cfg, "device": spec.get("device", "cpu"),
-                           "shrunk": result["shrunk"], "latent_attention": bool(text_part(cfg).get("kv_lora_rank"))}
+    ctx: dict[str, Any] = {
+        "target": os.path.join(work, "target"),
+        "draft": None,
+        "config": cfg,
+        "device": spec.get("device", "cpu"),
+        "shrunk": result["shrunk"],
+        "latent_attention": bool(text_part(cfg).get("kv_lora_rank")),
+    }
     if first is not None:
         ctx["draft"] = os.path.join(work, "draft")
-        build_draft(cfg, ctx["draft"], first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0), probe["draft"])
+        build_draft(
+            cfg, ctx["draft"], first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0), probe["draft"]
+        )
     script = load_runner_script(probe["runner"], probe)
     result["engine_version"] = script.version()
     t_load = time.time()
@@ -486,9 +540,18 @@ def run(spec: dict) -> dict:
         rec, raised = _run_case(script, engine, case, first, spec)
         rec["fc_width"] = info["fc_width"]
         result["cases"].append(rec)
-        if raised and not getattr(script, "starts_per_case", False):  # the engine core is dead: the caller reruns the rest
-            result["cases"].extend({"name": c["name"], "ids": c["ids"], "mode": c["mode"], "outcome": "not_run",
-                                    "reason": "the engine raised on an earlier case in this process"} for c in cases[n + 1:])
+        # the engine core is dead: the caller reruns the rest
+        if raised and not getattr(script, "starts_per_case", False):
+            result["cases"].extend(
+                {
+                    "name": c["name"],
+                    "ids": c["ids"],
+                    "mode": c["mode"],
+                    "outcome": "not_run",
+                    "reason": "the engine raised on an earlier case in this process",
+                }
+                for c in cases[n + 1 :]
+            )
             break
     result["seconds"] = time.time() - t0
     result["peak_rss_mb"] = _peak_rss_mb()

@@ -162,7 +162,11 @@ def decide(
             f"{layout_label(ru.boundaries)} ({ru.accuracy:.1%}) are within "
             f"{min_margin:.0%} of each other; run more tokens (--random-tokens) to separate them"
         )
-    margin = "" if ru is None else f", {(best.accuracy - ru.accuracy) * 100:.1f} points ahead of {layout_label(ru.boundaries)}"
+    margin = (
+        ""
+        if ru is None
+        else f", {(best.accuracy - ru.accuracy) * 100:.1f} points ahead of {layout_label(ru.boundaries)}"
+    )
     return CLEAR_WINNER, (
         f"{layout_label(best.boundaries)} reaches {best.accuracy:.1%} top-1 agreement{margin}"
     )

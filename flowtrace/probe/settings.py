@@ -68,8 +68,10 @@ def _builds(profile: Profile) -> tuple[Build, ...]:
     for entry in profile.builds:
         m = _BUILD.fullmatch(entry)
         if not m or m["device"] not in DEVICES:
-            raise ProbeError(f"{profile.path}: [probe] builds entry {entry!r}: expected DEVICE=DISTRIBUTION[==VERSION], "
-                             f"DEVICE one of {', '.join(DEVICES)}")
+            raise ProbeError(
+                f"{profile.path}: [probe] builds entry {entry!r}: expected DEVICE=DISTRIBUTION[==VERSION], "
+                f"DEVICE one of {', '.join(DEVICES)}"
+            )
         out.append(Build(m["device"], m["dist"], m["version"]))
     return tuple(out)
 
@@ -96,13 +98,25 @@ def settings_of(profile: Profile) -> ProbeSettings:
         raise ProbeError(f"{where} has no draft_architecture (the draft class the engine loads the probe's draft with)")
     ids_key = profile.draft_ids_key or (profile.layer_id_keys[-1] if profile.layer_id_keys else "")
     if not ids_key:
-        raise ProbeError(f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids")
+        raise ProbeError(
+            f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids"
+        )
     id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
     install = Path(profile.path).parent / profile.install if profile.install else None
     if install is not None and (Path(profile.install).name != profile.install or not install.is_file()):
         raise ProbeError(f"{where} install {profile.install!r}: expected the name of a script next to the profile")
-    return ProbeSettings(profile.name, profile.package, runner, _builds(profile), _env(profile), profile.draft_architecture,
-                         profile.draft_model_type, ids_key, id_keys, install)
+    return ProbeSettings(
+        profile.name,
+        profile.package,
+        runner,
+        _builds(profile),
+        _env(profile),
+        profile.draft_architecture,
+        profile.draft_model_type,
+        ids_key,
+        id_keys,
+        install,
+    )
 
 
 def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:

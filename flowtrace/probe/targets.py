@@ -280,7 +280,9 @@ def _shrunk(data: dict, num_layers: int | None) -> tuple[dict, list[str]]:
     return small, [f"{c['key']} {c['from']} -> {c['to']}" for c in changes]
 
 
-def _load_hf_config(path: str, device: torch.device, dtype: torch.dtype, seed: int, shrink: bool = False, num_layers: int | None = None):
+def _load_hf_config(
+    path: str, device: torch.device, dtype: torch.dtype, seed: int, shrink: bool = False, num_layers: int | None = None
+):
     try:
         import transformers
     except ImportError:
@@ -456,7 +458,9 @@ def load_target(
         )
         name, source = spec.factory, "factory"
     else:
-        model, inputs, name, changes = _load_hf_config(spec.hf_config or "", device, dtype, seed, spec.shrink, spec.num_layers)
+        model, inputs, name, changes = _load_hf_config(
+            spec.hf_config or "", device, dtype, seed, spec.shrink, spec.num_layers
+        )
         source = "hf-config"
     needs_move = any(
         p.device != device or (p.is_floating_point() and p.dtype != dtype)
@@ -469,8 +473,8 @@ def load_target(
     warnings: list[str] = []
     if spec.hf_config and changes:
         warnings.append(
-            "--hf-config built a tiny random model of the same architecture (widths never decide which boundary is captured; "
-            f"--full-size builds it as configured): {'; '.join(changes)}"
+            "--hf-config built a tiny random model of the same architecture (widths never decide which boundary is"
+            f" captured; --full-size builds it as configured): {'; '.join(changes)}"
         )
     layers_name, layers = find_layers(model, spec.layers_module, warnings)
     embed_name, embed = find_embedding(model, spec.embed_module, layers_name)
