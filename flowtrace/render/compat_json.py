@@ -29,12 +29,26 @@ def compat_json(result: CompatResult) -> dict:
         "served_boundaries": list(result.served) if result.served is not None else None,
         "outcome": outcome(result.trace),
         "differences": differences_text(result),
-        "slots": [{"slot": d.slot, "trained": d.trained, "served": d.served, "decided_at": str(d.decided_at) if d.decided_at is not None else None, "why": slot_why(d, result.num_layers)} for d in result.slots],
-        "id_paths": [{"draft_id": p.draft_id, "trained": p.trained, "engine_index": p.engine_index, "served": p.served} for p in result.id_paths],
+        "slots": [
+            {
+                "slot": d.slot,
+                "trained": d.trained,
+                "served": d.served,
+                "decided_at": str(d.decided_at) if d.decided_at is not None else None,
+                "why": slot_why(d, result.num_layers),
+            }
+            for d in result.slots
+        ],
+        "id_paths": [
+            {"draft_id": p.draft_id, "trained": p.trained, "engine_index": p.engine_index, "served": p.served}
+            for p in result.id_paths
+        ],
         "suggestions": [suggestion_json(s) for s in result.suggestions],
         "engine_default": result.engine_default,
         "training_default": result.training_default,
-        "draft_checkpoint": checkpoint_json(result.checkpoint, result.hidden_size) if result.checkpoint is not None else None,
+        "draft_checkpoint": (
+            checkpoint_json(result.checkpoint, result.hidden_size) if result.checkpoint is not None else None
+        ),
         "notes": list(result.notes),
         "warnings": list(result.warnings),
         "no_fix": result.no_fix,

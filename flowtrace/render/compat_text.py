@@ -37,16 +37,28 @@ def _fix_lines(result: CompatResult) -> list[str]:
             lines.append(f"  fix: none suggested: the capture path could not be decided{where}")
         else:
             where = f" [{s.location}]" if s.location else ""
-            lines.append(f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link blocks){where}")
+            lines.append(
+                f"  fix: no ids can make this engine serve the trained layout ({s.blocked_by or 'capture chain'} link"
+                f" blocks){where}"
+            )
             lines.append(f"       {s.why}")
     for (key, config), others in offered.items():
         if others:
-            lines.append(f"  also: {', '.join(str(ids) for ids in others)} under {key or 'the ids'} in the {config} serve the same layout (verified too)")
+            lines.append(
+                f"  also: {', '.join(str(ids) for ids in others)} under {key or 'the ids'} in the {config} serve the"
+                " same layout (verified too)"
+            )
     first = next((s for s in result.suggestions if s.ids is not None), None)
     if first is not None and first.config != "draft config":
-        lines.append(f"  check: flowtrace trace PATH -m {result.architecture} -L {result.num_layers} --layer-ids {','.join(map(str, first.ids or ()))} (the ids stand for the {first.config})")
+        lines.append(
+            f"  check: flowtrace trace PATH -m {result.architecture} -L {result.num_layers} --layer-ids"
+            f" {','.join(map(str, first.ids or ()))} (the ids stand for the {first.config})"
+        )
     elif first is not None:
-        lines.append(f"  check: after setting the ids to {','.join(map(str, first.ids or ()))}, rerun compat with --trained-boundaries {','.join(map(str, sorted(result.trained)))}: expect MATCH")
+        lines.append(
+            f"  check: after setting the ids to {','.join(map(str, first.ids or ()))}, rerun compat with"
+            f" --trained-boundaries {','.join(map(str, sorted(result.trained)))}: expect MATCH"
+        )
     return lines
 
 
@@ -71,7 +83,12 @@ def compat_text(result: CompatResult) -> str:
         f"{result.verdict}: {result.architecture} -> {result.model} (L = {L}, hidden {result.hidden_size})",
         f"  trained on ({trained_from}): boundaries {list(result.trained)} = {_layout(sorted(result.trained), L)}",
         f"  engine reads {result.engine_key or 'no ids'} = {engine_ids}",
-        "  engine serves: " + (f"boundaries {served} = {_layout(served, L)}" if served is not None and outcome(result.trace) != "captures_deltas" else _unserved(result.trace)),
+        "  engine serves: "
+        + (
+            f"boundaries {served} = {_layout(served, L)}"
+            if served is not None and outcome(result.trace) != "captures_deltas"
+            else _unserved(result.trace)
+        ),
     ]
     if result.engine_default:
         lines.append(f"  default: {result.engine_default}")
@@ -92,6 +109,8 @@ def _unserved(trace) -> str:
     (a delta stream), or nothing (the outcome says why)."""
     slots = getattr(trace, "slots", ()) if outcome(trace) == "captures_deltas" else ()
     if slots:
-        named = ", ".join(f"b={s.boundary}" if s.boundary is not None else f"layer {s.layer_value_of}'s output" for s in slots)
+        named = ", ".join(
+            f"b={s.boundary}" if s.boundary is not None else f"layer {s.layer_value_of}'s output" for s in slots
+        )
         return f"states that are no residual-stream boundary ({named}, without the residual)"
     return f"nothing ({outcome(trace)})"

@@ -22,17 +22,28 @@ def slot_why(d: SlotDifference, L: int) -> str:
         verb = "the loop records" if d.recorded else "served"
         served = boundary(d.served, L) if d.served is not None else "nothing"
         trained = boundary(d.trained, L) if d.trained is not None else "nothing"
-        return f"trained on {trained}, {verb} {served} (draft id {d.draft_id} -> engine index {d.engine_index}) — {d.reason}"
+        return (
+            f"trained on {trained}, {verb} {served} (draft id {d.draft_id} -> engine index {d.engine_index}) —"
+            f" {d.reason}"
+        )
     if d.form == SlotForm.EXTRA:
-        return f"extra: served {boundary(d.served, L) if d.served is not None else 'nothing'} in engine slot {d.slot}, trained on nothing there — {d.reason}"
-    text = f"trained on {boundary(d.trained, L) if d.trained is not None else 'nothing'}, served {boundary(d.served, L) if d.served is not None else 'nothing'}"
+        return (
+            f"extra: served {boundary(d.served, L) if d.served is not None else 'nothing'} in engine slot {d.slot},"
+            f" trained on nothing there — {d.reason}"
+        )
+    text = (
+        f"trained on {boundary(d.trained, L) if d.trained is not None else 'nothing'}, served"
+        f" {boundary(d.served, L) if d.served is not None else 'nothing'}"
+    )
     return f"missing: {text} — {d.reason}" if d.form == SlotForm.MISSING else f"{text} — {d.reason}"
 
 
 def _slot_line(d: Difference, L: int) -> str:
     assert d.slot is not None
     why = slot_why(d.slot, L)
-    return (f"slot {d.slot.slot}: {why}" if d.numbered else why) + (f"  [{d.slot.decided_at}]" if d.slot.decided_at else "")
+    return (f"slot {d.slot.slot}: {why}" if d.numbered else why) + (
+        f"  [{d.slot.decided_at}]" if d.slot.decided_at else ""
+    )
 
 
 def difference_text(d: Difference, result: CompatResult) -> str:
@@ -40,7 +51,10 @@ def difference_text(d: Difference, result: CompatResult) -> str:
     if d.kind == DifferenceKind.SLOT:
         return _slot_line(d, result.num_layers)
     if d.kind == DifferenceKind.UNDECIDED:
-        return f"undecided: flowtrace cannot decide what the engine captures: {d.reason or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)"
+        return (
+            "undecided: flowtrace cannot decide what the engine captures:"
+            f" {d.reason or 'capture path undecidable'} (not a verdict on the engine; see `flowtrace trace`)"
+        )
     if d.kind in (DifferenceKind.RAISES, DifferenceKind.NOTHING):
         what = "raises" if d.kind == DifferenceKind.RAISES else "captures nothing usable"
         return f"the engine {what}: {d.reason or 'no boundary recorded'}{f' (at {d.at})' if d.at else ''}"
@@ -50,7 +64,10 @@ def difference_text(d: Difference, result: CompatResult) -> str:
         return f"count: the draft's fc expects {d.expected} x {d.hidden or 'hidden'}, the engine captures {d.got}"
     if d.kind == DifferenceKind.FIT:
         named = ", ".join(f"id {i} (b={b})" for i, b in d.beyond)
-        return f"fit: this draft does not fit this target (L = {d.layers}): {named} lies past the last layer's output b={d.layers}"
+        return (
+            f"fit: this draft does not fit this target (L = {d.layers}): {named} lies past the last layer's output"
+            f" b={d.layers}"
+        )
     if d.kind == DifferenceKind.PHASE:
         from flowtrace.analysis.serving_phase import phase_words
 
@@ -70,11 +87,20 @@ def _checkpoint_text(d: Difference, result: CompatResult) -> str:
     assert ckpt is not None
     name, width = ckpt.fc_name, ckpt.fc_in_features
     if d.kind == DifferenceKind.CHECKPOINT_OTHER_TARGET:
-        return f"checkpoint: {name} in_features {width} is not a multiple of the target hidden size {d.hidden}: the draft was trained for another target"
+        return (
+            f"checkpoint: {name} in_features {width} is not a multiple of the target hidden size {d.hidden}: the draft"
+            " was trained for another target"
+        )
     if d.kind == DifferenceKind.CHECKPOINT_LAYOUT:
-        return f"checkpoint: {name} {list(ckpt.fc_shape or ())} takes {d.expected} x {d.hidden}, but the draft config's layout names {d.got} states"
+        return (
+            f"checkpoint: {name} {list(ckpt.fc_shape or ())} takes {d.expected} x {d.hidden}, but the draft config's"
+            f" layout names {d.got} states"
+        )
     got, hidden = d.got or 0, d.hidden or 0
-    return f"checkpoint: {name} takes {d.expected} x {hidden} = {width}, the engine captures {got} x {hidden} = {got * hidden}"
+    return (
+        f"checkpoint: {name} takes {d.expected} x {hidden} = {width}, the engine captures {got} x {hidden} ="
+        f" {got * hidden}"
+    )
 
 
 def differences_text(result: CompatResult) -> list[str]:

@@ -29,7 +29,10 @@ def diff_text(changes: tuple[Change, ...], old: str, new: str) -> str:
     classes = len({c.qualname for c in changes})
     if not changes:
         return f"no capture-support changes: {old} -> {new}\n"
-    lines = [f"{old} -> {new}: {len(changes)} changes in {classes} classes ({counts['gained']} gained, {counts['lost']} lost, {counts['changed']} changed)"]
+    lines = [
+        f"{old} -> {new}: {len(changes)} changes in {classes} classes ({counts['gained']} gained,"
+        f" {counts['lost']} lost, {counts['changed']} changed)"
+    ]
     qualnames: dict[str, set[str]] = {}
     for c in changes:
         qualnames.setdefault(c.cls, set()).add(c.qualname)

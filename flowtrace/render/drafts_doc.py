@@ -45,16 +45,20 @@ entries and `[[trainer]]` entries. Unknown keys are errors (one line naming the 
 | `num_hidden_layers` | int | the target's layer count L; may be left out only when `confirmed = false` |
 | `method` | str | the speculative method (default `eagle3`; `dflash`, `dspark`, ... are data too) |
 | `trainer` | str | who trained it (SpecForge, EAGLE, speculators, TorchSpec, Model-Optimizer, ...) |
-| `convention` | str | a training convention of `rules/training/` saying what the ids mean (and the default layout when there are none) |
+| `convention` | str | a training convention of `rules/training/` saying what the ids mean (and the default layout \
+when there are none) |
 | `ids` | list | the ids exactly as the draft config writes them; left out: none, the engine's default applies |
 | `key` | str | the dotted draft-config key the ids are written under (required with `ids`) |
-| `trained_boundaries` | list | the boundaries it was trained on, when neither the ids nor the convention's default say it |
+| `trained_boundaries` | list | the boundaries it was trained on, when neither the ids nor the convention's default \
+say it |
 | `target_hidden_size` | int | the target's hidden size (the fc width is the number of states times it) |
 | `states` | int | the number of target states the draft's fc concatenates, when stated |
-| `draft_architectures` | list | the draft config's own `architectures`: the engine's draft class registered under them loads it (FT029 and `compat` check that class's fc against the draft's number of states) |
+| `draft_architectures` | list | the draft config's own `architectures`: the engine's draft class registered under \
+them loads it (FT029 and `compat` check that class's fc against the draft's number of states) |
 | `source` | str | where the facts were read: a repository file at a commit, a model card, a pull request |
 | `see` | list | further addresses |
-| `confirmed` | bool | default true; `false` with `unconfirmed = "why"` when a fact was not read (such entries are listed, usable with `compat --draft`, and left out of grading) |
+| `confirmed` | bool | default true; `false` with `unconfirmed = "why"` when a fact was not read (such entries are \
+listed, usable with `compat --draft`, and left out of grading) |
 | `note` | str | how a fact was established when it took more than one source |
 
 `[[trainer]]` (a trainer's default layout): `name`, `convention`, `ids` (an expression in L such as
@@ -125,10 +129,18 @@ def drafts_markdown(catalogue: DraftCatalogue | None = None) -> str:
         lines.append(f"| {c.name} | {c.meaning} | {keys} | {default} | {detect} |")
     families = sorted({d.family for d in catalogue.drafts})
     confirmed = sum(d.confirmed for d in catalogue.drafts)
-    lines += ["", "## Published drafts", "",
-              f"{len(catalogue.drafts)} entries ({confirmed} confirmed) over {len(families)} target families.", "",
-              "| family | draft | method | target architecture | L | ids (key) | convention | trained on | trainer | source | confirmed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Published drafts",
+        "",
+        f"{len(catalogue.drafts)} entries ({confirmed} confirmed) over {len(families)} target families.",
+        "",
+        (
+            "| family | draft | method | target architecture | L | ids (key) | convention | trained on | trainer |"
+            " source | confirmed |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for d in sorted(catalogue.drafts, key=lambda d: (d.family, d.name)):
         ids = f"`{list(d.ids)}` (`{d.key}`)" if d.ids is not None else "none (engine default)"
         trained = catalogue.trained(d)
@@ -137,8 +149,9 @@ def drafts_markdown(catalogue: DraftCatalogue | None = None) -> str:
         if d.note:
             check += f" ({_cell(d.note)})"
         lines.append(
-            f"| {_cell(d.family)} | {_cell(d.name)} | {d.method} | {', '.join(d.architectures)} | {d.num_hidden_layers or '?'} | {ids} | "
-            f"{d.convention} | {trained_text} | {_cell(d.trainer)} | {_link(d.source)} | {check} |"
+            f"| {_cell(d.family)} | {_cell(d.name)} | {d.method} | {', '.join(d.architectures)} |"
+            f" {d.num_hidden_layers or '?'} | {ids} | {d.convention} | {trained_text} | {_cell(d.trainer)} |"
+            f" {_link(d.source)} | {check} |"
         )
     return "\n".join(lines).rstrip() + "\n"
 

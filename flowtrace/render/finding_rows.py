@@ -123,7 +123,11 @@ class RowIndex:
         out += self.by_setter.get(symbol, [])
         for probe in _prefixes(symbol) if symbol else ():
             out += self.by_cause.get(probe, [])
-        for where in [finding, *(_dict(r) for r in _list(finding.get("related"))), *(_dict(s) for s in _list(finding.get("flow")))]:
+        for where in [
+            finding,
+            *(_dict(r) for r in _list(finding.get("related"))),
+            *(_dict(s) for s in _list(finding.get("flow"))),
+        ]:
             line = _int(where.get("line"))
             if line is not None:
                 out += self.by_place.get((_str(where.get("file")), line), [])

@@ -39,7 +39,9 @@ def to_github(findings: Iterable[Finding], *, root: Path, cwd: Path | None = Non
         if f.effect:
             message += f"\nconsequence: {f.effect}"
         if f.related:
-            message += f"\nand {len(f.related)} more: " + ", ".join(f"{display_path(root, w.file, cwd)}:{w.line}" for w in f.related)
+            message += f"\nand {len(f.related)} more: " + ", ".join(
+                f"{display_path(root, w.file, cwd)}:{w.line}" for w in f.related
+            )
         if f.hint:
             message += f"\nhint: {f.hint}"
         out.append(

@@ -46,19 +46,81 @@ TEMPLATES = Path(__file__).parent / "templates"
 SUPPORT_ORDER = ("broken", "supported", "inherited", "delegated", "conditional", "draft", "none")
 # The matrix legend: every support word, and the id transform a reader stumbles on.
 LEGEND = (
-    ("supported", "support-supported", "captures in its own code: its id source (a capture setter, config attribute or serving-config hook) reaches a layer loop that reads the ids"),
+    (
+        "supported",
+        "support-supported",
+        (
+            "captures in its own code: its id source (a capture setter, config attribute or serving-config hook)"
+            " reaches a layer loop that reads the ids"
+        ),
+    ),
     ("inherited", "support-inherited", "captures through a setter and loop inherited from a base class"),
-    ("delegated", "support-delegated", "hands the ids to an inner model (self.model, self.language_model) that captures"),
-    ("conditional", "transform", "id transform that depends on the ids themselves, e.g. add one only if the first id is 1"),
-    ("draft", "support-draft", "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture"),
-    ("broken", "support-broken", "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong thing, is captured"),
-    ("1 error", "support-supported flagged sev-error", "a support word outlined in red, with the count (amber: a warning): an error finding concerns this class, whatever its support says; a served draft may get other states than it was trained on, or crash the engine (see Start here)"),
-    ("none", "support-none", "no capture path (no capture setter, config attribute or serving-config hook): EAGLE-3 cannot be enabled for this class"),
+    (
+        "delegated",
+        "support-delegated",
+        "hands the ids to an inner model (self.model, self.language_model) that captures",
+    ),
+    (
+        "conditional",
+        "transform",
+        "id transform that depends on the ids themselves, e.g. add one only if the first id is 1",
+    ),
+    (
+        "draft",
+        "support-draft",
+        "an EAGLE-3 draft model: it consumes the captured states (an fc over their concatenation), it does not capture",
+    ),
+    (
+        "broken",
+        "support-broken",
+        (
+            "EAGLE-3 can be enabled, but the ids reach no capture loop (or cannot be followed): nothing, or the wrong"
+            " thing, is captured"
+        ),
+    ),
+    (
+        "1 error",
+        "support-supported flagged sev-error",
+        (
+            "a support word outlined in red, with the count (amber: a warning): an error finding concerns this class,"
+            " whatever its support says; a served draft may get other states than it was trained on, or crash the"
+            " engine (see Start here)"
+        ),
+    ),
+    (
+        "none",
+        "support-none",
+        (
+            "no capture path (no capture setter, config attribute or serving-config hook): EAGLE-3 cannot be enabled"
+            " for this class"
+        ),
+    ),
     # A finding's severity is its own consequence's (flowtrace.model.consequence); a rule's
     # listed severity is its default consequence's.
-    ("error", "sev-error", "the draft silently receives other states than it was trained on (silent_wrong), or a request accepted at start-up raises (crash_serving)"),
-    ("warning", "sev-warning", "the model claims support and start-up dies on an error that does not say why (crash_startup), or it works today and breaks on another convention (fragile)"),
-    ("info", "sev-info", "the engine refuses the model at start-up with its own message (refused_startup), or a capability note; a finding's severity follows its own consequence, a rule's listed severity is its default consequence's"),
+    (
+        "error",
+        "sev-error",
+        (
+            "the draft silently receives other states than it was trained on (silent_wrong), or a request accepted at"
+            " start-up raises (crash_serving)"
+        ),
+    ),
+    (
+        "warning",
+        "sev-warning",
+        (
+            "the model claims support and start-up dies on an error that does not say why (crash_startup), or it works"
+            " today and breaks on another convention (fragile)"
+        ),
+    ),
+    (
+        "info",
+        "sev-info",
+        (
+            "the engine refuses the model at start-up with its own message (refused_startup), or a capability note; a"
+            " finding's severity follows its own consequence, a rule's listed severity is its default consequence's"
+        ),
+    ),
 )
 SEVERITY_ORDER = ("error", "warning", "info")
 # What the "start here" section lists, and what turns a matrix row from its support colour to the
@@ -79,7 +141,12 @@ SNIPPET_CONTEXT = 3
 # derived (graph, paths, examples, snippets); the copy keeps the flowtrace.scan/1 data + rules.
 RENDER_ONLY_KEYS = ("sources", "graph", "paths", "examples")
 # probe-engine runs (flowtrace probe engine): the installed engine agreed / disagreed with the static trace
-PROBE_MARKS = {"confirmed": "confirmed", "refuted": "refuted", "runtime-confirmed": "confirmed", "runtime-refuted": "refuted"}
+PROBE_MARKS = {
+    "confirmed": "confirmed",
+    "refuted": "refuted",
+    "runtime-confirmed": "confirmed",
+    "runtime-refuted": "refuted",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,7 +228,13 @@ def json_for_script(obj: Any) -> Markup:
     escaped too for any consumer that evaluates the text as JS.
     """
     text = json.dumps(_finite(obj), ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for raw, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(raw, esc)
     return Markup(text)  # noqa: S704 - escaped above for the script-data context
 
@@ -258,7 +331,9 @@ class Sources:
         lines = self.cache[file]
         if n not in lines:
             return ()
-        return tuple(SnippetLine(i, lines[i].rstrip("\r\n"), i == n) for i in range(n - context, n + context + 1) if i in lines)
+        return tuple(
+            SnippetLine(i, lines[i].rstrip("\r\n"), i == n) for i in range(n - context, n + context + 1) if i in lines
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,7 +546,11 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         line=_int(raw.get("line")),
         href=link(raw.get("file"), raw.get("line")),
         support=support,
-        support_title=f"EAGLE-3 draft: consumes the aux hidden states (capture analysis: {verdict})" if draft else dict((t, d) for t, _, d in LEGEND).get(support, ""),
+        support_title=(
+            f"EAGLE-3 draft: consumes the aux hidden states (capture analysis: {verdict})"
+            if draft
+            else dict((t, d) for t, _, d in LEGEND).get(support, "")
+        ),
         support_css=_support_css(support),
         support_rank=SUPPORT_ORDER.index(support) if support in SUPPORT_ORDER else len(SUPPORT_ORDER),
         registered=bool(raw.get("registered")),
@@ -487,9 +566,17 @@ def _model_view(raw: dict[str, Any], index: int, ids: IdAllocator, link: SourceL
         mechanism=mechanism,
         default_layers=_one_line(_str(c.get("default_layers"))),
         setter_owner=_setter_owner(qualname, _str((setter or {}).get("qualname"))),
-        id_source=(_str(source.get("kind")), _str(source.get("label")), _str(source.get("at"))) if source and not setter else None,
+        id_source=(
+            (_str(source.get("kind")), _str(source.get("label")), _str(source.get("at")))
+            if source and not setter
+            else None
+        ),
         id_source_href=link(*file_line(_str(source.get("at")))) if source and not setter else None,
-        delegates=_short_qualname(_str(c.get("delegates_to")), 1) if "." in _str(c.get("delegates_to")).removeprefix("self.") else _str(c.get("delegates_to")),
+        delegates=(
+            _short_qualname(_str(c.get("delegates_to")), 1)
+            if "." in _str(c.get("delegates_to")).removeprefix("self.")
+            else _str(c.get("delegates_to"))
+        ),
         emb=_tristate(c.get("embedding_capturable")) if capture else ("—", "unknown"),
         last=_tristate(c.get("last_layer_capturable")) if capture else ("—", "unknown"),
         problems=[_str(p) for p in _list(c.get("problems"))],
@@ -582,7 +669,9 @@ def _rules_meta(raw: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _finding_view(f: dict[str, Any], code: str, i: int, ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex) -> FindingView:
+def _finding_view(
+    f: dict[str, Any], code: str, i: int, ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex
+) -> FindingView:
     """One finding, attached to every row it concerns (each row lists it in its class view)."""
     rows = index.rows_of(f)
     model = index.find(f.get("symbol"))
@@ -622,7 +711,9 @@ def _severity_rank(severity: str) -> int:
     return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else len(SEVERITY_ORDER)
 
 
-def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex) -> list[RuleGroup]:
+def _rule_groups(
+    doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sources: Sources, index: ModelIndex
+) -> list[RuleGroup]:
     """The findings by rule, the rules ordered by consequence (errors first, then warnings,
     then info; by code within one severity), each rule's findings by place."""
     meta = _rules_meta(doc.get("rules"))
@@ -635,7 +726,13 @@ def _rule_groups(doc: dict[str, Any], ids: IdAllocator, link: SourceLinks, sourc
     for code in sorted(by_rule):
         items = sorted(
             by_rule[code],
-            key=lambda f: (_str(f.get("file")), _int(f.get("line")) or 0, _str(f.get("fingerprint")), _str(f.get("message")), _str(f.get("symbol"))),
+            key=lambda f: (
+                _str(f.get("file")),
+                _int(f.get("line")) or 0,
+                _str(f.get("fingerprint")),
+                _str(f.get("message")),
+                _str(f.get("symbol")),
+            ),
         )
         pending.append((code, [_finding_view(f, code, i, ids, link, sources, index) for i, f in enumerate(items, 1)]))
     groups: list[RuleGroup] = []
@@ -661,7 +758,9 @@ def start_here(groups: list[RuleGroup]) -> list[FindingView]:
     states before crashes), then by rule and place: what a reader should look at first."""
 
     def key(f: FindingView) -> tuple:
-        consequence = CONSEQUENCE_ORDER.index(f.consequence) if f.consequence in CONSEQUENCE_ORDER else len(CONSEQUENCE_ORDER)
+        consequence = (
+            CONSEQUENCE_ORDER.index(f.consequence) if f.consequence in CONSEQUENCE_ORDER else len(CONSEQUENCE_ORDER)
+        )
         return (_severity_rank(f.severity), consequence, f.rule, f.file, f.line or 0)
 
     return sorted((f for g in groups for f in g.findings if f.triage), key=key)
@@ -702,7 +801,9 @@ def _probe_view(probe: dict[str, Any], index: ModelIndex) -> ProbeView:
         warnings=[_str(w) for w in _list(probe.get("warnings"))],
         strip=svg_layout.boundary_strip(num_layers, rows) if num_layers is not None and rows else None,
         model_id=model.id if model else None,
-        device=" ".join(p for p in (_str(probe.get("device")), _str(probe.get("dtype")), _str(probe.get("execution"))) if p),
+        device=" ".join(
+            p for p in (_str(probe.get("device")), _str(probe.get("dtype")), _str(probe.get("execution"))) if p
+        ),
     )
 
 
@@ -852,7 +953,14 @@ def _matrix_order(m: ModelView) -> tuple[int, int, int]:
     return (TRIAGE_SEVERITIES.index(m.flag) if m.flag else len(TRIAGE_SEVERITIES), m.support_rank, m.index)
 
 
-def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: dict[str, Any] | None = None, title: str | None = None, link_origin: str | None = None) -> dict[str, Any]:
+def build_context(
+    doc: dict[str, Any],
+    *,
+    link_base: str | None = None,
+    probe: dict[str, Any] | None = None,
+    title: str | None = None,
+    link_origin: str | None = None,
+) -> dict[str, Any]:
     """Everything the template reads, computed once in Python (sorting, anchors, layouts), in
     named phases: 1 the model views, 2 the findings on the rows they concern, 3 the probe,
     4 the pictures, 5 the summary, 6 the page's script data and assets."""
@@ -894,13 +1002,23 @@ def build_context(doc: dict[str, Any], *, link_base: str | None = None, probe: d
     }
 
 
-def _page(doc: dict[str, Any], probe: dict[str, Any] | None, findings: list[FindingView], default: ModelView | None, link: SourceLinks) -> dict[str, Any]:
+def _page(
+    doc: dict[str, Any],
+    probe: dict[str, Any] | None,
+    findings: list[FindingView],
+    default: ModelView | None,
+    link: SourceLinks,
+) -> dict[str, Any]:
     """Phase 6: the page's embedded data (the scan document without its bulky derived keys,
     the probe, what the script needs), its assets and their CSP, and the plain tables."""
     data = {
         "doc": {k: v for k, v in doc.items() if k not in RENDER_ONLY_KEYS},
         "probe": probe,
-        "ui": {"findings": [f.anchor for f in findings], "default_model": default.id if default else None, "link_prefix": link.prefix},
+        "ui": {
+            "findings": [f.anchor for f in findings],
+            "default_model": default.id if default else None,
+            "link_prefix": link.prefix,
+        },
     }
     css, js = _asset("report.css"), _asset("report.js")
     # --method all: the method filters' script, only on such a page (a plain report is unchanged)
@@ -975,7 +1093,14 @@ def _environment() -> jinja2.Environment:
     return _ENV
 
 
-def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None = None, title: str | None = None, link_origin: str | None = None) -> str:
+def render_html(
+    doc: dict,
+    *,
+    link_base: str | None = None,
+    probe: dict | None = None,
+    title: str | None = None,
+    link_origin: str | None = None,
+) -> str:
     """One self-contained HTML report for a ``flowtrace.scan/1`` document (see module doc);
     ``link_origin`` says in the footer where ``link_base`` came from (a git remote, a release)."""
     context = build_context(doc, link_base=link_base, probe=probe, title=title, link_origin=link_origin)
@@ -983,7 +1108,9 @@ def render_html(doc: dict, *, link_base: str | None = None, probe: dict | None =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flowtrace.render.html", description="Render a flowtrace.scan/1 JSON document to HTML.")
+    parser = argparse.ArgumentParser(
+        prog="python -m flowtrace.render.html", description="Render a flowtrace.scan/1 JSON document to HTML."
+    )
     parser.add_argument("doc", nargs="?", help="scan JSON (flowtrace scan PATH --format json)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     parser.add_argument("--link-base", help="source links as {link_base}/{file}#L{line}")

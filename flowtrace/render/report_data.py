@@ -21,7 +21,12 @@ SNIPPET_CONTEXT = 3
 
 
 def _step(kind: str, label: str, location: F.Location | None) -> dict[str, Any]:
-    return {"kind": kind, "label": label, "file": location.file if location else None, "line": location.line if location else None}
+    return {
+        "kind": kind,
+        "label": label,
+        "file": location.file if location else None,
+        "line": location.line if location else None,
+    }
 
 
 def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
@@ -33,11 +38,22 @@ def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
             continue
         steps = [_step("config", " or ".join(keys) or "draft config ids", None)]
         for s in c.chain:
-            steps.append(_step("setter", f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} ({s.id_transform})", s.location))
+            steps.append(
+                _step("setter", f"{s.class_qualname.rsplit('.', 1)[-1]}.{s.method} ({s.id_transform})", s.location)
+            )
         if c.site is not None:
-            attribute = c.site.attribute or next((w.rsplit(".", 1)[-1] for s in c.chain for w in s.writes), "capture attribute")
+            attribute = c.site.attribute or next(
+                (w.rsplit(".", 1)[-1] for s in c.chain for w in s.writes), "capture attribute"
+            )
             steps.append(_step("attribute", f"{(c.holder or '').rsplit('.', 1)[-1]}.{attribute}", c.site.location))
-            steps.append(_step("loop", f"{c.site.function}: for {c.site.loop_variable} in {c.site.loop_range} — {c.site.mechanism}, point {c.point}", c.site.location))
+            steps.append(
+                _step(
+                    "loop",
+                    f"{c.site.function}: for {c.site.loop_variable} in {c.site.loop_range} — {c.site.mechanism}, point"
+                    f" {c.point}",
+                    c.site.location,
+                )
+            )
             for evidence in c.point_evidence:
                 steps.append(_step("loop", c.point_note, evidence))
             steps.append(_step("container", c.site.container or "aux", c.site.location))
@@ -50,7 +66,9 @@ def capture_paths(result: ScanResult) -> dict[str, list[dict[str, Any]]]:
             if ff.fc_definitions and ff.concat_sites:
                 steps.append(_step("concat", ff.concat_sites[0].expression, ff.concat_sites[0].location))
                 fc = ff.fc_definitions[0]
-                steps.append(_step("fc", f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc(in_features={fc.in_features})", fc.location))
+                steps.append(
+                    _step("fc", f"{fc.class_qualname.rsplit('.', 1)[-1]}.fc(in_features={fc.in_features})", fc.location)
+                )
         paths[row.qualname] = steps
     return paths
 
@@ -75,7 +93,10 @@ def worked_examples(result: ScanResult) -> dict[str, dict[str, Any]]:
 def rule_texts() -> dict[str, dict[str, str]]:
     from flowtrace.checks.base import all_rules
 
-    return {r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix} for r in all_rules()}
+    return {
+        r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix}
+        for r in all_rules()
+    }
 
 
 def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, str]]:
@@ -114,7 +135,10 @@ def report_extras(result: ScanResult, findings: list, derived: dict[str, Any] | 
     """What the report needs beyond ``flowtrace.scan/1``, computed from the scan itself;
     ``derived``: :func:`derived_extras` when the caller has it already. The source snippets
     are read from the files each time (text, not facts)."""
-    return {**(derived if derived is not None else derived_extras(result)), "sources": source_snippets(result, findings)}
+    return {
+        **(derived if derived is not None else derived_extras(result)),
+        "sources": source_snippets(result, findings),
+    }
 
 
 def scan_json_with_report(result: ScanResult, findings: list, keep: Keep | None = None) -> str:
@@ -127,7 +151,9 @@ def scan_json_with_report(result: ScanResult, findings: list, keep: Keep | None 
     def derived() -> list[tuple[str, str]]:
         return [(name, value_text(value)) for name, value in derived_extras(result).items()]
 
-    report = (keep("json:report", derived) if keep is not None else derived()) + [("sources", value_text(source_snippets(result, findings)))]
+    report = (keep("json:report", derived) if keep is not None else derived()) + [
+        ("sources", value_text(source_snippets(result, findings)))
+    ]
     return object_text(member_texts(result, findings, keep) + [("report", object_text(report))]) + "\n"
 
 

@@ -48,15 +48,24 @@ def severity_words(rule: type[Rule]) -> str:
     others = [c for c in rule.other_consequences if c != rule.consequence]
     words = f"{rule.severity} (default consequence {_consequence_word(rule.consequence)}"
     if others:
-        words += "; a finding may instead be " + ", ".join(f"{_consequence_word(c)} -> {severity_of(c)}" for c in others)
+        words += "; a finding may instead be " + ", ".join(
+            f"{_consequence_word(c)} -> {severity_of(c)}" for c in others
+        )
     return words + ")"
 
 
 def rule_text(rule: type[Rule]) -> str:
     """The full plain-text explanation (``flowtrace explain``, SARIF ``help.text``)."""
     lines = [
-        f"{rule.code} {rule.name}: {severity_words(rule)}", "", rule.summary, "", f"Why: {rule.rationale}", "", f"Fix: {rule.fix}",
-        "", f"Severity: {how_severity_follows()}",
+        f"{rule.code} {rule.name}: {severity_words(rule)}",
+        "",
+        rule.summary,
+        "",
+        f"Why: {rule.rationale}",
+        "",
+        f"Fix: {rule.fix}",
+        "",
+        f"Severity: {how_severity_follows()}",
     ]
     for title, examples in (("Valid", rule.valid), ("Invalid", rule.invalid)):
         block = _examples_text(title, examples)
@@ -121,8 +130,14 @@ def rules_markdown(rules: list[type[Rule]] | None = None) -> str:
     ]
     for r in rules:
         summary = r.summary.replace("|", "\\|").replace("\n", " ")
-        others = ", ".join(f"{_consequence_word(c)} ({severity_of(c)})" for c in r.other_consequences if c != r.consequence) or "-"
-        lines.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {_consequence_word(r.consequence)} | {others} | {summary} |")
+        others = (
+            ", ".join(f"{_consequence_word(c)} ({severity_of(c)})" for c in r.other_consequences if c != r.consequence)
+            or "-"
+        )
+        lines.append(
+            f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {_consequence_word(r.consequence)} |"
+            f" {others} | {summary} |"
+        )
     lines.append("")
     for r in rules:
         lines.append(rule_markdown(r))

@@ -45,12 +45,20 @@ def rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
         "help": {"text": rule_text(rule), "markdown": rule_markdown(rule, heading="###")},
         "helpUri": help_uri(rule.code),
         "defaultConfiguration": {"level": LEVELS.get(rule.severity, "warning")},
-        "properties": {"tags": ["flowtrace", "eagle3"], "problem.severity": PROBLEM_SEVERITY.get(rule.severity, "warning")},
+        "properties": {
+            "tags": ["flowtrace", "eagle3"],
+            "problem.severity": PROBLEM_SEVERITY.get(rule.severity, "warning"),
+        },
     }
 
 
 def _physical(uri: str, line: int) -> dict[str, Any]:
-    return {"physicalLocation": {"artifactLocation": {"uri": uri, "uriBaseId": SRCROOT}, "region": {"startLine": max(int(line), 1)}}}
+    return {
+        "physicalLocation": {
+            "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
+            "region": {"startLine": max(int(line), 1)},
+        }
+    }
 
 
 def _code_flow(f: Finding, uri) -> dict[str, Any]:
@@ -61,7 +69,9 @@ def _code_flow(f: Finding, uri) -> dict[str, Any]:
     for i, step in enumerate(f.flow, 1):
         location = _physical(uri(step.file), step.line)
         label = f.flow_labels[i - 1] if i <= len(f.flow_labels) else f"step {i} of {len(f.flow)}"
-        location["message"] = {"text": label + (" (reported here)" if (step.file, step.line) == (f.file, f.line) else "")}
+        location["message"] = {
+            "text": label + (" (reported here)" if (step.file, step.line) == (f.file, f.line) else "")
+        }
         entry: dict[str, Any] = {"location": location, "executionOrder": i}
         if (step.file, step.line) == (f.file, f.line):
             entry["importance"] = "essential"
@@ -69,7 +79,9 @@ def _code_flow(f: Finding, uri) -> dict[str, Any]:
     return {"message": {"text": f.message}, "threadFlows": [{"locations": steps}]}
 
 
-def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None) -> dict[str, Any]:
+def sarif_document(
+    findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None
+) -> dict[str, Any]:
     from urllib.parse import quote
 
     from flowtrace.lint.display_paths import display_base, display_path
@@ -86,7 +98,14 @@ def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None 
     for f in findings:
         if f.rule not in index:  # a finding of a rule that is not registered: describe it minimally
             index[f.rule] = len(descriptors)
-            descriptors.append({"id": f.rule, "name": f.name, "shortDescription": {"text": f.name}, "defaultConfiguration": {"level": LEVELS.get(f.severity, "warning")}})
+            descriptors.append(
+                {
+                    "id": f.rule,
+                    "name": f.name,
+                    "shortDescription": {"text": f.name},
+                    "defaultConfiguration": {"level": LEVELS.get(f.severity, "warning")},
+                }
+            )
         result: dict[str, Any] = {
             "ruleId": f.rule,
             "ruleIndex": index[f.rule],
@@ -136,5 +155,7 @@ def sarif_document(findings: Iterable[Finding], *, root: Path, cwd: Path | None 
     }
 
 
-def to_sarif(findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None) -> str:
+def to_sarif(
+    findings: Iterable[Finding], *, root: Path, cwd: Path | None = None, rules: list[type[Rule]] | None = None
+) -> str:
     return json.dumps(sarif_document(findings, root=root, cwd=cwd, rules=rules), indent=2, ensure_ascii=False) + "\n"

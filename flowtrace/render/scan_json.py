@@ -120,7 +120,12 @@ def _capture(row: ModelRow, project: Any = None) -> dict[str, Any] | None:
         "transform_note": entry.note,
         # link 2 whole: every setter the ids pass through, outermost first
         "transform_chain": [
-            {"setter": f"{t.owner}.{t.method}", "transform": t.transform, "file": t.location.file, "line": t.location.line}
+            {
+                "setter": f"{t.owner}.{t.method}",
+                "transform": t.transform,
+                "file": t.location.file,
+                "line": t.location.line,
+            }
             for t in chain.transforms
         ],
         "delegates_to": c.delegates_to,
@@ -223,7 +228,11 @@ def model_json(row: ModelRow, project: Any = None) -> dict[str, Any]:
         "architectures": list(row.architectures),
         "support": row.support,
         "capture": capture,
-        **({"id_source": source_json(row.chain)} if row.capture is None and row.chain is not None and not row.chain.setter_driven else {}),
+        **(
+            {"id_source": source_json(row.chain)}
+            if row.capture is None and row.chain is not None and not row.chain.setter_driven
+            else {}
+        ),
     }
 
 
@@ -249,7 +258,17 @@ def source_json(chain: CaptureChain) -> dict[str, Any]:
         "decided_at": _where(stated.location) if stated is not None else None,
         "written_layout": layout.expression if layout is not None else None,
         "builder": layout.builder if layout is not None else None,
-        "capture_site": {"file": site.location.file, "line": site.location.line, "mechanism": mechanism(chain), "point": point(chain), "note": site.note} if site is not None else None,
+        "capture_site": (
+            {
+                "file": site.location.file,
+                "line": site.location.line,
+                "mechanism": mechanism(chain),
+                "point": point(chain),
+                "note": site.note,
+            }
+            if site is not None
+            else None
+        ),
         "concat_order": chain.concat.order if chain.concat is not None else F.ConcatOrder.LOOP,
         "defaults_at": _where(production.default.location) if production.default is not None else None,
         "problems": [p.text for p in chain.problems],
@@ -261,7 +280,12 @@ def _choice(result: ScanResult) -> Any:
     c = result.choice
     if c is None:
         return ABSENT
-    return {"profiles": list(c.names), "how": c.how, "reason": c.reason, "package_map": {a: b for a, b in c.package_map}}
+    return {
+        "profiles": list(c.names),
+        "how": c.how,
+        "reason": c.reason,
+        "package_map": {a: b for a, b in c.package_map},
+    }
 
 
 def drafts_json(files) -> list[dict[str, Any]]:  # noqa: ANN001
@@ -269,8 +293,25 @@ def drafts_json(files) -> list[dict[str, Any]]:  # noqa: ANN001
     out = []
     for ff in files:
         for fc in ff.fc_definitions:
-            reads = [{"key": r.key, "default": r.default, "file": r.location.file, "line": r.location.line, "function": r.function} for r in ff.config_reads]
-            out.append({"class": fc.class_qualname, "file": fc.location.file, "line": fc.location.line, "fc_in_features": fc.in_features, "reads_ids": reads})
+            reads = [
+                {
+                    "key": r.key,
+                    "default": r.default,
+                    "file": r.location.file,
+                    "line": r.location.line,
+                    "function": r.function,
+                }
+                for r in ff.config_reads
+            ]
+            out.append(
+                {
+                    "class": fc.class_qualname,
+                    "file": fc.location.file,
+                    "line": fc.location.line,
+                    "fc_in_features": fc.in_features,
+                    "reads_ids": reads,
+                }
+            )
     return sorted(out, key=lambda d: (d["file"], d["line"], d["class"]))
 
 
@@ -384,20 +425,26 @@ def members(result: ScanResult, findings: list[Finding] | None = None, keep: Kee
         }),
         ("models", False, models),
         ("capture_modes", True, lambda: sorted(
-            ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function} for ff in files for m in ff.capture_modes),
+            ({"file": m.location.file, "line": m.location.line, "mode": m.mode, "function": m.function}
+             for ff in files for m in ff.capture_modes),
             key=lambda d: (d["file"], d["line"], d["mode"]),
         )),
         ("concat_sites", True, lambda: sorted(
-            ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function} for ff in files for c in ff.concat_sites),
+            ({"file": c.location.file, "line": c.location.line, "expression": c.expression, "function": c.function}
+             for ff in files for c in ff.concat_sites),
             key=lambda d: (d["file"], d["line"], d["expression"]),
         )),
-        ("drafts", True, lambda: drafts_json(files) if any(r.chain is not None and not r.chain.setter_driven for r in result.rows) else ABSENT),
-        ("diagnostics", True, lambda: [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason} for d in result.index.diagnostics]),
+        ("drafts", True, lambda: drafts_json(files)
+         if any(r.chain is not None and not r.chain.setter_driven for r in result.rows) else ABSENT),
+        ("diagnostics", True, lambda: [{"file": d.file, "line": d.line, "kind": d.kind, "reason": d.reason}
+                                       for d in result.index.diagnostics]),
         ("findings", False, lambda: [finding_json(f) for f in listed]),
     ]  # fmt: skip
 
 
-def scan_document(result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False) -> dict[str, Any]:
+def scan_document(
+    result: ScanResult, findings: list[Finding] | None = None, *, include_graph: bool = False
+) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     for name, _, compute in members(result, findings):
         value = compute()
@@ -417,10 +464,18 @@ def object_text(items: list[tuple[str, str]]) -> str:
     JSON string never holds a raw newline), so texts kept from an earlier scan fit as they are."""
     if not items:
         return "{}"
-    return "{\n" + ",\n".join(f"  {json.dumps(name, ensure_ascii=False)}: {text.replace(chr(10), chr(10) + '  ')}" for name, text in items) + "\n}"
+    return (
+        "{\n"
+        + ",\n".join(
+            f"  {json.dumps(name, ensure_ascii=False)}: {text.replace(chr(10), chr(10) + '  ')}" for name, text in items
+        )
+        + "\n}"
+    )
 
 
-def member_texts(result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None) -> list[tuple[str, str]]:
+def member_texts(
+    result: ScanResult, findings: list[Finding] | None = None, keep: Keep | None = None
+) -> list[tuple[str, str]]:
     """``(name, text)`` of every member present; ``keep`` supplies the facts-only ones."""
     out = []
     for name, facts_only, compute in members(result, findings, keep):

@@ -201,7 +201,14 @@ def collapse_config_readers(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
     """
     out = g.copy()
     for key in sorted(n for n, d in g.nodes(data=True) if d.get("kind") == "config"):
-        found = {v for _, v, d in g.out_edges(key, data=True) if d.get("label") == "read" and g.nodes[v].get("kind") == "config" and g.out_degree(v) == 0 and g.in_degree(v) == 1}
+        found = {
+            v
+            for _, v, d in g.out_edges(key, data=True)
+            if d.get("label") == "read"
+            and g.nodes[v].get("kind") == "config"
+            and g.out_degree(v) == 0
+            and g.in_degree(v) == 1
+        }
         readers = sorted(found, key=lambda v: (*_sort_location(g.nodes[v]), v))  # reading order
         if len(readers) < 2:
             continue
@@ -302,7 +309,9 @@ def layout_graph(g: nx.MultiDiGraph, truncated: int = 0) -> GraphLayout | None:
     col = _columns(g)
     ncols = max(col.values()) + 1
     columns: list[list[str]] = [[] for _ in range(ncols)]
-    for n in sorted(g.nodes, key=lambda n: (_kind_rank(_text(g.nodes[n].get("kind"))), _text(g.nodes[n].get("label")), n)):
+    for n in sorted(
+        g.nodes, key=lambda n: (_kind_rank(_text(g.nodes[n].get("kind"))), _text(g.nodes[n].get("label")), n)
+    ):
         columns[col[n]].append(n)
 
     _barycenter_sweeps(g, columns)
@@ -429,7 +438,10 @@ def boundary_strip(num_layers: int, rows: Iterable[tuple[str, Iterable[Any]]]) -
                 order.setdefault(b, i)
             else:
                 outside.append(b)  # type: ignore[arg-type]
-        cells = tuple(StripCell(boundary=b, x=round(label_w + b * cell_w, 1), hit=b in order, order=order.get(b)) for b in range(n))
+        cells = tuple(
+            StripCell(boundary=b, x=round(label_w + b * cell_w, 1), hit=b in order, order=order.get(b))
+            for b in range(n)
+        )
         out_rows.append(StripRow(label=label, y=y, cells=cells, outside=tuple(outside)))
         y += 22.0
     if not out_rows:

@@ -73,7 +73,19 @@ def model_matrix(
     rows = [_cells(r, category.get(r.qualname, r.support)) for r in ordered]
     # "id source": a setter, a config attribute, a build context or the serving config (a
     # hook engine has no setter); the same columns for every engine.
-    headers = ["class", "registered", "support", "id transform", "default layers", "capture point", "emb", "last", "id source", "capture site", "class at"]
+    headers = [
+        "class",
+        "registered",
+        "support",
+        "id transform",
+        "default layers",
+        "capture point",
+        "emb",
+        "last",
+        "id source",
+        "capture site",
+        "class at",
+    ]
     if counts is not None:
         headers.append("findings")
         rows = [row + [counts.get(r.qualname, "-")] for row, r in zip(rows, ordered)]
@@ -153,8 +165,19 @@ def _source_row(r, chain: CaptureChain, kind: str) -> list[str]:  # noqa: ANN001
     how = mechanism(chain)
     shown = f"{point(chain)}" + (f" ({how})" if how else "")
     emb, last = capturability(chain)
-    return [r.name, "reg" if r.registered else "-", kind, str(production.id_transform), " ".join(default.split()), shown, _yn(emb), _yn(last),
-            f"{source.word}: {where}", f"{site.location}" if site is not None else "-", f"{r.location}"]
+    return [
+        r.name,
+        "reg" if r.registered else "-",
+        kind,
+        str(production.id_transform),
+        " ".join(default.split()),
+        shown,
+        _yn(emb),
+        _yn(last),
+        f"{source.word}: {where}",
+        f"{site.location}" if site is not None else "-",
+        f"{r.location}",
+    ]
 
 
 def findings_text(findings: list[Finding], *, concise: bool = False) -> str:
@@ -176,7 +199,9 @@ def row_counts(result: ScanResult) -> tuple[int, int]:
     return len(result.rows), sum(1 for kind in kinds.values() if kind in CAPTURING)
 
 
-def summary_line(result: ScanResult, findings: list[Finding] | None = None, counts: tuple[int, int] | None = None) -> str:
+def summary_line(
+    result: ScanResult, findings: list[Finding] | None = None, counts: tuple[int, int] | None = None
+) -> str:
     """The one stderr line of a scan; ``counts``: :func:`row_counts`, when already known (a
     warm scan keeps them with the facts they follow from, and then resolves no row)."""
     s = result.index.stats
@@ -228,7 +253,12 @@ def _names(names: list[str]) -> str:
 
 def scan_text(result: ScanResult, findings: list[Finding] | None) -> str:
     chosen = f" (by {result.choice.how}: {result.choice.reason})" if result.choice is not None else ""
-    out = [f"engine profile(s): {result.engine}{chosen}    root: {result.root}", "", model_matrix(result), *serving_text(result)]
+    out = [
+        f"engine profile(s): {result.engine}{chosen}    root: {result.root}",
+        "",
+        model_matrix(result),
+        *serving_text(result),
+    ]
     if findings:
         out += ["", f"findings ({len(findings)}):", findings_text(findings, concise=True)]
     if result.index.diagnostics:
