@@ -86,7 +86,10 @@ def _open_regular(path: Path) -> tuple[int, int]:
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise CheckpointError(f"{path}: not a regular file (a device, FIFO, socket or folder, possibly behind a symlink); refusing to read it")
+        raise CheckpointError(
+            f"{path}: not a regular file (a device, FIFO, socket or folder, possibly behind a symlink); refusing to"
+            " read it"
+        )
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -104,7 +107,9 @@ def _read_exact(fd: int, count: int, path: Path, what: str) -> bytes:
     while left:
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
-            raise CheckpointError(f"{path}: truncated: the file ends inside the {what} ({count - left} of {count} bytes)")
+            raise CheckpointError(
+                f"{path}: truncated: the file ends inside the {what} ({count - left} of {count} bytes)"
+            )
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
@@ -181,7 +186,9 @@ def _tensor(name: object, entry: object, path: Path, data_size: int) -> Tensor:
         raise CheckpointError(f"{path}: header entry {name[:60]!r} lacks a valid dtype, shape or data_offsets")
     assert isinstance(shape, list) and isinstance(offsets, list)  # ints() checked both; tells the type checker
     if offsets[1] < offsets[0] or offsets[1] > data_size:
-        raise CheckpointError(f"{path}: truncated: tensor {name[:60]!r} ends at byte {offsets[1]} of a {data_size}-byte data section")
+        raise CheckpointError(
+            f"{path}: truncated: tensor {name[:60]!r} ends at byte {offsets[1]} of a {data_size}-byte data section"
+        )
     return Tensor(name, dtype, tuple(shape))
 
 
@@ -194,7 +201,9 @@ def read_header(path: str | Path) -> tuple[Tensor, ...]:
             raise CheckpointError(f"{p}: truncated: {size} bytes, shorter than the 8-byte safetensors header length")
         length = int.from_bytes(_read_exact(fd, 8, p, "header length"), "little")
         if length > MAX_HEADER_BYTES:
-            raise CheckpointError(f"{p}: header length {length} bytes is absurd (limit {MAX_HEADER_BYTES}); not a safetensors file?")
+            raise CheckpointError(
+                f"{p}: header length {length} bytes is absurd (limit {MAX_HEADER_BYTES}); not a safetensors file?"
+            )
         if length > size - 8:
             raise CheckpointError(f"{p}: truncated: header length {length} bytes but only {size - 8} bytes follow")
         header = _load_json(_read_exact(fd, length, p, "header"), p, "safetensors header")
@@ -214,7 +223,9 @@ def _shard_names(directory: Path) -> tuple[Path, dict[str, str]]:
     finally:
         os.close(fd)
     weight_map = data.get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
         raise CheckpointError(f"{index}: no 'weight_map' of tensor name -> shard file")
     for shard in set(weight_map.values()):
         if Path(shard).name != shard or shard in ("", ".", ".."):
@@ -258,14 +269,26 @@ def read_draft_checkpoint(directory: str | Path) -> DraftCheckpoint | None:
     if (d / INDEX_FILE).exists() or (d / INDEX_FILE).is_symlink():
         index, weight_map = _shard_names(d)
         fc_names = sorted((n for n in weight_map if is_fc_weight(n)), key=lambda n: (len(n), n))
-        shard = d / weight_map[fc_names[0]] if fc_names else d / sorted(set(weight_map.values()))[0] if weight_map else None
+        shard = (
+            d / weight_map[fc_names[0]] if fc_names else d / sorted(set(weight_map.values()))[0] if weight_map else None
+        )
         if shard is None:
             raise CheckpointError(f"{index}: the weight_map is empty")
         tensors = list(read_header(shard))
         fc = next((t for t in tensors if fc_names and t.name == fc_names[0]), None)
         if fc_names and fc is None:
-            raise CheckpointError(f"{shard}: the index says {fc_names[0]!r} is here, but the header does not declare it")
-        return DraftCheckpoint(str(d), str(shard), (str(shard),), len(weight_map), fc.name if fc else None, fc.shape if fc else None, namings(list(weight_map)))
+            raise CheckpointError(
+                f"{shard}: the index says {fc_names[0]!r} is here, but the header does not declare it"
+            )
+        return DraftCheckpoint(
+            str(d),
+            str(shard),
+            (str(shard),),
+            len(weight_map),
+            fc.name if fc else None,
+            fc.shape if fc else None,
+            namings(list(weight_map)),
+        )
     single = d / SINGLE_FILE
     if not single.exists() and not single.is_symlink():
         candidates = sorted(p for p in d.glob("*.safetensors"))
@@ -274,7 +297,15 @@ def read_draft_checkpoint(directory: str | Path) -> DraftCheckpoint | None:
         single = candidates[0]
     tensors = list(read_header(single))
     fc = _pick_fc(tensors)
-    return DraftCheckpoint(str(d), str(single), (str(single),), len(tensors), fc.name if fc else None, fc.shape if fc else None, namings([t.name for t in tensors]))
+    return DraftCheckpoint(
+        str(d),
+        str(single),
+        (str(single),),
+        len(tensors),
+        fc.name if fc else None,
+        fc.shape if fc else None,
+        namings([t.name for t in tensors]),
+    )
 
 
 def checkpoint_json(ckpt: DraftCheckpoint, target_hidden: int | None) -> dict[str, Any]:

@@ -79,4 +79,13 @@ def lookup(data: dict[str, Any], dotted: str) -> Any:
     return current
 
 
-__all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "ConfigDocument", "ConfigError", "config_path", "lookup", "read_config", "read_document"]
+__all__ = [
+    "CONFIG_FILE",
+    "MAX_CONFIG_BYTES",
+    "ConfigDocument",
+    "ConfigError",
+    "config_path",
+    "lookup",
+    "read_config",
+    "read_document",
+]

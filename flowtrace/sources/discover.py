@@ -19,7 +19,19 @@ from flowtrace.model.facts import Diagnostic, DiagnosticKind
 if TYPE_CHECKING:
     import pathspec
 
-ALWAYS_EXCLUDED = (".git", ".hg", ".svn", "__pycache__", ".flowtrace_cache", ".tox", ".nox", ".venv", "node_modules", ".mypy_cache", ".pytest_cache")
+ALWAYS_EXCLUDED = (
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".flowtrace_cache",
+    ".tox",
+    ".nox",
+    ".venv",
+    "node_modules",
+    ".mypy_cache",
+    ".pytest_cache",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +98,9 @@ def _pattern_problem(line: str) -> str | None:
     return None
 
 
-def _listing(folder: str, on_error: Callable[[OSError], None]) -> tuple[list[os.DirEntry[str]], list[os.DirEntry[str]]] | None:
+def _listing(
+    folder: str, on_error: Callable[[OSError], None]
+) -> tuple[list[os.DirEntry[str]], list[os.DirEntry[str]]] | None:
     """``(folders, other entries)`` of ``folder``, each sorted by name, as ``os.walk`` splits
     them (a symlink to a folder counts as a folder); None when it cannot be listed. One
     ``scandir`` instead of ``os.walk`` plus a ``stat`` per name: the entries already know
@@ -122,7 +136,9 @@ def _source_file(entry: os.DirEntry[str], rel: str, real_root: str, diagnostics:
         if entry.is_symlink():
             target = os.path.realpath(entry.path)
             if not (target == real_root or target.startswith(real_root + os.sep)):
-                diagnostics.append(Diagnostic(rel, 0, "symlink points outside the scanned root; not read", DiagnosticKind.SKIPPED))
+                diagnostics.append(
+                    Diagnostic(rel, 0, "symlink points outside the scanned root; not read", DiagnosticKind.SKIPPED)
+                )
                 return None
             st = os.stat(entry.path)
         else:
@@ -131,7 +147,9 @@ def _source_file(entry: os.DirEntry[str], rel: str, real_root: str, diagnostics:
         diagnostics.append(Diagnostic(rel, 0, f"cannot stat: {exc.strerror or exc}", DiagnosticKind.UNREADABLE))
         return None
     if not stat.S_ISREG(st.st_mode):
-        diagnostics.append(Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", DiagnosticKind.SKIPPED))
+        diagnostics.append(
+            Diagnostic(rel, 0, "not a regular file (FIFO, socket or device); not read", DiagnosticKind.SKIPPED)
+        )
         return None
     return SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -165,7 +183,14 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
 
     def on_error(error: OSError) -> None:
         where = os.path.relpath(error.filename, root) if error.filename else "."
-        diagnostics.append(Diagnostic(Path(where).as_posix(), 0, f"cannot list directory: {error.strerror or error}", DiagnosticKind.UNREADABLE))
+        diagnostics.append(
+            Diagnostic(
+                Path(where).as_posix(),
+                0,
+                f"cannot list directory: {error.strerror or error}",
+                DiagnosticKind.UNREADABLE,
+            )
+        )
 
     pending: list[tuple[str, str]] = [(str(root), "")]  # (folder, its path relative to root)
     while pending:
@@ -183,7 +208,10 @@ def discover(root: Path, excludes: tuple[str, ...] = ()) -> tuple[list[SourceFil
 
 
 def _read_gitignore(
-    entries: list[os.DirEntry[str]], rel_dir: str, ignore_specs: list[tuple[str, pathspec.PathSpec[Any]]], diagnostics: list[Diagnostic]
+    entries: list[os.DirEntry[str]],
+    rel_dir: str,
+    ignore_specs: list[tuple[str, pathspec.PathSpec[Any]]],
+    diagnostics: list[Diagnostic],
 ) -> None:
     """Add the folder's own ``.gitignore`` (if a plain, readable file) to ``ignore_specs``
     before its entries are filtered, so its patterns apply to this folder and below;
@@ -198,7 +226,9 @@ def _read_gitignore(
             if spec is not None:
                 ignore_specs.append((rel_dir, spec))
             where = f"{rel_dir}/.gitignore" if rel_dir else ".gitignore"
-            diagnostics.extend(Diagnostic(where, number, f"{reason}; ignored", DiagnosticKind.SKIPPED) for number, reason in problems)
+            diagnostics.extend(
+                Diagnostic(where, number, f"{reason}; ignored", DiagnosticKind.SKIPPED) for number, reason in problems
+            )
     except OSError:
         pass
 
@@ -215,7 +245,14 @@ def _folders_to_descend(
         name = entry.name
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if _undecodable(name):
-            diagnostics.append(Diagnostic(_shown(rel), 0, "folder name is not valid UTF-8 (no importable package); not scanned", DiagnosticKind.SKIPPED))
+            diagnostics.append(
+                Diagnostic(
+                    _shown(rel),
+                    0,
+                    "folder name is not valid UTF-8 (no importable package); not scanned",
+                    DiagnosticKind.SKIPPED,
+                )
+            )
             continue
         if name in ALWAYS_EXCLUDED or ignored(rel, True):
             continue
@@ -224,10 +261,21 @@ def _folders_to_descend(
                 diagnostics.append(Diagnostic(rel, 0, "symlinked directory not followed", DiagnosticKind.SKIPPED))
             continue
         if name.endswith(".py"):
-            diagnostics.append(Diagnostic(rel, 0, "a directory named like a Python file; its contents are scanned as a package", DiagnosticKind.SKIPPED))
+            diagnostics.append(
+                Diagnostic(
+                    rel,
+                    0,
+                    "a directory named like a Python file; its contents are scanned as a package",
+                    DiagnosticKind.SKIPPED,
+                )
+            )
         keep.append((entry.path, rel))
     if keep and rel_dir.count("/") + 1 >= _MAX_DEPTH:
-        diagnostics.append(Diagnostic(rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", DiagnosticKind.SKIPPED))
+        diagnostics.append(
+            Diagnostic(
+                rel_dir, 0, f"folders nested deeper than {_MAX_DEPTH} levels; not descended", DiagnosticKind.SKIPPED
+            )
+        )
         keep = []
     return keep
 
@@ -248,7 +296,14 @@ def _python_files(
             continue
         rel = f"{rel_dir}/{name}" if rel_dir else name
         if _undecodable(name):
-            diagnostics.append(Diagnostic(_shown(rel), 0, "file name is not valid UTF-8 (no importable module); not read", DiagnosticKind.SKIPPED))
+            diagnostics.append(
+                Diagnostic(
+                    _shown(rel),
+                    0,
+                    "file name is not valid UTF-8 (no importable module); not read",
+                    DiagnosticKind.SKIPPED,
+                )
+            )
             continue
         if ignored(rel, False):
             continue

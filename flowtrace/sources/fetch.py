@@ -118,7 +118,22 @@ def _other_targets() -> list[list[str]]:
     out = []
     for version in OTHER_PYTHONS:
         abi = "cp" + version.replace(".", "")
-        out.append(["--ignore-requires-python", "--python-version", version, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none", *platforms])
+        out.append(
+            [
+                "--ignore-requires-python",
+                "--python-version",
+                version,
+                "--implementation",
+                "cp",
+                "--abi",
+                abi,
+                "--abi",
+                "abi3",
+                "--abi",
+                "none",
+                *platforms,
+            ]
+        )
     return out
 
 
@@ -138,7 +153,9 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
         extra = shlex.split(os.environ.get("FLOWTRACE_PIP_ARGS", ""))
     except ValueError as exc:
         raise _usage_error(f"FLOWTRACE_PIP_ARGS: cannot split ({exc})") from None
-    env = {k: v for k, v in os.environ.items() if k not in {"PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV"}}
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"PIP_NO_BINARY", "PIP_ONLY_BINARY", "PIP_REQUIRE_VIRTUALENV"}
+    }
     env["PIP_ONLY_BINARY"] = ":all:"
     _progress(f"downloading the {name}=={version} wheel (pip download, no dependencies, never installed)")
     first: subprocess.CompletedProcess[str] | None = None
@@ -148,7 +165,10 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
         first = first or proc
         if proc.returncode == 0 and any(dest.glob("*.whl")):
             if target:
-                _progress(f"no {name}=={version} wheel fits this Python; read the one built for Python {target[target.index('--python-version') + 1]}")
+                _progress(
+                    f"no {name}=={version} wheel fits this Python; read the one built for Python"
+                    f" {target[target.index('--python-version') + 1]}"
+                )
             break
     else:
         proc = first  # the error pip gave for this interpreter is the one to show
@@ -157,7 +177,11 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
         _progress(f"downloaded {wheels[0].name} ({wheels[0].stat().st_size / 1e6:.1f} MB)")
     others = sorted(p.name for p in dest.iterdir() if p.suffix != ".whl")
     if proc is None or proc.returncode != 0 or not wheels:
-        lines = [ln.strip() for ln in ((proc.stderr or "") + "\n" + (proc.stdout or "")).splitlines() if ln.strip()] if proc is not None else []
+        lines = (
+            [ln.strip() for ln in ((proc.stderr or "") + "\n" + (proc.stdout or "")).splitlines() if ln.strip()]
+            if proc is not None
+            else []
+        )
         errors = [ln for ln in lines if ln.startswith("ERROR")]
         why = (errors or lines or ["no wheel downloaded"])[-1]
         raise _usage_error(
@@ -165,23 +189,50 @@ def _download(spec: str, name: str, version: str, dest: Path) -> Path:
             "preparing an sdist runs its build code — unpack an sdist yourself and scan the folder"
         )
     if others or len(wheels) != 1:
-        raise _usage_error(f"pypi:{spec}: unexpected download result {', '.join(p.name for p in wheels) or ''} {' '.join(others)}".rstrip())
+        raise _usage_error(
+            f"pypi:{spec}: unexpected download result {', '.join(p.name for p in wheels) or ''} {' '.join(others)}"
+            .rstrip()
+        )
     return wheels[0]
 
 
-def _pip_download(spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _pip_download(
+    spec: str, name: str, version: str, dest: Path, extra: list[str], target: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """One ``pip download``; pip's progress bar shows on a terminal, else its output is kept
     for the error line."""
     live = _interactive() and not target  # retries stay quiet: their failures are expected
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--disable-pip-version-check",
-        *([] if live else ["--quiet"]), "--dest", str(dest), *extra, *target, "--only-binary=:all:", f"{name}=={version}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-input",
+        "--disable-pip-version-check",
+        *([] if live else ["--quiet"]),
+        "--dest",
+        str(dest),
+        *extra,
+        *target,
+        "--only-binary=:all:",
+        f"{name}=={version}",
     ]
     try:
         if live:
-            done = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                command,
+                stdout=sys.stderr,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=PIP_TIMEOUT_S,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
             return subprocess.CompletedProcess(command, done.returncode, "", done.stderr or "")
-        return subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise _usage_error(f"pypi:{spec}: pip download timed out after {PIP_TIMEOUT_S}s") from None
     except OSError as exc:

@@ -35,7 +35,9 @@ class LinkBase:
 def web_repository(remote: str) -> str | None:
     """``git@github.com:o/r.git`` / ``https://github.com/o/r(.git)`` -> ``https://github.com/o/r``."""
     remote = remote.strip()
-    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", remote) or re.match(r"^https?://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", remote)
+    m = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?$", remote) or re.match(
+        r"^https?://(?:[^@/]+@)?([^/]+)/(.+?)(?:\.git)?/?$", remote
+    )
     if not m or m.group(1).lower() not in _FORGES or m.group(2).count("/") < 1:
         return None
     return f"https://{m.group(1).lower()}/{m.group(2)}"
@@ -88,7 +90,9 @@ def _from_git(root: Path) -> LinkBase | None:
     if web is None or sha is None:
         return None
     sub = root.relative_to(top).as_posix()
-    return LinkBase(f"{web}/blob/{sha}" + (f"/{sub}" if sub != "." else ""), f"git remote origin at commit {sha[:12]}", True)
+    return LinkBase(
+        f"{web}/blob/{sha}" + (f"/{sub}" if sub != "." else ""), f"git remote origin at commit {sha[:12]}", True
+    )
 
 
 def _from_release(root: Path, subdir: str = "") -> LinkBase | None:
@@ -99,14 +103,17 @@ def _from_release(root: Path, subdir: str = "") -> LinkBase | None:
         except OSError:
             continue
         version = headers.get("Version", "").strip()
-        urls = [v.split(",", 1)[-1].strip() for v in headers.get_all("Project-URL") or []] + [headers.get("Home-page", "").strip()]
+        urls = [v.split(",", 1)[-1].strip() for v in headers.get_all("Project-URL") or []] + [
+            headers.get("Home-page", "").strip()
+        ]
         for url in urls:
             web = web_repository(url)
             if web and version:
                 where = f", package folder {sub}/ (the profile's [source] repository_subdir)" if sub else ""
                 return LinkBase(
                     f"{web}/blob/v{version}" + (f"/{sub}" if sub else ""),
-                    f"the release's project URL {web}, tag v{version}{where} (a guess: pass --link-base if the tag or the package's folder differs)",
+                    f"the release's project URL {web}, tag v{version}{where} (a guess: pass --link-base if the tag or"
+                    " the package's folder differs)",
                     False,
                 )
     return None
