@@ -13,7 +13,20 @@ from flowtrace.errors import UsageError
 from flowtrace.index.build import IndexOptions
 from flowtrace.analysis.scan import ScanResult, resolve_root, scan
 
-__all__ = ["IndexOptions", "ScanResult", "UsageError", "answered_for", "compat", "compat_draft", "draft_method", "findings", "html_report", "resolve_root", "scan", "trace"]
+__all__ = [
+    "IndexOptions",
+    "ScanResult",
+    "UsageError",
+    "answered_for",
+    "compat",
+    "compat_draft",
+    "draft_method",
+    "findings",
+    "html_report",
+    "resolve_root",
+    "scan",
+    "trace",
+]
 
 
 def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
@@ -31,8 +44,16 @@ def html_report(result: ScanResult, findings: list, *, link_base: str | None = N
     return render_html(report_document(result, findings), link_base=link_base, probe=probe)
 
 
-def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None = None, target_config: dict | None = None,
-          *, draft_layers: int | None = None):
+def trace(
+    result: ScanResult,
+    model: str,
+    layer_ids: list[int] | None,
+    num_layers: int,
+    hidden_size: int | None = None,
+    target_config: dict | None = None,
+    *,
+    draft_layers: int | None = None,
+):
     """Which boundaries the engine captures for ``model`` and these ids (None: default;
     ``draft_layers``: the draft's layer count, for a method whose runner computes its default
     ids from it)."""
@@ -42,10 +63,24 @@ def trace(result: ScanResult, model: str, layer_ids: list[int] | None, num_layer
         raise UsageError("--num-layers must be a positive integer")
     if num_layers > 100_000:  # the boundary sets are materialised; no model has this many layers
         raise UsageError(f"--num-layers {num_layers} is implausible (at most 100000)")
-    return trace_for_method(result.project, result.model(model), layer_ids, num_layers, hidden_size, target_config, draft_layers=draft_layers)
+    return trace_for_method(
+        result.project,
+        result.model(model),
+        layer_ids,
+        num_layers,
+        hidden_size,
+        target_config,
+        draft_layers=draft_layers,
+    )
 
 
-def compat(result: ScanResult, target_config: str | Path, draft_config: str | Path, trained_with: str | None = None, trained_boundaries: list[int] | str | None = None):
+def compat(
+    result: ScanResult,
+    target_config: str | Path,
+    draft_config: str | Path,
+    trained_with: str | None = None,
+    trained_boundaries: list[int] | str | None = None,
+):
     """The verdict for one deployment: the draft's training layout against what the engine serves.
 
     ``trained_boundaries`` (a list or "0,3,31") states the training layout directly and wins
@@ -54,7 +89,14 @@ def compat(result: ScanResult, target_config: str | Path, draft_config: str | Pa
 
     try:
         given = parse_boundaries(trained_boundaries) if isinstance(trained_boundaries, str) else trained_boundaries
-        return run_compat(result.project, target_config, draft_config, trained_with=trained_with, engine_keys=result.engine_keys, trained_boundaries_given=given)
+        return run_compat(
+            result.project,
+            target_config,
+            draft_config,
+            trained_with=trained_with,
+            engine_keys=result.engine_keys,
+            trained_boundaries_given=given,
+        )
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -69,10 +111,18 @@ def compat_draft(result: ScanResult, name: str, target_config: str | Path | None
     entry = result.drafts.find(name)
     if entry is None:
         close = difflib.get_close_matches(name, [d.name for d in result.drafts.drafts], n=3, cutoff=0.4)
-        hint = f" (did you mean {', '.join(close)}?)" if close else " (`flowtrace compat --help`: docs/drafts.md lists them)"
+        hint = (
+            f" (did you mean {', '.join(close)}?)"
+            if close
+            else " (`flowtrace compat --help`: docs/drafts.md lists them)"
+        )
         raise UsageError(f"--draft {name!r}: no such draft in the catalogue{hint}")
     try:
-        return verdict(result.project, catalogue_inputs(result.project, entry, result.drafts, target_config, result.engine_keys), result.engine_keys)
+        return verdict(
+            result.project,
+            catalogue_inputs(result.project, entry, result.drafts, target_config, result.engine_keys),
+            result.engine_keys,
+        )
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -89,7 +139,11 @@ def draft_method(result: ScanResult, draft_config: str | Path | None = None, dra
     if draft_name is not None:
         entry = result.drafts.find(draft_name)
         found = find_method(served, entry.method) if entry is not None else None
-        return MethodChoice(found, f"the catalogue entry {entry.name} is a {found.title} draft") if found is not None and entry is not None else None
+        return (
+            MethodChoice(found, f"the catalogue entry {entry.name} is a {found.title} draft")
+            if found is not None and entry is not None
+            else None
+        )
     if draft_config is None:
         return None
     try:
@@ -108,7 +162,14 @@ def answered_for(verdict, result: ScanResult, why: str | None):  # noqa: ANN001,
     return dataclasses.replace(verdict, method=chosen.title, method_why=why or "named with --method")
 
 
-def diff(old: str | Path, new: str | Path, *, profile: str | None = None, options: IndexOptions | None = None, profile_files: tuple[str | Path, ...] = ()):
+def diff(
+    old: str | Path,
+    new: str | Path,
+    *,
+    profile: str | None = None,
+    options: IndexOptions | None = None,
+    profile_files: tuple[str | Path, ...] = (),
+):
     """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``; a side
     without engine code is a :class:`UsageError` (a wrong folder is not "every class lost")."""
     from flowtrace.analysis.diff import diff_rows
