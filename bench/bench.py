@@ -169,7 +169,9 @@ from flowtrace.render.scan_json import dumps, scan_document
 
 profiles = select_profiles(root, None)
 start = cpu()
-index = timed("index: rest", build.build_index)(root, profiles, build.IndexOptions(jobs=1, use_cache=False, progress=False))
+index = timed("index: rest", build.build_index)(
+    root, profiles, build.IndexOptions(jobs=1, use_cache=False, progress=False)
+)
 project = timed("resolve", Project)(index.files, Conventions.merge(profiles))
 result = api.ScanResult(root=root, profiles=tuple(profiles), index=index, project=project)
 findings = timed("rules", api.findings)(result)
@@ -191,7 +193,10 @@ def fetch_sglang(version: str, cache: Path) -> Path:
     wheels = sorted(cache.glob(f"sglang-{version}-*.whl"))
     if not wheels:
         print(f"downloading sglang=={version} into {cache} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"sglang=={version}", "-d", str(cache)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"sglang=={version}", "-d", str(cache)],
+            check=True,
+        )
         wheels = sorted(cache.glob(f"sglang-{version}-*.whl"))
     if not wheels:
         raise SystemExit(f"pip download left no sglang-{version} wheel in {cache}")
@@ -326,7 +331,12 @@ def bench_tree(source: Path, work: Path, scale: int, args: argparse.Namespace, e
         st = m.get("stats", {})
         print(
             f"[x{scale}] {label:<9} {m['wall']:6.2f}s wall {m['cpu']:6.2f}s cpu {m['rss_mb']:5.0f}MB rss"
-            + (f"  parsed {st.get('files_parsed', 0) - st.get('files_from_cache', 0)}, cached {st.get('files_from_cache', 0)}" if st else ""),
+            + (
+                f"  parsed {st.get('files_parsed', 0) - st.get('files_from_cache', 0)}, cached"
+                f" {st.get('files_from_cache', 0)}"
+                if st
+                else ""
+            ),
             file=sys.stderr,
         )
 
@@ -367,7 +377,9 @@ def bench_tree(source: Path, work: Path, scale: int, args: argparse.Namespace, e
     edited = []
     before_edits = touched_file.read_bytes()
     for i in range(args.repeat):
-        touched_file.write_bytes(f"import os  # flowtrace bench edit {i} {time.time_ns()}\n".encode() + touched_file.read_bytes())
+        touched_file.write_bytes(
+            f"import os  # flowtrace bench edit {i} {time.time_ns()}\n".encode() + touched_file.read_bytes()
+        )
         m, _ = scan(root, out, ["--cache-dir", str(cache), *jobs], env)
         log("edited", m)
         edited.append(m)
@@ -383,7 +395,13 @@ def bench_tree(source: Path, work: Path, scale: int, args: argparse.Namespace, e
     if scale == 1 and not args.no_stages:
         profiles = []
         for _ in range(args.stage_repeat):
-            done = subprocess.run([sys.executable, "-c", STAGES, str(root)], capture_output=True, text=True, env=env, cwd=env["FLOWTRACE_BENCH_SRC"])
+            done = subprocess.run(
+                [sys.executable, "-c", STAGES, str(root)],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=env["FLOWTRACE_BENCH_SRC"],
+            )
             if done.returncode not in (0, 1):
                 raise SystemExit(f"stage profile failed:\n{done.stderr[-3000:]}")
             profiles.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -451,16 +469,28 @@ def report_stages(r: dict) -> None:
         if name in prof["stages"]:
             print(f"    {name:<18} {prof['stages'][name]:7.2f}s")
     full, table = counts["full"], counts["table"]
-    print(f"files per tier: full analysis {full}, class table {table}, not parsed {counts['files_skipped']} (of {counts['files_total']})")
+    print(
+        f"files per tier: full analysis {full}, class table {table}, not parsed {counts['files_skipped']} (of"
+        f" {counts['files_total']})"
+    )
     tree = max(counts["tree_lines"], 1)
     if "full_lines" in counts:
-        print(f"lines of code in fully analysed files (blank lines not counted): {counts['full_lines']} of the tree's {counts['tree_lines']} ({100 * counts['full_lines'] / tree:.1f}%)")
-    print(f"lines of code parsed by libcst (blank lines and span stubs not counted): {counts['libcst_lines']} ({100 * counts['libcst_lines'] / tree:.1f}%)")
+        print(
+            f"lines of code in fully analysed files (blank lines not counted): {counts['full_lines']} of the tree's"
+            f" {counts['tree_lines']} ({100 * counts['full_lines'] / tree:.1f}%)"
+        )
+    print(
+        "lines of code parsed by libcst (blank lines and span stubs not counted):"
+        f" {counts['libcst_lines']} ({100 * counts['libcst_lines'] / tree:.1f}%)"
+    )
 
 
 def report(results: list[dict], load: tuple[float, float, float]) -> None:
     after = os.getloadavg()
-    print(f"machine: {os.cpu_count()} cpus, {args_cores()} usable; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
+    print(
+        f"machine: {os.cpu_count()} cpus, {args_cores()} usable; load average before:"
+        f" {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}"
+    )
     for r in results:
         d, dc = r["baseline"], r["baseline_cpu"]
         print(f"\n== scale x{r['scale']}: {r['files_total']} .py files")
@@ -474,26 +504,47 @@ def report(results: list[dict], load: tuple[float, float, float]) -> None:
         for key, name, label in rows:
             ratio, cpu_ratio = r[key] / d, r[f"{key}_cpu"] / dc
             print(
-                f"{label:<36} {r[key]:7.2f}s wall {r[f'{key}_cpu']:7.2f}s cpu   {name} = {ratio:5.3f} wall, {cpu_ratio:5.3f} cpu"
-                f"  (target <= {TARGETS[name]}: {verdict(ratio, TARGETS[name])} wall, {verdict(cpu_ratio, TARGETS[name])} cpu)"
+                f"{label:<36} {r[key]:7.2f}s wall {r[f'{key}_cpu']:7.2f}s cpu   {name} = {ratio:5.3f} wall,"
+                f" {cpu_ratio:5.3f} cpu  (target <= {TARGETS[name]}: {verdict(ratio, TARGETS[name])} wall,"
+                f" {verdict(cpu_ratio, TARGETS[name])} cpu)"
             )
         if "serial" in r:
-            print(f"    cold --jobs 1                    {r['serial']:7.2f}s   (parallel speed-up {r['serial'] / r['cold']:.2f}x)")
+            print(
+                f"    cold --jobs 1                    {r['serial']:7.2f}s   (parallel speed-up"
+                f" {r['serial'] / r['cold']:.2f}x)"
+            )
         cores = args_cores()
-        print(f"    cold cpu / ({cores} x baseline cpu)      {r['cold_cpu'] / (cores * dc):5.3f}  (a/d on {cores} otherwise idle cores, if the work spread perfectly)")
-        print(f"files parsed: {r['files_selected']} of {r['files_total']} ({100 * r['files_selected'] / max(r['files_total'], 1):.1f}%); after touching {r['touched_file']}: {r['touched_parsed']} re-parsed")
         print(
-            f"peak memory of the process tree: {r['tree_pss_mb']:.0f} MB PSS (target <= {RSS_TARGET_MB}: {verdict(r['tree_pss_mb'], RSS_TARGET_MB)}), "
-            f"{r['tree_rss_mb']:.0f} MB RSS summed (shared pages counted per process); {r['rss_mb']:.0f} MB largest process"
+            f"    cold cpu / ({cores} x baseline cpu)      {r['cold_cpu'] / (cores * dc):5.3f}  (a/d on"
+            f" {cores} otherwise idle cores, if the work spread perfectly)"
         )
-        print("same JSON cold / cold+cache / warm / touched" + (" / serial" if "serial" in r else "") + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}")
+        print(
+            f"files parsed: {r['files_selected']} of"
+            f" {r['files_total']} ({100 * r['files_selected'] / max(r['files_total'], 1):.1f}%); after touching"
+            f" {r['touched_file']}: {r['touched_parsed']} re-parsed"
+        )
+        print(
+            f"peak memory of the process tree: {r['tree_pss_mb']:.0f} MB PSS (target <= {RSS_TARGET_MB}:"
+            f" {verdict(r['tree_pss_mb'], RSS_TARGET_MB)}), {r['tree_rss_mb']:.0f} MB RSS summed (shared pages counted"
+            f" per process); {r['rss_mb']:.0f} MB largest process"
+        )
+        print(
+            "same JSON cold / cold+cache / warm / touched"
+            + (" / serial" if "serial" in r else "")
+            + f": {'yes' if r['identical'] else 'NO: ' + ', '.join(r['differing'])}"
+        )
         if "stages" in r:
             report_stages(r)
     if len(results) > 1:
         one, big = results[0], results[-1]
         k = big["scale"]
         ratio, cpu_ratio = big["cold"] / one["cold"], big["cold_cpu"] / one["cold_cpu"]
-        print(f"\nx{k} cold / x1 cold = {ratio:.2f} wall, {cpu_ratio:.2f} cpu  (target <= {k * SCALE_SLACK:.1f}: {verdict(ratio, k * SCALE_SLACK)} wall, {verdict(cpu_ratio, k * SCALE_SLACK)} cpu); baseline grew {big['baseline'] / one['baseline']:.2f}x wall, {big['baseline_cpu'] / one['baseline_cpu']:.2f}x cpu")
+        print(
+            "\n"
+            f"x{k} cold / x1 cold = {ratio:.2f} wall, {cpu_ratio:.2f} cpu  (target <= {k * SCALE_SLACK:.1f}:"
+            f" {verdict(ratio, k * SCALE_SLACK)} wall, {verdict(cpu_ratio, k * SCALE_SLACK)} cpu); baseline grew"
+            f" {big['baseline'] / one['baseline']:.2f}x wall, {big['baseline_cpu'] / one['baseline_cpu']:.2f}x cpu"
+        )
         print(f"x{k} warm / x1 warm = {big['warm'] / one['warm']:.2f}; touched {big['touched'] / one['touched']:.2f}")
 
 
@@ -501,15 +552,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", type=Path, help="tree to scan (default: the SGLang wheel source)")
     parser.add_argument("--sglang-version", default="0.5.23")
-    parser.add_argument("--download-dir", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowtrace-bench")
+    parser.add_argument(
+        "--download-dir",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowtrace-bench",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median reported)")
-    parser.add_argument("--scale", type=int, default=1, help="also measure a K-times larger tree (copies under distinct package names)")
+    parser.add_argument(
+        "--scale", type=int, default=1, help="also measure a K-times larger tree (copies under distinct package names)"
+    )
     parser.add_argument("--jobs", type=int, default=None, help="pass --jobs to the scans (default: flowtrace's own)")
     parser.add_argument("--touch", help="file (relative to the tree) to change for (c)")
     parser.add_argument("--no-serial", action="store_true", help="skip the --jobs 1 run")
     parser.add_argument("--no-stages", action="store_true", help="skip the per-stage CPU profile")
     parser.add_argument("--stage-repeat", type=int, default=1, help="runs of the stage profile (median reported)")
-    parser.add_argument("--flowtrace-src", type=Path, help="measure the flowtrace checkout here (default: this one), e.g. a 'before' copy")
+    parser.add_argument(
+        "--flowtrace-src",
+        type=Path,
+        help="measure the flowtrace checkout here (default: this one), e.g. a 'before' copy",
+    )
     parser.add_argument("--workdir", type=Path, help="where the copies go (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -525,7 +586,9 @@ def main() -> None:
     # An installed wheel has its bytecode compiled (pip does it); a checkout compiles it on the
     # first import, unless PYTHONDONTWRITEBYTECODE is set, when every scan would compile
     # flowtrace again (~0.1 s). Compile it once, so that every scan starts as an installed one.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(repo / "flowtrace")], check=False, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(repo / "flowtrace")], check=False, stdout=subprocess.DEVNULL
+    )
     load = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory(prefix="flowtrace-bench-", dir=args.workdir) as tmp:

@@ -39,7 +39,9 @@ def parse_cases(text: str) -> list[Case]:
 
 def row(doc: dict) -> str:
     st, ob = doc["static"], doc["observed"]
-    static = str(st["boundaries"]) if st["outcome"] == "captures" else f"{st['outcome']} {st.get('raises_at') or ''}".strip()
+    static = (
+        str(st["boundaries"]) if st["outcome"] == "captures" else f"{st['outcome']} {st.get('raises_at') or ''}".strip()
+    )
     runtime = str([s["boundary"] for s in ob["slots"]]) if ob["slots"] else ob["outcome"]
     if ob["outcome"] == "raises":
         runtime += f" + raises at {ob['raised_at']}"
@@ -48,7 +50,10 @@ def row(doc: dict) -> str:
         runtime += f" (fc fed {fc['width']}, expects {fc['expected']})"
     ids = doc["layer_ids"] if doc["layer_ids"] is not None else "none"
     ids = f"{ids} ({'draft config' if doc['mode'] == 'draft' else 'setter'})"
-    return f"| {doc['architecture']} | {ids} | {static} | {runtime} | {'yes' if doc['agree'] else 'NO'} | {doc['seconds']} | {doc['peak_rss_mb']:.0f} MB |"
+    return (
+        f"| {doc['architecture']} | {ids} | {static} | {runtime} | {'yes' if doc['agree'] else 'NO'} |"
+        f" {doc['seconds']} | {doc['peak_rss_mb']:.0f} MB |"
+    )
 
 
 def main() -> int:
@@ -71,7 +76,9 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for name in names:
         t0 = time.time()
-        results = probe_engine(engine=a.engine, target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python)
+        results = probe_engine(
+            engine=a.engine, target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python
+        )
         for r in results:
             print(row(r.doc), flush=True)
             docs.append(r.doc)

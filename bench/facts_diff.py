@@ -74,7 +74,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trees", nargs="+", help="trees to index (unpacked engine wheels, checkouts)")
     parser.add_argument("--before", type=Path, required=True, help="the reference checkout")
-    parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parent.parent, help="the checkout under test (default: this one)")
+    parser.add_argument(
+        "--after",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent,
+        help="the checkout under test (default: this one)",
+    )
     parser.add_argument("--show", type=int, default=3, help="examples per differing field (default 3)")
     args = parser.parse_args()
     trees = [str(Path(t).resolve()) for t in args.trees]
@@ -86,7 +91,11 @@ def main() -> int:
     for path, items in sorted(found.items(), key=lambda kv: -len(kv[1])):
         print(f"{len(items):6d}  {path}")
         for key, x, y in items[: args.show]:
-            print(f"        {key[1] if isinstance(key, tuple) else key}\n          - {repr(x)[:300]}\n          + {repr(y)[:300]}")
+            print(
+                f"        {key[1] if isinstance(key, tuple) else key}\n"
+                f"          - {repr(x)[:300]}\n"
+                f"          + {repr(y)[:300]}"
+            )
     print("no differences" if not found else f"{sum(map(len, found.values()))} differing values")
     return 1 if found else 0
 
