@@ -19,8 +19,8 @@ server start runs do the hand-over of the ids:
   ``set_eagle3_layers_to_capture``, then builds the attention backend.
 
 Each case builds the model anew (a fresh server start on its own copy of the draft config), so
-what one case's setter did never leaks into the next. The request is one prefill forward (``ForwardMode.EXTEND``, the hidden
-states captured in full, as the EAGLE worker asks for them); the tensor the logits processor
+what one case's setter did never leaks into the next. The request is one prefill forward (``ForwardMode.EXTEND``, the
+hidden states captured in full, as the EAGLE worker asks for them); the tensor the logits processor
 hands back as ``hidden_states`` is what the draft's fc receives.
 
 Interface (called by the core): ``version()``, ``start(ctx)``, ``install(engine)``,
@@ -66,7 +66,9 @@ def _vision_stub(shrunk: list) -> None:
 
     for name in _VISION_MODULES:
         sys.modules[name] = _MockModule(name)
-    shrunk.append({"key": "torchvision", "from": "not loadable (no CPU build)", "to": "sglang._platform_stubs._MockModule"})
+    shrunk.append(
+        {"key": "torchvision", "from": "not loadable (no CPU build)", "to": "sglang._platform_stubs._MockModule"}
+    )
 
 
 def _free_port() -> int:
@@ -101,7 +103,9 @@ def _hub_tower_names(folder: str, shrunk: list) -> None:
     for k in bare:
         weights["vision_tower.vision_model." + k[len("vision_tower."):]] = weights.pop(k)
     save_file(weights, path, metadata={"format": "pt"})
-    shrunk.append({"key": "checkpoint names", "from": "vision_tower.*", "to": "vision_tower.vision_model.* (the hub layout)"})
+    shrunk.append(
+        {"key": "checkpoint names", "from": "vision_tower.*", "to": "vision_tower.vision_model.* (the hub layout)"}
+    )
 
 
 def start(ctx: dict) -> dict:
@@ -146,16 +150,28 @@ def _runner_class() -> type:
             self.use_mla_backend = model_config.attention_arch == AttentionArch.MLA  # as ModelRunner.__init__ decides
             self.req_to_token_pool = ReqToTokenPool(size=1, max_context_len=MAX_CONTEXT, device="cpu",
                                                     enable_memory_saver=False)
-            common = {"size": MAX_CONTEXT + 1, "page_size": 1, "dtype": model_config.dtype, "layer_num": text.num_hidden_layers,
-                      "device": "cpu", "enable_memory_saver": False}
+            common = {
+                "size": MAX_CONTEXT + 1,
+                "page_size": 1,
+                "dtype": model_config.dtype,
+                "layer_num": text.num_hidden_layers,
+                "device": "cpu",
+                "enable_memory_saver": False,
+            }
             if self.use_mla_backend:  # one latent (+ rope) vector per token, as the pool configurator sizes it
                 self.token_to_kv_pool = MLATokenToKVPool(kv_lora_rank=model_config.kv_lora_rank,
                                                          qk_rope_head_dim=model_config.qk_rope_head_dim, **common)
             else:
-                self.token_to_kv_pool = MHATokenToKVPool(head_num=model_config.get_num_kv_heads(1), head_dim=model_config.head_dim,
-                                                         enable_alt_stream=False, **common)
+                self.token_to_kv_pool = MHATokenToKVPool(
+                    head_num=model_config.get_num_kv_heads(1),
+                    head_dim=model_config.head_dim,
+                    enable_alt_stream=False,
+                    **common,
+                )
             pool = self.token_to_kv_pool
-            self.token_to_kv_pool_allocator = type("Allocator", (), {"page_size": 1, "get_kvcache": staticmethod(lambda: pool)})()
+            self.token_to_kv_pool_allocator = type(
+                "Allocator", (), {"page_size": 1, "get_kvcache": staticmethod(lambda: pool)}
+            )()
             self.init_kv_index_translator()
             torch.manual_seed(0)
 
@@ -173,8 +189,12 @@ def _build(engine: dict, draft: str | None) -> None:
     sa = _server_args(engine["ctx"], draft)
     runtime_context.publish(sa, role="scheduler", ranks=runtime_context.SpawnRanks(world_rank=0))
     model_config = ModelConfig.from_server_args(sa)
-    model = get_model(model_config=model_config, load_config=LoadConfig(load_format="auto"), device_config=DeviceConfig("cpu"))
-    engine.update(server_args=sa, model=model, runner=_runner_class()(model, model_config, sa), stack=_find_stack(model))
+    model = get_model(
+        model_config=model_config, load_config=LoadConfig(load_format="auto"), device_config=DeviceConfig("cpu")
+    )
+    engine.update(
+        server_args=sa, model=model, runner=_runner_class()(model, model_config, sa), stack=_find_stack(model)
+    )
 
 
 def _find_stack(top: Any) -> Any:
@@ -255,10 +275,17 @@ def generate(engine: dict, prompt: list[int], tokens: int) -> None:
     runner, n = engine["runner"], len(prompt)
     for pos in range(n):
         runner.req_to_token_pool.req_to_token[0, pos] = pos + 1
-    batch = ForwardBatch(forward_mode=ForwardMode.EXTEND, batch_size=1, input_ids=torch.tensor(prompt),
-                         req_pool_indices=torch.zeros(1, dtype=torch.int32), seq_lens=torch.tensor([n], dtype=torch.int32),
-                         seq_lens_cpu=torch.tensor([n], dtype=torch.int32), out_cache_loc=torch.arange(1, n + 1),
-                         seq_lens_sum=n, positions=torch.arange(n))
+    batch = ForwardBatch(
+        forward_mode=ForwardMode.EXTEND,
+        batch_size=1,
+        input_ids=torch.tensor(prompt),
+        req_pool_indices=torch.zeros(1, dtype=torch.int32),
+        seq_lens=torch.tensor([n], dtype=torch.int32),
+        seq_lens_cpu=torch.tensor([n], dtype=torch.int32),
+        out_cache_loc=torch.arange(1, n + 1),
+        seq_lens_sum=n,
+        positions=torch.arange(n),
+    )
     runner.kv_index_translator.bind_own_plan(batch)
     batch.extend_prefix_lens, batch.extend_prefix_lens_cpu = torch.zeros(1, dtype=torch.int32), [0]
     batch.extend_seq_lens, batch.extend_seq_lens_cpu = torch.tensor([n], dtype=torch.int32), [n]
