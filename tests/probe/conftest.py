@@ -2,4 +2,6 @@
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "engine_probe: runs the real engine (vLLM CPU build) in FLOWTRACE_ENGINE_VENV; opt-in")
+    config.addinivalue_line(
+        "markers", "engine_probe: runs the real engine (vLLM CPU build) in FLOWTRACE_ENGINE_VENV; opt-in"
+    )

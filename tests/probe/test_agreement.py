@@ -168,7 +168,11 @@ def cases() -> list:
                 # fixture_runtime does not play (a config attribute it does: the engine's config
                 # builder runs first); tests/test_engine_profiles.py runs these fixtures as
                 # torch code with the engine's own id source instead.
-                skip = [pytest.mark.skip(reason=f"{row.name}: ids from {source.word} ({source.key}), not a setter the probe calls")]
+                skip = [
+                    pytest.mark.skip(
+                        reason=f"{row.name}: ids from {source.word} ({source.key}), not a setter the probe calls"
+                    )
+                ]
             for id_set in ID_SETS:
                 out.append(pytest.param(root, row.name, id_set, marks=skip or _marks(root.name, row.name, id_set),
                                         id=f"{root.name}-{row.name}-{id_set}"))

@@ -64,7 +64,9 @@ def _engine_has_amx() -> bool:
     import subprocess
 
     code = "import sys, torch; sys.exit(0 if torch.cpu._is_amx_tile_supported() else 1)"
-    return subprocess.run([str(Path(VENV, "bin", "python")), "-c", code], capture_output=True, check=False).returncode == 0
+    return (
+        subprocess.run([str(Path(VENV, "bin", "python")), "-c", code], capture_output=True, check=False).returncode == 0
+    )
 
 
 def _run(name: str) -> list:
@@ -74,8 +76,10 @@ def _run(name: str) -> list:
         # AMX tiles, else CPU_MLA, whose kernel blocks are [16] (v1/attention/backends/mla/cpu_mla.py:67);
         # the Llama draft's CPU_ATTN needs MultipleOf(32) (cpu_attn.py:65), so the engine refuses the
         # pair at start-up: "No common block size for 16" (v1/worker/utils.py:554).
-        pytest.skip("this CPU has no AMX tiles: vLLM CPU 0.32.0 serves MLA with CPU_MLA (16-token blocks), "
-                    "which cannot share a KV cache with the draft's CPU_ATTN (multiples of 32); the engine refuses to start")
+        pytest.skip(
+            "this CPU has no AMX tiles: vLLM CPU 0.32.0 serves MLA with CPU_MLA (16-token blocks), "
+            "which cannot share a KV cache with the draft's CPU_ATTN (multiples of 32); the engine refuses to start"
+        )
     if name not in _RESULTS:
         cases = [Case("a", "draft", A), Case("b", "draft", B), Case("default", "draft", None)]
         _RESULTS[name] = probe_engine(engine="vllm", target_config=CONFIGS / f"{name}.json", cases=cases,
@@ -136,14 +140,19 @@ def _engine_has_torchvision() -> bool:
     import subprocess
 
     code = "import torchvision.transforms.v2"
-    return subprocess.run([str(Path(VENV, "bin", "python")), "-c", code], capture_output=True, check=False).returncode == 0
+    return (
+        subprocess.run([str(Path(VENV, "bin", "python")), "-c", code], capture_output=True, check=False).returncode == 0
+    )
 
 
 @pytest.fixture(scope="module")
 def llava():
     if not _engine_has_torchvision():
-        pytest.skip("the engine venv has no loadable torchvision (llava.py:61 imports pixtral.py, which imports it): "
-                    "the multimodal wrappers cannot start; scripts/install-engine-venv.sh installs torchvision+cpu when the PyTorch CPU index is reachable")
+        pytest.skip(
+            "the engine venv has no loadable torchvision (llava.py:61 imports pixtral.py, which imports it): the"
+            " multimodal wrappers cannot start; scripts/install-engine-venv.sh installs torchvision+cpu when the"
+            " PyTorch CPU index is reachable"
+        )
     return _run("llava")
 
 

@@ -28,7 +28,14 @@ def _target(tmp_path):
 
 
 def test_a_missing_engine_venv_is_one_line_and_exit_2(tmp_path):
-    r = _invoke("--target-config", _target(tmp_path), "--layer-ids", "1,2,3", "--engine-python", str(tmp_path / "nope" / "python"))
+    r = _invoke(
+        "--target-config",
+        _target(tmp_path),
+        "--layer-ids",
+        "1,2,3",
+        "--engine-python",
+        str(tmp_path / "nope" / "python"),
+    )
     assert r.exit_code == 2
     assert r.output.startswith("flowtrace: error: no engine venv at ") and r.output.count("\n") == 1
     assert "Traceback" not in r.output
@@ -60,9 +67,16 @@ def _safetensors(path, name, shape):
 
 
 def test_draft_case_keeps_the_ids_where_the_draft_config_has_them(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}})
+    )
     c = draft_case(str(tmp_path), settings=VLLM)
-    assert (c.mode, c.ids, c.key, c.fc_slots) == ("draft", (2, 16, 29), "eagle_config.eagle_aux_hidden_state_layer_ids", 3)
+    assert (c.mode, c.ids, c.key, c.fc_slots) == (
+        "draft",
+        (2, 16, 29),
+        "eagle_config.eagle_aux_hidden_state_layer_ids",
+        3,
+    )
     (tmp_path / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [1, 5]}))
     c = draft_case(str(tmp_path), settings=VLLM)
     assert (c.ids, c.key, c.fc_slots) == ((1, 5), "eagle_aux_hidden_state_layer_ids", 2)
@@ -105,9 +119,17 @@ def test_compare_delta_slots_on_both_sides():
 
 
 def test_report_runs_carry_runtime_badges():
-    doc = {"schema": "flowtrace.probe-engine/1", "engine": "vllm", "engine_version": "0.32.0", "architecture": "LlamaForCausalLM",
-           "num_layers": 4, "layer_ids": [1, 2, 3], "agree": False, "static": {"boundaries": [1, 2, 3], "outcome": "captures"},
-           "observed": {"outcome": "captures", "slots": [{"boundary": 1}, {"boundary": 2}, {"boundary": 4}]}}
+    doc = {
+        "schema": "flowtrace.probe-engine/1",
+        "engine": "vllm",
+        "engine_version": "0.32.0",
+        "architecture": "LlamaForCausalLM",
+        "num_layers": 4,
+        "layer_ids": [1, 2, 3],
+        "agree": False,
+        "static": {"boundaries": [1, 2, 3], "outcome": "captures"},
+        "observed": {"outcome": "captures", "slots": [{"boundary": 1}, {"boundary": 2}, {"boundary": 4}]},
+    }
     (run,) = as_probe_results([doc])
     assert run["verdict"] == "runtime-refuted" and run["claim"]["model"] == "LlamaForCausalLM"
     assert run["boundaries"] == [1, 2, 4]
@@ -115,5 +137,11 @@ def test_report_runs_carry_runtime_badges():
 
 
 def test_case_spec_round_trip():
-    assert Case("x", "direct", (1, 2), "a.b").to_spec() == {"name": "x", "mode": "direct", "ids": [1, 2], "key": "a.b", "fc_slots": 3}
+    assert Case("x", "direct", (1, 2), "a.b").to_spec() == {
+        "name": "x",
+        "mode": "direct",
+        "ids": [1, 2],
+        "key": "a.b",
+        "fc_slots": 3,
+    }
     assert Case("x", "draft", None).key is None  # the profile's draft_ids_key, filled in by probe_engine

@@ -96,7 +96,13 @@ def test_the_raise_lists_every_frame_inside_the_package(tmp_path, monkeypatch):
     pkg = tmp_path / "quill"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "m.py").write_text("def check(n):\n    if n != 3:\n        raise RuntimeError('captured 2 of 3')\n\n\ndef finalize(n):\n    return check(n)\n")
+    (pkg / "m.py").write_text(
+        "def check(n):\n"
+        "    if n != 3:\n"
+        "        raise RuntimeError('captured 2 of 3')\n\n\n"
+        "def finalize(n):\n"
+        "    return check(n)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     m = importlib.import_module("quill.m")
     try:

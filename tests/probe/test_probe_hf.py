@@ -179,13 +179,41 @@ def test_draft_trained_on_an_hf_llama_ranks_its_layout_first(tmp_path):
 # A real-size config (Llama-3-8B's widths; DeepSeek-V3's, 671B parameters) must not be built as
 # configured: the widths never decide which boundary is captured, the layer count may.
 
-LLAMA_8B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-            "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
-DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
-               "num_attention_heads": 128, "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
-               "n_group": 8, "topk_group": 4, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
-               "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
-               "quantization_config": {"quant_method": "fp8"}}
+LLAMA_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "n_group": 8,
+    "topk_group": 4,
+    "first_k_dense_replace": 3,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "max_position_embeddings": 163840,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "fp8"},
+}
 
 
 def _write(tmp_path: Path, name: str, data: dict) -> Path:
@@ -196,7 +224,11 @@ def _write(tmp_path: Path, name: str, data: dict) -> Path:
 
 
 def test_hf_config_is_shrunk_keeping_the_layer_count_and_saying_what_changed(tmp_path):
-    target = load_target(TargetSpec(hf_config=str(_write(tmp_path, "llama8b", LLAMA_8B)), shrink=True), torch.device("cpu"), torch.float32)
+    target = load_target(
+        TargetSpec(hf_config=str(_write(tmp_path, "llama8b", LLAMA_8B)), shrink=True),
+        torch.device("cpu"),
+        torch.float32,
+    )
     assert target.num_layers == 32 and target.hidden_size == 64  # the rules of probe engine's runner: hidden 64
     assert sum(p.numel() for p in target.model.parameters()) < 5_000_000  # as configured: about 8 billion
     [said] = [w for w in target.warnings if w.startswith("--hf-config built a tiny random model")]
@@ -207,12 +239,19 @@ def test_a_deepseek_v3_config_builds_small_and_runs(tmp_path):
     """The issue's example: the whole model would not fit in RAM; shrunk (and cut to 2 layers
     here, for time) it builds and runs its forward with latent attention intact."""
     d = _write(tmp_path, "dsv3", DEEPSEEK_V3)
-    res = CliRunner().invoke(probe, ["capture", "--hf-config", str(d), "--device", "cpu", "--num-layers", "2", "--format", "json"])
+    res = CliRunner().invoke(
+        probe, ["capture", "--hf-config", str(d), "--device", "cpu", "--num-layers", "2", "--format", "json"]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["target"]["num_layers"] == 2 and doc["target"]["hidden_size"] == 64
     [said] = [w for w in doc["warnings"] if w.startswith("--hf-config built")]
-    for change in ("num_hidden_layers 61 -> 2", "n_routed_experts 256 -> 4", "kv_lora_rank 512 -> 256", "quantization_config (present) -> None"):
+    for change in (
+        "num_hidden_layers 61 -> 2",
+        "n_routed_experts 256 -> 4",
+        "kv_lora_rank 512 -> 256",
+        "quantization_config (present) -> None",
+    ):
         assert change in said, said
 
 

@@ -64,4 +64,5 @@ def test_without_torch_commands_say_install_the_extra():
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2
     for line in lines:
-        assert line.startswith("2 flowtrace: error:") and "flowtrace-llm[probe]" in line  # the distribution name, not the unrelated `flowtrace` on PyPI
+        # the distribution name, not the unrelated `flowtrace` on PyPI
+        assert line.startswith("2 flowtrace: error:") and "flowtrace-llm[probe]" in line

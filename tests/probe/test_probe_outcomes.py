@@ -58,12 +58,18 @@ def test_a_delta_claim_loads_its_slots_and_is_judged_on_the_hidden_part(tmp_path
     claim = load_trace_claim(str(trace))
     assert (claim.outcome, claim.boundaries, claim.deltas) == ("captures_deltas", (0, 4), (False, True))
     hidden = "hidden part only (residual not added)"
-    seen = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, hidden, "exact", False)))
+    seen = Observation(
+        "concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, hidden, "exact", False))
+    )
     assert compare_outcome(claim, None, seen)[1] == "confirmed"
     # the stream at b=4 instead, or the hidden part of another layer: refuted
-    stream = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, "stream", "exact", True)))
+    stream = Observation(
+        "concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 4, "stream", "exact", True))
+    )
     assert compare_outcome(claim, None, stream)[1] == "refuted"
-    other = Observation("concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 5, hidden, "exact", False)))
+    other = Observation(
+        "concat", "concat", (ChunkMatch(0, 0, "stream", "exact", True, (0,)), ChunkMatch(1, 5, hidden, "exact", False))
+    )
     assert compare_outcome(claim, None, other)[1] == "refuted"
     trace.write_text(json.dumps({"boundaries": None, "outcome": "captures_deltas", "slots": []}))
     with pytest.raises(ProbeError, match="needs a non-empty"):
@@ -101,10 +107,25 @@ def test_cli_confirms_a_raise_at_the_claimed_site_and_reports_it(tmp_path):
     claim = tmp_path / "t.json"
     claim.write_text(json.dumps({"model": "NoneResidualForCausalLM", "boundaries": None, "outcome": "raises",
                                  "raises_at": "sglang/srt/models/none_residual.py:18"}))
-    args = ["capture", "--path", str(HERE), "--factory", "fixture_runtime:build",
-            "--factory-arg", f"root={SHAPES}", "--factory-arg", "qualname=sglang.srt.models.none_residual.NoneResidualForCausalLM",
-            "--factory-arg", "num_layers=8", "--factory-arg", "layer_ids=[-1,3,4]",
-            "--factory-arg", "setter=set_eagle3_layers_to_capture", "--device", "cpu"]
+    args = [
+        "capture",
+        "--path",
+        str(HERE),
+        "--factory",
+        "fixture_runtime:build",
+        "--factory-arg",
+        f"root={SHAPES}",
+        "--factory-arg",
+        "qualname=sglang.srt.models.none_residual.NoneResidualForCausalLM",
+        "--factory-arg",
+        "num_layers=8",
+        "--factory-arg",
+        "layer_ids=[-1,3,4]",
+        "--factory-arg",
+        "setter=set_eagle3_layers_to_capture",
+        "--device",
+        "cpu",
+    ]
     r = CliRunner().invoke(probe, [*args, "--expect-trace", str(claim)])
     assert r.exit_code == 0, r.output
     assert "outcome: raises (TypeError" in r.stdout and "none_residual.py:18" in r.stdout

