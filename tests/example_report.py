@@ -36,7 +36,9 @@ def example_document() -> dict[str, Any]:
 
 
 def render_example(doc: dict[str, Any] | None = None) -> str:
-    return render_html(doc if doc is not None else example_document(), title="flowtrace example report — sglang-like fixture")
+    return render_html(
+        doc if doc is not None else example_document(), title="flowtrace example report — sglang-like fixture"
+    )
 
 
 def regenerate_example(path: str | Path | None = None) -> Path:

@@ -88,12 +88,20 @@ def _run_check_step(tmp_path: Path, inputs: dict[str, str]) -> tuple[subprocess.
     script_dir = runner_temp / "flowtrace-venv" / "bin"
     if not script_dir.exists():
         script_dir.mkdir(parents=True)
-        (script_dir / "flowtrace").symlink_to(shutil.which("flowtrace") or str(Path(sys.executable).with_name("flowtrace")))
+        (script_dir / "flowtrace").symlink_to(
+            shutil.which("flowtrace") or str(Path(sys.executable).with_name("flowtrace"))
+        )
     outputs = tmp_path / "github_output"
     outputs.write_text("", encoding="utf-8")
     env = {**os.environ, "RUNNER_TEMP": str(runner_temp), "GITHUB_OUTPUT": str(outputs)}
     env.update({k: substitute(v) for k, v in check["env"].items()})
-    res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", check["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", check["run"]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     got = dict(line.split("=", 1) for line in outputs.read_text(encoding="utf-8").splitlines() if "=" in line)
     return res, got
 
@@ -118,7 +126,18 @@ def test_the_check_step_writes_sarif_and_records_the_exit_code(tmp_path, engine)
 
 def test_ignore_and_baseline_inputs_reach_the_check(tmp_path, engine):
     base = tmp_path / "base.json"
-    subprocess.run([shutil.which("flowtrace") or str(Path(sys.executable).with_name("flowtrace")), "check", str(engine), "--no-cache", "--write-baseline", str(base)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            shutil.which("flowtrace") or str(Path(sys.executable).with_name("flowtrace")),
+            "check",
+            str(engine),
+            "--no-cache",
+            "--write-baseline",
+            str(base),
+        ],
+        check=True,
+        capture_output=True,
+    )
     res, out = _run_check_step(tmp_path, {"path": str(engine), "baseline": str(base)})
     assert res.returncode == 0 and out["exit-code"] == "0", res.stderr  # every finding is in the baseline
     res, out = _run_check_step(tmp_path, {"path": str(engine), "ignore": "FT0", "fail-on": "info"})
@@ -135,13 +154,17 @@ def test_upload_sarif_is_pinned_to_a_commit_and_a_failed_upload_only_warns():
     warn = step("Warn when the upload failed")
     assert "steps.upload.outcome == 'failure'" in warn["if"] and "::warning" in warn["run"]
     names = [s.get("name") for s in steps()]
-    assert names.index("Warn when the upload failed") < names.index("Fail on findings")  # the check's exit code decides last
+    # the check's exit code decides last
+    assert names.index("Warn when the upload failed") < names.index("Fail on findings")
     assert step("Fail on findings")["if"] == "${{ steps.check.outputs.exit-code != '0' }}"
 
 
 def test_one_run_writes_sarif_annotations_and_extra_outputs(tmp_path, engine):
-    # FT022 (a None residual added at index 0: a start-up crash, a warning, failing at the default fail-on) fires on the fixture
-    res, out = _run_check_step(tmp_path, {"path": str(engine), "select": "FT022", "extra-outputs": "json=extra.json concise=extra.txt"})
+    # FT022 (a None residual added at index 0: a start-up crash, a warning, failing at the default fail-on) fires on the
+    # fixture
+    res, out = _run_check_step(
+        tmp_path, {"path": str(engine), "select": "FT022", "extra-outputs": "json=extra.json concise=extra.txt"}
+    )
     assert res.returncode == 0 and out["exit-code"] == "1", res.stderr
     sarif = json.loads((tmp_path / out["sarif-file"]).read_text(encoding="utf-8"))
     assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"FT022"}

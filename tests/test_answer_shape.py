@@ -15,12 +15,18 @@ from flowtrace.render.text import model_matrix
 
 # docs/scan-json.md lists these members of every capture object.
 MEMBERS = {
-    "setter", "id_source", "id_transform", "transform_note", "transform_chain", "effective_transform", "delegates_to", "default_layers",
-    "holder", "holder_kind", "depends_on", "capture_site", "point", "embedding_capturable", "last_layer_capturable",
-    "stream", "slots", "returns", "concat_order", "pp_guard", "problems", "problem_kinds", "outcome", "outcome_reason", "outcome_at",
+    "setter", "id_source", "id_transform", "transform_note", "transform_chain", "effective_transform", "delegates_to",
+    "default_layers", "holder", "holder_kind", "depends_on", "capture_site", "point", "embedding_capturable",
+    "last_layer_capturable", "stream", "slots", "returns", "concat_order", "pp_guard", "problems", "problem_kinds",
+    "outcome", "outcome_reason", "outcome_at",
     "serving",
 }  # fmt: skip
-ENGINES = {"sglang_like": SGLANG_LIKE, "vllm_like": VLLM_LIKE, "lmdeploy_like": LMDEPLOY_LIKE, "trtllm_like": TRTLLM_LIKE}
+ENGINES = {
+    "sglang_like": SGLANG_LIKE,
+    "vllm_like": VLLM_LIKE,
+    "lmdeploy_like": LMDEPLOY_LIKE,
+    "trtllm_like": TRTLLM_LIKE,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,14 @@ def test_every_capture_object_has_the_same_members(scans, engine):
     assert captured
     for m in captured:
         assert set(m["capture"]) == MEMBERS, m["class"]
-        assert m["capture"]["outcome"] in {"captures", "captures_deltas", "raises", "captures_nothing", "unknown", "refuses"}
+        assert m["capture"]["outcome"] in {
+            "captures",
+            "captures_deltas",
+            "raises",
+            "captures_nothing",
+            "unknown",
+            "refuses",
+        }
 
 
 def test_a_row_without_any_capture_path_keeps_a_null_capture(scans):
@@ -57,7 +70,8 @@ def test_hook_rows_answer_point_embedding_and_last_layer(scans):
     # modeling_beta.py: opts in, its layers never call the hook: nothing is recorded.
     beta = models["BetaForCausalLM"]["capture"]
     assert beta["outcome"] == "captures_nothing" and beta["point"] == "unknown"
-    assert (beta["embedding_capturable"], beta["last_layer_capturable"]) == (False, False)  # no layer ever writes a slot
+    # no layer ever writes a slot
+    assert (beta["embedding_capturable"], beta["last_layer_capturable"]) == (False, False)
     assert "uninitialised memory" in beta["outcome_reason"]
 
 

@@ -117,7 +117,12 @@ def test_unsafe_tar_members_are_refused_before_anything_is_written(tmp_path, cas
 
 
 def test_safe_archives_unpack_without_creating_links(tmp_path):
-    members = [GOOD, ("pkg/models/m.py", b"class M: pass\n"), ("pkg/native.so", b"\x7fELF"), (".flowtrace_cache/facts/aa/x.pickle", b"evil")]
+    members = [
+        GOOD,
+        ("pkg/models/m.py", b"class M: pass\n"),
+        ("pkg/native.so", b"\x7fELF"),
+        (".flowtrace_cache/facts/aa/x.pickle", b"evil"),
+    ]
     archive = make_zip(tmp_path / "ok.whl", members, {"pkg/alias.py": "models/m.py"})
     dest = safe_extract(archive, tmp_path / "zip")
     assert (dest / "pkg" / "models" / "m.py").read_bytes() == b"class M: pass\n"
@@ -125,7 +130,14 @@ def test_safe_archives_unpack_without_creating_links(tmp_path):
     assert not (dest / "pkg" / "native.so").exists(), "compiled artefacts are not written"
     assert not (dest / ".flowtrace_cache").exists(), "a shipped fact cache is never unpacked"
 
-    tar = make_tar(tmp_path / "ok.tar.gz", [GOOD, tar_link("pkg/hard.py", "pkg/__init__.py", tarfile.LNKTYPE), tar_link("pkg/sym.py", "__init__.py", tarfile.SYMTYPE)])
+    tar = make_tar(
+        tmp_path / "ok.tar.gz",
+        [
+            GOOD,
+            tar_link("pkg/hard.py", "pkg/__init__.py", tarfile.LNKTYPE),
+            tar_link("pkg/sym.py", "__init__.py", tarfile.SYMTYPE),
+        ],
+    )
     dest = safe_extract(tar, tmp_path / "tar")
     hard = dest / "pkg" / "hard.py"
     assert hard.read_bytes() == GOOD[1] and not hard.is_symlink() and hard.stat().st_nlink == 1
@@ -170,7 +182,20 @@ def test_not_an_archive(tmp_path):
 # -- the pypi: source -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", ["", "sglang", "sglang==", "==1.0", "--index-url=http://x==1", "a b==1", "pkg==1;rm -rf /", "pkg>=1", "pkg==1.0 --pre"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "sglang",
+        "sglang==",
+        "==1.0",
+        "--index-url=http://x==1",
+        "a b==1",
+        "pkg==1;rm -rf /",
+        "pkg>=1",
+        "pkg==1.0 --pre",
+    ],
+)
 def test_bad_specs_are_one_line_usage_errors(spec):
     with pytest.raises(UsageError) as info:
         parse_spec(spec)
@@ -186,7 +211,10 @@ def wheel(folder: Path, name: str, version: str, files: dict[str, bytes]) -> Pat
     dist = f"{name}-{version}.dist-info"
     members = list(files.items()) + [
         (f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()),
-        (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: flowtrace-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        (
+            f"{dist}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: flowtrace-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        ),
         (f"{dist}/RECORD", b""),
     ]
     folder.mkdir(parents=True, exist_ok=True)
@@ -243,8 +271,20 @@ def test_scan_of_a_pypi_source_through_the_cli(tmp_path, local_index):
 
     from flowtrace.cli.main import main
 
-    wheel(local_index, "clipkg", "1.0", {"clipkg/models/m.py": b"class M:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = layer_ids\n"})
-    res = CliRunner().invoke(main, ["scan", "pypi:clipkg==1.0", "--format", "json", "--cache-dir", str(tmp_path / "cache")])
+    wheel(
+        local_index,
+        "clipkg",
+        "1.0",
+        {
+            "clipkg/models/m.py": (
+                b"class M:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture"
+                b" = layer_ids\n"
+            )
+        },
+    )
+    res = CliRunner().invoke(
+        main, ["scan", "pypi:clipkg==1.0", "--format", "json", "--cache-dir", str(tmp_path / "cache")]
+    )
     assert res.exit_code == 0, res.output
     assert "clipkg/models/m.py" in res.stdout
     bad = CliRunner().invoke(main, ["scan", "pypi:clipkg"])
@@ -264,7 +304,9 @@ def test_the_real_sglang_wheel_unpacks_offline(tmp_path, monkeypatch):
                 zf.write(path, path.relative_to(tree).as_posix())
     monkeypatch.setenv("FLOWTRACE_PIP_ARGS", f"--no-index --find-links {links}")
     root = fetch_pypi("sglang==0.5.23", cache_dir=tmp_path / "cache")
-    assert (root / "sglang" / "srt" / "models" / "llama.py").read_bytes() == (tree / "sglang" / "srt" / "models" / "llama.py").read_bytes()
+    assert (root / "sglang" / "srt" / "models" / "llama.py").read_bytes() == (
+        tree / "sglang" / "srt" / "models" / "llama.py"
+    ).read_bytes()
 
 
 def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, local_index, capfd, monkeypatch):
@@ -282,7 +324,13 @@ def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, l
     members = [
         ("oldeng/models/m.py", b"class M:\n    pass\n"),
         (f"{dist}/METADATA", b"Metadata-Version: 2.1\nName: oldeng\nVersion: 1.0\nRequires-Python: <3.10\n"),
-        (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: flowtrace-tests\nRoot-Is-Purelib: false\nTag: cp39-cp39-manylinux_2_17_x86_64\n"),
+        (
+            f"{dist}/WHEEL",
+            (
+                b"Wheel-Version: 1.0\nGenerator: flowtrace-tests\nRoot-Is-Purelib: false\nTag:"
+                b" cp39-cp39-manylinux_2_17_x86_64\n"
+            ),
+        ),
         (f"{dist}/RECORD", b""),
     ]
     make_zip(local_index / "oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", members)
@@ -290,7 +338,10 @@ def test_a_release_with_wheels_only_for_another_python_is_still_read(tmp_path, l
     assert (root / "oldeng" / "models" / "m.py").read_bytes() == b"class M:\n    pass\n"
     err = capfd.readouterr().err
     assert "flowtrace: downloading the oldeng==1.0 wheel" in err
-    assert "read the one built for Python 3.9" in err and "flowtrace: downloaded oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64" in err
+    assert (
+        "read the one built for Python 3.9" in err
+        and "flowtrace: downloaded oldeng-1.0-cp39-cp39-manylinux_2_17_x86_64" in err
+    )
 
 
 def test_no_progress_lines_outside_a_terminal(tmp_path, local_index, capfd):

@@ -20,7 +20,11 @@ from flowtrace.cli.main import main
 from flowtrace.engines.profiles import rules_directory
 
 TARGET = {"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}
-DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}
+DRAFT = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "target_hidden_size": 64,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]},
+}
 
 
 def run(*args, env=None):
@@ -105,7 +109,9 @@ def test_odd_but_usable_configs_still_give_a_verdict(tmp_path):
     target = write(tmp_path / "target.json", dict(TARGET, hidden_size="wide", text_config=5, extra={"x": [1]}))
     for draft_doc in (dict(DRAFT, target_hidden_size="x"), {"eagle_config": [1]}):
         draft = write(tmp_path / "draft.json", draft_doc)
-        res = run("compat", SGLANG_LIKE, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1")
+        res = run(
+            "compat", SGLANG_LIKE, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1"
+        )
         assert res.exit_code in (0, 1), res.output
         assert "Traceback" not in res.output
     # an id no layer of the 32-layer target can mean is an input error naming the valid range
@@ -144,7 +150,10 @@ BAD_ENGINE_PROFILES = {
     "empty": ("", "missing table [engine]"),
     "wrong-type": (sub(r"^markers = .*$", "markers = 5"), "markers must be a list"),
     "non-string-item": (sub(r"^markers = \[", "markers = [3, "), "expected a list of strings"),
-    "unknown-key": (lambda p: p.write_text(p.read_text().replace("[engine]\n", "[engine]\nbogus = 1\n", 1)), "unknown key(s) bogus"),
+    "unknown-key": (
+        lambda p: p.write_text(p.read_text().replace("[engine]\n", "[engine]\nbogus = 1\n", 1)),
+        "unknown key(s) bogus",
+    ),
     "bad-regex": (sub(r"^dict_name_pattern = .*$", 'dict_name_pattern = "([unclosed"'), "dict_name_pattern"),
 }
 
@@ -176,7 +185,10 @@ def test_missing_or_unreadable_profile_files(tmp_path):
     (rules / "engines" / "dir.toml").rmdir()
     (rules / "engines" / "dangling.toml").symlink_to(tmp_path / "nowhere.toml")
     one_line_error(run("scan", SGLANG_LIKE, "--no-cache", env={"FLOWTRACE_RULES": str(rules)}), "dangling.toml")
-    one_line_error(run("scan", SGLANG_LIKE, "--no-cache", env={"FLOWTRACE_RULES": str(tmp_path / "no-rules")}), "no engine profiles")
+    one_line_error(
+        run("scan", SGLANG_LIKE, "--no-cache", env={"FLOWTRACE_RULES": str(tmp_path / "no-rules")}),
+        "no engine profiles",
+    )
 
 
 BAD_TRAINING = {
@@ -195,8 +207,20 @@ def test_a_malformed_training_profile_is_one_line(tmp_path, case):
         edit = sub(r"^default_ids = .*$", f"default_ids = \"__import__('os').system('touch {sentinel}')\"")
     rules = broken_rules(tmp_path, "training/specforge.toml", edit)
     target = write(tmp_path / "target.json", TARGET)
-    draft = write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {}})  # no ids: default_ids is evaluated
-    res = run("compat", SGLANG_LIKE, "--target-config", target, "--draft-config", draft, "--trained-with", "specforge", "--no-cache", env={"FLOWTRACE_RULES": str(rules)})
+    # no ids: default_ids is evaluated
+    draft = write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {}})
+    res = run(
+        "compat",
+        SGLANG_LIKE,
+        "--target-config",
+        target,
+        "--draft-config",
+        draft,
+        "--trained-with",
+        "specforge",
+        "--no-cache",
+        env={"FLOWTRACE_RULES": str(rules)},
+    )
     one_line_error(res, words)
     assert not sentinel.exists()
 
@@ -215,7 +239,10 @@ BAD_PYPROJECT = {
     "bad-exclude": ("[tool.flowtrace]\nexclude = [1]\n", "exclude"),
     "slow-exclude": ('[tool.flowtrace]\nexclude = ["a*a*a*a*a*a*a*a*X"]\n', "too many wildcards"),
     "invalid-exclude": ('[tool.flowtrace]\nexclude = ["!"]\n', "invalid pattern"),
-    "slow-per-file-ignores": ('[tool.flowtrace.per-file-ignores]\n"a*a*a*a*a*a*a*a*X" = ["FT001"]\n', "too many wildcards"),
+    "slow-per-file-ignores": (
+        '[tool.flowtrace.per-file-ignores]\n"a*a*a*a*a*a*a*a*X" = ["FT001"]\n',
+        "too many wildcards",
+    ),
     "bad-profile": ('[tool.flowtrace]\nprofile = "tensorrt"\n', "unknown profile"),
 }
 
@@ -257,7 +284,11 @@ def test_unknown_rule_codes_and_missing_files_exit_2(args):
     one_line_error(res)
 
 
-@pytest.mark.parametrize("content", ["{", "[1]", '{"schema": "flowtrace.baseline/1", "findings": [1]}', "[" * 50_000, b"\xff"], ids=["truncated", "list", "wrong-shape", "deep", "binary"])
+@pytest.mark.parametrize(
+    "content",
+    ["{", "[1]", '{"schema": "flowtrace.baseline/1", "findings": [1]}', "[" * 50_000, b"\xff"],
+    ids=["truncated", "list", "wrong-shape", "deep", "binary"],
+)
 def test_a_bad_baseline_is_one_line(tmp_path, content):
     baseline = write(tmp_path / "baseline.json", content)
     one_line_error(run("check", SGLANG_LIKE, "--baseline", baseline, "--no-cache", "--jobs", "1"), "baseline.json")

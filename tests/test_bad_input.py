@@ -32,7 +32,10 @@ UNICODE_DIR = "ünïcødé dir"
 
 # A subclass of a capture-capable model: parses cleanly, adds a model row, adds no finding
 # above info, and names a marker (in a comment) so it is fully parsed.
-SUBCLASS = "from sglang.srt.models.alpha import AlphaForCausalLM\n\n# layers_to_capture\n\n\nclass {name}(AlphaForCausalLM):\n    pass\n\n\nEntryClass = {name}\n"
+SUBCLASS = (
+    "from sglang.srt.models.alpha import AlphaForCausalLM\n\n# layers_to_capture\n\n\nclass {name}(AlphaForCausalLM):\n"
+    "    pass\n\n\nEntryClass = {name}\n"
+)
 
 # What flowtrace must say about each bad file: (diagnostic kind, words in the reason).
 EXPECTED = {
@@ -57,7 +60,12 @@ EXPECTED = {
     "\\xffdir": ("skipped", "not valid UTF-8"),
 }
 # Odd but valid: these must parse and show up as model rows.
-VALID = {"bom.py": "BomForCausalLM", "latin1_cookie.py": "LatinForCausalLM", f"{UNICODE_DIR}/mödel with space.py": "UnicodeForCausalLM", "empty.py": None}
+VALID = {
+    "bom.py": "BomForCausalLM",
+    "latin1_cookie.py": "LatinForCausalLM",
+    f"{UNICODE_DIR}/mödel with space.py": "UnicodeForCausalLM",
+    "empty.py": None,
+}
 
 
 def build_corpus(root: Path) -> Path:
@@ -72,9 +80,19 @@ def build_corpus(root: Path) -> Path:
         path.write_bytes(data if isinstance(data, bytes) else data.encode())
 
     put("syntax_error.py", "class Broken(:\n" + MARK)
-    put("python2.py", "# layers_to_capture\nprint 'hello'\nclass Old:\n    def set_eagle3_layers_to_capture(self, ids):\n        print ids\n")
+    put(
+        "python2.py",
+        "# layers_to_capture\n"
+        "print 'hello'\n"
+        "class Old:\n"
+        "    def set_eagle3_layers_to_capture(self, ids):\n"
+        "        print ids\n",
+    )
     put("latin1_no_cookie.py", ("# caf\xe9 layers_to_capture\n" + MARK).encode("latin-1"))
-    put("latin1_cookie.py", b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + SUBCLASS.format(name="LatinForCausalLM").encode("latin-1"))
+    put(
+        "latin1_cookie.py",
+        b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + SUBCLASS.format(name="LatinForCausalLM").encode("latin-1"),
+    )
     put("bad_cookie.py", b"# -*- coding: no-such-codec -*-\n" + MARK.encode())
     put("bom.py", b"\xef\xbb\xbf" + SUBCLASS.format(name="BomForCausalLM").encode())
     put("nul_bytes.py", MARK.encode() + b"\x00\x00x = 1\n")
@@ -83,7 +101,8 @@ def build_corpus(root: Path) -> Path:
     lines = ["# layers_to_capture"] + [f"def f{i}(x):\n    return x + {i}\n" for i in range(5 * 1024 * 1024 // 30)]
     put("huge.py", "\n".join(lines))  # about 5 MB: over the 4 MB default limit
     put("too_many_parens.py", "layers_to_capture = " + "(" * 250 + "1" + ")" * 250 + "\n")  # Python allows 200
-    put("long_chain.py", "layers_to_capture = " + " or ".join(["a"] * 1500) + "\n")  # flat in ast; the depth limit counts each operand
+    # flat in ast; the depth limit counts each operand
+    put("long_chain.py", "layers_to_capture = " + " or ".join(["a"] * 1500) + "\n")
     put(f"{UNICODE_DIR}/mödel with space.py", SUBCLASS.format(name="UnicodeForCausalLM"))
     (bad / "loop_a.py").symlink_to(bad / "loop_b.py")
     (bad / "loop_b.py").symlink_to(bad / "loop_a.py")
@@ -181,7 +200,15 @@ def test_text_scan_and_summary_count_the_errors(corpus):
 def test_check_reports_diagnostics_without_failing_a_clean_run(corpus):
     # The fixture's own error-level findings are ignored, so the fixture alone is clean at
     # --fail-on error; the bad files add info-level findings (FT015) and nothing more.
-    args = ("--no-cache", "--jobs", "1", "--fail-on", "error", "--ignore", "FT001,FT002,FT003,FT004,FT005,FT006,FT007,FT008,FT009,FT013,FT020,FT022")
+    args = (
+        "--no-cache",
+        "--jobs",
+        "1",
+        "--fail-on",
+        "error",
+        "--ignore",
+        "FT001,FT002,FT003,FT004,FT005,FT006,FT007,FT008,FT009,FT013,FT020,FT022",
+    )
     clean = invoke("check", SGLANG_LIKE, *args, "--output-format", "json")
     assert clean.exit_code == 0, clean.output
     for fmt in ("full", "concise", "json", "json-lines", "sarif", "github"):
@@ -200,16 +227,40 @@ def test_check_reports_diagnostics_without_failing_a_clean_run(corpus):
 
 
 def test_trace_compat_and_graph_still_work_next_to_bad_files(corpus, tmp_path):
-    res = invoke("trace", corpus, "-m", "AlphaForCausalLM", "--layer-ids", "-1,2,30", "-L", "32", "--no-cache", "--jobs", "1", "--format", "json")
+    res = invoke(
+        "trace",
+        corpus,
+        "-m",
+        "AlphaForCausalLM",
+        "--layer-ids",
+        "-1,2,30",
+        "-L",
+        "32",
+        "--no-cache",
+        "--jobs",
+        "1",
+        "--format",
+        "json",
+    )
     no_traceback(res)
     assert res.exit_code == 0 and json.loads(res.stdout)
-    res = invoke("trace", corpus, "-m", "UnicodeForCausalLM", "--layer-ids", "-1,2,30", "-L", "32", "--no-cache", "--jobs", "1")
+    res = invoke(
+        "trace", corpus, "-m", "UnicodeForCausalLM", "--layer-ids", "-1,2,30", "-L", "32", "--no-cache", "--jobs", "1"
+    )
     no_traceback(res)
     assert res.exit_code == 0 and "ünïcødé dir.mödel with space.UnicodeForCausalLM" in res.stdout
     target = tmp_path / "target.json"
     target.write_text(json.dumps({"architectures": ["BomForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}))
     draft = tmp_path / "draft.json"
-    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}))
+    draft.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "target_hidden_size": 64,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]},
+            }
+        )
+    )
     res = invoke("compat", corpus, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1")
     no_traceback(res)
     assert res.exit_code == 0 and "MATCH" in res.stdout
@@ -250,7 +301,16 @@ def test_report_refuses_a_bad_scan_document_in_one_line(tmp_path, content):
 
 def test_report_tolerates_a_scan_document_of_the_wrong_shape(corpus, tmp_path):
     doc = scan_doc(corpus)
-    for i, (key, value) in enumerate([("models", "x"), ("models", [1, None]), ("findings", {"a": 1}), ("diagnostics", [None, 3]), ("stats", "x"), ("root", 5)]):
+    for i, (key, value) in enumerate(
+        [
+            ("models", "x"),
+            ("models", [1, None]),
+            ("findings", {"a": 1}),
+            ("diagnostics", [None, 3]),
+            ("stats", "x"),
+            ("root", 5),
+        ]
+    ):
         broken = dict(doc, **{key: value})
         path = tmp_path / f"scan{i}.json"
         path.write_text(json.dumps(broken))
@@ -292,7 +352,11 @@ def test_a_tree_without_python_and_a_single_file(tmp_path):
     for command in ("scan", "check"):
         res = invoke(command, empty, "--no-cache")
         no_traceback(res)
-        assert res.exit_code == 2 and "no engine code (no Python files" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert (
+            res.exit_code == 2
+            and "no engine code (no Python files" in res.stderr
+            and len(res.stderr.strip().splitlines()) == 1
+        )
     # A single bad file as PATH: refused, saying it could not be read and where
     one = tmp_path / "one.py"
     one.write_bytes(b"\xff\xfe layers_to_capture\n")
@@ -336,7 +400,9 @@ def test_size_and_time_limits_abandon_one_file_with_a_diagnostic(tmp_path, monke
     (models / "slow.py").write_text("# layers_to_capture\n" + MARK)
     monkeypatch.setattr(visitors.FileAnalyzer, "facts", _slow_facts(visitors.FileAnalyzer.facts))
     handler = signal.getsignal(signal.SIGALRM)
-    result = api.scan(root, options=IndexOptions(jobs=jobs, use_cache=False, progress=False, max_bytes=64_000, timeout_s=0.5))
+    result = api.scan(
+        root, options=IndexOptions(jobs=jobs, use_cache=False, progress=False, max_bytes=64_000, timeout_s=0.5)
+    )
     assert signal.getsignal(signal.SIGALRM) == handler
     diags = {d.file: d for d in result.index.diagnostics}
     big, slow = diags["sglang/srt/models/big.py"], diags["sglang/srt/models/slow.py"]
@@ -384,8 +450,23 @@ def test_nesting_past_the_depth_limit_is_refused_before_analysis(tmp_path):
         (root / "sglang" / "srt" / "models" / name).write_text(text)
     for jobs in ("1", "2"):
         proc = subprocess.run(
-            [sys.executable, "-I", "-m", "flowtrace", "scan", str(root), "--format", "json", "--no-cache", "--jobs", jobs],
-            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            [
+                sys.executable,
+                "-I",
+                "-m",
+                "flowtrace",
+                "scan",
+                str(root),
+                "--format",
+                "json",
+                "--no-cache",
+                "--jobs",
+                jobs,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         doc = json.loads(proc.stdout)
@@ -408,7 +489,12 @@ def test_json_is_deterministic_on_the_corpus(corpus, monkeypatch, tmp_path):
             doc["stats"].pop(key)
         return json.dumps(doc, sort_keys=True)
 
-    outs = [run("--no-cache", "--jobs", "1"), run("--no-cache", "--jobs", "2"), run("--cache-dir", cache, "--jobs", "2"), run("--cache-dir", cache, "--jobs", "1")]
+    outs = [
+        run("--no-cache", "--jobs", "1"),
+        run("--no-cache", "--jobs", "2"),
+        run("--cache-dir", cache, "--jobs", "2"),
+        run("--cache-dir", cache, "--jobs", "1"),
+    ]
     # The order the file system lists entries in must not matter either.
     from flowtrace.sources import discover
 
@@ -444,7 +530,9 @@ def test_hostile_gitignore_patterns_are_dropped_with_a_diagnostic(tmp_path):
     assert [d["line"] for d in dropped] == [1, 2, 3, 4, 5] and all(d["kind"] == "skipped" for d in dropped)
     assert "too many wildcards" in dropped[0]["reason"] and "invalid pattern" in dropped[2]["reason"]
     files = {m["file"] for m in doc["models"]}
-    assert "sglang/srt/models/delta.py" not in files and "sglang/srt/models/alpha.py" in files, "the valid pattern still applies"
+    assert (
+        "sglang/srt/models/delta.py" not in files and "sglang/srt/models/alpha.py" in files
+    ), "the valid pattern still applies"
 
 
 @pytest.mark.parametrize("pattern", ["a*a*a*a*a*X", "\\", "!"])

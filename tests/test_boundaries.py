@@ -47,15 +47,24 @@ def test_negative_and_out_of_range_ids_are_dropped_with_their_reason():
     assert got.dropped == (Drop(-1, -1, DropReason.NEGATIVE), Drop(40, 40, DropReason.OUT_OF_RANGE))
     # at an output point id -1 names b = 0: recorded only by a site that records the embedding
     # (a capture before its loop); the loop itself never meets a negative index
-    assert layout([-1], Point.OUTPUT, L, embedding=False, last_layer=True).dropped == (Drop(-1, 0, DropReason.NEGATIVE),)
+    assert layout([-1], Point.OUTPUT, L, embedding=False, last_layer=True).dropped == (
+        Drop(-1, 0, DropReason.NEGATIVE),
+    )
     assert layout([-1], Point.OUTPUT, L, embedding=True, last_layer=True).boundaries == (0,)
 
 
 def test_read_back_order():
     ids = [10, 3, 10]
-    assert layout(ids, Point.INPUT, L, embedding=False, last_layer=False, order=ConcatOrder.CONFIG).boundaries == (10, 3, 10)
+    assert layout(ids, Point.INPUT, L, embedding=False, last_layer=False, order=ConcatOrder.CONFIG).boundaries == (
+        10,
+        3,
+        10,
+    )
     assert layout(ids, Point.INPUT, L, embedding=False, last_layer=False, order=ConcatOrder.LOOP).boundaries == (3, 10)
-    assert layout(ids, Point.INPUT, L, embedding=False, last_layer=False, order=ConcatOrder.SORTED).boundaries == (3, 10)
+    assert layout(ids, Point.INPUT, L, embedding=False, last_layer=False, order=ConcatOrder.SORTED).boundaries == (
+        3,
+        10,
+    )
 
 
 def test_serving_config_hook_ids():
@@ -71,13 +80,25 @@ def test_serving_config_hook_ids():
 
 
 def test_a_dict_keyed_by_layer_raises_for_an_id_never_stored():
-    got = layout([3, 40, 5], Point.INPUT, L, embedding=True, last_layer=False, order=ConcatOrder.CONFIG, unmatched=Unmatched.RAISES)
+    got = layout(
+        [3, 40, 5],
+        Point.INPUT,
+        L,
+        embedding=True,
+        last_layer=False,
+        order=ConcatOrder.CONFIG,
+        unmatched=Unmatched.RAISES,
+    )
     assert got.raises == Raise(40, RaiseKind.MISSING_KEY)
 
 
 def test_the_first_raising_index_in_id_order_wins():
-    assert layout([1, 0], Point.INPUT, L, embedding=True, last_layer=False, raising_index=0).raises == Raise(0, RaiseKind.FIRST_ITERATION)
-    both = layout([40, 0], Point.INPUT, L, embedding=True, last_layer=False, unmatched=Unmatched.RAISES, raising_index=0)
+    assert layout([1, 0], Point.INPUT, L, embedding=True, last_layer=False, raising_index=0).raises == Raise(
+        0, RaiseKind.FIRST_ITERATION
+    )
+    both = layout(
+        [40, 0], Point.INPUT, L, embedding=True, last_layer=False, unmatched=Unmatched.RAISES, raising_index=0
+    )
     assert both.raises == Raise(40, RaiseKind.MISSING_KEY)
     assert layout([1, 2], Point.INPUT, L, embedding=True, last_layer=False, raising_index=0).raises is None
 
@@ -86,5 +107,12 @@ def test_points_and_reach():
     assert (offset(Point.INPUT), offset(Point.OUTPUT)) == (0, 1)
     with pytest.raises(ValueError):
         offset(Point.UNKNOWN)
-    assert [reachable(b, L, embedding=False, last_layer=False) for b in (-1, 0, 1, 31, 32, 33)] == [False, False, True, True, False, False]
+    assert [reachable(b, L, embedding=False, last_layer=False) for b in (-1, 0, 1, 31, 32, 33)] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert [reachable(b, L, embedding=True, last_layer=True) for b in (0, 32)] == [True, True]

@@ -93,7 +93,9 @@ def test_a_new_subclass_in_an_unselected_file_joins_the_fixpoint_when_warm(tmp_p
 def _count_watches(monkeypatch):
     calls = []
     real = build._Fixpoint.watch
-    monkeypatch.setattr(build._Fixpoint, "watch", lambda self, path, names: calls.append(path) or real(self, path, names))
+    monkeypatch.setattr(
+        build._Fixpoint, "watch", lambda self, path, names: calls.append(path) or real(self, path, names)
+    )
     return calls
 
 
@@ -114,7 +116,9 @@ def test_a_removed_file_closes_the_fixpoint_again(tmp_path, monkeypatch):
     and then goes away: the stored selection no longer describes the tree and is not used."""
     root = _copy(tmp_path)
     zeta = root / "sglang/srt/models/zeta.py"
-    zeta.write_text("from sglang.srt.models.alpha import AlphaForCausalLM\n\n\nclass ZetaForCausalLM(AlphaForCausalLM):\n    pass\n")
+    zeta.write_text(
+        "from sglang.srt.models.alpha import AlphaForCausalLM\n\n\nclass ZetaForCausalLM(AlphaForCausalLM):\n    pass\n"
+    )
     first = _index(root)
     assert "sglang/srt/models/zeta.py" in {f.path for f in first.files}
     zeta.unlink()
@@ -236,7 +240,12 @@ print(json.dumps([repr(f) for f in res.files]))
 def test_concurrent_scans_share_a_cache_safely(tmp_path):
     root = _copy(tmp_path, "vllm_like")
     cold = _index(root, use_cache=False)
-    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONCURRENT, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)

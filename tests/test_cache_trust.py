@@ -33,7 +33,9 @@ def _index(root, **options):
 
 def _lie(path: str) -> F.FileFacts:
     """Facts no fixture file has: a class that does not exist."""
-    return F.FileFacts(path, "planted", classes=(F.ClassFact("Planted", "planted.Planted", F.Location(path, 1), (), (), ()),))
+    return F.FileFacts(
+        path, "planted", classes=(F.ClassFact("Planted", "planted.Planted", F.Location(path, 1), (), (), ()),)
+    )
 
 
 def _plant(root, key: bytes) -> int:

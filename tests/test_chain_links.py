@@ -35,7 +35,8 @@ def test_unguarded_none_residual_raises_at_index_0(sglang_scan):
     assert c.embedding_capturable is False  # recording b=0 raises
     assert c.last_layer_capturable is True  # `if self.end_layer in ...` after the loop
     assert c.stream.raising_index == 0 and F.ProblemKind.INDEX0_RAISES in c.kinds()
-    assert c.stream.raises_at.file.endswith("models/nu.py") and c.stream.raises_at.line == 31  # `stream = hidden_states + residual`
+    # `stream = hidden_states + residual`
+    assert c.stream.raises_at.file.endswith("models/nu.py") and c.stream.raises_at.line == 31
     assert sglang_scan.project.row("NuForCausalLM").support == "supported"  # it works for other ids
     traced = api.trace(sglang_scan, "NuForCausalLM", [0, 2, 30], L)
     assert traced.outcome == F.Outcome.RAISES and traced.boundaries is None
@@ -150,7 +151,10 @@ def test_every_branch_is_shown_with_its_line_and_no_double_negative(sglang_scan)
     traced = api.trace(sglang_scan, "OmicronVLForConditionalGeneration", [1, 2], L)
     branches = [s for s in traced.steps if s.kind == "branch"]
     # omicron_vl.py:25 `if self.language_model is None or not hasattr(...)`, nu.py:52 `if layer_ids is None`
-    assert [(s.location.file.rsplit("/", 1)[-1], s.location.line) for s in branches] == [("omicron_vl.py", 25), ("nu.py", 52)]
+    assert [(s.location.file.rsplit("/", 1)[-1], s.location.line) for s in branches] == [
+        ("omicron_vl.py", 25),
+        ("nu.py", 52),
+    ]
     assert "hasattr(self.language_model, 'set_eagle3_layers_to_capture') is True" in branches[0].text
     assert "not hasattr" not in branches[0].text.split(":", 2)[-1]
     pi = api.trace(sglang_scan, "PiVLForConditionalGeneration", [1, 2], L)
@@ -184,13 +188,25 @@ def test_fixed_slot_collector_raises_on_count_mismatch(sglang_scan):
     ],
 )
 def test_trace_json_outcome_and_exit_code(model, ids, outcome, code):
-    out = CliRunner().invoke(main, ["trace", str(SGLANG_LIKE), "-m", model, "--layer-ids", ids, "-L", "32", "--format", "json", "--no-cache"])
+    out = CliRunner().invoke(
+        main, ["trace", str(SGLANG_LIKE), "-m", model, "--layer-ids", ids, "-L", "32", "--format", "json", "--no-cache"]
+    )
     assert out.exit_code == code, out.output
     doc = json.loads(out.stdout)
     assert doc["schema"] == "flowtrace.trace/1" and doc["outcome"] == outcome
     assert (doc["raises_at"] is not None) == (outcome == "raises")
     assert (doc["reason"] is None) == (outcome == "captures")
-    for key in ("model", "num_layers", "layer_ids", "capture_indices", "boundaries", "dropped", "steps", "problems", "fc_in_features"):
+    for key in (
+        "model",
+        "num_layers",
+        "layer_ids",
+        "capture_indices",
+        "boundaries",
+        "dropped",
+        "steps",
+        "problems",
+        "fc_in_features",
+    ):
         assert key in doc
 
 
@@ -237,7 +253,9 @@ def test_language_model_built_from_the_target_config_is_conditional(vllm_scan):
     resolved = api.trace(vllm_scan, row.name, [0, 2, 32], L, target_config=config)
     # llama.py: identity ids, helper labels the stream after layer idx as idx + 1, plus the embedding
     assert resolved.outcome == F.Outcome.CAPTURES and resolved.boundaries == (0, 2, 32)
-    absent = api.trace(vllm_scan, row.name, [0], L, target_config={"text_config": {"architectures": ["LlamaEmbeddingModel"]}})
+    absent = api.trace(
+        vllm_scan, row.name, [0], L, target_config={"text_config": {"architectures": ["LlamaEmbeddingModel"]}}
+    )
     assert absent.outcome == F.Outcome.CAPTURES_NOTHING
 
 
@@ -272,7 +290,8 @@ def test_registry_package_re_exporting_platform_variants(vllm_scan, variant):
         ("PsiForCausalLM", "psi_factory.PsiModel", None, F.OUTPUT),  # overriding factory method
         ("PsiExtForCausalLM", "psi_factory.PsiExtModel", None, F.OUTPUT),  # forward extends super().forward
         ("PsiVLBaseForConditionalGeneration", "nu.NuModel", "nu.NuForCausalLM", F.INPUT),
-        ("PsiVLForConditionalGeneration", "phi_dict.PhiModel", "phi_dict.PhiForCausalLM", F.OUTPUT),  # class handed to super().__init__
+        # class handed to super().__init__
+        ("PsiVLForConditionalGeneration", "phi_dict.PhiModel", "phi_dict.PhiForCausalLM", F.OUTPUT),
     ],
 )
 def test_holder_through_construction_forms(sglang_scan, model, holder, delegates_to, point):
@@ -378,7 +397,10 @@ def test_an_early_return_under_a_runtime_test_is_only_noted(tmp_path):
         (tmp_path / part / "__init__.py").write_text("")
     source = (SGLANG_LIKE / "sglang/srt/models/koppa.py").read_text()
     source = source.replace("if not self.return_aux_hidden_states:", "if not forward_batch.is_extend:")
-    source = source.replace("def forward(self, input_ids, hidden_states):\n        residual", "def forward(self, input_ids, hidden_states, forward_batch=None):\n        residual")
+    source = source.replace(
+        "def forward(self, input_ids, hidden_states):\n        residual",
+        "def forward(self, input_ids, hidden_states, forward_batch=None):\n        residual",
+    )
     assert "forward_batch.is_extend" in source
     (models / "koppa.py").write_text(source)
     (models / "alpha.py").write_text((SGLANG_LIKE / "sglang/srt/models/alpha.py").read_text())
@@ -402,7 +424,9 @@ def _shapes_scan():
 
     from flowtrace.index.build import IndexOptions
 
-    return api.scan(Path(__file__).parent / "probe" / "agreement_engines" / "shapes", options=IndexOptions(use_cache=False, jobs=1))
+    return api.scan(
+        Path(__file__).parent / "probe" / "agreement_engines" / "shapes", options=IndexOptions(use_cache=False, jobs=1)
+    )
 
 
 def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
@@ -415,7 +439,10 @@ def test_metadata_hook_handed_to_the_layers_is_a_capture_site():
     assert c.site.mechanism == F.Mechanism.HOOK and c.site.callback_parameter == "spec_metadata"
     assert c.site.container_class.endswith("metadata_hook.HookSpecMetadata") and c.site.location.line == 42
     # evidence: the layer's call after its MLP, then the recording method it calls (line 15)
-    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == ["sglang/srt/models/metadata_hook.py:29", "sglang/srt/models/metadata_hook.py:15"]
+    assert c.point == F.OUTPUT and [str(e) for e in c.point_evidence] == [
+        "sglang/srt/models/metadata_hook.py:29",
+        "sglang/srt/models/metadata_hook.py:15",
+    ]
     assert "records `hidden_states + residual`" in c.point_note
     assert api.trace(scan, "HookForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
     assert api.trace(scan, "HookForCausalLM", [-1, 3, 4], 8).boundaries == (4, 5)
@@ -507,20 +534,38 @@ def test_buffer_slice_copy_is_a_capture_site():
     c = scan.project.row("BufferCopyForCausalLM").capture
     assert c.site.mechanism == F.Mechanism.BUFFER and c.site.attribute == "layers_to_capture"
     assert c.site.location.file.endswith("models/buffer_copy.py") and c.site.location.line == 23
-    assert c.point == F.OUTPUT and c.site.container == "buf" and c.site.captured_expression == "hidden_states + residual"
+    assert (
+        c.point == F.OUTPUT and c.site.container == "buf" and c.site.captured_expression == "hidden_states + residual"
+    )
     assert c.stream.raising_index is None and c.embedding_capturable is False  # b=0 is never recorded
     assert api.trace(scan, "BufferCopyForCausalLM", None, 8).boundaries == (3, 5, 6)  # default (2, n//2, n-3)
     assert api.trace(scan, "BufferCopyForCausalLM", [5, -1, 2], 8).boundaries == (3, 6)  # loop order
 
 
-@pytest.mark.parametrize("old, new, point, first_none", [
-    # the same buffer filled by a slice assignment: still after layer i
-    ("buf[k].copy_(hidden_states + residual)", "buf[k, :] = hidden_states + residual", F.OUTPUT, None),
-    # moved before the layer call: b=i, and the unguarded residual is None at index 0
-    ("            hidden_states, residual = layer(hidden_states, residual)\n            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n",
-     "            if i in wanted:\n                buf[k].copy_(hidden_states + residual)\n                k += 1\n            hidden_states, residual = layer(hidden_states, residual)\n",
-     F.INPUT, "residual"),
-])
+@pytest.mark.parametrize(
+    "old, new, point, first_none",
+    [
+        # the same buffer filled by a slice assignment: still after layer i
+        ("buf[k].copy_(hidden_states + residual)", "buf[k, :] = hidden_states + residual", F.OUTPUT, None),
+        # moved before the layer call: b=i, and the unguarded residual is None at index 0
+        (
+            (
+                "            hidden_states, residual = layer(hidden_states, residual)\n"
+                "            if i in wanted:\n"
+                "                buf[k].copy_(hidden_states + residual)\n"
+                "                k += 1\n"
+            ),
+            (
+                "            if i in wanted:\n"
+                "                buf[k].copy_(hidden_states + residual)\n"
+                "                k += 1\n"
+                "            hidden_states, residual = layer(hidden_states, residual)\n"
+            ),
+            F.INPUT,
+            "residual",
+        ),
+    ],
+)
 def test_buffer_site_point_and_index_0_follow_the_layer_call(tmp_path, old, new, point, first_none):
     """buffer_copy.py edited: the point follows the side of the layer call; before it, the
     first iteration adds the ``residual = None`` of line 16 unguarded, as an append would."""

@@ -261,7 +261,11 @@ def test_inline_suppression_of_a_real_finding(tmp_path):
     first = before["findings"][0]
     add_comment(engine / first["file"], first["line"], f"# flowtrace: ignore[{first['rule']}]")
     _, after = run_json(engine, "--ignore", "FT016")
-    same_spot = [f for f in before["findings"] if (f["rule"], f["file"], f["line"]) == (first["rule"], first["file"], first["line"])]
+    same_spot = [
+        f
+        for f in before["findings"]
+        if (f["rule"], f["file"], f["line"]) == (first["rule"], first["file"], first["line"])
+    ]
     expected = sorted(key(f) for f in before["findings"] if f not in same_spot)
     assert sorted(map(key, after["findings"])) == expected
     assert after["summary"]["suppressed_inline"] == len(same_spot)
@@ -409,7 +413,15 @@ def test_baseline_counts_duplicate_fingerprints():
     assert suppressed == 2 and len(kept) == 1
 
 
-@pytest.mark.parametrize("content", [None, "{not json", '{"schema": "other/1", "findings": {}}', '{"schema": "flowtrace.baseline/1", "findings": {"x": {"count": 0}}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        None,
+        "{not json",
+        '{"schema": "other/1", "findings": {}}',
+        '{"schema": "flowtrace.baseline/1", "findings": {"x": {"count": 0}}}',
+    ],
+)
 def test_bad_baseline_is_exit_2(engine, tmp_path, content):
     baseline = tmp_path / "b.json"
     if content is not None:
@@ -492,7 +504,9 @@ def test_committed_rules_doc_is_fresh():
 
     assert "FT999" not in Rule.registry
     committed = (REPO / "docs" / "rules.md").read_text(encoding="utf-8")
-    assert committed == rules_markdown(), "docs/rules.md is stale: python -m flowtrace.cli.check --write-rules-doc docs/rules.md"
+    assert (
+        committed == rules_markdown()
+    ), "docs/rules.md is stale: python -m flowtrace.cli.check --write-rules-doc docs/rules.md"
 
 
 def test_pre_commit_hook_runs_flowtrace_check():

@@ -55,7 +55,11 @@ def test_single_file_fc_shape_and_namings(tmp_path):
 
 
 def test_layers_0_naming_with_prefix_and_fc_norm(tmp_path):
-    specs = {"model.fc.weight": ("F16", [16, 32]), "model.layers.0.mlp.fc1.weight": ("F16", [4, 4]), "model.fc_norm.weight": ("F16", [32])}
+    specs = {
+        "model.fc.weight": ("F16", [16, 32]),
+        "model.layers.0.mlp.fc1.weight": ("F16", [4, 4]),
+        "model.fc_norm.weight": ("F16", [32]),
+    }
     write_safetensors(tmp_path / "model.safetensors", tensors(specs))
     ckpt = read_draft_checkpoint(tmp_path)
     assert ckpt.fc_name == "model.fc.weight"  # not the MLP's fc1
@@ -64,9 +68,17 @@ def test_layers_0_naming_with_prefix_and_fc_norm(tmp_path):
 
 
 def test_sharded_index_reads_the_shard_holding_fc(tmp_path):
-    write_safetensors(tmp_path / "model-00001-of-00002.safetensors", tensors({"midlayer.input_layernorm.weight": ("BF16", [16])}))
+    write_safetensors(
+        tmp_path / "model-00001-of-00002.safetensors", tensors({"midlayer.input_layernorm.weight": ("BF16", [16])})
+    )
     write_safetensors(tmp_path / "model-00002-of-00002.safetensors", tensors({"fc.weight": ("BF16", [16, 64])}))
-    index = {"metadata": {}, "weight_map": {"midlayer.input_layernorm.weight": "model-00001-of-00002.safetensors", "fc.weight": "model-00002-of-00002.safetensors"}}
+    index = {
+        "metadata": {},
+        "weight_map": {
+            "midlayer.input_layernorm.weight": "model-00001-of-00002.safetensors",
+            "fc.weight": "model-00002-of-00002.safetensors",
+        },
+    }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     ckpt = read_draft_checkpoint(tmp_path)
     assert ckpt.file.endswith("model-00002-of-00002.safetensors")
@@ -133,7 +145,9 @@ def test_deeply_nested_header(tmp_path, depth):
 
 
 def test_entry_with_bad_shape(tmp_path):
-    write_safetensors(tmp_path / "model.safetensors", {"fc.weight": {"dtype": "BF16", "shape": [-1, "x"], "data_offsets": [0, 0]}})
+    write_safetensors(
+        tmp_path / "model.safetensors", {"fc.weight": {"dtype": "BF16", "shape": [-1, "x"], "data_offsets": [0, 0]}}
+    )
     expect_error(tmp_path, "valid dtype, shape")
 
 
@@ -159,7 +173,9 @@ def test_huge_sparse_file_reads_only_the_header(tmp_path):
 
 
 def test_index_with_path_traversal(tmp_path):
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": "../../etc/passwd"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"fc.weight": "../../etc/passwd"}})
+    )
     expect_error(tmp_path, "not a plain file name")
 
 

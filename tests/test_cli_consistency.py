@@ -81,7 +81,8 @@ def test_scan_honours_tool_flowtrace_like_check(engine):
     # epsilon.py has FT002 and FT004 (errors); the config turns FT0 off except FT004, and
     # ignores every rule under sglang/srt/models/beta.py.
     (engine / "pyproject.toml").write_text(
-        '[tool.flowtrace]\nselect = ["FT004", "FT013"]\n[tool.flowtrace.per-file-ignores]\n"sglang/srt/models/beta.py" = ["FT013"]\n',
+        '[tool.flowtrace]\nselect = ["FT004", "FT013"]\n[tool.flowtrace.per-file-ignores]\n"sglang/srt/models/beta.py"'
+        ' = ["FT013"]\n',
         encoding="utf-8",
     )
     scan = run("scan", engine, *FAST, "--format", "json")
@@ -91,7 +92,11 @@ def test_scan_honours_tool_flowtrace_like_check(engine):
     check_rules = sorted((f["rule"], f["file"]) for f in json.loads(check.stdout)["findings"])
     # theta.py:23 stores a reference to residual and updates it in place (FT013, kept);
     # beta.py's FT013 is ignored per file; epsilon.py:51 ZetaForCausalLM has no loop (FT004).
-    assert scan_rules == check_rules == [("FT004", "sglang/srt/models/epsilon.py"), ("FT013", "sglang/srt/models/theta.py")]
+    assert (
+        scan_rules
+        == check_rules
+        == [("FT004", "sglang/srt/models/epsilon.py"), ("FT013", "sglang/srt/models/theta.py")]
+    )
     isolated = run("scan", engine, *FAST, "--format", "json", "--isolated")
     assert "FT002" in {f["rule"] for f in json.loads(isolated.stdout)["findings"]}
 

@@ -28,10 +28,20 @@ def test_version_names_the_distribution_not_the_unrelated_flowtrace_on_the_index
 def test_every_documented_install_names_the_distribution():
     """A bare `pip install flowtrace...` installs someone else's project."""
     bare = re.compile(r"pip install ['\"]?flowtrace(?![-\w])")
-    for rel in ("README.md", "docs/ci.md", "action.yml", ".pre-commit-hooks.yaml", "flowtrace/probe/errors.py", "flowtrace/probe/draft.py", "flowtrace/probe/cli.py"):
+    for rel in (
+        "README.md",
+        "docs/ci.md",
+        "action.yml",
+        ".pre-commit-hooks.yaml",
+        "flowtrace/probe/errors.py",
+        "flowtrace/probe/draft.py",
+        "flowtrace/probe/cli.py",
+    ):
         text = (REPO / rel).read_text(encoding="utf-8")
         assert not bare.search(text), f"{rel}: {bare.search(text).group(0)!r}"
-    docs = (REPO / "docs" / "ci.md").read_text(encoding="utf-8") + (REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    docs = (REPO / "docs" / "ci.md").read_text(encoding="utf-8") + (REPO / ".pre-commit-hooks.yaml").read_text(
+        encoding="utf-8"
+    )
     assert "rev: v0.1.0" not in docs  # no such tag exists
 
 
@@ -40,7 +50,8 @@ def test_the_license_file_is_the_one_pyproject_declares():
     assert 'license = "Apache-2.0"' in pyproject and 'license-files = ["LICENSE"]' in pyproject
     text = (REPO / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
-    assert "END OF TERMS AND CONDITIONS" in text and "9. Accepting Warranty or Additional Liability." in text  # the full text
+    # the full text
+    assert "END OF TERMS AND CONDITIONS" in text and "9. Accepting Warranty or Additional Liability." in text
 
 
 # --- conventions of ruff / Semgrep (issue 27, item 3) -------------------------------------
@@ -119,13 +130,16 @@ def test_default_path_is_the_working_folder_and_output_file_is_an_alias(engine, 
     assert res.exit_code == 0, res.output
     assert out.read_text(encoding="utf-8").lstrip().startswith("{")
     scan = run("scan", *FAST, "--output-format", "concise")
-    assert scan.exit_code == 0 and "sglang/srt/models/epsilon.py:23: FT002" in scan.stdout  # relative to the working folder
+    # relative to the working folder
+    assert scan.exit_code == 0 and "sglang/srt/models/epsilon.py:23: FT002" in scan.stdout
 
 
 def test_scan_and_check_take_the_same_format_names():
     for fmt in ("text", "full", "concise", "json", "json-lines", "sarif", "github", "html"):
         for command in ("scan", "check"):
-            res = run(command, SGLANG_LIKE, *FAST, "--output-format", fmt, *(["--exit-zero"] if command == "check" else []))
+            res = run(
+                command, SGLANG_LIKE, *FAST, "--output-format", fmt, *(["--exit-zero"] if command == "check" else [])
+            )
             assert res.exit_code == 0, (command, fmt, res.output)
 
 
@@ -135,14 +149,22 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path):
     for command in ("scan", "check"):
         res = run(command, SGLANG_LIKE, *FAST, "-o", blocker / "out.txt")
         assert res.exit_code == 2, res.output
-        assert res.stderr.startswith(f"flowtrace: error: cannot write {blocker / 'out.txt'}: ") and "Traceback" not in res.output
+        assert (
+            res.stderr.startswith(f"flowtrace: error: cannot write {blocker / 'out.txt'}: ")
+            and "Traceback" not in res.output
+        )
 
 
 def test_scan_and_check_agree_on_a_non_python_file():
     readme = REPO / "README.md"
     answers = {command: run(command, readme) for command in ("scan", "check")}
     for res in answers.values():
-        assert res.exit_code == 2 and res.stderr.strip() == f"flowtrace: error: no Python engine code in {readme}: not a Python file (give an engine checkout, a .py file or pypi:NAME==VERSION)"
+        assert (
+            res.exit_code == 2
+            and res.stderr.strip()
+            == f"flowtrace: error: no Python engine code in {readme}: not a Python file (give an engine checkout, a .py"
+            " file or pypi:NAME==VERSION)"
+        )
 
 
 def test_zero_layers_is_named_as_such():
@@ -181,7 +203,10 @@ def test_an_unrecognised_layout_says_which_profiles_were_applied(tmp_path):
     (tmp_path / "model.py").write_text(UNPLACED_ENGINE, encoding="utf-8")
     res = run("scan", tmp_path, *FAST)
     assert res.exit_code == 0, res.output
-    assert f"flowtrace: warning: no known engine layout under {tmp_path}" in res.stderr and "applied every profile:" in res.stderr
+    assert (
+        f"flowtrace: warning: no known engine layout under {tmp_path}" in res.stderr
+        and "applied every profile:" in res.stderr
+    )
     # no engine code at all is not a layout question: refused, as check refuses it
     (tmp_path / "model.py").write_text("class M:\n    pass\n", encoding="utf-8")
     res = run("scan", tmp_path, *FAST)
@@ -199,7 +224,12 @@ def test_the_test_setup_leaves_no_folder_in_the_temp_dir(tmp_path):
     temp = tmp_path / "temp"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
-    subprocess.run([sys.executable, "-c", "import conftest, os; assert os.listdir(os.environ['TMPDIR'])"], cwd=REPO / "tests", env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-c", "import conftest, os; assert os.listdir(os.environ['TMPDIR'])"],
+        cwd=REPO / "tests",
+        env=env,
+        check=True,
+    )
     assert list(temp.iterdir()) == []  # the cache-key folder is removed when the run ends
 
 
@@ -208,7 +238,10 @@ def test_the_real_engine_marker_says_what_the_readme_says():
     marker = re.search(r'"real_engine: ([^"]+)"', pyproject)
     assert marker is not None and "FLOWTRACE_REAL_ENGINES=DIR" in marker.group(1) and "NAME-VERSION" in marker.group(1)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "FLOWTRACE_REAL_ENGINES=DIR python -m pytest -m real_engine" in readme and "one `NAME-VERSION` folder per release" in readme
+    assert (
+        "FLOWTRACE_REAL_ENGINES=DIR python -m pytest -m real_engine" in readme
+        and "one `NAME-VERSION` folder per release" in readme
+    )
 
 
 def test_no_profile_speaks_of_a_libcst_analysis():
@@ -218,28 +251,57 @@ def test_no_profile_speaks_of_a_libcst_analysis():
 
 
 def test_also_write_gives_several_formats_from_one_run(tmp_path):
-    res = run("check", SGLANG_LIKE, *FAST, "--exit-zero", "--output-format", "concise", "--also-write", f"sarif={tmp_path / 'f.sarif'}", "--also-write", f"json={tmp_path / 'f.json'}")
+    res = run(
+        "check",
+        SGLANG_LIKE,
+        *FAST,
+        "--exit-zero",
+        "--output-format",
+        "concise",
+        "--also-write",
+        f"sarif={tmp_path / 'f.sarif'}",
+        "--also-write",
+        f"json={tmp_path / 'f.json'}",
+    )
     assert res.exit_code == 0, res.output
     import json
 
     doc = json.loads((tmp_path / "f.json").read_text(encoding="utf-8"))
     sarif = json.loads((tmp_path / "f.sarif").read_text(encoding="utf-8"))
-    assert len(doc["findings"]) == len(sarif["runs"][0]["results"]) == len([line for line in res.stdout.splitlines() if line])
+    assert (
+        len(doc["findings"])
+        == len(sarif["runs"][0]["results"])
+        == len([line for line in res.stdout.splitlines() if line])
+    )
     bad = run("check", SGLANG_LIKE, "--also-write", "yaml=x.yaml")
-    assert bad.exit_code == 2 and bad.stderr.startswith("flowtrace: error: --also-write 'yaml=x.yaml': expected FORMAT=FILE")
+    assert bad.exit_code == 2 and bad.stderr.startswith(
+        "flowtrace: error: --also-write 'yaml=x.yaml': expected FORMAT=FILE"
+    )
 
 
 def test_several_paths_are_checked_as_one_tree_and_only_they(engine, monkeypatch):
     models = engine / "sglang" / "srt" / "models"
     monkeypatch.chdir(engine)
-    res = run("check", "sglang/srt/models/epsilon.py", "sglang/srt/models/alpha.py", *FAST, "--output-format", "concise", "--exit-zero")
+    res = run(
+        "check",
+        "sglang/srt/models/epsilon.py",
+        "sglang/srt/models/alpha.py",
+        *FAST,
+        "--output-format",
+        "concise",
+        "--exit-zero",
+    )
     assert res.exit_code == 0, res.output
     files = {line.split(":")[0] for line in res.stdout.splitlines() if line}
-    assert files <= {"sglang/srt/models/epsilon.py", "sglang/srt/models/alpha.py"} and "sglang/srt/models/epsilon.py" in files
+    assert (
+        files <= {"sglang/srt/models/epsilon.py", "sglang/srt/models/alpha.py"}
+        and "sglang/srt/models/epsilon.py" in files
+    )
     assert "sglang/srt/models/epsilon.py:23: FT002" in res.stdout  # as when the whole tree is checked
     whole = run("check", engine, *FAST, "--output-format", "concise", "--exit-zero")
     assert "sglang/srt/models/gamma.py" in whole.stdout and "gamma.py" not in res.stdout
     scan = run("scan", models / "epsilon.py", models / "alpha.py", *FAST, "--format", "json")
     import json
 
-    assert {m["file"] for m in json.loads(scan.stdout)["models"]} == {"epsilon.py", "alpha.py"}  # relative to the common folder
+    # relative to the common folder
+    assert {m["file"] for m in json.loads(scan.stdout)["models"]} == {"epsilon.py", "alpha.py"}

@@ -53,10 +53,14 @@ def test_every_command_writing_output_takes_the_one_option_set(name, cmd):
     options = [p for p in cmd.params if isinstance(p, click.Option)]
     by_spelling = {spelling: p for p in options for spelling in (*p.opts, *p.secondary_opts)}
     output = by_spelling.get("-o")
-    assert output is not None and {"-o", "--output", "--output-file"} <= set(output.opts), f"{name}: -o/--output/--output-file"
+    assert output is not None and {"-o", "--output", "--output-file"} <= set(
+        output.opts
+    ), f"{name}: -o/--output/--output-file"
     fmt = by_spelling.get("--format")
     assert fmt is not None and {"--format", "--output-format"} <= set(fmt.opts), f"{name}: --format/--output-format"
-    assert isinstance(fmt.type, click.Choice) and fmt.default in fmt.type.choices, f"{name}: a default among the choices"
+    assert (
+        isinstance(fmt.type, click.Choice) and fmt.default in fmt.type.choices
+    ), f"{name}: a default among the choices"
 
 
 def run(*args):
@@ -107,13 +111,28 @@ def test_check_refuses_a_report_over_its_baseline(tmp_path):
     ("args", "check"),
     [
         (("rules", "--output-format", "json"), lambda text: json.loads(text)[0]["code"] == "FT001"),
-        (("explain", "FT007", "--format", "json"), lambda text: json.loads(text)["name"] == "inconsistent-id-transform"),
+        (
+            ("explain", "FT007", "--format", "json"),
+            lambda text: json.loads(text)["name"] == "inconsistent-id-transform",
+        ),
         (("explain", "FT007"), lambda text: "inconsistent-id-transform" in text),
-        (("trace", SGLANG_LIKE, *FAST, "-m", "AlphaForCausalLM", "-L", "32", "--output-format", "json"), lambda text: json.loads(text)["schema"].startswith("flowtrace.trace/")),
-        (("graph", SGLANG_LIKE, *FAST, "--output-format", "dot"), lambda text: text.startswith(("digraph", "strict digraph"))),
-        (("fix", SGLANG_LIKE, *FAST, "--output-format", "json"), lambda text: json.loads(text)["schema"].startswith("flowtrace.fix/")),
+        (
+            ("trace", SGLANG_LIKE, *FAST, "-m", "AlphaForCausalLM", "-L", "32", "--output-format", "json"),
+            lambda text: json.loads(text)["schema"].startswith("flowtrace.trace/"),
+        ),
+        (
+            ("graph", SGLANG_LIKE, *FAST, "--output-format", "dot"),
+            lambda text: text.startswith(("digraph", "strict digraph")),
+        ),
+        (
+            ("fix", SGLANG_LIKE, *FAST, "--output-format", "json"),
+            lambda text: json.loads(text)["schema"].startswith("flowtrace.fix/"),
+        ),
         (("fix", SGLANG_LIKE, *FAST, "--diff"), lambda text: text.startswith("---")),
-        (("diff", SGLANG_LIKE, SGLANG_LIKE, *FAST, "--format", "json"), lambda text: json.loads(text)["schema"].startswith("flowtrace.diff/")),
+        (
+            ("diff", SGLANG_LIKE, SGLANG_LIKE, *FAST, "--format", "json"),
+            lambda text: json.loads(text)["schema"].startswith("flowtrace.diff/"),
+        ),
     ],
     ids=["rules", "explain-json", "explain-text", "trace", "graph", "fix-json", "fix-diff", "diff"],
 )
@@ -128,7 +147,13 @@ def test_output_file_holds_what_stdout_would(tmp_path, args, check):
 
 def test_probe_merge_writes_its_file_with_the_same_spelling(tmp_path):
     pytest.importorskip("torch")
-    doc = {"schema": "flowtrace.probe/1", "command": "capture", "verdict": "confirmed", "claim": {"model": "m.A", "boundaries": [0]}, "boundaries": [0]}
+    doc = {
+        "schema": "flowtrace.probe/1",
+        "command": "capture",
+        "verdict": "confirmed",
+        "claim": {"model": "m.A", "boundaries": [0]},
+        "boundaries": [0],
+    }
     src = tmp_path / "one.json"
     src.write_text(json.dumps(doc), encoding="utf-8")
     res = run("probe", "merge", src, "--output-format", "json", "--output-file", tmp_path / "merged.json")

@@ -72,11 +72,18 @@ def test_default_ids_on_both_sides(tmp_path, sglang_scan):
     (only,) = differences_text(verdict)
     assert only.startswith("the engine hands the draft layer outputs without the residual")
     # the same default on Alpha (plus one, recorded before layer i with the residual added) matches
-    assert api.compat(sglang_scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, None)).verdict == "MATCH"
+    assert (
+        api.compat(sglang_scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, None)).verdict
+        == "MATCH"
+    )
 
 
 def test_width_and_nested_text_config(tmp_path, sglang_scan):
-    verdict = api.compat(sglang_scan, target(tmp_path, "OmegaVLForConditionalGeneration", nested=True, hidden=128), specforge_draft(tmp_path, [1, 15, 28], hidden=64))
+    verdict = api.compat(
+        sglang_scan,
+        target(tmp_path, "OmegaVLForConditionalGeneration", nested=True, hidden=128),
+        specforge_draft(tmp_path, [1, 15, 28], hidden=64),
+    )
     assert verdict.verdict == "MISMATCH"
     assert any(d.startswith("width:") for d in differences_text(verdict))
 
@@ -89,7 +96,15 @@ def test_trained_with_hf_index_last_index_is_after_the_final_norm(tmp_path, vllm
 
 
 def test_speculators_format_is_detected(tmp_path, vllm_scan):
-    draft = write(tmp_path, "draft.json", {"speculators_model_type": "eagle3", "transformer_layer_config": {}, "eagle_aux_hidden_state_layer_ids": [2, 16, 29]})
+    draft = write(
+        tmp_path,
+        "draft.json",
+        {
+            "speculators_model_type": "eagle3",
+            "transformer_layer_config": {},
+            "eagle_aux_hidden_state_layer_ids": [2, 16, 29],
+        },
+    )
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft)
     assert verdict.convention == "speculators" and verdict.verdict == "MATCH"
 
@@ -101,7 +116,11 @@ def test_speculators_format_is_detected(tmp_path, vllm_scan):
         ("{not json", "{}", "not valid JSON"),
         ('{"architectures": ["NoSuchArch"], "num_hidden_layers": 4}', "{}", "not registered"),
         ('{"num_hidden_layers": 4}', "{}", "no 'architectures'"),
-        ('{"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 4}', '{"eagle_config": {"eagle_aux_hidden_state_layer_ids": "x"}}', "list of integers"),
+        (
+            '{"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 4}',
+            '{"eagle_config": {"eagle_aux_hidden_state_layer_ids": "x"}}',
+            "list of integers",
+        ),
     ],
 )
 def test_unusable_input_exits_2_with_a_message(tmp_path, target_text, draft_text, message):
@@ -109,7 +128,9 @@ def test_unusable_input_exits_2_with_a_message(tmp_path, target_text, draft_text
     if target_text is not None:
         t.write_text(target_text)
     d = write(tmp_path, "d.json", draft_text)
-    out = CliRunner().invoke(main, ["compat", str(SGLANG_LIKE), "--target-config", str(t), "--draft-config", str(d), "--no-cache"])
+    out = CliRunner().invoke(
+        main, ["compat", str(SGLANG_LIKE), "--target-config", str(t), "--draft-config", str(d), "--no-cache"]
+    )
     assert out.exit_code == 2
     assert message in out.output and "Traceback" not in out.output
 
@@ -118,11 +139,35 @@ def test_cli_exit_codes_and_json(tmp_path):
     runner = CliRunner()
     t = target(tmp_path, "LlamaForCausalLM")
     d = specforge_draft(tmp_path, [1, 15, 28])
-    mismatch = runner.invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(t), "--draft-config", str(d), "--format", "json", "--no-cache"])
+    mismatch = runner.invoke(
+        main,
+        [
+            "compat",
+            str(VLLM_LIKE),
+            "--target-config",
+            str(t),
+            "--draft-config",
+            str(d),
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     assert mismatch.exit_code == 1
     doc = json.loads(mismatch.stdout)
     assert doc["verdict"] == "MISMATCH" and doc["served_boundaries"] == [1, 15, 28]
-    match = runner.invoke(main, ["compat", str(SGLANG_LIKE), "--target-config", str(target(tmp_path, "AlphaForCausalLM")), "--draft-config", str(d), "--no-cache"])
+    match = runner.invoke(
+        main,
+        [
+            "compat",
+            str(SGLANG_LIKE),
+            "--target-config",
+            str(target(tmp_path, "AlphaForCausalLM")),
+            "--draft-config",
+            str(d),
+            "--no-cache",
+        ],
+    )
     assert match.exit_code == 0 and match.stdout.startswith("MATCH")
 
 
@@ -160,7 +205,12 @@ def test_trained_boundaries_out_of_range_is_a_usage_error(tmp_path, sglang_scan)
     from flowtrace.errors import UsageError
 
     with pytest.raises(UsageError, match="outside 0..32"):
-        api.compat(sglang_scan, target(tmp_path, "GammaForCausalLM"), specforge_draft(tmp_path, None), trained_boundaries="0,40")
+        api.compat(
+            sglang_scan,
+            target(tmp_path, "GammaForCausalLM"),
+            specforge_draft(tmp_path, None),
+            trained_boundaries="0,40",
+        )
 
 
 def test_no_ids_reach_the_embedding_names_the_capture_site(tmp_path, sglang_scan):
@@ -190,7 +240,18 @@ def test_draft_without_ids_names_both_defaults(tmp_path, vllm_scan):
 
 
 def test_text_output_has_fix_and_check_lines(tmp_path):
-    out = CliRunner().invoke(main, ["compat", str(SGLANG_LIKE), "--target-config", str(target(tmp_path, "GammaForCausalLM")), "--draft-config", str(specforge_draft(tmp_path, [-1, 2, 30])), "--no-cache"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(SGLANG_LIKE),
+            "--target-config",
+            str(target(tmp_path, "GammaForCausalLM")),
+            "--draft-config",
+            str(specforge_draft(tmp_path, [-1, 2, 30])),
+            "--no-cache",
+        ],
+    )
     assert out.exit_code == 1
     assert f"fix: set {SGLANG_KEY} = [0, 3, 31]" in out.stdout
     assert "--trained-boundaries 0,3,31" in out.stdout
@@ -202,9 +263,16 @@ def draft_dir(tmp_path, ids, fc_shape, hidden=64):
 
     folder = tmp_path / "draft"
     folder.mkdir(exist_ok=True)
-    data = {"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": hidden, "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}
+    data = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "target_hidden_size": hidden,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids},
+    }
     (folder / "config.json").write_text(json.dumps(data))
-    write_safetensors(folder / "model.safetensors", tensors({"fc.weight": ("BF16", fc_shape), "midlayer.mlp.up_proj.weight": ("BF16", [8, 8])}))
+    write_safetensors(
+        folder / "model.safetensors",
+        tensors({"fc.weight": ("BF16", fc_shape), "midlayer.mlp.up_proj.weight": ("BF16", [8, 8])}),
+    )
     return folder
 
 
@@ -218,21 +286,42 @@ def test_draft_folder_width_agrees(tmp_path, vllm_scan):
 
 def test_draft_folder_width_disagrees_with_config_and_engine(tmp_path, vllm_scan):
     # fc takes 2 x 64 although the config names 3 ids and the engine captures 3 states.
-    verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft_dir(tmp_path, [2, 16, 29], [64, 128]), trained_with="boundary")
+    verdict = api.compat(
+        vllm_scan,
+        target(tmp_path, "LlamaForCausalLM"),
+        draft_dir(tmp_path, [2, 16, 29], [64, 128]),
+        trained_with="boundary",
+    )
     assert verdict.verdict == "MISMATCH"
     lines = [d for d in differences_text(verdict) if d.startswith("checkpoint:")]
     assert any("names 3 states" in d for d in lines) and any("engine captures 3 x 64" in d for d in lines)
 
 
 def test_draft_folder_width_not_a_multiple(tmp_path, vllm_scan):
-    verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), draft_dir(tmp_path, [2, 16, 29], [64, 100]), trained_with="boundary")
+    verdict = api.compat(
+        vllm_scan,
+        target(tmp_path, "LlamaForCausalLM"),
+        draft_dir(tmp_path, [2, 16, 29], [64, 100]),
+        trained_with="boundary",
+    )
     assert any("not a multiple of the target hidden size 64" in d for d in differences_text(verdict))
 
 
 def test_hostile_checkpoint_is_one_line_exit_2(tmp_path):
     folder = draft_dir(tmp_path, [1, 15, 28], [64, 192])
     (folder / "model.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
-    out = CliRunner().invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(target(tmp_path, "LlamaForCausalLM")), "--draft-config", str(folder), "--no-cache"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(VLLM_LIKE),
+            "--target-config",
+            str(target(tmp_path, "LlamaForCausalLM")),
+            "--draft-config",
+            str(folder),
+            "--no-cache",
+        ],
+    )
     assert out.exit_code == 2
     assert out.output.count("\n") == 1 and "flowtrace: error:" in out.output and "absurd" in out.output
 
@@ -243,12 +332,18 @@ def test_ids_ignored_names_the_setter(tmp_path):
 
     from flowtrace.index.build import IndexOptions
 
-    scan = api.scan(Path(__file__).parent / "fixtures" / "diff" / "relay_v1", options=IndexOptions(use_cache=False, jobs=1))
+    scan = api.scan(
+        Path(__file__).parent / "fixtures" / "diff" / "relay_v1", options=IndexOptions(use_cache=False, jobs=1)
+    )
     verdict = api.compat(scan, target(tmp_path, "DeafForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert verdict.served == (2, 16, 29)
     (blocked,) = verdict.suggestions
     assert blocked.ids is None and blocked.blocked_by == "transform"
-    assert "ignores the draft's ids" in blocked.why and blocked.location is not None and blocked.location.file.endswith("deaf.py")
+    assert (
+        "ignores the draft's ids" in blocked.why
+        and blocked.location is not None
+        and blocked.location.file.endswith("deaf.py")
+    )
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -256,23 +351,53 @@ def test_config_symlinked_to_a_device_is_refused(tmp_path):
     folder = tmp_path / "draft"
     folder.mkdir()
     os.symlink("/dev/zero", folder / "config.json")
-    out = CliRunner().invoke(main, ["compat", str(VLLM_LIKE), "--target-config", str(target(tmp_path, "LlamaForCausalLM")), "--draft-config", str(folder), "--no-cache"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(VLLM_LIKE),
+            "--target-config",
+            str(target(tmp_path, "LlamaForCausalLM")),
+            "--draft-config",
+            str(folder),
+            "--no-cache",
+        ],
+    )
     assert out.exit_code == 2 and "not a regular file" in out.output and out.output.count("\n") == 1
 
 
 def test_each_id_followed_through_both_sides(tmp_path, vllm_scan, sglang_scan):
     # vllm_like llama: identity setter, labels = boundaries; SpecForge id i means boundary i + 1.
     verdict = api.compat(vllm_scan, target(tmp_path, "LlamaForCausalLM"), specforge_draft(tmp_path, [1, 15, 28]))
-    assert [(p.draft_id, p.trained, p.engine_index, p.served) for p in verdict.id_paths] == [(1, 2, 1, 1), (15, 16, 15, 15), (28, 29, 28, 28)]
+    assert [(p.draft_id, p.trained, p.engine_index, p.served) for p in verdict.id_paths] == [
+        (1, 2, 1, 1),
+        (15, 16, 15, 15),
+        (28, 29, 28, 28),
+    ]
     # beta.py: identity, recorded after layer i (boundary i + 1); -1 never reached.
     beta = api.compat(sglang_scan, target(tmp_path, "BetaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert [(p.draft_id, p.served) for p in beta.id_paths] == [(-1, None), (2, 3), (30, 31)]
-    assert differences_text(beta)[0].startswith("slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)")
+    assert differences_text(beta)[0].startswith(
+        "slot 0: trained on b=0 (embedding), served nothing (draft id -1 -> engine index -1)"
+    )
     assert "beta.py:" in differences_text(beta)[0]
 
 
 def test_json_suggestions_shape(tmp_path):
-    out = CliRunner().invoke(main, ["compat", str(SGLANG_LIKE), "--target-config", str(target(tmp_path, "GammaForCausalLM")), "--draft-config", str(specforge_draft(tmp_path, [-1, 2, 30])), "--format", "json", "--no-cache"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(SGLANG_LIKE),
+            "--target-config",
+            str(target(tmp_path, "GammaForCausalLM")),
+            "--draft-config",
+            str(specforge_draft(tmp_path, [-1, 2, 30])),
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     doc = json.loads(out.stdout)
     first = doc["suggestions"][0]
     assert first["ids"] == [0, 3, 31] and first["key"] == SGLANG_KEY and first["served_boundaries"] == [0, 3, 31]
@@ -309,7 +434,9 @@ def test_engine_that_writes_its_own_ids_names_the_builder_line(tmp_path):
     # writes aux_hidden_state_layers = (2, n // 2, n - 3) itself; the draft's ids play no part.
     from flowtrace.index.build import IndexOptions
 
-    scan = api.scan(Path(__file__).parent / "fixtures" / "engines" / "lmdeploy_like", options=IndexOptions(use_cache=False, jobs=1))
+    scan = api.scan(
+        Path(__file__).parent / "fixtures" / "engines" / "lmdeploy_like", options=IndexOptions(use_cache=False, jobs=1)
+    )
     verdict = api.compat(scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [-1, 2, 30]))
     assert verdict.verdict == "MISMATCH"
     (blocked,) = verdict.suggestions
@@ -324,7 +451,9 @@ def test_metadata_hook_engine_suggests_serving_config_ids(tmp_path):
     # the serving config needs ids [2, 16, 29].
     from flowtrace.index.build import IndexOptions
 
-    scan = api.scan(Path(__file__).parent / "fixtures" / "engines" / "trtllm_like", options=IndexOptions(use_cache=False, jobs=1))
+    scan = api.scan(
+        Path(__file__).parent / "fixtures" / "engines" / "trtllm_like", options=IndexOptions(use_cache=False, jobs=1)
+    )
     verdict = api.compat(scan, target(tmp_path, "AlphaForCausalLM"), specforge_draft(tmp_path, [2, 16, 29]))
     first = verdict.suggestions[0]
     assert first.ids == (2, 16, 29) and first.served == (3, 17, 30)

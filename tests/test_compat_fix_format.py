@@ -87,13 +87,19 @@ FOUR_SPACES_SPLIT_FIXED = """{
     }
 }"""
 
-TABS_CRLF = '{\r\n\t"architectures": ["LlamaForCausalLMEagle3"],\r\n\t"eagle_config": {\r\n\t\t"eagle_aux_hidden_state_layer_ids": [-1,2,30]\r\n\t}\r\n}\r\n'
+TABS_CRLF = (
+    '{\r\n\t"architectures": ["LlamaForCausalLMEagle3"],\r\n\t"eagle_config":'
+    ' {\r\n\t\t"eagle_aux_hidden_state_layer_ids": [-1,2,30]\r\n\t}\r\n}\r\n'
+)
 TABS_CRLF_FIXED = (
-    '{\r\n\t"architectures": ["LlamaForCausalLMEagle3"],\r\n\t"eagle_config": {\r\n\t\t"eagle_aux_hidden_state_layer_ids": [0,3,31]\r\n\t},\r\n'
-    '\t"flowtrace": {\r\n\t\t"trained_boundaries": [0, 3, 31],\r\n\t\t"trained_with": "specforge",\r\n\t\t"trained_ids": [-1, 2, 30]\r\n\t}\r\n}\r\n'
+    '{\r\n\t"architectures": ["LlamaForCausalLMEagle3"],\r\n\t"eagle_config":'
+    ' {\r\n\t\t"eagle_aux_hidden_state_layer_ids": [0,3,31]\r\n\t},\r\n\t"flowtrace": {\r\n\t\t"trained_boundaries":'
+    ' [0, 3, 31],\r\n\t\t"trained_with": "specforge",\r\n\t\t"trained_ids": [-1, 2, 30]\r\n\t}\r\n}\r\n'
 )
 
-ONE_LINE = '{"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}'
+ONE_LINE = (
+    '{"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}'
+)
 ONE_LINE_FIXED = (
     '{"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, '
     '"flowtrace": {"trained_boundaries": [0, 3, 31], "trained_with": "specforge", "trained_ids": [-1, 2, 30]}}'
@@ -119,8 +125,20 @@ EARLIER_FIXED = """{
 
 @pytest.mark.parametrize(
     ("before", "after"),
-    [(TWO_SPACES, TWO_SPACES_FIXED), (FOUR_SPACES_SPLIT, FOUR_SPACES_SPLIT_FIXED), (TABS_CRLF, TABS_CRLF_FIXED), (ONE_LINE, ONE_LINE_FIXED), (EARLIER, EARLIER_FIXED)],
-    ids=["two-spaces-one-line-arrays", "four-spaces-split-no-final-newline", "tabs-crlf-compact", "one-line-document", "empty-object-and-earlier-record"],
+    [
+        (TWO_SPACES, TWO_SPACES_FIXED),
+        (FOUR_SPACES_SPLIT, FOUR_SPACES_SPLIT_FIXED),
+        (TABS_CRLF, TABS_CRLF_FIXED),
+        (ONE_LINE, ONE_LINE_FIXED),
+        (EARLIER, EARLIER_FIXED),
+    ],
+    ids=[
+        "two-spaces-one-line-arrays",
+        "four-spaces-split-no-final-newline",
+        "tabs-crlf-compact",
+        "one-line-document",
+        "empty-object-and-earlier-record",
+    ],
 )
 def test_the_fix_changes_only_the_ids_and_the_record(before, after):
     assert fixed(before) == after
@@ -130,7 +148,11 @@ def test_the_fix_changes_only_the_ids_and_the_record(before, after):
 def test_every_untouched_line_stays_byte_for_byte(before):
     newline = "\r\n" if "\r\n" in before else "\n"
     old, new = before.split(newline), fixed(before).split(newline)
-    touched = {i for i, line in enumerate(old) if "eagle_aux_hidden_state_layer_ids" in line or line.strip() in ("-1,", "2,", "30")}
+    touched = {
+        i
+        for i, line in enumerate(old)
+        if "eagle_aux_hidden_state_layer_ids" in line or line.strip() in ("-1,", "2,", "30")
+    }
     kept = [line for i, line in enumerate(old) if i not in touched and line.strip() not in ("}", "]", "},", "],")]
     # only JSON's separator may join the line before the added record
     assert all(line in new or line + "," in new for line in kept)
@@ -140,7 +162,10 @@ def test_every_untouched_line_stays_byte_for_byte(before):
 def test_a_missing_parent_object_is_added_last():
     text = '{\n  "architectures": ["X"]\n}\n'
     out = set_member(text, KEY, [1, 2])
-    assert out == '{\n  "architectures": ["X"],\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [1, 2]\n  }\n}\n'
+    assert (
+        out
+        == '{\n  "architectures": ["X"],\n  "eagle_config": {\n    "eagle_aux_hidden_state_layer_ids": [1, 2]\n  }\n}\n'
+    )
     assert json.loads(out) == {"architectures": ["X"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}
 
 
@@ -167,12 +192,29 @@ def _deployment(tmp_path):
     from flowtrace.cli.main import main
 
     target = tmp_path / "target.json"
-    target.write_text(json.dumps({"architectures": ["GammaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}), encoding="utf-8")
+    target.write_text(
+        json.dumps({"architectures": ["GammaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}),
+        encoding="utf-8",
+    )
     draft = tmp_path / "draft.json"
     draft.write_text(TWO_SPACES.replace("7168", "64"), encoding="utf-8")
 
     def run(*extra):
-        return CliRunner().invoke(main, ["compat", str(SGLANG_LIKE), "--no-cache", "--jobs", "1", "--target-config", str(target), "--draft-config", str(draft), *extra])
+        return CliRunner().invoke(
+            main,
+            [
+                "compat",
+                str(SGLANG_LIKE),
+                "--no-cache",
+                "--jobs",
+                "1",
+                "--target-config",
+                str(target),
+                "--draft-config",
+                str(draft),
+                *extra,
+            ],
+        )
 
     return run, draft
 
@@ -187,7 +229,9 @@ def test_after_a_fix_the_words_say_trained_boundaries(tmp_path):
     again = run()
     assert again.exit_code == 0 and again.stdout.startswith("MATCH")
     trained_line = again.stdout.splitlines()[1]
-    assert "trained boundaries recorded by `compat --fix`" in trained_line and "ids" not in trained_line.split(":", 1)[0]
+    assert (
+        "trained boundaries recorded by `compat --fix`" in trained_line and "ids" not in trained_line.split(":", 1)[0]
+    )
 
 
 def test_trained_with_speculators_on_a_specforge_draft_says_where_its_ids_are(tmp_path):
@@ -196,12 +240,21 @@ def test_trained_with_speculators_on_a_specforge_draft_says_where_its_ids_are(tm
     assert res.exit_code == 1, res.output
     text = res.stdout
     assert "no speculators ids in the draft config (key eagle_aux_hidden_state_layer_ids)" in text
-    where = "its ids [-1, 2, 30] are under eagle_config.eagle_aux_hidden_state_layer_ids (the engine reads them), where specforge drafts keep them: trained with specforge?"
+    where = (
+        "its ids [-1, 2, 30] are under eagle_config.eagle_aux_hidden_state_layer_ids (the engine reads them), where"
+        " specforge drafts keep them: trained with specforge?"
+    )
     assert text.count(where) == 1, "said once, not once per reader of the note"
     assert "no ids in the draft config:" not in text
     # speculators' default [2, 16, 29] is served by ids [2, 16, 29] and by [1, 15, 28]: one fix
-    assert [line for line in text.splitlines() if line.lstrip().startswith("fix:")] == ["  fix: set eagle_config.eagle_aux_hidden_state_layer_ids = [2, 16, 29] in the draft config (weights unchanged)"]
-    assert "  also: [1, 15, 28] under eagle_config.eagle_aux_hidden_state_layer_ids in the draft config serve the same layout (verified too)" in text
+    assert [line for line in text.splitlines() if line.lstrip().startswith("fix:")] == [
+        "  fix: set eagle_config.eagle_aux_hidden_state_layer_ids = [2, 16, 29] in the draft config (weights unchanged)"
+    ]
+    assert (
+        "  also: [1, 15, 28] under eagle_config.eagle_aux_hidden_state_layer_ids in the draft config serve the same"
+        " layout (verified too)"
+        in text
+    )
 
 
 def test_fix_diff_goes_to_the_output_file(tmp_path):
@@ -209,5 +262,5 @@ def test_fix_diff_goes_to_the_output_file(tmp_path):
     before = draft.read_text(encoding="utf-8")
     res = run("--fix", "--diff", "-o", tmp_path / "fix.diff")
     assert res.exit_code == 1 and res.stdout == ""
-    assert "+    \"eagle_aux_hidden_state_layer_ids\": [0, 3, 31]," in (tmp_path / "fix.diff").read_text(encoding="utf-8")
+    assert '+    "eagle_aux_hidden_state_layer_ids": [0, 3, 31],' in (tmp_path / "fix.diff").read_text(encoding="utf-8")
     assert draft.read_text(encoding="utf-8") == before

@@ -27,13 +27,19 @@ def _target(tmp_path, arch, layers=32, hidden=64):
 
 def _draft(folder, ids, **extra):
     folder.mkdir(exist_ok=True)
-    data = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}, **extra}
+    data = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids},
+        **extra,
+    }
     (folder / "config.json").write_text(json.dumps(data))
     return folder
 
 
 def _compat(tree, target, draft, *more):
-    return CliRunner().invoke(main, ["compat", str(tree), "--target-config", str(target), "--draft-config", str(draft), "--no-cache", *more])
+    return CliRunner().invoke(
+        main, ["compat", str(tree), "--target-config", str(target), "--draft-config", str(draft), "--no-cache", *more]
+    )
 
 
 def test_weights_that_contradict_the_config_get_no_fix_for_the_configs_width(tmp_path, vllm_scan):
@@ -68,17 +74,25 @@ def test_a_draft_folder_with_only_pytorch_model_bin_says_the_width_went_unchecke
     verdict = api.compat(vllm_scan, _target(tmp_path, "LlamaForCausalLM"), draft, trained_with="boundary")
     assert verdict.checkpoint is None
     assert [w for w in verdict.warnings if w.startswith("unchecked:")] == [
-        f"unchecked: {draft} has only pytorch_model.bin; flowtrace reads safetensors headers only (a .bin file is a pickle, never loaded), "
-        "so the fc width was not checked against the draft config's ids"
+        f"unchecked: {draft} has only pytorch_model.bin; flowtrace reads safetensors headers only (a .bin file is a"
+        " pickle, never loaded), so the fc width was not checked against the draft config's ids"
     ]
     out = _compat(VLLM_LIKE, tmp_path / "target.json", draft, "--trained-with", "boundary")
-    assert out.exit_code == 0 and "warning: unchecked:" in out.stdout  # the ids match: identity engine, boundaries 0,16,29
+    # the ids match: identity engine, boundaries 0,16,29
+    assert out.exit_code == 0 and "warning: unchecked:" in out.stdout
 
 
 def test_a_draft_hidden_size_unlike_the_targets_is_warned(tmp_path, vllm_scan):
     draft = _draft(tmp_path / "draft", [0, 16, 29], hidden_size=32)  # no target_hidden_size
-    verdict = api.compat(vllm_scan, _target(tmp_path, "LlamaForCausalLM"), draft / "config.json", trained_with="boundary")
+    verdict = api.compat(
+        vllm_scan, _target(tmp_path, "LlamaForCausalLM"), draft / "config.json", trained_with="boundary"
+    )
     (warning,) = verdict.warnings
-    assert warning.startswith("width: the draft's hidden_size 32 differs from the target's 64") and "3 x 32 = 96" in warning and "3 x 64 = 192" in warning
-    same = _draft(tmp_path / "same", [0, 16, 29], hidden_size=32, target_hidden_size=64)  # says which width the fc takes
+    assert (
+        warning.startswith("width: the draft's hidden_size 32 differs from the target's 64")
+        and "3 x 32 = 96" in warning
+        and "3 x 64 = 192" in warning
+    )
+    # says which width the fc takes
+    same = _draft(tmp_path / "same", [0, 16, 29], hidden_size=32, target_hidden_size=64)
     assert api.compat(vllm_scan, tmp_path / "target.json", same / "config.json", trained_with="boundary").warnings == ()

@@ -23,13 +23,21 @@ from flowtrace.model.facts import Location, ProblemKind
 
 from fixture_paths import RULE_FIXTURES as FIXTURES
 
-SW, CS, CU, FR, RS = Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE, Consequence.REFUSED_STARTUP
+SW, CS, CU, FR, RS = (
+    Consequence.SILENT_WRONG,
+    Consequence.CRASH_SERVING,
+    Consequence.CRASH_STARTUP,
+    Consequence.FRAGILE,
+    Consequence.REFUSED_STARTUP,
+)
 
 
 def _graded(root, package):
     m = f"{package}/srt/models/"
     found = api.findings(api.scan(root))
-    return {(f.rule, f.file.removeprefix(m), f.line, f.consequence, f.severity) for f in found if f.rule != "FT010"}, found
+    return {
+        (f.rule, f.file.removeprefix(m), f.line, f.consequence, f.severity) for f in found if f.rule != "FT010"
+    }, found
 
 
 EXPECTED = {
@@ -65,7 +73,9 @@ def test_errors_state_their_consequence_and_the_path_from_an_entry():
     assert "start-up fails" in errors["crash.py"].effect
     refused = next(f for f in found if f.rule == "FT001")
     # the profile's own start-up message, with the class named
-    assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
+    assert refused.effect.startswith(
+        "the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration"
+    )
 
 
 def test_fork_like_package_keeps_consequences_and_speaks_its_own_familys_words():
@@ -77,34 +87,83 @@ def test_fork_like_package_keeps_consequences_and_speaks_its_own_familys_words()
     choice = api.scan(FIXTURES / "fork_like").choice
     assert choice is not None and choice.names == ("sglang",) and choice.how == "content"
     refused = next(f for f in found if f.rule == "FT001")
-    assert refused.effect.startswith("the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration")
+    assert refused.effect.startswith(
+        "the engine refuses this model at start-up: ValueError: Model RefusedVLForConditionalGeneration"
+    )
     crash = next(f for f in found if f.rule == "FT022")
     assert "b=0 (id -1)" in crash.effect  # the family's own embedding id (ids mean "output of layer i")
 
 
-def _finding(rule, file, line, symbol, severity="warning", consequence=FR, kind=ProblemKind.TRANSFORM_INCONSISTENT, message="m"):
-    return Finding(rule, "n", severity, file, line, message, symbol, fingerprint(rule, symbol, "s"), kind=kind, consequence=consequence)
+def _finding(
+    rule, file, line, symbol, severity="warning", consequence=FR, kind=ProblemKind.TRANSFORM_INCONSISTENT, message="m"
+):
+    return Finding(
+        rule,
+        "n",
+        severity,
+        file,
+        line,
+        message,
+        symbol,
+        fingerprint(rule, symbol, "s"),
+        kind=kind,
+        consequence=consequence,
+    )
 
 
 def test_per_platform_copies_are_one_finding_with_related_locations():
-    a = _finding("FT021", "pkg/m/amd/model.py", 10, "pkg.m.amd.model.XForCausalLM", message="X declares it (pkg/m/amd/model.py:3)")
-    b = _finding("FT021", "pkg/m/nvidia/model.py", 12, "pkg.m.nvidia.model.XForCausalLM", message="X declares it (pkg/m/nvidia/model.py:4)")
+    a = _finding(
+        "FT021",
+        "pkg/m/amd/model.py",
+        10,
+        "pkg.m.amd.model.XForCausalLM",
+        message="X declares it (pkg/m/amd/model.py:3)",
+    )
+    b = _finding(
+        "FT021",
+        "pkg/m/nvidia/model.py",
+        12,
+        "pkg.m.nvidia.model.XForCausalLM",
+        message="X declares it (pkg/m/nvidia/model.py:4)",
+    )
     (merged,) = merge_causes([b, a])
-    assert (merged.file, merged.line, merged.related) == ("pkg/m/amd/model.py", 10, (Location("pkg/m/nvidia/model.py", 12),))
+    assert (merged.file, merged.line, merged.related) == (
+        "pkg/m/amd/model.py",
+        10,
+        (Location("pkg/m/nvidia/model.py", 12),),
+    )
     assert merged.fingerprint == a.fingerprint
 
 
 def test_id_convention_findings_on_one_setter_are_one_finding_with_the_worst_consequence():
     transform = _finding("FT007", "m.py", 5, "m.X.set", consequence=FR)
-    embedding = _finding("FT009", "m.py", 5, "m.X", severity="error", consequence=CS, kind=ProblemKind.EMBEDDING_ID_DROPPED)
+    embedding = _finding(
+        "FT009", "m.py", 5, "m.X", severity="error", consequence=CS, kind=ProblemKind.EMBEDDING_ID_DROPPED
+    )
     (merged,) = merge_causes([transform, embedding])
     assert (merged.rule, merged.consequence, merged.severity) == ("FT009", CS, "error")
     assert "same cause as FT007" in merged.message
 
 
 def test_findings_of_one_rule_at_one_place_for_several_classes_name_the_others():
-    one = _finding("FT010", "a.py", 7, "a.AForCausalLM", consequence=None, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="A: no b=L")
-    two = _finding("FT010", "a.py", 7, "a.BForCausalLM", consequence=None, kind=ProblemKind.LAST_LAYER_UNREACHABLE, message="B: no b=L")
+    one = _finding(
+        "FT010",
+        "a.py",
+        7,
+        "a.AForCausalLM",
+        consequence=None,
+        kind=ProblemKind.LAST_LAYER_UNREACHABLE,
+        message="A: no b=L",
+    )
+    two = _finding(
+        "FT010",
+        "a.py",
+        7,
+        "a.BForCausalLM",
+        consequence=None,
+        kind=ProblemKind.LAST_LAYER_UNREACHABLE,
+        message="B: no b=L",
+    )
     (merged,) = merge_causes([one, two])
     assert merged.message.endswith("also affects BForCausalLM")
 
@@ -142,7 +201,10 @@ def test_renderers_carry_consequence_and_related_locations(fmt, tmp_path):
     elif fmt == "github":
         assert "::error " in res.stdout and "consequence: the draft silently receives" in res.stdout
     else:
-        assert "= consequence: a draft asking for b=0 (id -1): start-up fails with a TypeError" in res.stdout and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
+        assert (
+            "= consequence: a draft asking for b=0 (id -1): start-up fails with a TypeError" in res.stdout
+            and "= reached from: CrashForCausalLM -> CrashModel" in res.stdout
+        )
 
 
 def test_wrappers_sharing_a_base_without_the_setter_are_one_finding_at_the_base(tmp_path):
@@ -163,8 +225,16 @@ def test_wrappers_sharing_a_base_without_the_setter_are_one_finding_at_the_base(
     assert found.related == (Location(m, 15), Location(m, 20))
     assert [c.symbol.rsplit(".", 1)[1] for c in found.causes] == ["ExAForCausalLM", "ExBForCausalLM"]
     assert [c.fingerprint for c in found.causes] == [
-        fingerprint("FT001", "sglang.srt.models.example.ExAForCausalLM", "language_model:sglang.srt.models.sib_a.SibAForCausalLM"),
-        fingerprint("FT001", "sglang.srt.models.example.ExBForCausalLM", "language_model:sglang.srt.models.sib_b.SibBForCausalLM"),
+        fingerprint(
+            "FT001",
+            "sglang.srt.models.example.ExAForCausalLM",
+            "language_model:sglang.srt.models.sib_a.SibAForCausalLM",
+        ),
+        fingerprint(
+            "FT001",
+            "sglang.srt.models.example.ExBForCausalLM",
+            "language_model:sglang.srt.models.sib_b.SibBForCausalLM",
+        ),
     ]
     assert with_causes([found]) == list(found.causes)
     before = baselines.from_findings(found.causes)
@@ -207,9 +277,16 @@ def test_every_findings_consequence_is_one_its_rule_declares():
     from flowtrace.checks.base import Rule, all_rules
 
     all_rules()
-    roots = [p for p in sorted(ENGINES.iterdir()) if p.is_dir()] + [p for p in sorted(FIXTURES.iterdir()) if p.is_dir() and p.name != "codes"]
+    roots = [p for p in sorted(ENGINES.iterdir()) if p.is_dir()] + [
+        p for p in sorted(FIXTURES.iterdir()) if p.is_dir() and p.name != "codes"
+    ]
     for root in roots:
         drafts = (root / "drafts.toml",) if (root / "drafts.toml").is_file() else ()
         for f in api.findings(api.scan(root, drafts_files=drafts)):
             rule = Rule.registry[f.rule]
-            assert f.consequence in (rule.consequence, *rule.other_consequences), (root.name, f.rule, f.consequence, f.message)
+            assert f.consequence in (rule.consequence, *rule.other_consequences), (
+                root.name,
+                f.rule,
+                f.consequence,
+                f.message,
+            )

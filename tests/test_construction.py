@@ -46,7 +46,9 @@ def test_own_init_building_another_architecture_is_not_the_bases_language_model(
 def test_the_cheap_tier_reads_a_factory_handed_an_architecture_name(scan):
     # tower.py names no capture marker: the class table must still see the construction.
     tower = scan.project.classes["vllm.model_executor.models.tower.TowerForConditionalGeneration"]
-    assert [(a.attribute, a.callee) for a in tower.assignments if a.attribute != "*"] == [("language_model", "arch:PlainForCausalLM")]
+    assert [(a.attribute, a.callee) for a in tower.assignments if a.attribute != "*"] == [
+        ("language_model", "arch:PlainForCausalLM")
+    ]
 
 
 def test_interface_holder_finding_names_the_real_holder(scan):

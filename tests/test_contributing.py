@@ -55,9 +55,17 @@ def _rule_text() -> str:
 def _copy_of_the_repository(target: Path) -> Path:
     """The files a clone holds (git's list when there is one, else the tree less build output)."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.CalledProcessError):
-        listed = [p.relative_to(REPO).as_posix() for p in REPO.rglob("*") if p.is_file() and not {".git", ".venv", "__pycache__"} & set(p.parts)]
+        listed = [
+            p.relative_to(REPO).as_posix()
+            for p in REPO.rglob("*")
+            if p.is_file() and not {".git", ".venv", "__pycache__"} & set(p.parts)
+        ]
     for rel in filter(None, listed):
         source = REPO / rel
         if source.is_file():
@@ -91,7 +99,13 @@ OWN_CASES = ("tests/test_rule_examples.py", "tests/test_rule_snapshots.py")
 
 
 def _pytest(copy: Path, env: dict[str, str], *args: str) -> str:
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=copy, env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     return run.stdout
 
@@ -103,7 +117,11 @@ def test_a_rule_made_by_following_the_recipe_passes_the_rule_suite(tmp_path):
     # step 1: the ProblemKind member (after the enum's first member); the rule declares its
     # consequence itself (step 2)
     facts = copy / "flowtrace/model/facts.py"
-    _insert_after(facts, re.compile(r"^class ProblemKind\(.*?^    [A-Z_]+ = \".*?\"$", re.M | re.S), _for_file("Add a rule", "flowtrace/model/facts.py"))
+    _insert_after(
+        facts,
+        re.compile(r"^class ProblemKind\(.*?^    [A-Z_]+ = \".*?\"$", re.M | re.S),
+        _for_file("Add a rule", "flowtrace/model/facts.py"),
+    )
     # steps 2 and 3: the rule module, named after its code and name, with its examples
     (copy / "flowtrace/checks" / f"{code.lower()}_{name.replace('-', '_')}.py").write_text(rule_text, encoding="utf-8")
     # step 4: the snapshot
@@ -180,7 +198,9 @@ def _toy_row(result):
 def test_profile_recipe_as_a_profile_file(tmp_path):
     profile = tmp_path / "toyengine.toml"
     profile.write_text(_block("Add an engine profile", "toml"))
-    result = api.scan(_toy_tree(tmp_path / "tree"), profile_files=(profile,), options=IndexOptions(use_cache=False, jobs=1))
+    result = api.scan(
+        _toy_tree(tmp_path / "tree"), profile_files=(profile,), options=IndexOptions(use_cache=False, jobs=1)
+    )
     assert "toyengine" in [p.name for p in result.profiles]
     row = _toy_row(result)
     # read from TOY_MODEL: set_aux_layers adds one, ToyModel records before layer i

@@ -73,7 +73,9 @@ def test_compat_says_mismatch_and_names_the_layer_outputs(scan, tmp_path):
     from flowtrace.analysis.compat import DifferenceKind
 
     target, draft = tmp_path / "target.json", tmp_path / "draft.json"
-    target.write_text(json.dumps({"architectures": ["DeltaForConditionalGeneration"], "num_hidden_layers": 32, "hidden_size": 64}))
+    target.write_text(
+        json.dumps({"architectures": ["DeltaForConditionalGeneration"], "num_hidden_layers": 32, "hidden_size": 64})
+    )
     draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64,
                                  "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}))
     result = api.compat(scan, target, draft)

@@ -85,7 +85,9 @@ def test_ft007_keeps_the_spelling_where_an_id_names_the_embedding(eagle3):
 def test_an_overlap_path_shut_off_while_capturing_skips_no_capture(eagle3, dflash):
     assert _findings(dflash, "FT027", "overlap.py") == []
     (switch,) = _findings(eagle3, "FT027", "overlap.py")  # the EAGLE-3 setter leaves dflash_capture off
-    assert switch.line == _line(MODELS / "overlap.py", "hidden_states = model_forward_stages(", after="class SwitchModel")
+    assert switch.line == _line(
+        MODELS / "overlap.py", "hidden_states = model_forward_stages(", after="class SwitchModel"
+    )
 
 
 def test_a_loop_only_another_methods_setter_feeds_is_that_familys(eagle3):

@@ -90,7 +90,9 @@ def test_json_document_and_exit_1():
 
 def test_text_is_default_and_same_tree_exits_0():
     changed = CliRunner().invoke(main, ["diff", str(V1), str(V2), "--no-cache"])
-    assert changed.exit_code == 1 and "NorthForCausalLM" in changed.stdout and "plus_one -> conditional" in changed.stdout
+    assert (
+        changed.exit_code == 1 and "NorthForCausalLM" in changed.stdout and "plus_one -> conditional" in changed.stdout
+    )
     same = CliRunner().invoke(main, ["diff", str(V1), str(V1), "--no-cache"])
     assert same.exit_code == 0 and same.stdout.startswith("no capture-support changes")
 

@@ -121,7 +121,13 @@ def _graded(drafts=(CATALOGUE,)):
     return {(f.rule, f.file.removeprefix(models), f.line): f for f in api.findings(result)}
 
 
-SW, CS, CU, FR, RS = (Consequence.SILENT_WRONG, Consequence.CRASH_SERVING, Consequence.CRASH_STARTUP, Consequence.FRAGILE, Consequence.REFUSED_STARTUP)
+SW, CS, CU, FR, RS = (
+    Consequence.SILENT_WRONG,
+    Consequence.CRASH_SERVING,
+    Consequence.CRASH_STARTUP,
+    Consequence.FRAGILE,
+    Consequence.REFUSED_STARTUP,
+)
 
 
 def test_each_grading_case_of_the_fixture_engine():
@@ -139,8 +145,14 @@ def test_each_grading_case_of_the_fixture_engine():
     assert got == expected
     assert "fixture/family-capture-index" in found["FT007", "family.py", 10].effect
     assert "fixture/family-output-of-layer" in found["FT007", "family.py", 10].effect
-    assert "fixture/slip (ids [1, 15, 28], L=32) silently receives b=[1, 15, 28] instead of b=[2, 16, 29]" in found["FT007", "slip.py", 9].effect
-    assert "fixture/last-boundary (ids [24, 30, 36], L=36) gets 2 states (b=[25, 31]) instead of 3" in found["FT010", "last.py", 20].effect
+    assert (
+        "fixture/slip (ids [1, 15, 28], L=32) silently receives b=[1, 15, 28] instead of b=[2, 16, 29]"
+        in found["FT007", "slip.py", 9].effect
+    )
+    assert (
+        "fixture/last-boundary (ids [24, 30, 36], L=36) gets 2 states (b=[25, 31]) instead of 3"
+        in found["FT010", "last.py", 20].effect
+    )
     assert "does not say why" in found["FT005", "startup.py", 13].effect
 
 
@@ -199,14 +211,24 @@ def test_compat_refuses_a_config_that_is_not_a_draft(tmp_path, draft):
     (line,) = res.stderr.splitlines()
     assert "not an EAGLE-3 draft config" in line and "--trained-boundaries" in line
     # ... unless the user states what it was trained on
-    given = _compat("--target-config", str(target), "--draft-config", str(tmp_path / "draft.json"), "--trained-boundaries", "2,16,29")
+    given = _compat(
+        "--target-config",
+        str(target),
+        "--draft-config",
+        str(tmp_path / "draft.json"),
+        "--trained-boundaries",
+        "2,16,29",
+    )
     assert given.exit_code == 0, given.output  # PlainA's default serves b = 2, 16, 29
 
 
 @pytest.mark.parametrize(("ids", "words"), [([1, 1, 28], "duplicates"), ([-2, 15, 28], "[-2] outside -1..31")])
 def test_compat_refuses_ids_the_convention_cannot_mean(tmp_path, ids, words):
     target = _write(tmp_path / "target.json", TARGET)
-    draft = _write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}})
+    draft = _write(
+        tmp_path / "draft.json",
+        {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}},
+    )
     res = _compat("--target-config", str(target), "--draft-config", str(draft))
     assert res.exit_code == 2
     (line,) = res.stderr.splitlines()
@@ -217,7 +239,9 @@ def test_compat_verbose_says_the_convention_and_default_assumed(tmp_path):
     target = _write(tmp_path / "target.json", TARGET)
     draft = _write(tmp_path / "draft.json", {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {}})
     res = _compat("--target-config", str(target), "--draft-config", str(draft), "-v")
-    assert "training convention: specforge" in res.stderr and "detected: the draft config has eagle_config" in res.stderr
+    assert (
+        "training convention: specforge" in res.stderr and "detected: the draft config has eagle_config" in res.stderr
+    )
     assert "assumed trained on the specforge default [1, L // 2 - 1, L - 4] = [1, 15, 28]" in res.stderr
 
 
@@ -229,7 +253,9 @@ def test_compat_takes_a_catalogue_draft():
     assert slip.exit_code == 1 and "served b=1" in slip.stdout  # b = 2 trained, identity serves 1
     five = _compat(*drafts, "--draft", "fixture/five-states")
     assert five.exit_code == 1
-    assert "draft class: the engine loads this draft with LlamaForCausalLMEagle3, whose fc takes 3 states" in five.stdout
+    assert (
+        "draft class: the engine loads this draft with LlamaForCausalLMEagle3, whose fc takes 3 states" in five.stdout
+    )
     assert "fix: set" not in five.stdout
     unknown = _compat(*drafts, "--draft", "fixture/slp")
     assert unknown.exit_code == 2 and "did you mean fixture/slip" in unknown.stderr

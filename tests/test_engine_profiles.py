@@ -41,7 +41,17 @@ def where(loc) -> str:
 # -- lmdeploy_like: registry, id sources, builders ---------------------------------------------------
 def test_update_calls_with_fstring_values_register_classes(lmd):
     registered = {r.name: r.architectures for r in lmd.rows if r.registered}
-    for name in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM", "ZetaForCausalLM", "EtaForCausalLM", "OmegaForCausalLM", "SigmaForCausalLM", "AlphaRawForCausalLM", "Eagle3AlphaForCausalLM"):
+    for name in (
+        "AlphaForCausalLM",
+        "KappaForCausalLM",
+        "QuuxForCausalLM",
+        "ZetaForCausalLM",
+        "EtaForCausalLM",
+        "OmegaForCausalLM",
+        "SigmaForCausalLM",
+        "AlphaRawForCausalLM",
+        "Eagle3AlphaForCausalLM",
+    ):
         assert registered[name] == (name,)
     assert [p.name for p in lmd.profiles] == ["lmdeploy"]
 
@@ -65,7 +75,12 @@ def test_id_source_and_outcome(lmd, model, kind, read_at, outcome, decided_at):
     chain = row.chain
     assert row.capture is None and chain is not None and not chain.setter_driven
     stated = chain.production.decision
-    assert (chain.source.word, where(chain.source.location), stated.outcome, where(stated.location)) == (kind, read_at, outcome, decided_at)
+    assert (chain.source.word, where(chain.source.location), stated.outcome, where(stated.location)) == (
+        kind,
+        read_at,
+        outcome,
+        decided_at,
+    )
     assert chain.production.id_transform == "ignored"
     # never call a class working when EAGLE-3 captures nothing or is refused
     assert row.support == ("supported" if outcome == "captures" else "broken")
@@ -73,10 +88,19 @@ def test_id_source_and_outcome(lmd, model, kind, read_at, outcome, decided_at):
 
 def test_capture_shapes(lmd):
     alpha, kappa, quux = (lmd.model(m).chain for m in ("AlphaForCausalLM", "KappaForCausalLM", "QuuxForCausalLM"))
-    assert (alpha.site.mechanism, alpha.site.point, alpha.concat.order, where(alpha.site.location)) == ("append", "input", "loop", f"{LMD}/models/alpha.py:36")
+    assert (alpha.site.mechanism, alpha.site.point, alpha.concat.order, where(alpha.site.location)) == (
+        "append",
+        "input",
+        "loop",
+        f"{LMD}/models/alpha.py:36",
+    )
     assert (kappa.site.mechanism, kappa.site.point, kappa.concat.order) == ("dict_store", "input", "config")
     (store,) = (d for ff in lmd.files if ff.sources is not None for d in ff.sources.dict_captures)
-    assert (where(kappa.site.location), where(kappa.concat.location), store.layer_keyword) == (f"{LMD}/models/kappa.py:60", f"{LMD}/models/kappa.py:62", "capture_input")
+    assert (where(kappa.site.location), where(kappa.concat.location), store.layer_keyword) == (
+        f"{LMD}/models/kappa.py:60",
+        f"{LMD}/models/kappa.py:62",
+        "capture_input",
+    )
     assert (quux.site.mechanism, quux.site.point) == ("append", "output")
 
 
@@ -117,7 +141,10 @@ def test_config_order_unknown_id_raises(lmd):
     assert any("KeyError" in p for p in traced.problems)
 
 
-@pytest.mark.parametrize("model, words", [("QuuxForCausalLM", "dflash"), ("ZetaForCausalLM", "refused"), ("EtaForCausalLM", "no config builder writes")])
+@pytest.mark.parametrize(
+    "model, words",
+    [("QuuxForCausalLM", "dflash"), ("ZetaForCausalLM", "refused"), ("EtaForCausalLM", "no config builder writes")],
+)
 def test_nothing_captured_is_a_failed_trace(lmd, model, words):
     traced = api.trace(lmd, model, [-1, 2, 30], L)
     assert traced.boundaries is None and any(words in p for p in traced.problems)
@@ -131,9 +158,14 @@ def test_drafts_in_scan_json(lmd):
     assert drafts["Eagle3AlphaModel"]["fc_in_features"] == "target_hidden_size * 3"
     assert drafts["Eagle3AlphaModel"]["reads_ids"] == []
     assert drafts["Eagle3KappaModel"]["fc_in_features"] == "self.target_hidden_size * len(self.aux_layer_ids)"
-    assert [(r["key"], r["line"]) for r in drafts["Eagle3KappaModel"]["reads_ids"]] == [("eagle_aux_hidden_state_layer_ids", 11)]
+    assert [(r["key"], r["line"]) for r in drafts["Eagle3KappaModel"]["reads_ids"]] == [
+        ("eagle_aux_hidden_state_layer_ids", 11)
+    ]
     alpha = next(m for m in doc["models"] if m["class"] == "AlphaForCausalLM")
-    assert alpha["id_source"]["id_transform"] == "ignored" and alpha["id_source"]["decided_at"] == f"{LMD}/configurations/alpha.py:19"
+    assert (
+        alpha["id_source"]["id_transform"] == "ignored"
+        and alpha["id_source"]["decided_at"] == f"{LMD}/configurations/alpha.py:19"
+    )
 
 
 def test_kappa_fixture_runs_as_stated():
@@ -161,7 +193,11 @@ def test_kappa_fixture_runs_as_stated():
 def test_hook_rows(trt):
     alpha, beta = trt.model("AlphaForCausalLM"), trt.model("BetaForCausalLM")
     assert alpha.registered and alpha.architectures == ("AlphaForCausalLM",)
-    assert (alpha.support, alpha.chain.site.point, where(alpha.chain.site.location)) == ("supported", "output", f"{TRT}/models/modeling_alpha.py:38")
+    assert (alpha.support, alpha.chain.site.point, where(alpha.chain.site.location)) == (
+        "supported",
+        "output",
+        f"{TRT}/models/modeling_alpha.py:38",
+    )
     assert where(alpha.chain.production.default.location) == f"{TRT}/speculative/metadata.py:34"
     assert beta.support == "broken" and beta.chain.production.decision.outcome == "captures_nothing"
     assert "uninitialised" in beta.chain.production.decision.reason
@@ -187,7 +223,15 @@ def _configs(tmp_path: Path) -> tuple[Path, Path]:
     target = tmp_path / "target.json"
     target.write_text(json.dumps({"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096}))
     draft = tmp_path / "draft.json"
-    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 4096, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}))
+    draft.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "target_hidden_size": 4096,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]},
+            }
+        )
+    )
     return target, draft
 
 
@@ -232,11 +276,23 @@ CATASTROPHIC = "(a+)+$"
 BAD_USER_PROFILES = {
     "not-toml": ('[engine\nname = "x"\n', "not valid TOML"),
     "wrong-type": ('[engine]\nname = "x"\n[capture]\nattributes = "aux"\n', "[capture] attributes must be a list"),
-    "wrong-item": ('[engine]\nname = "x"\n[metadata_hook]\nhooks = [1]\n', "[metadata_hook] hooks: expected a list of strings"),
-    "bool-for-int": ('[engine]\nname = "x"\n[metadata_hook]\npost_norm_id = true\n', "[metadata_hook] post_norm_id must be a int"),
-    "unknown-key": ('[engine]\nname = "x"\n[config_capture]\nconfig_key = []\n', "[config_capture] has unknown key(s) config_key"),
+    "wrong-item": (
+        '[engine]\nname = "x"\n[metadata_hook]\nhooks = [1]\n',
+        "[metadata_hook] hooks: expected a list of strings",
+    ),
+    "bool-for-int": (
+        '[engine]\nname = "x"\n[metadata_hook]\npost_norm_id = true\n',
+        "[metadata_hook] post_norm_id must be a int",
+    ),
+    "unknown-key": (
+        '[engine]\nname = "x"\n[config_capture]\nconfig_key = []\n',
+        "[config_capture] has unknown key(s) config_key",
+    ),
     "unknown-table": ('[engine]\nname = "x"\n[captures]\n', "unknown table(s) [captures]"),
-    "backtracking-regex": (f'[engine]\nname = "x"\n[registry]\ndict_files = ["r.py"]\ndict_name_pattern = "{CATASTROPHIC}"\n', "[registry] dict_name_pattern: nested repetition"),
+    "backtracking-regex": (
+        f'[engine]\nname = "x"\n[registry]\ndict_files = ["r.py"]\ndict_name_pattern = "{CATASTROPHIC}"\n',
+        "[registry] dict_name_pattern: nested repetition",
+    ),
     "bad-name": ('[engine]\nname = "a b/c"\n', "[engine] name must be"),
 }
 
@@ -292,7 +348,23 @@ def test_the_documented_example_profile_scans_as_documented(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)
     profile = tmp_path / "quill.toml"
-    res = run("trace", tmp_path, "--profile-file", profile, "-m", "FinchForCausalLM", "-L", "32", "--layer-ids", "-1,2,30", "--format", "json", "--no-cache", "--jobs", "1")
+    res = run(
+        "trace",
+        tmp_path,
+        "--profile-file",
+        profile,
+        "-m",
+        "FinchForCausalLM",
+        "-L",
+        "32",
+        "--layer-ids",
+        "-1,2,30",
+        "--format",
+        "json",
+        "--no-cache",
+        "--jobs",
+        "1",
+    )
     assert res.exit_code == 0, res.output
     traced = json.loads(res.output)
     # (1, n // 2, n - 2) appended after layer i: b = i + 1, whatever the draft's ids
@@ -302,7 +374,12 @@ def test_the_documented_example_profile_scans_as_documented(tmp_path):
     scan = run("scan", tmp_path, "--profile-file", profile, "--format", "json", "-o", out, "--no-cache", "--jobs", "1")
     assert scan.exit_code == 0, scan.output
     row = next(m for m in json.loads(out.read_text())["models"] if m["class"] == "FinchForCausalLM")
-    assert (row["registered"], row["support"], row["id_source"]["id_transform"], row["id_source"]["capture_site"]["point"]) == (True, "supported", "ignored", "output")
+    assert (
+        row["registered"],
+        row["support"],
+        row["id_source"]["id_transform"],
+        row["id_source"]["capture_site"]["point"],
+    ) == (True, "supported", "ignored", "output")
 
 
 def _import_from(root: Path, module: str):
@@ -368,8 +445,17 @@ def test_compat_suggestions_for_setterless_rows(lmd, trt, tmp_path):
     target, draft = _configs(tmp_path)
     hook = api.compat(trt, target, draft, trained_boundaries=[3, 16, 31])
     (s,) = hook.suggestions
-    assert (s.ids, s.key, s.served, s.config) == ((2, 15, 30), "eagle3_layers_to_capture", (3, 16, 31), "serving config")
+    assert (s.ids, s.key, s.served, s.config) == (
+        (2, 15, 30),
+        "eagle3_layers_to_capture",
+        (3, 16, 31),
+        "serving config",
+    )
     blocked = api.compat(trt, target, draft).suggestions  # trained on b=0: not requestable
     assert all(b.ids is None or 0 not in (b.served or ()) for b in blocked)
     (fixed,) = api.compat(lmd, target, draft, trained_boundaries=[3, 16, 31]).suggestions
-    assert fixed.ids is None and fixed.blocked_by == "id source" and str(fixed.location) == f"{LMD}/configurations/alpha.py:19"
+    assert (
+        fixed.ids is None
+        and fixed.blocked_by == "id source"
+        and str(fixed.location) == f"{LMD}/configurations/alpha.py:19"
+    )

@@ -60,19 +60,44 @@ def files(tmp_path_factory) -> dict[str, Path]:
     changed = tmp / "changed"
     shutil.copytree(SGLANG_LIKE, changed, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
     alpha = changed / "sglang/srt/models/alpha.py"  # AlphaForCausalLM's setter: plus_one -> identity in NEW
-    alpha.write_text(alpha.read_text(encoding="utf-8").replace("[val + 1 for val in layer_ids]", "list(layer_ids)"), encoding="utf-8")
+    alpha.write_text(
+        alpha.read_text(encoding="utf-8").replace("[val + 1 for val in layer_ids]", "list(layer_ids)"), encoding="utf-8"
+    )
     out["changed"] = changed
     target = tmp / "target.json"
-    target.write_text(json.dumps({"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}), encoding="utf-8")
+    target.write_text(
+        json.dumps({"architectures": ["AlphaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}),
+        encoding="utf-8",
+    )
     out["target"] = target
     # SpecForge ids [1, 15, 28]: plus_one serves b=[2, 16, 29], their training layout (MATCH)
     draft = tmp / "draft.json"
-    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}), encoding="utf-8")
+    draft.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "target_hidden_size": 64,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]},
+            }
+        ),
+        encoding="utf-8",
+    )
     out["draft"] = draft
     # trained on b=[0, 3, 31] as boundaries, served b=[2, 16, 29]: MISMATCH
     out["scan_json"] = tmp / "scan.json"
-    assert CliRunner().invoke(main, ["scan", str(SGLANG_LIKE), *FAST, "--format", "json", "-o", str(out["scan_json"])]).exit_code == 0
-    confirmed = {"schema": "flowtrace.probe/1", "command": "capture", "verdict": "confirmed", "claim": {"model": "m.A", "boundaries": [0]}, "boundaries": [0]}
+    assert (
+        CliRunner()
+        .invoke(main, ["scan", str(SGLANG_LIKE), *FAST, "--format", "json", "-o", str(out["scan_json"])])
+        .exit_code
+        == 0
+    )
+    confirmed = {
+        "schema": "flowtrace.probe/1",
+        "command": "capture",
+        "verdict": "confirmed",
+        "claim": {"model": "m.A", "boundaries": [0]},
+        "boundaries": [0],
+    }
     out["confirmed"] = tmp / "confirmed.json"
     out["confirmed"].write_text(json.dumps(confirmed), encoding="utf-8")
     out["refuted"] = tmp / "refuted.json"
@@ -95,7 +120,21 @@ def _cases(f: dict[str, Path]) -> list[tuple[str, tuple, int]]:
         ("trace", ("trace", s, *FAST, "-m", "ZetaForCausalLM", "-L", "32"), 1),
         ("trace", ("trace", s, *FAST, "-m", "AlphaForCausalLM"), 2),
         ("compat", ("compat", s, *FAST, "--target-config", f["target"], "--draft-config", f["draft"]), 0),
-        ("compat", ("compat", s, *FAST, "--target-config", f["target"], "--draft-config", f["draft"], "--trained-boundaries", "0,3,31"), 1),
+        (
+            "compat",
+            (
+                "compat",
+                s,
+                *FAST,
+                "--target-config",
+                f["target"],
+                "--draft-config",
+                f["draft"],
+                "--trained-boundaries",
+                "0,3,31",
+            ),
+            1,
+        ),
         ("compat", ("compat", s, *FAST, "--target-config", f["tmp"] / "missing.json", "--draft-config", f["draft"]), 2),
         ("diff", ("diff", s, s, *FAST), 0),
         ("diff", ("diff", s, f["changed"], *FAST), 1),
@@ -108,8 +147,38 @@ def _cases(f: dict[str, Path]) -> list[tuple[str, tuple, int]]:
         ("rules", ("rules", "--format", "yaml"), 2),
         ("explain", ("explain", "FT007"), 0),
         ("explain", ("explain", "FT999"), 2),
-        ("probe capture", ("probe", "capture", "--path", PROBE_TARGETS, "--factory", "probe_tiny_targets:make_engine", "--factory-arg", "layer_ids=[0,2,3]", "--expect", "1,3,4"), 0),
-        ("probe capture", ("probe", "capture", "--path", PROBE_TARGETS, "--factory", "probe_tiny_targets:make_engine", "--factory-arg", "layer_ids=[0,2,3]", "--expect", "0,2,3"), 1),
+        (
+            "probe capture",
+            (
+                "probe",
+                "capture",
+                "--path",
+                PROBE_TARGETS,
+                "--factory",
+                "probe_tiny_targets:make_engine",
+                "--factory-arg",
+                "layer_ids=[0,2,3]",
+                "--expect",
+                "1,3,4",
+            ),
+            0,
+        ),
+        (
+            "probe capture",
+            (
+                "probe",
+                "capture",
+                "--path",
+                PROBE_TARGETS,
+                "--factory",
+                "probe_tiny_targets:make_engine",
+                "--factory-arg",
+                "layer_ids=[0,2,3]",
+                "--expect",
+                "0,2,3",
+            ),
+            1,
+        ),
         ("probe capture", ("probe", "capture"), 2),
         ("probe draft", ("probe", "draft", f["tmp"] / "no-such-draft"), 2),
         ("probe engine", ("probe", "engine", "--target-config", f["target"]), 2),

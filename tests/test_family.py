@@ -46,7 +46,10 @@ def test_the_output_says_which_profile_and_why(fork_scan):
     assert "engine profile(s): vllm (by content:" in scan_text(fork_scan, [])
 
 
-@pytest.mark.parametrize("root, name, path", [(SGLANG_LIKE, "sglang", "sglang/srt/models/"), (VLLM_LIKE, "vllm", "vllm/model_executor/models/")])
+@pytest.mark.parametrize(
+    "root, name, path",
+    [(SGLANG_LIKE, "sglang", "sglang/srt/models/"), (VLLM_LIKE, "vllm", "vllm/model_executor/models/")],
+)
 def test_an_engine_found_by_path_says_so(root, name, path):
     profiles, choice = choose(root)
     assert [p.name for p in profiles] == [name] and choice.how == How.PATH and path in choice.reason

@@ -72,7 +72,9 @@ def test_the_same_patches_as_one_at_a_time(seed, monkeypatch):
     _one_at_a_time(monkeypatch)
     single = fix_findings(result, findings, options=OPTIONS)
     assert sorted((e.path, e.after) for e in grouped.edits()) == sorted((e.path, e.after) for e in single.edits())
-    assert [(v.proposal.rule, v.proposal.file) for v in grouped.offered] == [(v.proposal.rule, v.proposal.file) for v in single.offered]
+    assert [(v.proposal.rule, v.proposal.file) for v in grouped.offered] == [
+        (v.proposal.rule, v.proposal.file) for v in single.offered
+    ]
 
 
 def test_a_patch_that_fails_is_found_by_halving(seed, scans, monkeypatch):
@@ -106,7 +108,9 @@ def test_a_known_defect_merged_into_another_finding_counts_as_known():
     kind = next(iter(ProblemKind))
 
     def finding(rule, fp, causes=()):
-        return Finding(rule, "n", "error", "m/deepseek_v2.py", 3458, "msg", "m.DeepseekV2ForCausalLM", fp, kind=kind, causes=causes)
+        return Finding(
+            rule, "n", "error", "m/deepseek_v2.py", 3458, "msg", "m.DeepseekV2ForCausalLM", fp, kind=kind, causes=causes
+        )
 
     before = [finding("FT007", "a", causes=(finding("FT009", "b"),))]
     proposal = Proposal("FT001", "c", "m.OcrForCausalLM", "m/ocr.py", 1, "t", ())

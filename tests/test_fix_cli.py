@@ -36,7 +36,10 @@ def test_fix_lists_then_diff_then_write(root):
     assert "sglang/srt/models/seek.py:59: FT009 fix: record the embedding" in listed.stdout
     diff = invoke("fix", str(root), "--diff")
     assert diff.exit_code == 1
-    assert "+++ b/sglang/srt/models/noneres.py" in diff.stdout and "+        if -1 in self.layers_to_capture:" in diff.stdout
+    assert (
+        "+++ b/sglang/srt/models/noneres.py" in diff.stdout
+        and "+        if -1 in self.layers_to_capture:" in diff.stdout
+    )
     assert snapshot(root) == before, "neither listing nor --diff writes"
     written = invoke("fix", str(root), "--write")
     assert written.exit_code == 0, written.output
@@ -154,7 +157,17 @@ def test_compat_fix_rewrites_the_draft_config_and_a_plain_rerun_matches(root, tm
 
 def test_compat_fix_keeps_four_space_indentation(root, tmp_path):
     target, draft = _configs(tmp_path, DRAFT.replace("  ", "    "))
-    fixed = invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--trained-boundaries", "4,16,30", "--fix")
+    fixed = invoke(
+        "compat",
+        str(root),
+        "--target-config",
+        str(target),
+        "--draft-config",
+        str(draft),
+        "--trained-boundaries",
+        "4,16,30",
+        "--fix",
+    )
     assert fixed.exit_code == 0, fixed.output
     assert (draft / "config.json").read_text() == FIXED.replace("  ", "    ")
 
@@ -182,18 +195,34 @@ def test_compat_fix_says_why_compat_refuses_the_rewrite(root, tmp_path, monkeypa
 
     monkeypatch.setattr(draft_config, "rewrite", keeps_old_ids)
     target, draft = _configs(tmp_path, DRAFT)
-    out = invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--trained-boundaries", "4,16,30", "--fix")
+    out = invoke(
+        "compat",
+        str(root),
+        "--target-config",
+        str(target),
+        "--draft-config",
+        str(draft),
+        "--trained-boundaries",
+        "4,16,30",
+        "--fix",
+    )
     assert out.exception is None or isinstance(out.exception, SystemExit), out.exception
     assert out.exit_code == 1
     line = next(x for x in out.output.splitlines() if "do not give MATCH" in x)
-    assert "under eagle_config.eagle_aux_hidden_state_layer_ids do not give MATCH when compat reads the rewritten config: " in line
+    assert (
+        "under eagle_config.eagle_aux_hidden_state_layer_ids do not give MATCH when compat reads the rewritten config: "
+        in line
+    )
     assert "slot 0: trained on b=4 (output of layer 3), served b=3 (output of layer 2)" in line
     assert (draft / "config.json").read_text() == DRAFT
 
 
 def test_compat_diff_needs_fix(root, tmp_path):
     target, draft = _configs(tmp_path, DRAFT)
-    assert invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--diff").exit_code == 2
+    assert (
+        invoke("compat", str(root), "--target-config", str(target), "--draft-config", str(draft), "--diff").exit_code
+        == 2
+    )
 
 
 def test_fix_of_a_path_without_engine_code_is_an_error(tmp_path):

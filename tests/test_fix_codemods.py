@@ -60,7 +60,8 @@ def test_fix1_guards_the_recorded_sum(tmp_path):
     assert [v.proposal.rule for v in report.offered] == ["FT022"] and not report.withheld
     want = original("noneres.py").replace(
         "aux_hidden_states.append(hidden_states + residual)  # the stream entering layer i",
-        "aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)  # the stream entering layer i",
+        "aux_hidden_states.append(hidden_states if residual is None else hidden_states + residual)  # the stream"
+        " entering layer i",
     )
     assert patched(report, "noneres.py") == want
     assert any("NoneResForCausalLM ids [-1] L=32: boundaries [0]" in e for e in report.offered[0].evidence)
@@ -90,7 +91,10 @@ def test_fix2_adds_the_methods_delegating_through_the_attribute(tmp_path):
     )
     assert patched(report, "vlwrap.py") == want
     # PlainForCausalLM serves ids [1, 15, 28] as b = [2, 16, 29] (ids + 1, recorded before layer i)
-    assert any("VlWrapForConditionalGeneration ids [1, 15, 28] L=32: boundaries [2, 16, 29]" in e for e in report.offered[0].evidence)
+    assert any(
+        "VlWrapForConditionalGeneration ids [1, 15, 28] L=32: boundaries [2, 16, 29]" in e
+        for e in report.offered[0].evidence
+    )
 
 
 def test_fix2_refuses_when_the_language_model_lacks_a_method(tmp_path):
@@ -132,7 +136,15 @@ def test_fix3_refuses_an_input_point_loop(tmp_path):
 
 def test_fix3_refuses_when_the_setter_maps_the_id_onto_a_loop_index(tmp_path):
     """ids + 1 at an output-point loop: -1 becomes index 0, which the loop records as b = 1."""
-    root = tree(tmp_path, {"seek.py": ("self.model.layers_to_capture = list(layer_ids)", "self.model.layers_to_capture = [val + 1 for val in layer_ids]")})
+    root = tree(
+        tmp_path,
+        {
+            "seek.py": (
+                "self.model.layers_to_capture = list(layer_ids)",
+                "self.model.layers_to_capture = [val + 1 for val in layer_ids]",
+            )
+        },
+    )
     report = run(root, "FT009")
     assert not report.offered
     assert "maps id -1 to index 0, which this loop's convention makes b=1" in report.withheld[0].why
@@ -153,7 +165,16 @@ def _proposal(root: Path, after: str, expect=()) -> Proposal:
     result = api.scan(root, options=OPTIONS)
     finding = api.findings(result, ("FT022",))[0]
     rel = f"{MODELS}/noneres.py"
-    return Proposal("FT022", finding.fingerprint, finding.symbol, finding.file, finding.line, "test", (FileEdit(rel, original("noneres.py"), after),), tuple(expect))
+    return Proposal(
+        "FT022",
+        finding.fingerprint,
+        finding.symbol,
+        finding.file,
+        finding.line,
+        "test",
+        (FileEdit(rel, original("noneres.py"), after),),
+        tuple(expect),
+    )
 
 
 def test_verification_withholds_a_patch_that_leaves_the_finding(tmp_path):
@@ -164,7 +185,10 @@ def test_verification_withholds_a_patch_that_leaves_the_finding(tmp_path):
 
 def test_verification_withholds_a_patch_that_does_not_parse(tmp_path):
     root = tree(tmp_path)
-    judged = _verify(root, _proposal(root, original("noneres.py").replace("def forward(self, input_ids", "def forward(self input_ids")))
+    judged = _verify(
+        root,
+        _proposal(root, original("noneres.py").replace("def forward(self, input_ids", "def forward(self input_ids")),
+    )
     assert isinstance(judged, Withheld) and "does not parse" in judged.why
 
 

@@ -103,7 +103,11 @@ def test_json_lists_each_finding_with_its_verdict(root):
             assert f["evidence"] and f["files"] == [f["file"]] and "written" not in f
             assert f["diff"].startswith(f"--- a/{f['file']}\n+++ b/{f['file']}\n")
         else:  # seek.py's identity setter (FT007) and the input-point loops (FT010) have no codemod
-            assert f["status"] == "no_codemod" and f["rule"] in ("FT007", "FT008", "FT010") and f["why"] == f"no codemod for {f['rule']}"
+            assert (
+                f["status"] == "no_codemod"
+                and f["rule"] in ("FT007", "FT008", "FT010")
+                and f["why"] == f"no codemod for {f['rule']}"
+            )
     assert {(f["rule"], f["file"]) for f in doc["findings"] if f["status"] == "no_codemod"} >= {("FT007", SEEK)}
     assert doc["summary"]["verified"] == 3 and doc["summary"]["refused"] == 0 and doc["summary"]["written"] is None
 

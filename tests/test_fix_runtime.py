@@ -46,7 +46,9 @@ CASES = {
 @pytest.fixture(scope="module")
 def patched(tmp_path_factory):
     root = tmp_path_factory.mktemp("fixed") / "engine"
-    shutil.copytree(HERE / "fixtures/engines/fix_seed_like", root, ignore=shutil.ignore_patterns("__pycache__", ".flowtrace_cache"))
+    shutil.copytree(
+        HERE / "fixtures/engines/fix_seed_like", root, ignore=shutil.ignore_patterns("__pycache__", ".flowtrace_cache")
+    )
     result = api.scan(root, options=OPTIONS)
     report = fix_findings(result, api.findings(result), options=OPTIONS)
     assert len(report.offered) == 3
@@ -77,7 +79,13 @@ def test_the_patched_fixture_serves_the_boundaries_at_runtime(patched, model, tm
     claim_file.write_text(json.dumps(claim))
     args = {"root": str(root), "qualname": row.qualname, "num_layers": L, "layer_ids": ids,
             "setter": row.capture.setter.method, "getters": [], "config": config}
-    result = probe_capture(factory="fixture_runtime:build", factory_args=args, path=[str(PROBE_DIR)], device="cpu", expect_trace=str(claim_file))
+    result = probe_capture(
+        factory="fixture_runtime:build",
+        factory_args=args,
+        path=[str(PROBE_DIR)],
+        device="cpu",
+        expect_trace=str(claim_file),
+    )
     assert result.outcome == "captures", result.raised
     assert result.boundaries == want
     assert result.verdict == "confirmed", [s.evidence for s in result.slots]

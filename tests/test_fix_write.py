@@ -87,7 +87,11 @@ def test_one_refused_edit_writes_none_of_the_set(tmp_path):
 
 def _imports_libcst(path: Path) -> bool:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        )
         if any(n == "libcst" or n.startswith("libcst.") for n in names):
             return True
     return False

@@ -43,7 +43,17 @@ _EVENTS: list | None = None
 def _audit(event: str, args: tuple) -> None:
     if _EVENTS is None:
         return
-    if event in {"exec", "os.system", "subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.spawn", "ctypes.dlopen", "socket.connect"}:
+    if event in {
+        "exec",
+        "os.system",
+        "subprocess.Popen",
+        "os.posix_spawn",
+        "os.exec",
+        "os.fork",
+        "os.spawn",
+        "ctypes.dlopen",
+        "socket.connect",
+    }:
         _EVENTS.append(event)
     elif event == "open" and len(args) > 1 and isinstance(args[1], str) and any(c in args[1] for c in "wax+"):
         _EVENTS.append(f"open for writing: {args[0]}")
@@ -87,7 +97,10 @@ def _import_the_indexer_eagerly() -> None:
     for package in (flowtrace.index, flowtrace.analysis):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             importlib.import_module(info.name)
-    warm = "class M:\n    def forward(self, h):\n        for i in range(2):\n            if i in self.layers_to_capture:\n                aux.append(h)\n"
+    warm = (
+        "class M:\n    def forward(self, h):\n        for i in range(2):\n            if i in self.layers_to_capture:\n"
+        "                aux.append(h)\n"
+    )
     analyze_bytes("sglang/srt/models/warm.py", warm.encode(), CONV)
 
 
@@ -113,7 +126,20 @@ def test_hypothesmith_programs_never_break_the_indexer(source):
     assert not [e for e in w.events if e != "exec"], w.events
 
 
-NAMES = st.sampled_from(["layer_ids", "num_layers", "i", "val", "ids", "self.config.num_hidden_layers", "len(self.model.layers)", "self.layers_to_capture", "self.pp_group.is_last_rank", "x"])
+NAMES = st.sampled_from(
+    [
+        "layer_ids",
+        "num_layers",
+        "i",
+        "val",
+        "ids",
+        "self.config.num_hidden_layers",
+        "len(self.model.layers)",
+        "self.layers_to_capture",
+        "self.pp_group.is_last_rank",
+        "x",
+    ]
+)
 DANGER = st.sampled_from([
     f"__import__('os').system('touch {SENTINELS}/system')",
     f"open('{SENTINELS}/open', 'w')",
@@ -137,12 +163,42 @@ ATOMS = st.one_of(SAFE_ATOMS, SAFE_ATOMS, SAFE_ATOMS, DANGER)  # mostly evaluabl
 
 def _compose(children):
     return st.one_of(
-        st.tuples(children, st.sampled_from(["+", "-", "*", "//", "%", "**", "<", "==", "in", "and", "or", "if x else"]), children).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        st.tuples(
+            children,
+            st.sampled_from(["+", "-", "*", "//", "%", "**", "<", "==", "in", "and", "or", "if x else"]),
+            children,
+        ).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
         st.lists(children, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
         st.tuples(children, children).map(lambda t: f"[{t[0]} + 1 for val in {t[1]}]"),
-        st.tuples(st.sampled_from(["len", "list", "sorted", "range", "min", "max", "sum", "tuple", "set", "reversed", "abs", "int", "str", "print", "type", "vars", "dir", "id"]), children).map(lambda t: f"{t[0]}({t[1]})"),
+        st.tuples(
+            st.sampled_from(
+                [
+                    "len",
+                    "list",
+                    "sorted",
+                    "range",
+                    "min",
+                    "max",
+                    "sum",
+                    "tuple",
+                    "set",
+                    "reversed",
+                    "abs",
+                    "int",
+                    "str",
+                    "print",
+                    "type",
+                    "vars",
+                    "dir",
+                    "id",
+                ]
+            ),
+            children,
+        ).map(lambda t: f"{t[0]}({t[1]})"),
         st.tuples(children, children).map(lambda t: f"({t[0]})[{t[1]}]"),
-        st.tuples(children, st.sampled_from(["__class__", "append", "layers", "real", "__dict__"])).map(lambda t: f"({t[0]}).{t[1]}"),
+        st.tuples(children, st.sampled_from(["__class__", "append", "layers", "real", "__dict__"])).map(
+            lambda t: f"({t[0]}).{t[1]}"
+        ),
         children.map(lambda c: f"(not {c})"),
         children.map(lambda c: f"(lambda: {c})"),
     )
@@ -166,17 +222,50 @@ def _setter(body_exprs: list[str], guard: str, param_default: str) -> str:
 def engine_modules(draw) -> str:
     """Engine-shaped modules: a model with a capture loop and a setter built from random expressions."""
     name = draw(st.sampled_from(["Llama", "Qwen", "Fuzz", "Ünï", "X_1"]))
-    loop_range = draw(st.sampled_from(["range(self.start_layer, self.end_layer)", "range(len(self.layers))", f"range({draw(EXPRESSIONS)})", "self.layers"]))
+    loop_range = draw(
+        st.sampled_from(
+            [
+                "range(self.start_layer, self.end_layer)",
+                "range(len(self.layers))",
+                f"range({draw(EXPRESSIONS)})",
+                "self.layers",
+            ]
+        )
+    )
     captured = draw(st.sampled_from(["hidden_states + residual", "hidden_states", draw(EXPRESSIONS)]))
     point = draw(st.sampled_from(["before", "after", "helper", "none"]))
     capture = {
-        "before": f"            if i in self.layers_to_capture:\n                aux_hidden_states.append({captured})\n            hidden_states, residual = self.layers[i](hidden_states, residual)",
-        "after": f"            hidden_states, residual = self.layers[i](hidden_states, residual)\n            if i in self.layers_to_capture:\n                aux_hidden_states.append({captured})",
-        "helper": "            hidden_states, residual = self.layers[i](hidden_states, residual, capture_output=aux_hidden_states.capture if i in self.layers_to_capture else None)",
+        "before": (
+            "            if i in self.layers_to_capture:\n"
+            f"                aux_hidden_states.append({captured})\n"
+            "            hidden_states, residual = self.layers[i](hidden_states, residual)"
+        ),
+        "after": (
+            "            hidden_states, residual = self.layers[i](hidden_states, residual)\n"
+            "            if i in self.layers_to_capture:\n"
+            f"                aux_hidden_states.append({captured})"
+        ),
+        "helper": (
+            "            hidden_states, residual = self.layers[i](hidden_states, residual,"
+            " capture_output=aux_hidden_states.capture if i in self.layers_to_capture else None)"
+        ),
         "none": "            hidden_states, residual = self.layers[i](hidden_states, residual)",
     }[point]
-    setter = _setter([draw(EXPRESSIONS), draw(EXPRESSIONS)], draw(EXPRESSIONS), draw(st.sampled_from(["None", "[]", "(1, 2)", draw(EXPRESSIONS)])))
-    extra = draw(st.sampled_from(["", "EntryClass = {n}ForCausalLM\n", "EntryClass = [{n}ForCausalLM, {n}Model]\n", "_MODELS = {{'{n}ForCausalLM': ('fuzz', '{n}ForCausalLM')}}\n"])).format(n=name)
+    setter = _setter(
+        [draw(EXPRESSIONS), draw(EXPRESSIONS)],
+        draw(EXPRESSIONS),
+        draw(st.sampled_from(["None", "[]", "(1, 2)", draw(EXPRESSIONS)])),
+    )
+    extra = draw(
+        st.sampled_from(
+            [
+                "",
+                "EntryClass = {n}ForCausalLM\n",
+                "EntryClass = [{n}ForCausalLM, {n}Model]\n",
+                "_MODELS = {{'{n}ForCausalLM': ('fuzz', '{n}ForCausalLM')}}\n",
+            ]
+        )
+    ).format(n=name)
     return (
         "import torch\n\n\n"
         f"class {name}Model(Base):\n"
@@ -206,16 +295,45 @@ def test_engine_shaped_modules_never_break_the_indexer(source):
 
 
 MUTATIONS = st.lists(
-    st.tuples(st.sampled_from(["flip", "insert", "delete", "truncate", "duplicate", "drop-line", "swap-lines", "rewrite", "rewrite", "rewrite"]), st.integers(0, 10**6), st.binary(min_size=1, max_size=8)),
+    st.tuples(
+        st.sampled_from(
+            [
+                "flip",
+                "insert",
+                "delete",
+                "truncate",
+                "duplicate",
+                "drop-line",
+                "swap-lines",
+                "rewrite",
+                "rewrite",
+                "rewrite",
+            ]
+        ),
+        st.integers(0, 10**6),
+        st.binary(min_size=1, max_size=8),
+    ),
     min_size=1,
     max_size=6,
 )
 # Rewrites keep the file valid Python while changing what the analysers see.
 REWRITES = [
-    (b"layers_to_capture", b"aux_hidden_state_layers"), (b" + 1", b" - 1"), (b"val + 1", b"val"), (b"append(", b"extend("),
-    (b"range(", b"reversed(range("), (b"is None", b"is not None"), (b"self.model", b"self.language_model"),
-    (b"return", b"yield"), (b"def ", b"async def "), (b"for ", b"async for "), (b"if ", b"while "), (b"[", b"(["),
-    (b"EntryClass = ", b"EntryClass = None and "), (b"layer_ids", b"*layer_ids"), (b"i in ", b"i not in "), (b"class ", b"@dataclass\nclass "),
+    (b"layers_to_capture", b"aux_hidden_state_layers"),
+    (b" + 1", b" - 1"),
+    (b"val + 1", b"val"),
+    (b"append(", b"extend("),
+    (b"range(", b"reversed(range("),
+    (b"is None", b"is not None"),
+    (b"self.model", b"self.language_model"),
+    (b"return", b"yield"),
+    (b"def ", b"async def "),
+    (b"for ", b"async for "),
+    (b"if ", b"while "),
+    (b"[", b"(["),
+    (b"EntryClass = ", b"EntryClass = None and "),
+    (b"layer_ids", b"*layer_ids"),
+    (b"i in ", b"i not in "),
+    (b"class ", b"@dataclass\nclass "),
 ]
 FIXTURE_FILES = sorted(p for p in SGLANG_LIKE.rglob("*.py") if p.stat().st_size > 200)
 
@@ -265,7 +383,9 @@ def test_mutated_fixture_files_never_break_the_indexer(index, mutations):
 
 
 @fuzz(25)
-@given(modules=st.lists(engine_modules(), min_size=1, max_size=3), mutations=st.lists(MUTATIONS, min_size=0, max_size=2))
+@given(
+    modules=st.lists(engine_modules(), min_size=1, max_size=3), mutations=st.lists(MUTATIONS, min_size=0, max_size=2)
+)
 def test_whole_scans_of_generated_trees_never_raise(modules, mutations):
     """Fuzzed facts then go through resolution, every rule, the graph and trace."""
     from flowtrace import api
@@ -326,7 +446,12 @@ def test_the_evaluator_only_returns_or_refuses_and_never_executes(expression):
 
 
 @fuzz(150)
-@given(body=st.lists(EXPRESSIONS, min_size=2, max_size=2), guard=EXPRESSIONS, default=EXPRESSIONS, ids=st.one_of(st.none(), st.lists(st.integers(-5, 70), max_size=5)))
+@given(
+    body=st.lists(EXPRESSIONS, min_size=2, max_size=2),
+    guard=EXPRESSIONS,
+    default=EXPRESSIONS,
+    ids=st.one_of(st.none(), st.lists(st.integers(-5, 70), max_size=5)),
+)
 def test_run_function_only_records_and_never_executes(body, guard, default, ids):
     source = "class C:\n" + _setter(body, guard, default)
     function = "\n".join(line[4:] for line in source.splitlines()[1:])

@@ -68,7 +68,9 @@ def test_one_command_per_finding(tmp_path, severity, level):
 
 def test_cli_github_format_on_fixture(tmp_path):
     def run(fmt: str):
-        return CliRunner().invoke(check, [str(FIXTURES / "sglang_like"), "-j", "1", "--cache-dir", str(tmp_path), "--output-format", fmt])
+        return CliRunner().invoke(
+            check, [str(FIXTURES / "sglang_like"), "-j", "1", "--cache-dir", str(tmp_path), "--output-format", fmt]
+        )
 
     doc = json.loads(run("json").stdout)
     res = run("github")

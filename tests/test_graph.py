@@ -23,7 +23,10 @@ def test_path_from_config_key_to_fc_for_a_delegating_model(sglang_scan):
     fc = next(n for n in sub if sub.nodes[n]["kind"] == "fc")
     assert nx.has_path(sub, config, fc)
     setters = [n for n in nx.shortest_path(sub, config, fc) if sub.nodes[n]["kind"] == "setter"]
-    assert [sub.nodes[s]["label"] for s in setters] == ["OmegaVLForConditionalGeneration.set_eagle3_layers_to_capture", "GammaForCausalLM.set_eagle3_layers_to_capture"]
+    assert [sub.nodes[s]["label"] for s in setters] == [
+        "OmegaVLForConditionalGeneration.set_eagle3_layers_to_capture",
+        "GammaForCausalLM.set_eagle3_layers_to_capture",
+    ]
 
 
 def test_subgraph_has_only_that_models_edges(sglang_scan):
@@ -56,7 +59,10 @@ def test_dot_is_accepted_by_graphviz_or_parses(sglang_scan, tmp_path):
 
 
 def _path_nodes(sub, start, end):
-    return [(sub.nodes[n]["link"], sub.nodes[n]["file"].rsplit("/", 1)[-1], sub.nodes[n]["line"]) for n in nx.shortest_path(sub, start, end)]
+    return [
+        (sub.nodes[n]["link"], sub.nodes[n]["file"].rsplit("/", 1)[-1], sub.nodes[n]["line"])
+        for n in nx.shortest_path(sub, start, end)
+    ]
 
 
 def test_delegating_chain_is_stored_link_by_link_with_file_lines(sglang_scan):
@@ -80,10 +86,18 @@ def test_delegating_chain_is_stored_link_by_link_with_file_lines(sglang_scan):
     assert path[7] == ("concat", "eagle3_draft.py", 23) and path[8][0] == "fc"
     holder = "attribute:sglang.srt.models.gamma.GammaModel.layers_to_capture"
     assert g.nodes[holder]["holder_kind"] == "direct"
-    assert g.nodes["setter:sglang.srt.models.gamma.GammaForCausalLM.set_eagle3_layers_to_capture"]["transform"] == "conditional"
+    assert (
+        g.nodes["setter:sglang.srt.models.gamma.GammaForCausalLM.set_eagle3_layers_to_capture"]["transform"]
+        == "conditional"
+    )
     site = g.nodes["loop:sglang/srt/models/gamma.py:40"]
-    assert (site["mechanism"], site["point"]) == ("callback", "input")  # the layer uses it before its sub-modules (gamma.py:21)
-    edges = {(sub.nodes[u]["link"], sub.nodes[v]["link"]): d["link"] for u, v, d in sub.edges(data=True) if d.get("model") == model}
+    # the layer uses it before its sub-modules (gamma.py:21)
+    assert (site["mechanism"], site["point"]) == ("callback", "input")
+    edges = {
+        (sub.nodes[u]["link"], sub.nodes[v]["link"]): d["link"]
+        for u, v, d in sub.edges(data=True)
+        if d.get("model") == model
+    }
     assert edges[("transform", "transform")] == "delegates" and edges[("transform", "holder")] == "writes"
     assert edges[("holder", "site")] == "site" and edges[("site", "stream")] == "records"
 
@@ -137,14 +151,18 @@ def test_setterless_chain_in_the_graph():
     sub = graphs.model_subgraph(result.graph, row.qualname)
     (source,) = [n for n in sub if sub.nodes[n]["link"] == "id_source"]
     (site,) = [n for n in sub if sub.nodes[n]["link"] == "site"]
-    path = [(sub.nodes[n]["link"], sub.nodes[n]["file"], sub.nodes[n]["line"]) for n in nx.shortest_path(sub, source, site)]
+    path = [
+        (sub.nodes[n]["link"], sub.nodes[n]["file"], sub.nodes[n]["line"]) for n in nx.shortest_path(sub, source, site)
+    ]
     assert path == [
         ("id_source", "lmdeploy/pytorch/models/alpha.py", 28),
         ("transform", "lmdeploy/pytorch/configurations/alpha.py", 19),
         ("holder", "lmdeploy/pytorch/models/alpha.py", 24),
         ("site", "lmdeploy/pytorch/models/alpha.py", 36),
     ]
-    assert sub.nodes[source]["key"] == "aux_hidden_state_layers" and sub.nodes[source]["source_kind"] == "config_attribute"
+    assert (
+        sub.nodes[source]["key"] == "aux_hidden_state_layers" and sub.nodes[source]["source_kind"] == "config_attribute"
+    )
     builder = nx.shortest_path(sub, source, site)[1]
     assert sub.nodes[builder]["transform"] == "ignored"
 
@@ -157,7 +175,11 @@ def test_dynamic_holder_is_a_conditional_node(vllm_scan):
     assert row.chain.holder.kind == "dynamic" and row.chain.holder.depends_on == "text_config.architectures"
     sub = graphs.model_subgraph(vllm_scan.graph, row.qualname)
     (holder,) = [sub.nodes[n] for n in sub if sub.nodes[n]["link"] == "holder"]
-    assert (holder["holder_kind"], holder["depends_on"], holder["holder"]) == ("dynamic", "text_config.architectures", "")
+    assert (holder["holder_kind"], holder["depends_on"], holder["holder"]) == (
+        "dynamic",
+        "text_config.architectures",
+        "",
+    )
     assert (holder["file"], holder["line"]) == ("vllm/model_executor/models/llava_like.py", 25)
     assert not [n for n in sub if sub.nodes[n]["link"] == "site"]  # the site is the target config's class's
 
@@ -170,7 +192,11 @@ def test_dropped_return_ends_the_path_at_its_own_node(sglang_scan):
     g = sglang_scan.graph
     mu = graphs.model_subgraph(g, sglang_scan.project.row("MuForCausalLM").qualname)
     (ret,) = [n for n in mu if mu.nodes[n]["link"] == "return"]
-    assert (mu.nodes[ret]["return_kind"], mu.nodes[ret]["file"], mu.nodes[ret]["line"]) == ("flag_never_set", "sglang/srt/models/mu.py", 18)
+    assert (mu.nodes[ret]["return_kind"], mu.nodes[ret]["file"], mu.nodes[ret]["line"]) == (
+        "flag_never_set",
+        "sglang/srt/models/mu.py",
+        18,
+    )
     assert not [n for n in mu if mu.nodes[n]["link"] in ("concat", "fc")]
     alpha = graphs.model_subgraph(g, sglang_scan.project.row("AlphaForCausalLM").qualname)
     assert any(alpha.nodes[n]["link"] == "concat" for n in alpha)

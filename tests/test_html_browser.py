@@ -110,7 +110,10 @@ def fixture_page(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     dumped = json.dumps(doc)
     assert SCRIPT_PWN in dumped and IMG_PWN in dumped, "the planted strings should reach the scan document"
     doc["graph"] = json.loads(graphs.to_json(result.graph))
-    doc["rules"] = {r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix} for r in all_rules()}
+    doc["rules"] = {
+        r.code: {"name": r.name, "severity": r.severity, "summary": r.summary, "rationale": r.rationale, "fix": r.fix}
+        for r in all_rules()
+    }
     path = tmp / "report.html"
     path.write_text(render_html(doc), encoding="utf-8")
     return path, doc
@@ -119,7 +122,9 @@ def fixture_page(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def sample_page(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sample") / "sample.html"
-    path.write_text(render_html(sample_doc(), probe=capture_probe("pkg.models.alpha.AlphaForCausalLM")), encoding="utf-8")
+    path.write_text(
+        render_html(sample_doc(), probe=capture_probe("pkg.models.alpha.AlphaForCausalLM")), encoding="utf-8"
+    )
     return path
 
 
@@ -158,7 +163,9 @@ def test_loads_clean_offline_and_inert(driver, fixture_page, sample_page, tmp_pa
         assert _errors(driver) == [], f"console errors on {path.name}"
         assert driver.execute_script("return typeof window.__pwned") == "undefined"
         assert _no_alert(driver), "a dialog opened"
-        assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0, "the page fetched something"
+        assert (
+            driver.execute_script("return performance.getEntriesByType('resource').length") == 0
+        ), "the page fetched something"
         assert driver.execute_script("return !!(window.flowtrace && window.flowtrace.data.ui)")
     # hostile strings from the scanned code are visible as text in the matrix and the detail
     driver.get(fixture_page[0].as_uri())
@@ -233,7 +240,9 @@ def test_graph_svg_per_model(driver, fixture_page, tmp_path):
     Select(driver.find_element(By.ID, "model-select")).select_by_value(beta)
     assert driver.find_element(By.ID, beta).is_displayed()
     size = driver.execute_script(
-        "var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return [s.width, s.height];", beta
+        "var s = document.getElementById(arguments[0]).querySelector('svg.graph').getBoundingClientRect(); return"
+        " [s.width, s.height];",
+        beta,
     )
     assert size[0] > 100 and size[1] > 30
     assert len([a for a in driver.find_elements(By.CSS_SELECTOR, "article.model-detail") if a.is_displayed()]) == 1
@@ -326,7 +335,9 @@ def test_sorting_by_support_puts_broken_first(driver, fixture_page):
     _open(driver, path)
     driver.find_element(By.CSS_SELECTOR, "button.sort[data-col='1']").click()
     supports = [r.get_attribute("data-support") for r in _visible_rows(driver)]
-    assert supports[0] == "broken" and supports.count("broken") == supports.index(next(s for s in supports if s != "broken"))
+    assert supports[0] == "broken" and supports.count("broken") == supports.index(
+        next(s for s in supports if s != "broken")
+    )
 
 
 def test_source_links_open_the_web_base_when_known(driver, tmp_path):
@@ -334,7 +345,10 @@ def test_source_links_open_the_web_base_when_known(driver, tmp_path):
 
     page = tmp_path / "linked.html"
     base = "https://github.com/owner/engine/blob/0123456789abcdef0123456789abcdef01234567"
-    page.write_text(render_html(doc_for_links(), link_base=base, link_origin="git remote origin at commit 0123456789ab"), encoding="utf-8")
+    page.write_text(
+        render_html(doc_for_links(), link_base=base, link_origin="git remote origin at commit 0123456789ab"),
+        encoding="utf-8",
+    )
     _open(driver, page)
     hrefs = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a.src")]
     assert hrefs and all(h.startswith(base + "/") for h in hrefs)
@@ -352,7 +366,9 @@ def test_the_page_fits_a_900px_window(driver, fixture_page, tmp_path):
         assert driver.execute_script("return document.documentElement.scrollWidth") <= width
         right = driver.execute_script("return document.querySelector('.table-wrap').getBoundingClientRect().right")
         assert right <= width
-        assert driver.find_element(By.ID, "filter").is_displayed() and driver.find_element(By.ID, "legend").is_displayed()
+        assert (
+            driver.find_element(By.ID, "filter").is_displayed() and driver.find_element(By.ID, "legend").is_displayed()
+        )
         driver.save_screenshot(str(tmp_path / "900px.png"))
         assert _errors(driver) == []
     finally:
@@ -376,7 +392,9 @@ def test_a_draft_class_is_labelled_draft_not_broken(driver, fixture_page):
     assert badge.text == "draft" and "support-draft" in badge.get_attribute("class")
     assert "broken" in badge.get_attribute("title")  # the capture verdict stays one hover away
     # epsilon.py: ZetaForCausalLM writes ids no loop reads, and is no draft: still broken
-    zeta = driver.find_element(By.CSS_SELECTOR, "#matrix-table tr[data-model='model-sglang.srt.models.epsilon.ZetaForCausalLM'] .badge")
+    zeta = driver.find_element(
+        By.CSS_SELECTOR, "#matrix-table tr[data-model='model-sglang.srt.models.epsilon.ZetaForCausalLM'] .badge"
+    )
     assert zeta.text == "broken"
 
 
@@ -405,15 +423,22 @@ def test_the_matrix_names_the_id_source_where_a_row_has_no_setter(driver, tmp_pa
 
     result = api.scan(LMDEPLOY_LIKE, options=IndexOptions(use_cache=False, jobs=1))
     page = tmp_path / "lmdeploy.html"
-    page.write_text(render_html(scan_document(result, api.findings(result)), link_base="https://example.org/src"), encoding="utf-8")
+    page.write_text(
+        render_html(scan_document(result, api.findings(result)), link_base="https://example.org/src"), encoding="utf-8"
+    )
     _open(driver, page)
     headers = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#matrix-table thead th")]
     assert "Id source" in headers and "Setter" not in headers
     column = headers.index("Id source")
-    row = driver.find_element(By.CSS_SELECTOR, "#matrix-table tbody tr[data-model='model-lmdeploy.pytorch.models.alpha.AlphaForCausalLM']")
+    row = driver.find_element(
+        By.CSS_SELECTOR, "#matrix-table tbody tr[data-model='model-lmdeploy.pytorch.models.alpha.AlphaForCausalLM']"
+    )
     cell = row.find_elements(By.TAG_NAME, "td")[column]
     assert "config" in cell.text and "aux_hidden_state_layers" in cell.text
-    assert cell.find_element(By.CSS_SELECTOR, "a.src").get_attribute("href") == "https://example.org/src/lmdeploy/pytorch/models/alpha.py#L28"
+    assert (
+        cell.find_element(By.CSS_SELECTOR, "a.src").get_attribute("href")
+        == "https://example.org/src/lmdeploy/pytorch/models/alpha.py#L28"
+    )
     assert not _errors(driver)
 
 
@@ -452,13 +477,21 @@ def test_the_founding_story_rows_are_red_with_their_finding(driver, founding_pag
         _open(driver, founding_page)
         assert _errors(driver) == []
         # nothing widens the page at this width; the first thing under the header is "start here"
-        assert driver.execute_script("return document.documentElement.scrollWidth") <= driver.execute_script("return document.documentElement.clientWidth")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= driver.execute_script(
+            "return document.documentElement.clientWidth"
+        )
         start = driver.find_element(By.ID, "start-here")
-        assert driver.execute_script("return arguments[0].getBoundingClientRect().top", start) < driver.execute_script("return window.innerHeight")
+        assert driver.execute_script("return arguments[0].getBoundingClientRect().top", start) < driver.execute_script(
+            "return window.innerHeight"
+        )
         first = start.find_element(By.CSS_SELECTOR, "li.card")
         assert first.get_attribute("data-severity") == "error"
         card = next(c for c in start.find_elements(By.CSS_SELECTOR, "li.card") if "models/gamma.py:53" in c.text)
-        assert [a.text for a in card.find_elements(By.CSS_SELECTOR, "a.row-chip")] == ["GammaForCausalLM", "GammaV3ForCausalLM", "OmegaVLForConditionalGeneration"]
+        assert [a.text for a in card.find_elements(By.CSS_SELECTOR, "a.row-chip")] == [
+            "GammaForCausalLM",
+            "GammaV3ForCausalLM",
+            "OmegaVLForConditionalGeneration",
+        ]
         _shot(driver, f"start-here-{width}")
         for model_id in FOUNDING_IDS:
             row = driver.find_element(By.CSS_SELECTOR, f"#matrix-table tr[data-model='{model_id}']")
@@ -466,7 +499,9 @@ def test_the_founding_story_rows_are_red_with_their_finding(driver, founding_pag
             assert row.is_displayed()
             badge = row.find_element(By.CSS_SELECTOR, "td .badge")
             assert badge.value_of_css_property("color") == RED, "the support word is drawn in the error's colour"
-            assert badge.value_of_css_property("background-color") != "rgba(27, 127, 59, 1)", "never the supported green"
+            assert (
+                badge.value_of_css_property("background-color") != "rgba(27, 127, 59, 1)"
+            ), "never the supported green"
             assert re.fullmatch(r"\d+ errors?", row.find_element(By.CSS_SELECTOR, ".flag-count").text)
         _shot(driver, f"matrix-{width}")
         # the class view of the inherited row lists the error
@@ -492,9 +527,16 @@ def test_the_filters_agree_on_the_rows_a_severity_concerns(driver, founding_page
     errors.click()
     shown = {r.get_attribute("data-model") for r in _visible_rows(driver)}
     # the rows shown are exactly those the error cards of "start here" name
-    named = {a.get_attribute("href").rsplit("#", 1)[1] for a in driver.find_elements(By.CSS_SELECTOR, "#start-here li.card[data-severity='error'] a.row-chip")}
+    named = {
+        a.get_attribute("href").rsplit("#", 1)[1]
+        for a in driver.find_elements(By.CSS_SELECTOR, "#start-here li.card[data-severity='error'] a.row-chip")
+    }
     assert set(FOUNDING_IDS) <= shown and shown == named
-    visible = [li for li in driver.find_elements(By.CSS_SELECTOR, "li.finding") if li.is_displayed() or li.get_attribute("hidden") is None]
+    visible = [
+        li
+        for li in driver.find_elements(By.CSS_SELECTOR, "li.finding")
+        if li.is_displayed() or li.get_attribute("hidden") is None
+    ]
     assert visible and all(li.get_attribute("data-severity") == "error" for li in visible)
     errors.click()
     assert len(_visible_rows(driver)) == len(driver.find_elements(By.CSS_SELECTOR, "#matrix-table tbody tr"))

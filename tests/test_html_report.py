@@ -40,7 +40,9 @@ def sample_doc() -> dict[str, Any]:
     deleg = "pkg.models.vl.VLForConditionalGeneration"
     plain = "pkg.models.plain.PlainForCausalLM"
 
-    def capture(setter_q: str, file: str, transform: str, point: str, expr: str, problems: list[str] | None = None) -> dict[str, Any]:
+    def capture(
+        setter_q: str, file: str, transform: str, point: str, expr: str, problems: list[str] | None = None
+    ) -> dict[str, Any]:
         return {
             "setter": {"qualname": setter_q, "file": file, "line": 40, "inherited": False},
             "id_transform": transform,
@@ -68,56 +70,208 @@ def sample_doc() -> dict[str, Any]:
 
     models = [
         {
-            "class": "AlphaForCausalLM", "qualname": alpha, "file": "pkg/models/alpha.py", "line": 30, "registered": True,
-            "architectures": ["AlphaForCausalLM"], "support": "supported",
-            "capture": capture(f"{alpha}.set_eagle3_layers_to_capture", "pkg/models/alpha.py", "plus_one", "input", "hidden_states + residual"),
+            "class": "AlphaForCausalLM",
+            "qualname": alpha,
+            "file": "pkg/models/alpha.py",
+            "line": 30,
+            "registered": True,
+            "architectures": ["AlphaForCausalLM"],
+            "support": "supported",
+            "capture": capture(
+                f"{alpha}.set_eagle3_layers_to_capture",
+                "pkg/models/alpha.py",
+                "plus_one",
+                "input",
+                "hidden_states + residual",
+            ),
         },
         {
-            "class": HOSTILE, "qualname": evil, "file": HOSTILE_FILE, "line": 7, "registered": True,
-            "architectures": [HOSTILE_PWN], "support": "broken",
-            "capture": capture(f"{evil}.set_eagle3_layers_to_capture", HOSTILE_FILE, "identity", "output", HOSTILE_PWN, problems=[HOSTILE]),
+            "class": HOSTILE,
+            "qualname": evil,
+            "file": HOSTILE_FILE,
+            "line": 7,
+            "registered": True,
+            "architectures": [HOSTILE_PWN],
+            "support": "broken",
+            "capture": capture(
+                f"{evil}.set_eagle3_layers_to_capture",
+                HOSTILE_FILE,
+                "identity",
+                "output",
+                HOSTILE_PWN,
+                problems=[HOSTILE],
+            ),
         },
         {
-            "class": "VLForConditionalGeneration", "qualname": deleg, "file": "pkg/models/vl.py", "line": 5, "registered": True,
-            "architectures": ["VLForConditionalGeneration"], "support": "delegated",
+            "class": "VLForConditionalGeneration",
+            "qualname": deleg,
+            "file": "pkg/models/vl.py",
+            "line": 5,
+            "registered": True,
+            "architectures": ["VLForConditionalGeneration"],
+            "support": "delegated",
             "capture": {
-                **capture(f"{deleg}.set_eagle3_layers_to_capture", "pkg/models/vl.py", "delegates", "input", "hidden_states"),
-                "delegates_to": "language_model", "effective_transform": "plus_one",
+                **capture(
+                    f"{deleg}.set_eagle3_layers_to_capture", "pkg/models/vl.py", "delegates", "input", "hidden_states"
+                ),
+                "delegates_to": "language_model",
+                "effective_transform": "plus_one",
             },
         },
         {
-            "class": "PlainForCausalLM", "qualname": plain, "file": "pkg/models/plain.py", "line": 3, "registered": False,
-            "architectures": [], "support": "none", "capture": None,
+            "class": "PlainForCausalLM",
+            "qualname": plain,
+            "file": "pkg/models/plain.py",
+            "line": 3,
+            "registered": False,
+            "architectures": [],
+            "support": "none",
+            "capture": None,
         },
     ]
     findings = [
-        {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": "pkg/models/vl.py", "line": 9, "message": "delegation changes the transform", "symbol": deleg, "fingerprint": "c3"},
-        {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": "pkg/models/alpha.py", "line": 41, "message": "plus_one here, identity elsewhere", "symbol": f"{alpha}.set_eagle3_layers_to_capture", "fingerprint": "a1"},
-        {"rule": "FT003", "name": "inconsistent-conventions", "severity": "warning", "file": HOSTILE_FILE, "line": 7, "message": HOSTILE_PWN, "symbol": evil, "fingerprint": "b2"},
-        {"rule": "FT001", "name": "missing-capture", "severity": "error", "file": "pkg/models/plain.py", "line": 3, "message": f"no setter {HOSTILE}", "symbol": plain, "fingerprint": "d4"},
-        {"rule": "FT010", "name": "unreachable-last-layer", "severity": "info", "file": "pkg/other.py", "line": 1, "message": "not tied to a model", "symbol": None, "fingerprint": "e5"},
+        {
+            "rule": "FT003",
+            "name": "inconsistent-conventions",
+            "severity": "warning",
+            "file": "pkg/models/vl.py",
+            "line": 9,
+            "message": "delegation changes the transform",
+            "symbol": deleg,
+            "fingerprint": "c3",
+        },
+        {
+            "rule": "FT003",
+            "name": "inconsistent-conventions",
+            "severity": "warning",
+            "file": "pkg/models/alpha.py",
+            "line": 41,
+            "message": "plus_one here, identity elsewhere",
+            "symbol": f"{alpha}.set_eagle3_layers_to_capture",
+            "fingerprint": "a1",
+        },
+        {
+            "rule": "FT003",
+            "name": "inconsistent-conventions",
+            "severity": "warning",
+            "file": HOSTILE_FILE,
+            "line": 7,
+            "message": HOSTILE_PWN,
+            "symbol": evil,
+            "fingerprint": "b2",
+        },
+        {
+            "rule": "FT001",
+            "name": "missing-capture",
+            "severity": "error",
+            "file": "pkg/models/plain.py",
+            "line": 3,
+            "message": f"no setter {HOSTILE}",
+            "symbol": plain,
+            "fingerprint": "d4",
+        },
+        {
+            "rule": "FT010",
+            "name": "unreachable-last-layer",
+            "severity": "info",
+            "file": "pkg/other.py",
+            "line": 1,
+            "message": "not tied to a model",
+            "symbol": None,
+            "fingerprint": "e5",
+        },
     ]
     graph = {
-        "directed": True, "multigraph": True, "graph": {},
+        "directed": True,
+        "multigraph": True,
+        "graph": {},
         "nodes": [
-            {"id": "config:eagle_aux_hidden_state_layer_ids", "kind": "config", "label": "eagle_aux_hidden_state_layer_ids", "file": "", "line": 0, "model": ""},
-            {"id": f"model:{alpha}", "kind": "model", "label": "AlphaForCausalLM", "file": "pkg/models/alpha.py", "line": 30, "model": alpha},
-            {"id": "setter:alpha", "kind": "setter", "label": "AlphaForCausalLM.set_eagle3_layers_to_capture", "file": "pkg/models/alpha.py", "line": 40, "model": ""},
-            {"id": "attribute:alpha", "kind": "attribute", "label": "AlphaModel.layers_to_capture", "file": "pkg/models/alpha.py", "line": 12, "model": ""},
-            {"id": "loop:alpha", "kind": "loop", "label": "AlphaModel.forward (append)", "file": "pkg/models/alpha.py", "line": 12, "model": ""},
-            {"id": "concat:draft", "kind": "concat", "label": "cat(aux_hidden_states, dim=-1)", "file": "pkg/draft.py", "line": 20, "model": ""},
-            {"id": "fc:draft", "kind": "fc", "label": "Eagle3Draft.fc in=3*H", "file": "pkg/draft.py", "line": 8, "model": ""},
+            {
+                "id": "config:eagle_aux_hidden_state_layer_ids",
+                "kind": "config",
+                "label": "eagle_aux_hidden_state_layer_ids",
+                "file": "",
+                "line": 0,
+                "model": "",
+            },
+            {
+                "id": f"model:{alpha}",
+                "kind": "model",
+                "label": "AlphaForCausalLM",
+                "file": "pkg/models/alpha.py",
+                "line": 30,
+                "model": alpha,
+            },
+            {
+                "id": "setter:alpha",
+                "kind": "setter",
+                "label": "AlphaForCausalLM.set_eagle3_layers_to_capture",
+                "file": "pkg/models/alpha.py",
+                "line": 40,
+                "model": "",
+            },
+            {
+                "id": "attribute:alpha",
+                "kind": "attribute",
+                "label": "AlphaModel.layers_to_capture",
+                "file": "pkg/models/alpha.py",
+                "line": 12,
+                "model": "",
+            },
+            {
+                "id": "loop:alpha",
+                "kind": "loop",
+                "label": "AlphaModel.forward (append)",
+                "file": "pkg/models/alpha.py",
+                "line": 12,
+                "model": "",
+            },
+            {
+                "id": "concat:draft",
+                "kind": "concat",
+                "label": "cat(aux_hidden_states, dim=-1)",
+                "file": "pkg/draft.py",
+                "line": 20,
+                "model": "",
+            },
+            {
+                "id": "fc:draft",
+                "kind": "fc",
+                "label": "Eagle3Draft.fc in=3*H",
+                "file": "pkg/draft.py",
+                "line": 8,
+                "model": "",
+            },
             {"id": f"model:{evil}", "kind": "model", "label": HOSTILE, "file": HOSTILE_FILE, "line": 7, "model": evil},
-            {"id": "setter:evil", "kind": "setter", "label": HOSTILE_PWN, "file": HOSTILE_FILE, "line": 40, "model": ""},
+            {
+                "id": "setter:evil",
+                "kind": "setter",
+                "label": HOSTILE_PWN,
+                "file": HOSTILE_FILE,
+                "line": 40,
+                "model": "",
+            },
         ],
         "links": [
-            {"source": "config:eagle_aux_hidden_state_layer_ids", "target": "setter:alpha", "label": "ids", "model": alpha, "key": 0},
+            {
+                "source": "config:eagle_aux_hidden_state_layer_ids",
+                "target": "setter:alpha",
+                "label": "ids",
+                "model": alpha,
+                "key": 0,
+            },
             {"source": f"model:{alpha}", "target": "setter:alpha", "label": "defines", "model": alpha, "key": 0},
             {"source": "setter:alpha", "target": "attribute:alpha", "label": "plus_one", "model": alpha, "key": 0},
             {"source": "attribute:alpha", "target": "loop:alpha", "label": "point: input", "model": alpha, "key": 0},
             {"source": "loop:alpha", "target": "concat:draft", "label": "concatenated", "model": alpha, "key": 0},
             {"source": "concat:draft", "target": "fc:draft", "label": "fc input", "key": 0},
-            {"source": "config:eagle_aux_hidden_state_layer_ids", "target": "setter:evil", "label": HOSTILE, "model": evil, "key": 0},
+            {
+                "source": "config:eagle_aux_hidden_state_layer_ids",
+                "target": "setter:evil",
+                "label": HOSTILE,
+                "model": evil,
+                "key": 0,
+            },
             {"source": f"model:{evil}", "target": "setter:evil", "label": "defines", "model": evil, "key": 0},
         ],
     }
@@ -126,29 +280,70 @@ def sample_doc() -> dict[str, Any]:
         "tool": {"name": "flowtrace", "version": "0.0-test"},
         "root": "/src/engine",
         "profiles": ["sglang"],
-        "stats": {"files_total": 10, "files_parsed": 6, "parse_errors": 1, "seconds": 0.5, "files_skipped": 4, "files_from_cache": 0},
+        "stats": {
+            "files_total": 10,
+            "files_parsed": 6,
+            "parse_errors": 1,
+            "seconds": 0.5,
+            "files_skipped": 4,
+            "files_from_cache": 0,
+        },
         "models": models,
         "capture_modes": [{"file": "pkg/spec.py", "line": 3, "mode": "FULL", "function": "init"}],
-        "concat_sites": [{"file": "pkg/draft.py", "line": 20, "expression": f"cat({HOSTILE}, dim=-1)", "function": "forward"}],
+        "concat_sites": [
+            {"file": "pkg/draft.py", "line": 20, "expression": f"cat({HOSTILE}, dim=-1)", "function": "forward"}
+        ],
         "diagnostics": [{"file": HOSTILE_FILE, "line": 2, "kind": "parse-error", "reason": HOSTILE_PWN}],
         "findings": findings,
         "rules": {
-            "FT001": {"name": "missing-capture", "severity": "error", "summary": "A registered class cannot capture.", "rationale": "EAGLE-3 silently gets nothing.", "fix": "Add a setter."},
-            "FT003": {"name": "inconsistent-conventions", "severity": "warning", "summary": f"Conventions differ {HOSTILE}", "rationale": "Off-by-one layouts.", "fix": "Pick one."},
+            "FT001": {
+                "name": "missing-capture",
+                "severity": "error",
+                "summary": "A registered class cannot capture.",
+                "rationale": "EAGLE-3 silently gets nothing.",
+                "fix": "Add a setter.",
+            },
+            "FT003": {
+                "name": "inconsistent-conventions",
+                "severity": "warning",
+                "summary": f"Conventions differ {HOSTILE}",
+                "rationale": "Off-by-one layouts.",
+                "fix": "Pick one.",
+            },
         },
         "paths": {
             alpha: [
                 {"kind": "config", "label": "eagle_aux_hidden_state_layer_ids", "file": None, "line": None},
-                {"kind": "setter", "label": "set_eagle3_layers_to_capture: val + 1", "file": "pkg/models/alpha.py", "line": 40},
-                {"kind": "attribute", "label": "self.model.layers_to_capture", "file": "pkg/models/alpha.py", "line": 44},
-                {"kind": "loop", "label": "for i in range(start, end): before layer i", "file": "pkg/models/alpha.py", "line": 12},
+                {
+                    "kind": "setter",
+                    "label": "set_eagle3_layers_to_capture: val + 1",
+                    "file": "pkg/models/alpha.py",
+                    "line": 40,
+                },
+                {
+                    "kind": "attribute",
+                    "label": "self.model.layers_to_capture",
+                    "file": "pkg/models/alpha.py",
+                    "line": 44,
+                },
+                {
+                    "kind": "loop",
+                    "label": "for i in range(start, end): before layer i",
+                    "file": "pkg/models/alpha.py",
+                    "line": 12,
+                },
                 {"kind": "concat", "label": "cat(aux, -1)", "file": "pkg/draft.py", "line": 20},
                 {"kind": "fc", "label": "fc(3 * H -> H)", "file": "pkg/draft.py", "line": 8},
             ],
             evil: [{"kind": "setter", "label": HOSTILE_PWN, "file": HOSTILE_FILE, "line": 40}],
         },
         "examples": {
-            alpha: {"num_layers": 32, "layer_ids": [-1, 2, 30], "boundaries": [0, 3, 31], "note": "ids + 1, captured before layer i"},
+            alpha: {
+                "num_layers": 32,
+                "layer_ids": [-1, 2, 30],
+                "boundaries": [0, 3, 31],
+                "note": "ids + 1, captured before layer i",
+            },
             evil: {"num_layers": 8, "layer_ids": [1, 9], "boundaries": [2, 10], "note": HOSTILE},
             deleg: {"num_layers": 32, "layer_ids": None, "boundaries": None, "note": "delegate not resolved"},
         },
@@ -163,16 +358,39 @@ def sample_doc() -> dict[str, Any]:
 
 def capture_probe(model: str, verdict: str = "refuted") -> dict[str, Any]:
     return {
-        "schema": "flowtrace.probe/1", "command": "capture",
-        "target": {"name": "tiny-alpha", "source": "factory", "num_layers": 32, "hidden_size": 64, "vocab_size": 128, "embed_module": "embed", "layers_module": "layers", "parameters": 1000},
-        "device": "cpu", "dtype": "float32", "execution": "eager", "timings": {"build": 0.1},
-        "boundaries": [0, 3, 30], "primary_observation": 0, "observations": [],
+        "schema": "flowtrace.probe/1",
+        "command": "capture",
+        "target": {
+            "name": "tiny-alpha",
+            "source": "factory",
+            "num_layers": 32,
+            "hidden_size": 64,
+            "vocab_size": 128,
+            "embed_module": "embed",
+            "layers_module": "layers",
+            "parameters": 1000,
+        },
+        "device": "cpu",
+        "dtype": "float32",
+        "execution": "eager",
+        "timings": {"build": 0.1},
+        "boundaries": [0, 3, 30],
+        "primary_observation": 0,
+        "observations": [],
         "claim": {"source": "--expect", "model": model, "boundaries": [0, 3, 31]},
         "slots": [
             {"slot": 0, "expected": 0, "observed": 0, "verdict": "confirmed", "evidence": "exact"},
-            {"slot": 2, "expected": 31, "observed": 30, "verdict": "refuted", "evidence": f"exact match of b=30 {HOSTILE}"},
+            {
+                "slot": 2,
+                "expected": 31,
+                "observed": 30,
+                "verdict": "refuted",
+                "evidence": f"exact match of b=30 {HOSTILE}",
+            },
         ],
-        "verdict": verdict, "exit_code": 1, "warnings": [HOSTILE_PWN],
+        "verdict": verdict,
+        "exit_code": 1,
+        "warnings": [HOSTILE_PWN],
     }
 
 
@@ -323,9 +541,21 @@ def check_report(text: str, doc: dict[str, Any], *, link_prefix: str = "vscode:/
     # exactly our two scripts, no other active or embedding elements
     scripts = [a for t, a in tb.starttags if t == "script"]
     assert len(scripts) == 2 and scripts[0] == {"type": "application/json", "id": "flowtrace-data"} and scripts[1] == {}
-    assert not {t for t, _ in tb.starttags} & {"img", "iframe", "object", "embed", "link", "base", "form", "video", "audio"}
+    assert not {t for t, _ in tb.starttags} & {
+        "img",
+        "iframe",
+        "object",
+        "embed",
+        "link",
+        "base",
+        "form",
+        "video",
+        "audio",
+    }
     # the CSP pins our one style and one script by hash and allows nothing else
-    csp = next(a["content"] for t, a in tb.starttags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    csp = next(
+        a["content"] for t, a in tb.starttags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    )
     assert "default-src 'none'" in csp
     script_text = next(n.text() for n in tb.root.walk() if n.tag == "script" and not n.attrs)
     style_text = next(n.text() for n in tb.root.walk() if n.tag == "style")
@@ -366,7 +596,9 @@ def fixture_docs(sglang_scan, vllm_scan) -> dict[str, dict[str, Any]]:
     from flowtrace import api
     from flowtrace.render.scan_json import scan_document
 
-    return {name: scan_document(r, api.findings(r)) for name, r in (("sglang_like", sglang_scan), ("vllm_like", vllm_scan))}
+    return {
+        name: scan_document(r, api.findings(r)) for name, r in (("sglang_like", sglang_scan), ("vllm_like", vllm_scan))
+    }
 
 
 @pytest.mark.parametrize("name", ["sglang_like", "vllm_like"])
@@ -378,7 +610,9 @@ def test_fixture_engine_report(fixture_docs, name):
     ids = by_id(tb)
     # anchors FT###-n count 1..n within each rule, in (file, line) order
     for rule in {f["rule"] for f in doc["findings"]}:
-        mine = sorted((f for f in doc["findings"] if f["rule"] == rule), key=lambda f: (f["file"], f["line"], f["fingerprint"]))
+        mine = sorted(
+            (f for f in doc["findings"] if f["rule"] == rule), key=lambda f: (f["file"], f["line"], f["fingerprint"])
+        )
         for i, f in enumerate(mine, 1):
             node = ids[f"{rule}-{i}"]
             assert f["message"] in node.text()
@@ -445,7 +679,12 @@ def test_sample_doc_structure():
     graph_svg = [n for n in alpha.walk() if n.tag == "svg" and "graph" in n.classes()]
     assert len(graph_svg) == 1
     graph_text = graph_svg[0].text()
-    for label in ("eagle_aux_hidden_state_layer_ids", "AlphaModel.layers_to_capture", "Eagle3Draft.fc in=3*H", "fc input"):
+    for label in (
+        "eagle_aux_hidden_state_layer_ids",
+        "AlphaModel.layers_to_capture",
+        "Eagle3Draft.fc in=3*H",
+        "fc input",
+    ):
         assert label in graph_text
     assert "setter:evil" not in graph_text and HOSTILE_PWN not in graph_text  # other models' nodes stay out
     hrefs = [n.attrs["href"] for n in graph_svg[0].walk() if n.tag == "a"]
@@ -455,7 +694,10 @@ def test_sample_doc_structure():
     evil = next(node for key, node in ids.items() if key.startswith("model-pkg.models.evil."))
     assert "outside 0..8" in evil.text()  # b=10 > L=8
     # the model without capture says so, the finding on the method links to its class
-    assert "No capture path (no capture setter, config attribute or serving-config hook" in ids["model-pkg.models.plain.PlainForCausalLM"].text()
+    assert (
+        "No capture path (no capture setter, config attribute or serving-config hook"
+        in ids["model-pkg.models.plain.PlainForCausalLM"].text()
+    )
     links = [n.attrs.get("href") for n in ids[order[0]["rule"] + "-1"].walk() if n.tag == "a"]
     assert "#model-pkg.models.alpha.AlphaForCausalLM" in links
 
@@ -512,7 +754,9 @@ def test_deterministic_bytes():
     shuffled["graph"]["links"] = list(reversed(shuffled["graph"]["links"]))
     shuffled["findings"] = list(reversed(shuffled["findings"]))
     # findings reversed change only the embedded doc copy, not the visible report
-    strip_data = lambda t: re.sub(r'(<script type="application/json" id="flowtrace-data">).*?(</script>)', r"\1\2", t, flags=re.S)  # noqa: E731
+    strip_data = lambda t: re.sub(  # noqa: E731
+        r'(<script type="application/json" id="flowtrace-data">).*?(</script>)', r"\1\2", t, flags=re.S
+    )
     assert strip_data(render_html(shuffled)) == strip_data(first)
 
 
@@ -532,7 +776,15 @@ def test_minimal_and_empty_docs():
     doc = {"schema": "flowtrace.scan/1", "models": [], "findings": []}
     tb = check_report(render_html(doc), doc)
     assert "No findings." in by_id(tb)["findings"].text()
-    doc2 = {"schema": "flowtrace.scan/1", "models": [{"class": "X", "qualname": "X", "support": "weird", "capture": None}], "findings": [], "graph": {"nodes": [{"id": 1, "kind": "model", "model": "X", "label": "X"}, {"id": [2, "b"], "kind": "odd"}], "edges": [{"source": 1, "target": [2, "b"], "label": "e"}]}}
+    doc2 = {
+        "schema": "flowtrace.scan/1",
+        "models": [{"class": "X", "qualname": "X", "support": "weird", "capture": None}],
+        "findings": [],
+        "graph": {
+            "nodes": [{"id": 1, "kind": "model", "model": "X", "label": "X"}, {"id": [2, "b"], "kind": "odd"}],
+            "edges": [{"source": 1, "target": [2, "b"], "label": "e"}],
+        },
+    }
     tb2 = check_report(render_html(doc2), doc2)
     assert [n for n in tb2.root.walk() if n.tag == "svg" and "graph" in n.classes()]
 
@@ -548,15 +800,24 @@ def test_probe_marks_model_and_findings():
     assert any("probe-refuted" in n.classes() for n in row.walk())
     detail = ids["model-" + alpha]
     assert any("probe-refuted" in n.classes() for n in detail.walk())
-    marked = [fid for fid in data_block(tb)["ui"]["findings"] if any("probe-refuted" in n.classes() for n in ids[fid].walk())]
+    marked = [
+        fid for fid in data_block(tb)["ui"]["findings"] if any("probe-refuted" in n.classes() for n in ids[fid].walk())
+    ]
     assert marked == ["FT003-1"]  # only the finding on the probed model
     assert data_block(tb)["ui"]["default_model"] == "model-" + alpha
     # a draft probe with a confirmed claim, naming the model by class name
     draft = {
-        "schema": "flowtrace.probe/1", "command": "draft", "target": {"name": "t", "num_layers": 32}, "boundaries": [0, 3, 31],
+        "schema": "flowtrace.probe/1",
+        "command": "draft",
+        "target": {"name": "t", "num_layers": 32},
+        "boundaries": [0, 3, 31],
         "candidates": [{"boundaries": [0, 3, 31], "sources": ["claim"], "correct": 90, "total": 100, "accuracy": 0.9}],
-        "verdict": "clear winner", "reason": "margin 0.4", "claim": {"source": "x", "model": "AlphaForCausalLM", "boundaries": [0, 3, 31]},
-        "claim_verdict": "confirmed", "claim_evidence": "winner", "warnings": [],
+        "verdict": "clear winner",
+        "reason": "margin 0.4",
+        "claim": {"source": "x", "model": "AlphaForCausalLM", "boundaries": [0, 3, 31]},
+        "claim_verdict": "confirmed",
+        "claim_evidence": "winner",
+        "warnings": [],
     }
     tb2 = check_report(render_html(doc, probe=draft), doc)
     assert any("probe-confirmed" in n.classes() for n in rows_by_model(tb2)["model-" + alpha].walk())
@@ -572,8 +833,8 @@ def test_example_report_is_fresh():
     assert str(REPO) not in fresh, "the example report must not contain absolute paths"
     same = committed.exists() and committed.read_text(encoding="utf-8") == fresh
     assert same, (
-        f"{example_report.EXAMPLE_REPORT} is stale: the report template or the {example_report.EXAMPLE_FIXTURE} scan changed. "
-        "Regenerate it with `python tests/example_report.py` and commit the result."
+        f"{example_report.EXAMPLE_REPORT} is stale: the report template or the {example_report.EXAMPLE_FIXTURE} scan"
+        " changed. Regenerate it with `python tests/example_report.py` and commit the result."
     )
     check_report(fresh, doc)
 
@@ -584,7 +845,9 @@ def test_cli_entry_point(tmp_path):
     probe_path = tmp_path / "probe.json"
     probe_path.write_text(json.dumps(capture_probe("AlphaForCausalLM")), encoding="utf-8")
     out = tmp_path / "r.html"
-    assert report.main([str(doc_path), "-o", str(out), "--probe", str(probe_path), "--link-base", "https://h.test/b"]) == 0
+    assert (
+        report.main([str(doc_path), "-o", str(out), "--probe", str(probe_path), "--link-base", "https://h.test/b"]) == 0
+    )
     check_report(out.read_text(encoding="utf-8"), sample_doc(), link_prefix="https://h.test/b/")
 
 
@@ -602,7 +865,9 @@ def test_deterministic_across_hash_seeds(tmp_path):
         "print(hashlib.sha256(render_html(json.load(open(sys.argv[1]))).encode()).hexdigest())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code, str(doc_path)], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(doc_path)], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == hashlib.sha256(render_html(sample_doc()).encode()).hexdigest()
 
 
@@ -634,7 +899,19 @@ def test_the_legend_names_every_status():
     tb = parse(render_html(sample_doc()))
     legend = by_id(tb)["legend"]
     terms = [n.text() for n in legend.walk() if n.tag == "dt"]
-    assert terms == ["supported", "inherited", "delegated", "conditional", "draft", "broken", "1 error", "none", "error", "warning", "info"]
+    assert terms == [
+        "supported",
+        "inherited",
+        "delegated",
+        "conditional",
+        "draft",
+        "broken",
+        "1 error",
+        "none",
+        "error",
+        "warning",
+        "info",
+    ]
     # the severities say which consequences they stand for, and that a finding's follows its own
     said = {n.text() for n in legend.walk() if n.tag == "dd"}
     assert any("silent_wrong" in t and "crash_serving" in t for t in said)
@@ -658,6 +935,8 @@ def test_config_readers_fold_into_one_node_per_key():
     g.add_node("read:x", kind="config", label="read lonely (f)")
     g.add_edge("config:lonely", "read:x", label="read")
     out = collapse_config_readers(g)
-    assert sorted(out.nodes) == ["config:k", "config:lonely", "read:x", "readers:config:k", "setter:S"]  # one reader alone stays
-    assert out.nodes["readers:config:k"]["label"] == "read in 3 places: Runner.init, aux_count, Draft.__init__"  # f.py:1, 2, 3
+    # one reader alone stays
+    assert sorted(out.nodes) == ["config:k", "config:lonely", "read:x", "readers:config:k", "setter:S"]
+    # f.py:1, 2, 3
+    assert out.nodes["readers:config:k"]["label"] == "read in 3 places: Runner.init, aux_count, Draft.__init__"
     assert out.has_edge("config:k", "setter:S") and g.number_of_nodes() == 7  # the input is not changed

@@ -9,19 +9,48 @@ from flowtrace.render.html import build_context
 
 
 def _model(qualname: str, file: str, line: int, capture: dict | None) -> dict:
-    return {"class": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line, "registered": True, "support": "broken", "category": "broken", "capture": capture}
+    return {
+        "class": qualname.rsplit(".", 1)[-1],
+        "qualname": qualname,
+        "file": file,
+        "line": line,
+        "registered": True,
+        "support": "broken",
+        "category": "broken",
+        "capture": capture,
+    }
 
 
 def _setter_capture(kinds: list[str], outcome_at: str = "pkg/a.py:10") -> dict:
-    return {"setter": {"qualname": "pkg.a.Base.set_x", "file": "pkg/a.py", "line": 10}, "problem_kinds": kinds, "outcome_at": outcome_at}
+    return {
+        "setter": {"qualname": "pkg.a.Base.set_x", "file": "pkg/a.py", "line": 10},
+        "problem_kinds": kinds,
+        "outcome_at": outcome_at,
+    }
 
 
 def _source_capture(outcome_at: str) -> dict:
-    return {"setter": None, "id_source": {"kind": "config", "label": "aux_layers", "at": "pkg/f.py:3"}, "problem_kinds": [], "outcome_at": outcome_at}
+    return {
+        "setter": None,
+        "id_source": {"kind": "config", "label": "aux_layers", "at": "pkg/f.py:3"},
+        "problem_kinds": [],
+        "outcome_at": outcome_at,
+    }
 
 
 def _finding(rule: str, symbol: str, file: str, line: int, kind: str, related: list | None = None) -> dict:
-    return {"rule": rule, "name": rule.lower(), "severity": "info", "file": file, "line": line, "message": "m", "symbol": symbol, "fingerprint": rule + symbol, "kind": kind, "related": related or []}
+    return {
+        "rule": rule,
+        "name": rule.lower(),
+        "severity": "info",
+        "file": file,
+        "line": line,
+        "message": "m",
+        "symbol": symbol,
+        "fingerprint": rule + symbol,
+        "kind": kind,
+        "related": related or [],
+    }
 
 
 DOC = {
@@ -42,11 +71,21 @@ DOC = {
         # on the class defining the setter, about the setter's own body
         _finding("FT017", "pkg.a.Base", "pkg/a.py", 10, "setter_writes_nothing"),
         # one class per platform: merged, the other copy's place kept in related
-        _finding("FT021", "pkg.amd.m.Vl", "pkg/amd/m.py", 20, "interface_holder_cannot_capture", [{"file": "pkg/nv/m.py", "line": 30}]),
+        _finding(
+            "FT021",
+            "pkg.amd.m.Vl",
+            "pkg/amd/m.py",
+            20,
+            "interface_holder_cannot_capture",
+            [{"file": "pkg/nv/m.py", "line": 30}],
+        ),
         # at the config builder line that decides two setter-less rows
         _finding("FT023", "pkg.f.F", "pkg/cfg.py", 88, "method_refused"),
         # on an inner model, its path running through the registered class that builds it
-        {**_finding("FT002", "pkg.h.RegModel", "pkg/h.py", 24, "capture_without_setter"), "flow": [{"file": "pkg/h.py", "line": 3, "label": "registered class"}]},
+        {
+            **_finding("FT002", "pkg.h.RegModel", "pkg/h.py", 24, "capture_without_setter"),
+            "flow": [{"file": "pkg/h.py", "line": 3, "label": "registered class"}],
+        },
     ],
 }
 
@@ -81,8 +120,17 @@ def test_a_finding_shows_on_the_classes_its_path_runs_through():
 
 def _chain(entry: str, *through: str, holder: str = "pkg.s.SModel", site: str = "pkg.s.SModel.forward") -> dict:
     """A setter row's capture whose ids pass ``entry`` then each of ``through`` (delegation)."""
-    links = [{"setter": s, "transform": "delegates" if i < len(through) else "conditional", "file": "pkg/x.py", "line": 1} for i, s in enumerate((entry, *through))]
-    return {"setter": {"qualname": entry, "file": "pkg/x.py", "line": 1}, "transform_chain": links, "holder": holder, "capture_site": {"qualname": site}, "problem_kinds": []}
+    links = [
+        {"setter": s, "transform": "delegates" if i < len(through) else "conditional", "file": "pkg/x.py", "line": 1}
+        for i, s in enumerate((entry, *through))
+    ]
+    return {
+        "setter": {"qualname": entry, "file": "pkg/x.py", "line": 1},
+        "transform_chain": links,
+        "holder": holder,
+        "capture_site": {"qualname": site},
+        "problem_kinds": [],
+    }
 
 
 SETTER = "pkg.s.S.set_x"
@@ -93,7 +141,12 @@ CHAIN_DOC = {
         _model("pkg.s.SV3", "pkg/s.py", 40, _chain(SETTER)),  # inherits it
         _model("pkg.k.Wrap", "pkg/k.py", 3, _chain("pkg.k.Wrap.set_x", SETTER)),  # delegates to an S
         {**_model("pkg.s.SNextN", "pkg/s.py", 60, _chain(SETTER)), "draft": True},  # a draft built on S
-        _model("pkg.o.Other", "pkg/o.py", 3, _chain("pkg.o.Other.set_x", holder="pkg.o.OModel", site="pkg.o.OModel.forward")),
+        _model(
+            "pkg.o.Other",
+            "pkg/o.py",
+            3,
+            _chain("pkg.o.Other.set_x", holder="pkg.o.OModel", site="pkg.o.OModel.forward"),
+        ),
         _model("pkg.t.T", "pkg/t.py", 3, _chain("pkg.t.T.set_x", holder="pkg.t.TOuter", site="pkg.s.SModel.forward")),
     ],
     "findings": [

@@ -29,7 +29,9 @@ def _modules() -> dict[str, Path]:
 
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _imported(name: str, path: Path) -> set[str]:
@@ -96,5 +98,7 @@ def test_imports_point_down_the_pipeline():
 
 
 def test_every_module_belongs_to_a_stage():
-    stray = sorted(m for m in _modules() if m != "flowtrace" and _stage(m) not in (*STAGES, *BESIDE, "__main__", "bundled_rules"))
+    stray = sorted(
+        m for m in _modules() if m != "flowtrace" and _stage(m) not in (*STAGES, *BESIDE, "__main__", "bundled_rules")
+    )
     assert stray == []

@@ -51,15 +51,28 @@ def test_delegating_setters(sglang_scan, vllm_scan):
 
 
 def test_capture_sites_mechanism_and_point(sglang_scan, vllm_scan):
-    sites = {s.class_qualname.rsplit(".", 1)[-1]: s for scan in (sglang_scan, vllm_scan) for ff in scan.files for s in ff.capture_sites}
+    sites = {
+        s.class_qualname.rsplit(".", 1)[-1]: s
+        for scan in (sglang_scan, vllm_scan)
+        for ff in scan.files
+        for s in ff.capture_sites
+    }
     assert (sites["AlphaModel"].mechanism, sites["AlphaModel"].point) == (F.APPEND, F.INPUT)
     assert (sites["BetaModel"].mechanism, sites["BetaModel"].point) == (F.APPEND, F.OUTPUT)
     assert sites["BetaModel"].split_residual and sites["BetaModel"].captured_expression == "hidden_states"
     # callbacks are decided by following them into the layer (see the matrix tests)
     assert (sites["GammaModel"].mechanism, sites["GammaModel"].callback_parameter) == (F.CALLBACK, "capture_output")
-    assert (sites["KappaModel"].mechanism, sites["KappaModel"].callback_parameter) == (F.PACKER, "captured_last_layer_outputs")
+    assert (sites["KappaModel"].mechanism, sites["KappaModel"].callback_parameter) == (
+        F.PACKER,
+        "captured_last_layer_outputs",
+    )
     llama = sites["LlamaModel"]
-    assert (llama.mechanism, llama.point, llama.embedding_capturable, llama.last_layer_capturable) == (F.HELPER, F.INPUT, True, True)
+    assert (llama.mechanism, llama.point, llama.embedding_capturable, llama.last_layer_capturable) == (
+        F.HELPER,
+        F.INPUT,
+        True,
+        True,
+    )
     deepseek = sites["DeepseekModel"]
     assert (deepseek.point, deepseek.embedding_capturable, deepseek.last_layer_capturable) == (F.INPUT, True, True)
 
@@ -92,7 +105,10 @@ def test_capture_modes_concat_fc_and_config_reads(sglang_scan):
     assert [c.expression for c in draft.concat_sites] == ["cat(aux_hidden_states, dim=-1)"]
     (fc,) = draft.fc_definitions
     assert fc.in_features == "config.target_hidden_size * 3"
-    assert {(r.function, r.default) for r in draft.config_reads} >= {("draft_layer_ids", "None"), ("aux_count", "[1, 2, 3, 4]")}
+    assert {(r.function, r.default) for r in draft.config_reads} >= {
+        ("draft_layer_ids", "None"),
+        ("aux_count", "[1, 2, 3, 4]"),
+    }
 
 
 def test_append_after_layer_with_shifted_label_is_an_input_point():
@@ -159,6 +175,11 @@ def test_sites_on_any_line_of_a_statement_and_in_headers_are_found():
         b"unrelated = value.other\n"
     )
     facts = analyze_bytes("pkg/m.py", source, Conventions.merge(load_all()))
-    assert [(m.location.line, m.mode, m.function) for m in facts.capture_modes] == [(3, "NULL", "M.forward"), (6, "FULL", "M.forward")]
+    assert [(m.location.line, m.mode, m.function) for m in facts.capture_modes] == [
+        (3, "NULL", "M.forward"),
+        (6, "FULL", "M.forward"),
+    ]
     assert [(c.location.line, c.function) for c in facts.concat_sites] == [(9, "M.forward")]
-    assert [(r.location.line, r.key, r.function) for r in facts.config_reads] == [(2, "eagle_aux_hidden_state_layer_ids", "M.forward")]
+    assert [(r.location.line, r.key, r.function) for r in facts.config_reads] == [
+        (2, "eagle_aux_hidden_state_layer_ids", "M.forward")
+    ]

@@ -72,7 +72,9 @@ def test_full_analysis_reads_only_marker_files_and_each_file_once(root, calls):
     profiles = select_profiles(root, None)
     conv = Conventions.merge(profiles)
     result = build_index(root, profiles, IndexOptions(jobs=1, use_cache=False, progress=False))
-    marked = {p.relative_to(root).as_posix() for p in root.rglob("*.py") if any(m in p.read_bytes() for m in conv.markers)}
+    marked = {
+        p.relative_to(root).as_posix() for p in root.rglob("*.py") if any(m in p.read_bytes() for m in conv.markers)
+    }
     assert sorted(calls["full"]) == sorted(marked), "the full analysers read exactly the files naming a marker"
     assert not set(calls["table"]) & marked
     parsed = calls["full"] + calls["table"]
@@ -134,7 +136,15 @@ def test_mentions_equal_the_line_anchored_definition():
 
 
 def test_module_names_follow_the_package_layout():
-    expected = {"a.py": "a", "a/__init__.py": "a", "__init__.py": "", "a/b/c.py": "a.b.c", "a//b.py": "a.b", "a/b/__init__.py": "a.b", "x": "x"}
+    expected = {
+        "a.py": "a",
+        "a/__init__.py": "a",
+        "__init__.py": "",
+        "a/b/c.py": "a.b.c",
+        "a//b.py": "a.b",
+        "a/b/__init__.py": "a.b",
+        "x": "x",
+    }
     assert {path: build.module_name(path) for path in expected} == expected
 
 
@@ -186,7 +196,9 @@ def _random_world(rng: random.Random, n: int):
             j = rng.randrange(n)
             registry = (SimpleNamespace(target=f"pkg.m{j}.{names[j]}"),)
         facts_of[path] = F.FileFacts(path, module, classes=(cls,), setters=setters, registry=registry)
-        mentions_of[path] = frozenset(b.rsplit(".", 1)[-1] for b in bases) | frozenset(rng.sample(names, rng.randint(0, 2)))
+        mentions_of[path] = frozenset(b.rsplit(".", 1)[-1] for b in bases) | frozenset(
+            rng.sample(names, rng.randint(0, 2))
+        )
     initial = {p for p in paths if facts_of[p].setters or rng.random() < 0.05}
     return initial, facts_of, mentions_of
 
@@ -280,7 +292,14 @@ def test_hit_lines_equal_the_line_by_line_definition():
     definition = re.compile("|".join([*map(re.escape, exact), *(f"(?i:{re.escape(w)})" for w in folded)]))
     rng = random.Random(11)
     pieces = ["cat", "x", " ", "Pack", "pA", "ck", "c", "at", "layer", "_ids", "concat", "\t", "é", "K", "İ"]
-    samples = [p.read_text(encoding="utf-8").split("\n") for base in (SGLANG_LIKE, VLLM_LIKE) for p in sorted(base.rglob("*.py"))]
-    samples += [["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 8))] for _ in range(2000)]
+    samples = [
+        p.read_text(encoding="utf-8").split("\n")
+        for base in (SGLANG_LIKE, VLLM_LIKE)
+        for p in sorted(base.rglob("*.py"))
+    ]
+    samples += [
+        ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 8))]
+        for _ in range(2000)
+    ]
     for lines in samples:
         assert _hit_lines(lines, words) == [n for n, line in enumerate(lines, 1) if definition.search(line)], lines

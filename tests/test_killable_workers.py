@@ -28,18 +28,26 @@ def _tree(tmp_path, action: str | None):
     shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
     if action is not None:
         # names a capture marker, so it goes to the full analysis
-        (root / MODELS / "bad.py").write_text(f"# flowtrace-test-hook: {action}\n# layers_to_capture\nclass Bad:\n    pass\n")
+        (root / MODELS / "bad.py").write_text(
+            f"# flowtrace-test-hook: {action}\n# layers_to_capture\nclass Bad:\n    pass\n"
+        )
     return root
 
 
 def _index(root, jobs, **kw):
-    return build_index(root, select_profiles(root, None), IndexOptions(jobs=jobs, use_cache=False, progress=False, **kw))
+    return build_index(
+        root, select_profiles(root, None), IndexOptions(jobs=jobs, use_cache=False, progress=False, **kw)
+    )
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 @pytest.mark.parametrize(
     "action, kind, words",
-    [("hang", "timeout", "the worker was killed"), ("segv", "internal", "killed by SIGSEGV"), ("exit", "internal", "exit status 70")],
+    [
+        ("hang", "timeout", "the worker was killed"),
+        ("segv", "internal", "killed by SIGSEGV"),
+        ("exit", "internal", "exit status 70"),
+    ],
 )
 def test_a_bad_parse_becomes_one_counted_diagnostic(tmp_path, monkeypatch, jobs, action, kind, words):
     expected = _index(_tree(tmp_path / "clean", None), 1)

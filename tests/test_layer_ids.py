@@ -30,7 +30,21 @@ from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, n
 
 SAFE_BUILTINS: dict[str, Any] = {
     name: getattr(builtins, name)
-    for name in ("len", "list", "tuple", "sorted", "set", "range", "min", "max", "sum", "abs", "int", "reversed", "enumerate")
+    for name in (
+        "len",
+        "list",
+        "tuple",
+        "sorted",
+        "set",
+        "range",
+        "min",
+        "max",
+        "sum",
+        "abs",
+        "int",
+        "reversed",
+        "enumerate",
+    )
 }
 
 # -- evaluate: the subset ---------------------------------------------------------------

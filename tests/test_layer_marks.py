@@ -44,7 +44,12 @@ def test_a_mark_only_ever_turned_on_is_stale_and_read_back():
     "body",
     [
         "for layer in self.layers:\n    layer._mark = False\nfor i in ids:\n    self.layers[i]._mark = True\n",
-        "for i, layer in enumerate(self.layers):\n    setattr(layer, '_mark', i in ids)\nfor i in ids:\n    self.layers[i]._mark = True\n",
+        (
+            "for i, layer in enumerate(self.layers):\n"
+            "    setattr(layer, '_mark', i in ids)\n"
+            "for i in ids:\n"
+            "    self.layers[i]._mark = True\n"
+        ),
         "for layer in self.layers:\n    delattr(layer, '_mark')\nfor i in ids:\n    self.layers[i]._mark = True\n",
     ],
 )

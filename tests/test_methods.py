@@ -78,7 +78,13 @@ def _profile(tmp_path: Path, body: str) -> Path:
 def test_a_profile_without_methods_has_one_from_its_older_keys(tmp_path):
     p = load_profile(_profile(tmp_path, '[capture]\nsetters = ["set_x"]\n[draft]\nlayer_id_keys = ["k"]\n'))
     (only,) = p.methods_served
-    assert (only.name, only.title, only.default, only.setters, only.layer_id_keys) == ("eagle3", "EAGLE-3", True, ("set_x",), ("k",))
+    assert (only.name, only.title, only.default, only.setters, only.layer_id_keys) == (
+        "eagle3",
+        "EAGLE-3",
+        True,
+        ("set_x",),
+        ("k",),
+    )
 
 
 def test_method_tables_are_checked(tmp_path):
@@ -94,9 +100,15 @@ def test_method_tables_are_checked(tmp_path):
 
 def test_the_default_method_merges_to_the_conventions_of_old_and_another_method_is_cached_apart():
     profiles = [p for p in load_all() if p.name == "sglang"]
-    plain, named, other = Conventions.merge(profiles), Conventions.merge(profiles, "EAGLE-3"), Conventions.merge(profiles, "dflash")
+    plain, named, other = (
+        Conventions.merge(profiles),
+        Conventions.merge(profiles, "EAGLE-3"),
+        Conventions.merge(profiles, "dflash"),
+    )
     assert named == plain
-    assert other.setters == frozenset({"set_dflash_layers_to_capture"}) and other.setter_order == ("set_dflash_layers_to_capture",)
+    assert other.setters == frozenset({"set_dflash_layers_to_capture"}) and other.setter_order == (
+        "set_dflash_layers_to_capture",
+    )
     assert other.digest != plain.digest
     with pytest.raises(ProfileError, match="unknown method 'medusa'"):
         Conventions.merge(profiles, "medusa")
@@ -135,7 +147,9 @@ def test_method_chains_hold_every_other_method_the_class_serves(tmp_path):
     assert rows["SharedForCausalLM"].chain.method is None
     # scan JSON: each model's answers under the other methods, and which methods there are
     out = tmp_path / "scan.json"
-    run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--method", "all", "--no-cache", "--format", "json", "-o", str(out)])
+    run = CliRunner().invoke(
+        main, ["scan", str(FIXTURE), "--method", "all", "--no-cache", "--format", "json", "-o", str(out)]
+    )
     assert run.exit_code == 0, run.output
     doc = json.loads(out.read_text())
     assert [m["name"] for m in doc["method"]["served"]] == ["eagle3", "dflash", "dspark"]
@@ -176,7 +190,9 @@ def test_dflash_default_ids_come_from_the_runners_function(dflash):
     traced = api.trace(dflash, "SharedForCausalLM", None, L, draft_layers=5)
     assert traced.boundaries == (2, 9, 16, 23, 30)
     assert "build_target_layer_ids" in traced.steps[0].text
-    assert traced.steps[0].location.line == _line(FIXTURE / "sglang" / "srt" / "speculative" / "dflash_utils.py", "def build_target_layer_ids")
+    assert traced.steps[0].location.line == _line(
+        FIXTURE / "sglang" / "srt" / "speculative" / "dflash_utils.py", "def build_target_layer_ids"
+    )
     assert api.trace(dflash, "SharedForCausalLM", None, L, draft_layers=1).boundaries == (17,)  # [32 // 2] + 1
     unknown = api.trace(dflash, "SharedForCausalLM", None, L)
     assert unknown.outcome == Outcome.UNKNOWN and "--draft-layers" in unknown.reason
@@ -211,10 +227,19 @@ def test_the_delegation_and_convention_findings_run_per_method(eagle3, dflash):
     plain, per_method = _findings(eagle3), _findings(dflash)
     assert "FT003" not in plain and "FT007" not in plain  # every EAGLE-3 setter adds 1 and resolves
     (delegate,) = per_method["FT003"]
-    assert (Path(delegate.file).name, delegate.line) == ("wrap_vl.py", _line(MODELS / "wrap_vl.py", "def set_dflash_layers_to_capture"))
-    assert delegate.message.startswith("DFlash: ") and "InnerTextModel, which has no set_dflash_layers_to_capture()" in delegate.message
+    assert (Path(delegate.file).name, delegate.line) == (
+        "wrap_vl.py",
+        _line(MODELS / "wrap_vl.py", "def set_dflash_layers_to_capture"),
+    )
+    assert (
+        delegate.message.startswith("DFlash: ")
+        and "InnerTextModel, which has no set_dflash_layers_to_capture()" in delegate.message
+    )
     (convention,) = per_method["FT007"]
-    assert (Path(convention.file).name, convention.line) == ("identity.py", _line(MODELS / "identity.py", "def set_dflash_layers_to_capture"))
+    assert (Path(convention.file).name, convention.line) == (
+        "identity.py",
+        _line(MODELS / "identity.py", "def set_dflash_layers_to_capture"),
+    )
     # the setters that map ids themselves: shared, shared_moe and own_plus's outer one add 1
     # (own_plus's inner setter only receives mapped ids); identity.py's does not
     assert "uses identity; 3 of 4 setters in this engine use plus_one" in convention.message
@@ -232,13 +257,33 @@ def _configs(tmp_path: Path, arch: str, draft: dict) -> tuple[Path, Path]:
     return target, draft_path
 
 
-DFLASH_DRAFT = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 3, "hidden_size": 64, "dflash_config": {"target_layer_ids": [1, 15, 28]}}
+DFLASH_DRAFT = {
+    "architectures": ["DFlashDraftModel"],
+    "num_hidden_layers": 3,
+    "hidden_size": 64,
+    "dflash_config": {"target_layer_ids": [1, 15, 28]},
+}
 
 
-@pytest.mark.parametrize(("arch", "code", "verdict"), [("SharedForCausalLM", 0, "MATCH"), ("IdentityForCausalLM", 1, "MISMATCH")])
+@pytest.mark.parametrize(
+    ("arch", "code", "verdict"), [("SharedForCausalLM", 0, "MATCH"), ("IdentityForCausalLM", 1, "MISMATCH")]
+)
 def test_compat_picks_the_method_from_the_draft_and_says_which(tmp_path, arch, code, verdict):
     target, draft = _configs(tmp_path, arch, DFLASH_DRAFT)
-    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft), "--no-cache", "--format", "json"])
+    run = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(FIXTURE),
+            "--target-config",
+            str(target),
+            "--draft-config",
+            str(draft),
+            "--no-cache",
+            "--format",
+            "json",
+        ],
+    )
     assert run.exit_code == code, run.output
     doc = json.loads(run.stdout)
     assert doc["verdict"] == verdict and doc["method"]["label"] == "DFlash"
@@ -247,9 +292,27 @@ def test_compat_picks_the_method_from_the_draft_and_says_which(tmp_path, arch, c
 
 
 def test_compat_of_an_eagle3_draft_names_no_method(tmp_path):
-    draft = {"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "hidden_size": 64, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}
+    draft = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "num_hidden_layers": 1,
+        "hidden_size": 64,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]},
+    }
     target, draft_path = _configs(tmp_path, "IdentityForCausalLM", draft)
-    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache", "--format", "json"])
+    run = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(FIXTURE),
+            "--target-config",
+            str(target),
+            "--draft-config",
+            str(draft_path),
+            "--no-cache",
+            "--format",
+            "json",
+        ],
+    )
     assert run.exit_code == 0, run.output
     assert "method" not in json.loads(run.stdout)
 
@@ -257,7 +320,11 @@ def test_compat_of_an_eagle3_draft_names_no_method(tmp_path):
 def test_an_unknown_method_is_a_one_line_usage_error():
     run = CliRunner().invoke(main, ["scan", str(FIXTURE), "--method", "medusa", "--no-cache"])
     assert run.exit_code == 2
-    assert "unknown method 'medusa'" in run.output and "eagle3, dflash, dspark" in run.output and "Traceback" not in run.output
+    assert (
+        "unknown method 'medusa'" in run.output
+        and "eagle3, dflash, dspark" in run.output
+        and "Traceback" not in run.output
+    )
 
 
 def test_lmdeploy_fills_its_context_for_dflash_only():
@@ -276,7 +343,20 @@ def test_a_config_that_is_no_draft_is_refused_in_the_asked_methods_words(tmp_pat
     # `{}` holds none of DFlash's keys (dflash_config.target_layer_ids, target_layer_ids): under
     # --method dflash the refusal names DFlash, the method compat answers for, not EAGLE-3
     target, draft = _configs(tmp_path, "SharedForCausalLM", {})
-    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--method", "dflash", "--target-config", str(target), "--draft-config", str(draft), "--no-cache"])
+    run = CliRunner().invoke(
+        main,
+        [
+            "compat",
+            str(FIXTURE),
+            "--method",
+            "dflash",
+            "--target-config",
+            str(target),
+            "--draft-config",
+            str(draft),
+            "--no-cache",
+        ],
+    )
     assert run.exit_code == 2, run.output
     assert "not a DFlash draft config" in run.output and "EAGLE-3" not in run.output
 
@@ -288,7 +368,9 @@ def test_compat_words_the_engine_default_as_the_runner_computes_it(tmp_path):
     # (shared.py's set_dflash_layers_to_capture raises only when handed no ids)
     draft = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "hidden_size": 64, "target_hidden_size": 64}
     target, draft_path = _configs(tmp_path, "SharedForCausalLM", draft)
-    run = CliRunner().invoke(main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"])
+    run = CliRunner().invoke(
+        main, ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft_path), "--no-cache"]
+    )
     (default,) = [line for line in run.stdout.splitlines() if line.lstrip().startswith("default:")]
     assert "build_target_layer_ids" in default and "raises ValueError" not in default, default
 

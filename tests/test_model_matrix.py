@@ -44,7 +44,17 @@ def test_inherited_setter_points_at_the_base_file(sglang_scan):
     assert c.inherited and c.setter.location.file == "sglang/srt/models/alpha.py"
 
 
-@pytest.mark.parametrize("name, support", [("LambdaForCausalLM", "broken"), ("IotaVLForConditionalGeneration", "broken"), ("PlainForCausalLM", "none"), ("SigmaVLForConditionalGeneration", "none"), ("EpsilonForCausalLM", "none"), ("ZetaForCausalLM", "broken")])
+@pytest.mark.parametrize(
+    "name, support",
+    [
+        ("LambdaForCausalLM", "broken"),
+        ("IotaVLForConditionalGeneration", "broken"),
+        ("PlainForCausalLM", "none"),
+        ("SigmaVLForConditionalGeneration", "none"),
+        ("EpsilonForCausalLM", "none"),
+        ("ZetaForCausalLM", "broken"),
+    ],
+)
 def test_rows_without_working_capture(sglang_scan, name, support):
     r = row(sglang_scan, name)
     assert r.support == support

@@ -35,7 +35,9 @@ DEEP_EXPRESSIONS = {
 CONTEXTS = {
     "module": "x = {e}\n",
     "after small statements": "import os\n" + "".join(f"v{i} = {i}\n" for i in range(3000)) + "y = {e}\n",
-    "method": "import a\n\n\nclass C(B):\n    def f(self):\n        from b import c\n        if c:\n            return {e}\n",
+    "method": (
+        "import a\n\n\nclass C(B):\n    def f(self):\n        from b import c\n        if c:\n            return {e}\n"
+    ),
     "multi-line call": "import a\nf(\n    1,\n    {e},\n    2,\n)\n",
     "decorator": "@deco({e})\ndef f():\n    import g\n",
     "class decorator": "@deco(\n    {e}\n)\nclass C:\n    pass\n",

@@ -42,7 +42,13 @@ def _audit(event: str, args: tuple) -> None:
             events.append((event, filename))
     elif event in {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "ctypes.dlopen"}:
         events.append((event, repr(args)[:200]))
-    elif event == "import" and tree and args and isinstance(args[2] if len(args) > 2 else None, str) and str(args[2]).startswith(str(tree)):
+    elif (
+        event == "import"
+        and tree
+        and args
+        and isinstance(args[2] if len(args) > 2 else None, str)
+        and str(args[2]).startswith(str(tree))
+    ):
         events.append((event, args[2]))
 
 
@@ -93,7 +99,8 @@ def hostile_tree(root: Path, sentinels: Path) -> Path:
         "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
         f"        {s('setter-body').strip()}\n"
         "        if layer_ids is None:\n"
-        f"            self.model.layers_to_capture = [{evil_call}, (lambda: {evil_call})(), open({str(sentinels / 'open')!r}, 'w')]\n"
+        f"            self.model.layers_to_capture = [{evil_call}, (lambda: {evil_call})(),"
+        f" open({str(sentinels / 'open')!r}, 'w')]\n"
         "        else:\n"
         f"            self.model.layers_to_capture = [val + 1 + len(str({evil_call})) for val in layer_ids]\n\n\n"
         "EntryClass = EvilForCausalLM\n"
@@ -146,7 +153,9 @@ def test_every_command_in_process_runs_nothing_from_the_tree(hostile, tmp_path, 
     target = tmp_path / "target.json"
     target.write_text(json.dumps({"architectures": ["EvilForCausalLM"], "num_hidden_layers": 32, "hidden_size": 64}))
     draft = tmp_path / "draft.json"
-    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {}}))
+    draft.write_text(
+        json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "target_hidden_size": 64, "eagle_config": {}})
+    )
     events: list = []
     _WATCH.update(tree=root, events=events)
     try:
@@ -155,7 +164,19 @@ def test_every_command_in_process_runs_nothing_from_the_tree(hostile, tmp_path, 
             run("scan", root, "--format", "html", "--no-cache", "--jobs", "2", "-o", tmp_path / "r.html"),
             run("check", root, "--output-format", "sarif", "--jobs", "1"),
             run("trace", root, "-m", "EvilForCausalLM", "-L", "32", "--no-cache", "--jobs", "1"),
-            run("trace", root, "-m", "EvilForCausalLM", "--layer-ids", "-1,2,30", "-L", "32", "--no-cache", "--jobs", "1"),
+            run(
+                "trace",
+                root,
+                "-m",
+                "EvilForCausalLM",
+                "--layer-ids",
+                "-1,2,30",
+                "-L",
+                "32",
+                "--no-cache",
+                "--jobs",
+                "1",
+            ),
             run("compat", root, "--target-config", target, "--draft-config", draft, "--no-cache", "--jobs", "1"),
             run("graph", root, "--format", "dot", "--no-cache", "--jobs", "1"),
         ]
@@ -206,7 +227,13 @@ def evil_wheel(folder: Path, sentinels: Path) -> Path:
     s = lambda n: sentinel(sentinels, n)  # noqa: E731
     members = {
         f"{name}/__init__.py": s("wheel-__init__"),
-        f"{name}/models/evil.py": s("wheel-module") + "class EvilWheelForCausalLM:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = [i + 1 for i in layer_ids]\n\n\nEntryClass = EvilWheelForCausalLM\n",
+        f"{name}/models/evil.py": (
+            s("wheel-module")
+            + "class EvilWheelForCausalLM:\n"
+            "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+            "        self.layers_to_capture = [i + 1 for i in layer_ids]\n\n\n"
+            "EntryClass = EvilWheelForCausalLM\n"
+        ),
         "evilwheel.pth": "import os; " + s("wheel-pth"),
         "setup.py": s("wheel-setup.py"),
         f"{name}-{version}.data/scripts/evil": "#!/bin/sh\ntouch " + str(sentinels / "wheel-script") + "\n",
@@ -228,9 +255,16 @@ def evil_sdist(folder: Path, sentinels: Path) -> Path:
     name, version = "evilsdist", "1.0"
     base = folder / "src" / f"{name}-{version}"
     base.mkdir(parents=True)
-    (base / "setup.py").write_text(sentinel(sentinels, "sdist-setup.py") + f"from setuptools import setup\nsetup(name={name!r}, version={version!r})\n")
-    (base / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "evil_backend"\nbackend-path = ["."]\n')
-    (base / "evil_backend.py").write_text(sentinel(sentinels, "sdist-backend") + "from setuptools.build_meta import *\n")
+    (base / "setup.py").write_text(
+        sentinel(sentinels, "sdist-setup.py")
+        + f"from setuptools import setup\nsetup(name={name!r}, version={version!r})\n"
+    )
+    (base / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "evil_backend"\nbackend-path = ["."]\n'
+    )
+    (base / "evil_backend.py").write_text(
+        sentinel(sentinels, "sdist-backend") + "from setuptools.build_meta import *\n"
+    )
     (base / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     path = folder / f"{name}-{version}.tar.gz"
     with tarfile.open(path, "w:gz") as tf:

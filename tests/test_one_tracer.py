@@ -17,7 +17,10 @@ L = 32
 @pytest.fixture(scope="module")
 def scans():
     options = IndexOptions(use_cache=False, jobs=1)
-    return {name: api.scan(root, options=options) for name, root in (("sglang", SGLANG_LIKE), ("lmdeploy", LMDEPLOY_LIKE), ("trtllm", TRTLLM_LIKE))}
+    return {
+        name: api.scan(root, options=options)
+        for name, root in (("sglang", SGLANG_LIKE), ("lmdeploy", LMDEPLOY_LIKE), ("trtllm", TRTLLM_LIKE))
+    }
 
 
 def _row(scan, name):
@@ -32,7 +35,11 @@ def test_setter_row(scans):
     scan = scans["sglang"]
     row = _row(scan, "AlphaForCausalLM")
     chain = row.chain
-    assert (chain.source.kind, chain.source.reads_draft_ids, chain.production.kind) == (F.SourceKind.SETTER, True, Production.SETTER_CHAIN)
+    assert (chain.source.kind, chain.source.reads_draft_ids, chain.production.kind) == (
+        F.SourceKind.SETTER,
+        True,
+        Production.SETTER_CHAIN,
+    )
     assert chain.holder.store is StoreKind.ATTRIBUTE
     t = trace_row(scan.project, row, [-1, 14, 30], L)
     assert (t.outcome, t.capture_indices, t.boundaries, t.dropped) == (F.Outcome.CAPTURES, (0, 15, 31), (0, 15, 31), ())
@@ -54,7 +61,11 @@ def test_config_attribute_row(scans):
     scan = scans["lmdeploy"]
     row = _row(scan, "AlphaForCausalLM")
     chain = row.chain
-    assert (chain.source.kind, chain.source.reads_draft_ids, chain.production.kind) == (F.SourceKind.CONFIG_ATTRIBUTE, False, Production.BUILDER_LAYOUT)
+    assert (chain.source.kind, chain.source.reads_draft_ids, chain.production.kind) == (
+        F.SourceKind.CONFIG_ATTRIBUTE,
+        False,
+        Production.BUILDER_LAYOUT,
+    )
     assert chain.holder.store is StoreKind.CONFIG_ATTRIBUTE and chain.production.id_transform == F.Transform.IGNORED
     t = trace_row(scan.project, row, [5, 6], L)
     assert (t.outcome, t.capture_indices, t.boundaries) == (F.Outcome.CAPTURES, (2, 16, 29), (2, 16, 29))
@@ -91,7 +102,11 @@ def test_serving_config_hook_row(scans):
     scan = scans["trtllm"]
     row = _row(scan, "AlphaForCausalLM")
     chain = row.chain
-    assert (chain.source.kind, chain.production.kind, chain.holder.store) == (F.SourceKind.SERVING_CONFIG, Production.SERVING_IDS, StoreKind.METADATA)
+    assert (chain.source.kind, chain.production.kind, chain.holder.store) == (
+        F.SourceKind.SERVING_CONFIG,
+        Production.SERVING_IDS,
+        StoreKind.METADATA,
+    )
     assert chain.concat.unmatched is Unmatched.EMPTY_SLOT
     t = trace_row(scan.project, row, [30, -1, 2], L, hidden_size=8)
     assert (t.outcome, t.capture_indices, t.boundaries) == (F.Outcome.CAPTURES, (-1, 2, 30), (3, 31))

@@ -19,9 +19,22 @@ from flowtrace.sources.output import write_atomic
 
 # File names a hostile tree may use: quotes, markup, URL and SARIF/GitHub metacharacters,
 # whitespace, a newline, non-ASCII.
-WEIRD = ['we"ird <i>name & co.py', "new\nline.py", "tab\there.py", "per%20cent,co:lon.py", "hash#q?x=1.py", "ünïcødé ß.py", "back\\slash.py"]
+WEIRD = [
+    'we"ird <i>name & co.py',
+    "new\nline.py",
+    "tab\there.py",
+    "per%20cent,co:lon.py",
+    "hash#q?x=1.py",
+    "ünïcødé ß.py",
+    "back\\slash.py",
+]
 # A served entry (registered) whose setter feeds no capture loop: FT004 in each file.
-SETTER_ONLY = "class {cls}:\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n        self.layers_to_capture = layer_ids\n\n\nEntryClass = {cls}\n"
+SETTER_ONLY = (
+    "class {cls}:\n"
+    "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+    "        self.layers_to_capture = layer_ids\n\n\n"
+    "EntryClass = {cls}\n"
+)
 
 
 def run(*args):
@@ -46,7 +59,11 @@ def test_scan_json_paths_are_relative_and_round_trip(weird_tree):
     res = run("scan", weird_tree, "--format", "json", "--no-cache", "--jobs", "1")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    files = {m["file"] for m in doc["models"]} | {f["file"] for f in doc["findings"]} | {d["file"] for d in doc["diagnostics"]}
+    files = (
+        {m["file"] for m in doc["models"]}
+        | {f["file"] for f in doc["findings"]}
+        | {d["file"] for d in doc["diagnostics"]}
+    )
     assert expected_paths() <= files
     for f in files:
         assert not f.startswith("/") and ".." not in Path(f).parts and (weird_tree / f).exists(), f
@@ -59,7 +76,9 @@ def test_sarif_uris_are_relative_and_percent_encoded(weird_tree):
     run0 = sarif["runs"][0]
     base = run0["originalUriBaseIds"]["%SRCROOT%"]["uri"]
     assert base.startswith("file:///") and base.endswith("/")
-    uris = [loc["physicalLocation"]["artifactLocation"]["uri"] for result in run0["results"] for loc in result["locations"]]
+    uris = [
+        loc["physicalLocation"]["artifactLocation"]["uri"] for result in run0["results"] for loc in result["locations"]
+    ]
     for uri in uris:
         assert not uri.startswith(("/", "file:")) and ".." not in uri.split("/")
         assert all(c not in uri for c in ' \n\t"<>#?\\'), uri  # percent-encoded
@@ -75,7 +94,9 @@ def test_github_annotations_stay_one_line_each(weird_tree):
     assert lines and all(line.startswith("::") for line in lines), lines
     weird = [line for line in lines if "Weird" in line]
     assert len(weird) == len(WEIRD)
-    assert any("new%0Aline.py" in line for line in weird) and any("per%2520cent%2Cco%3Alon.py" in line for line in weird)
+    assert any("new%0Aline.py" in line for line in weird) and any(
+        "per%2520cent%2Cco%3Alon.py" in line for line in weird
+    )
 
 
 def test_html_escapes_file_names(weird_tree, tmp_path):

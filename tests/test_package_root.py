@@ -24,7 +24,14 @@ OPTIONS = IndexOptions(use_cache=False, jobs=1)
 
 def _rows(root: Path) -> dict[str, tuple]:
     scan = api.scan(root, options=OPTIONS)
-    return {r.name: (r.support, r.capture.holder.rsplit(".", 1)[-1] if r.capture and r.capture.holder else None, r.registered) for r in scan.project.rows}
+    return {
+        r.name: (
+            r.support,
+            r.capture.holder.rsplit(".", 1)[-1] if r.capture and r.capture.holder else None,
+            r.registered,
+        )
+        for r in scan.project.rows
+    }
 
 
 def test_module_names_take_the_package_the_root_is():
@@ -41,7 +48,8 @@ def test_scanning_the_package_itself_gives_the_rows_of_its_parent(sub):
     # mistral.py: MistralForCausalLM builds MistralModel (a LlamaModel of llama.py, by its absolute path)
     assert parent["MistralForCausalLM"] == ("delegated", "MistralModel", True)
     assert parent["LlamaForCausalLM"] == ("delegated", "LlamaModel", True)
-    inside = {k: v for k, v in parent.items() if k != "FastDsaForCausalLM"}  # models/dsa/ is outside vllm/model_executor
+    # models/dsa/ is outside vllm/model_executor
+    inside = {k: v for k, v in parent.items() if k != "FastDsaForCausalLM"}
     assert _rows(PKGROOT_LIKE / sub) == (parent if sub == "vllm" else inside)
 
 

@@ -67,7 +67,9 @@ def _tree(root: Path, package: str, init: str) -> IndexResult:
     (root / package / "__init__.py").write_text(init)
     inits = sorted(p.relative_to(root).as_posix() for p in root.rglob("__init__.py"))
     packages = tuple(read_package(i, module_name(i), (root / i).read_bytes()) for i in inits)
-    return IndexResult(str(root), (), (), IndexStats(0, 0, 0, 0, 0, 0.0), packages=packages, distributions=distributions(root))
+    return IndexResult(
+        str(root), (), (), IndexStats(0, 0, 0, 0, 0, 0.0), packages=packages, distributions=distributions(root)
+    )
 
 
 def test_a_branch_is_named_by_its_own_test_and_type_checking_never_runs(tmp_path):
@@ -109,11 +111,17 @@ def test_a_finding_in_a_copy_names_the_platform_and_keeps_severity_and_fingerpri
 
     result = SimpleNamespace(index=index)
     said = _on_platform(result, f)
-    assert said.message == (
-        "X raises at index 0 [per-platform copy: eng/models/x/amd/model.py when `current_platform.is_rocm()` "
-        "(eng/models/x/__init__.py:10); eng/models/x/nvidia/model.py when `current_platform.is_cuda()` (eng/models/x/__init__.py:8)]"
+    assert (
+        said.message
+        == "X raises at index 0 [per-platform copy: eng/models/x/amd/model.py when `current_platform.is_rocm()`"
+        " (eng/models/x/__init__.py:10); eng/models/x/nvidia/model.py when `current_platform.is_cuda()`"
+        " (eng/models/x/__init__.py:8)]"
     )
-    assert said.effect == "raises TypeError (only where the package imports this copy: when `current_platform.is_rocm()`, eng/models/x/__init__.py:10)"
+    assert (
+        said.effect
+        == "raises TypeError (only where the package imports this copy: when `current_platform.is_rocm()`,"
+        " eng/models/x/__init__.py:10)"
+    )
     assert (said.severity, said.fingerprint) == ("error", "abc")
     generic = dataclasses.replace(f, file="eng/models/generic.py", related=())
     assert _on_platform(result, generic) == generic  # not a copy: unchanged
@@ -143,7 +151,9 @@ def test_a_copy_the_dispatch_never_names_is_left_behind(tmp_path):
     assert never_selected(index, "eng/models/x/nvidia/model.py") is None
     index = _tree(tmp_path, "eng/models/w", DISPATCH)  # names amd: selected on its platform
     assert never_selected(index, "eng/models/w/amd/model.py") is None
-    own = FileFacts("eng/models/x/amd/mtp.py", "eng.models.x.amd.mtp", imports=(ImportFact("M", "eng.models.x.amd.model.M"),))
+    own = FileFacts(
+        "eng/models/x/amd/mtp.py", "eng.models.x.amd.mtp", imports=(ImportFact("M", "eng.models.x.amd.model.M"),)
+    )
     alone = SimpleNamespace(index=index, files=(own,))
     assert _left_behind(alone, "eng/models/x/amd/model.py")  # only its own sibling imports it
     user = FileFacts("eng/tools/t.py", "eng.tools.t", imports=(ImportFact("M", "eng.models.x.amd.model.M"),))
@@ -222,7 +232,8 @@ def test_the_index_reads_the_packages_above_its_files_and_the_memo_keys_on_them(
     cache = tmp_path / "cache"
     index = _indexed(tmp_path, DISPATCH, cache)
     assert [f.path for f in index.files] == ["eng/models/x/amd/model.py"]
-    assert [p.path for p in index.packages] == ["eng/models/x/__init__.py"]  # no other package holds an __init__.py here
+    # no other package holds an __init__.py here
+    assert [p.path for p in index.packages] == ["eng/models/x/__init__.py"]
     assert [(i.local, i.qualified, i.line) for i in index.packages[0].imports if i.local == "XForCausalLM"] == [
         ("XForCausalLM", "eng.models.x.nvidia.model.XForCausalLM", 8),  # the TYPE_CHECKING import (line 6) never runs
         ("XForCausalLM", "eng.models.x.amd.model.XForCausalLM", 10),

@@ -26,7 +26,9 @@ PAGES = (DOC, REPO / "docs" / "probe-engine.md", REPO / "README.md", REPO / "doc
 def _commands() -> list[list[str]]:
     """Every `flowtrace ...` line of the pages' shell blocks, continuation lines joined."""
     out = []
-    for lang, body in (b for page in PAGES for b in re.findall(r"```(\w+)\n(.*?)```", page.read_text(encoding="utf-8"), re.S)):
+    for lang, body in (
+        b for page in PAGES for b in re.findall(r"```(\w+)\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    ):
         if lang not in ("bash", "console"):
             continue
         joined = re.sub(r"\\\n\s*", " ", body)
@@ -98,7 +100,24 @@ def test_the_capture_example_prints_what_the_page_shows(folder):
 
 def test_the_merge_example_marks_the_row(folder):
     block = next(body for lang, body in BLOCKS if lang == "bash" and "probe merge" in body)
-    CliRunner().invoke(main, ["trace", ".", "-m", "Model", "--layer-ids", "-1,2", "-L", "6", "--format", "json", "-o", "trace-a.json", "--no-cache"])
+    CliRunner().invoke(
+        main,
+        [
+            "trace",
+            ".",
+            "-m",
+            "Model",
+            "--layer-ids",
+            "-1,2",
+            "-L",
+            "6",
+            "--format",
+            "json",
+            "-o",
+            "trace-a.json",
+            "--no-cache",
+        ],
+    )
     for line in block.splitlines():
         args = shlex.split(line.split("  #", 1)[0])[1:]
         res = CliRunner().invoke(main, args)
@@ -106,5 +125,13 @@ def test_the_merge_example_marks_the_row(folder):
     import json
 
     doc = json.loads((folder / "probe.json").read_text(encoding="utf-8"))
-    assert doc["models"] == [{"model": "my_target.Model", "verdict": "confirmed", "runs": 2, "counts": {"confirmed": 2}, "layer_ids": [[-1, 2], [2, 4]]}]
+    assert doc["models"] == [
+        {
+            "model": "my_target.Model",
+            "verdict": "confirmed",
+            "runs": 2,
+            "counts": {"confirmed": 2},
+            "layer_ids": [[-1, 2], [2, 4]],
+        }
+    ]
     assert "2 confirmed" in (folder / "report.html").read_text(encoding="utf-8")

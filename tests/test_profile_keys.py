@@ -17,7 +17,9 @@ from flowtrace.engines.check_conventions import CheckConventions, check_conventi
 from flowtrace.engines.profiles import Conventions, Profile, ProfileError, load_profile, profile_keys, profile_tables
 
 REPO = Path(__file__).resolve().parents[1]
-DERIVED = {"setter_order", "markers", "digest", "package", "methods_served", "method", "id_functions"}  # computed by Conventions.merge (the [methods.*] tables: every method, the chosen one, its default-id function) or the index (the root package), not a key of their own
+# computed by Conventions.merge (the [methods.*] tables: every method, the chosen one, its default-id function) or the
+# index (the root package), not a key of their own
+DERIVED = {"setter_order", "markers", "digest", "package", "methods_served", "method", "id_functions"}
 
 
 def test_conventions_attributes_are_exactly_the_merged_declarations():
@@ -57,7 +59,13 @@ def test_checks_patterns_get_the_same_regex_guard(tmp_path):
 
 
 def test_checks_read_with_the_profile_and_combined(tmp_path):
-    a = load_profile(_profile(tmp_path, '[checks]\ntarget_methods = ["m1", "m2"]\nembedding_id = -1\ncapture_families = [{ name = "F", setters = ["set_f"] }]\n'))
+    a = load_profile(
+        _profile(
+            tmp_path,
+            '[checks]\ntarget_methods = ["m1", "m2"]\nembedding_id = -1\ncapture_families = [{ name = "F", setters ='
+            ' ["set_f"] }]\n',
+        )
+    )
     (tmp_path / "b").mkdir()
     b = load_profile(_profile(tmp_path / "b", '[checks]\ntarget_methods = ["m2", "m3"]\nembedding_id = 0\n'))
     cc = check_conventions([a, b])

@@ -60,7 +60,10 @@ def test_no_engine_code_is_one_line_exit_2_and_writes_nothing(plain, command, ta
     given = plain if target == "folder" else plain / "hello.py"
     before = _listing(plain.parent)
     line = _refusal(run(*(str(a).replace("{p}", str(given)) for a in command), *FAST))
-    assert f"{given}: no engine code (1 Python file, none with a model registry, capture setter or decoder-layer loop" in line, line
+    assert (
+        f"{given}: no engine code (1 Python file, none with a model registry, capture setter or decoder-layer loop"
+        in line
+    ), line
     assert "give an engine checkout, an unpacked wheel or pypi:NAME==VERSION" in line
     assert _listing(plain.parent) == before, "a refused command leaves nothing in (or beside) what it read"
 

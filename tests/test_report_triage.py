@@ -4,7 +4,8 @@ The founding story in the sglang-like fixture: ``GammaForCausalLM.set_eagle3_lay
 (gamma.py:53) adds one only when the first id is 1, so a draft naming the embedding as id -1
 reaches no boundary (FT009) and the transform differs from the engine's majority (FT007): one
 error at the setter, graded against the founding story's draft (DRAFTS below: SpecForge ids
-[-1, 2, 30], trained on cat([embedding, layer 3, layer 31]) of a 32-layer target). Its rows are GammaForCausalLM (defines it), ``GammaV3ForCausalLM`` written
+[-1, 2, 30], trained on cat([embedding, layer 3, layer 31]) of a 32-layer target). Its rows are GammaForCausalLM
+(defines it), ``GammaV3ForCausalLM`` written
 below (inherits it, as DeepseekV3ForCausalLM inherits DeepseekV2ForCausalLM's) and
 OmegaVLForConditionalGeneration (omega_vl.py: delegates to a GammaForCausalLM, as
 KimiK25ForConditionalGeneration delegates to a DeepseekV3ForCausalLM). Before, only the first
@@ -110,9 +111,21 @@ def test_each_json_row_lists_the_findings_that_concern_it(doc):
     fingerprint = _the_error(doc)["fingerprint"]
     for qualname in FOUNDING_ROWS:
         listed = [f for f in rows[qualname]["findings"] if f["fingerprint"] == fingerprint]
-        assert listed == [{"rule": "FT007", "kind": "transform_inconsistent", "severity": "error", "consequence": "crash_serving", "fingerprint": fingerprint}], qualname
+        assert listed == [
+            {
+                "rule": "FT007",
+                "kind": "transform_inconsistent",
+                "severity": "error",
+                "consequence": "crash_serving",
+                "fingerprint": fingerprint,
+            }
+        ], qualname
     # the support words stay what the capture analysis says; the findings are beside them
-    assert (rows[GAMMA]["support"], rows[GAMMA_V3_ROW]["support"], rows[OMEGA]["support"]) == ("supported", "inherited", "delegated")
+    assert (rows[GAMMA]["support"], rows[GAMMA_V3_ROW]["support"], rows[OMEGA]["support"]) == (
+        "supported",
+        "inherited",
+        "delegated",
+    )
     # a row no finding concerns says so with an empty list, not a missing member
     assert all(isinstance(m["findings"], list) for m in doc["models"])
 
@@ -168,7 +181,9 @@ def test_json_rows_and_html_rows_agree(doc):
 
     by_qualname = {m["qualname"]: m for m in doc["models"]}
     for m in build_context(doc)["models"]:
-        assert sorted(f.fingerprint for f in m.findings) == sorted(f["fingerprint"] for f in by_qualname[m.qualname]["findings"]), m.qualname
+        assert sorted(f.fingerprint for f in m.findings) == sorted(
+            f["fingerprint"] for f in by_qualname[m.qualname]["findings"]
+        ), m.qualname
 
 
 def test_scan_json_on_the_command_line_carries_the_row_findings(tmp_path):
@@ -177,7 +192,10 @@ def test_scan_json_on_the_command_line_carries_the_row_findings(tmp_path):
     from flowtrace.cli.main import main
 
     tree = founding_tree(tmp_path)
-    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--jobs", "1", "--format", "json", "--drafts", str(founding_drafts(tree))])
+    res = CliRunner().invoke(
+        main,
+        ["scan", str(tree), "--no-cache", "--jobs", "1", "--format", "json", "--drafts", str(founding_drafts(tree))],
+    )
     assert res.exit_code == 0, res.output
     rows = {m["qualname"]: m for m in json.loads(res.stdout)["models"]}
     assert {"FT007"} <= {f["rule"] for f in rows[GAMMA_V3_ROW]["findings"] if f["severity"] == "error"}
@@ -189,7 +207,9 @@ def test_the_text_matrix_counts_the_findings_of_each_row(tmp_path):
     from flowtrace.cli.main import main
 
     tree = founding_tree(tmp_path)
-    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--jobs", "1", "--drafts", str(founding_drafts(tree))])
+    res = CliRunner().invoke(
+        main, ["scan", str(tree), "--no-cache", "--jobs", "1", "--drafts", str(founding_drafts(tree))]
+    )
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[2].split()[-1] == "findings"  # the header's last column

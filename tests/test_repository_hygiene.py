@@ -40,7 +40,14 @@ def test_the_machine_path_pattern():
     """What the pattern must catch and what it must let pass (written, not derived)."""
     for caught in ("see /work/engines/x", "cd /tmp/h25 &&", '"/root/.cache/x"', "(/home/u/x)", "`/Users/a/b`"):
         assert MACHINE_PATH.search(caught), caught
-    for passed in ("https://example.org/home/page", "docs/tmp/x", "~/.cache/flowtrace", "$HOME/work/x", "a/work/b", "/usr/bin/env"):
+    for passed in (
+        "https://example.org/home/page",
+        "docs/tmp/x",
+        "~/.cache/flowtrace",
+        "$HOME/work/x",
+        "a/work/b",
+        "/usr/bin/env",
+    ):
         assert not MACHINE_PATH.search(passed), passed
 
 

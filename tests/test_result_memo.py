@@ -66,7 +66,9 @@ def test_an_edit_that_changes_facts_or_the_selection_recomputes(tmp_path, monkey
     assert len(runs) == 1
     assert _answer(touched) == _answer(_check(root, use_cache=False))
     runs.clear()
-    assert [f.line for f in touched.findings if f.file == first.findings[0].file] == [f.line + 1 for f in first.findings if f.file == first.findings[0].file]
+    assert [f.line for f in touched.findings if f.file == first.findings[0].file] == [
+        f.line + 1 for f in first.findings if f.file == first.findings[0].file
+    ]
     codes = sorted({f.rule for f in first.findings})
     narrowed = _check(root, select=[codes[0]])
     assert len(runs) == 1
@@ -144,8 +146,13 @@ def test_a_planted_memo_is_not_trusted(tmp_path, monkeypatch):
     root = _copy(tmp_path)
     honest = _answer(_check(root))
     path = _memo_file(root)
-    record = memo_mod._Unpickler(__import__("io").BytesIO(cache_mod.unseal(path.read_bytes(), cache_mod.user_key()))).load()
-    lying = {"key": record["key"], "parts": {k: ([] if k.startswith("rules:") else v) for k, v in record["parts"].items()}}
+    record = memo_mod._Unpickler(
+        __import__("io").BytesIO(cache_mod.unseal(path.read_bytes(), cache_mod.user_key()))
+    ).load()
+    lying = {
+        "key": record["key"],
+        "parts": {k: [] if k.startswith("rules:") else v for k, v in record["parts"].items()},
+    }
     import pickle
 
     path.write_bytes(cache_mod.seal(pickle.dumps(lying), b"k" * 32))  # another user's key
@@ -160,6 +167,8 @@ def test_a_memo_naming_foreign_code_is_refused(tmp_path):
     root = _copy(tmp_path)
     _check(root)
     path = _memo_file(root)
-    path.write_bytes(cache_mod.seal(pickle.dumps({"key": "x", "parts": {"rules:x": shutil.rmtree}}), cache_mod.user_key()))
+    path.write_bytes(
+        cache_mod.seal(pickle.dumps({"key": "x", "parts": {"rules:x": shutil.rmtree}}), cache_mod.user_key())
+    )
     memo = memo_mod.ResultMemo(path, cache_mod.user_key(), "x")
     assert memo.stored == {}

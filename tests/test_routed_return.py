@@ -44,7 +44,9 @@ def test_a_tuple_cut_to_one_element_by_a_subclass_crashes_at_the_routed_unpackin
         (cut, "subclass that returns one element of it"),
         (unpack, "caller that unpacks (hidden, aux)"),
     ]
-    assert "RoutedCutModel.forward returns one element" in f.effect and "RoutedCutForCausalLM.forward unpacks" in f.effect
+    assert (
+        "RoutedCutModel.forward returns one element" in f.effect and "RoutedCutForCausalLM.forward unpacks" in f.effect
+    )
 
 
 def test_the_twin_that_keeps_the_tuple_stays_silent_wrong(scan):
@@ -55,7 +57,9 @@ def test_the_twin_that_keeps_the_tuple_stays_silent_wrong(scan):
 
 
 def test_the_index_records_the_super_and_helper_routes(scan):
-    uses = {(q.rsplit(".", 1)[-1], u.attribute, u.kind, u.via) for q, us in scan.project.output_uses.items() for u in us}
+    uses = {
+        (q.rsplit(".", 1)[-1], u.attribute, u.kind, u.via) for q, us in scan.project.output_uses.items() for u in us
+    }
     assert ("RoutedCutModel", "forward", F.OutputUseKind.DROP, "super()") in uses
     assert ("RoutedCutModel", "forward", F.OutputUseKind.UNPACK, "super()") in uses
     assert ("RoutedKeptModel", "forward", F.OutputUseKind.DROP, "super()") not in uses

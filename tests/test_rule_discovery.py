@@ -25,7 +25,11 @@ RULE_MODULE = re.compile(r"^ft(\d{3})_([a-z0-9_]+)$")
 
 def _rules_defined_in(module_name: str) -> list[type[Rule]]:
     module = importlib.import_module(module_name)
-    return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, Rule) and v is not Rule and v.__module__ == module_name]
+    return [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, Rule) and v is not Rule and v.__module__ == module_name
+    ]
 
 
 def test_each_rule_module_defines_exactly_its_rule():
@@ -83,7 +87,12 @@ def test_a_new_rule_file_is_discovered_without_other_edits(tmp_path):
         print(",".join(r.code for r in all_rules()))
         """ % str(tmp_path)
     )
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     codes = out.stdout.strip().split(",")
     assert "FT099" in codes
     assert len(codes) == len(all_rules()) + 1

@@ -1,8 +1,8 @@
 """Every rule's VALID / INVALID examples (Fixit style) run: INVALID ones fire, VALID ones do not.
 
 Each example is a complete module. It is written to ``models/example.py`` of a small engine tree
-(SGLang-shaped by default, vLLM- or LMDeploy-shaped for ``profile="vllm"`` / ``"lmdeploy"``) next to three sibling models
-with the engine's usual conventions (plus-one setter, capture before layer i, guarded residual),
+(SGLang-shaped by default, vLLM- or LMDeploy-shaped for ``profile="vllm"`` / ``"lmdeploy"``) next to three sibling
+models with the engine's usual conventions (plus-one setter, capture before layer i, guarded residual),
 so rules that compare a class with its siblings can judge it. Only findings in example.py of the
 rule under test count. FT016 (suppressions) is produced by the check runner, so its examples go
 through :func:`flowtrace.lint.runner.run_check`.
@@ -82,7 +82,11 @@ def _sglang_tree(root: Path, code: str) -> str:
     for pkg in ("sglang", "sglang/srt", "sglang/srt/layers", "sglang/srt/models"):
         (root / pkg / "__init__.py").write_text("")
     (root / "sglang/srt/layers/base.py").write_text(
-        "class Module:\n    def __call__(self, *a, **k):\n        return self.forward(*a, **k)\n\n\nclass ModuleList(list):\n    pass\n"
+        "class Module:\n"
+        "    def __call__(self, *a, **k):\n"
+        "        return self.forward(*a, **k)\n\n\n"
+        "class ModuleList(list):\n"
+        "    pass\n"
     )
     for x in "ABC":
         (models / f"sib_{x.lower()}.py").write_text(SIBLING.replace("{X}", x))
@@ -169,7 +173,9 @@ def test_rule_example(tmp_path, code, kind, index, example):
 def test_every_invalid_example_pins_line_kind_and_message():
     for rule in all_rules():
         for i, example in enumerate(rule.invalid):
-            assert example.line > 0 and example.kind is not None and example.message, f"{rule.code} INVALID example {i} pins nothing"
+            assert (
+                example.line > 0 and example.kind is not None and example.message
+            ), f"{rule.code} INVALID example {i} pins nothing"
 
 
 def test_every_invalid_example_pins_consequence_and_severity():

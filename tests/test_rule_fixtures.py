@@ -107,7 +107,11 @@ def test_non_firing_cases_name_nothing(rules_sglang):
 
 
 def test_ft001_names_every_method_the_engine_requires(rules_sglang):
-    (f,) = [f for f in api.findings(rules_sglang) if f.rule == "FT001" and class_of(f.symbol) == "PiVLForConditionalGeneration"]
+    (f,) = [
+        f
+        for f in api.findings(rules_sglang)
+        if f.rule == "FT001" and class_of(f.symbol) == "PiVLForConditionalGeneration"
+    ]
     assert "set_eagle3_layers_to_capture()" in f.message and "get_embed_and_head()" in f.message
     assert "set_eagle3_layers_to_capture()" in f.hint and "get_embed_and_head()" in f.hint
 
@@ -117,7 +121,11 @@ def test_ft001_on_a_wrapper_of_a_model_that_never_captures(rules_sglang):
     BrokenInnerModel.forward (line 52) returns without reading layers_to_capture. An info
     refusal that names that forward, with the wrapped classes (lines 56, 47) as related places
     so the report shows it on their rows; the fix does not stop at "add the setter"."""
-    (f,) = [f for f in api.findings(rules_sglang) if f.rule == "FT001" and class_of(f.symbol) == "PiBrokenVLForConditionalGeneration"]
+    (f,) = [
+        f
+        for f in api.findings(rules_sglang)
+        if f.rule == "FT001" and class_of(f.symbol) == "PiBrokenVLForConditionalGeneration"
+    ]
     assert (f.line, f.severity, f.consequence.value) == (64, "info", "refused_startup")
     assert "BrokenInnerModel.forward (sglang/srt/models/pi_vl.py:52) never captures" in f.message
     assert "would not help" in f.message

@@ -48,7 +48,9 @@ def _own_findings(tmp_path: Path, code: str, text: str) -> list:
     example = _TREES[tree.group(1) if tree else ""](root, text)
     (root / example).write_text(text)
     if code == "FT016":
-        found = run_check(root, select=["FT009", "FT016"], jobs=1, use_cache=False, isolated=True, exit_zero=True).findings
+        found = run_check(
+            root, select=["FT009", "FT016"], jobs=1, use_cache=False, isolated=True, exit_zero=True
+        ).findings
     else:
         found = api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1)), select=(code,))
     return [f for f in found if f.rule == code and f.file == example]
@@ -64,7 +66,9 @@ def test_rule_snapshot_own_fixture(tmp_path, code):
     expected = _expected(path)
     assert expected, f"{path.name} lists no expected finding"
     found = _own_findings(tmp_path, code, path.read_text())
-    assert sorted((f.line, f.kind) for f in found) == sorted((line, kind) for line, kind, _ in expected), [(f.line, f.kind, f.message) for f in found]
+    assert sorted((f.line, f.kind) for f in found) == sorted((line, kind) for line, kind, _ in expected), [
+        (f.line, f.kind, f.message) for f in found
+    ]
     for line, kind, fragment in expected:
         messages = [f.message for f in found if f.line == line and f.kind == kind]
         assert any(fragment in m for m in messages), (line, fragment, messages)
@@ -72,7 +76,10 @@ def test_rule_snapshot_own_fixture(tmp_path, code):
 
 @pytest.fixture(scope="module")
 def shared_findings():
-    scan = {name: api.scan(RULE_FIXTURES / name, options=IndexOptions(use_cache=False, jobs=1)) for name in ("rules_sglang", "rules_vllm")}
+    scan = {
+        name: api.scan(RULE_FIXTURES / name, options=IndexOptions(use_cache=False, jobs=1))
+        for name in ("rules_sglang", "rules_vllm")
+    }
     return _keyed(api.findings(scan["rules_sglang"])) | _keyed(api.findings(scan["rules_vllm"]))
 
 

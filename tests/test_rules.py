@@ -16,7 +16,8 @@ EXPECTED_SGLANG = {
     ("FT001", M + "omega_vl.py", "SigmaVLForConditionalGeneration", 22),  # wraps Gamma, no setter (class line)
     ("FT002", M + "epsilon.py", "EpsilonModel", 23),  # capture loop, no setter (the append)
     ("FT022", M + "epsilon.py", "EpsilonModel", 23),  # ...and it appends h + residual with residual = None (line 19)
-    ("FT003", M + "iota_vl.py", "IotaVLForConditionalGeneration", 12),  # delegates to PlainForCausalLM, which has no setter
+    # delegates to PlainForCausalLM, which has no setter
+    ("FT003", M + "iota_vl.py", "IotaVLForConditionalGeneration", 12),
     ("FT005", M + "lambda_model.py", "LambdaModel", 10),  # forward override drops AlphaModel's capture (its loop)
     ("FT006", M + "mu.py", "MuForCausalLM", 20),  # flag read by forward, never set by the setter
     ("FT004", M + "epsilon.py", "ZetaForCausalLM", 51),  # Zeta setter, ZetaModel has no loop
@@ -79,7 +80,8 @@ EXPECTED_SGLANG = {
 EXPECTED_VLLM = {
     # vLLM ids are boundaries (profile embedding_id = 0): the identity setters reach b=0 with id 0 by
     # design, so interfaces.py and deepseek.py are no longer FT009 findings.
-    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 17),  # registry entry without a class
+    # registry entry without a class
+    ("FT017", "vllm/model_executor/models/registry.py", "MissingForConditionalGeneration", 17),
     # dual/: the registry names a package whose __init__ picks main.py's or alt.py's classes
     # at import time (both variants are analysed; which one serves depends on the platform)
     ("FT017", "vllm/model_executor/models/registry.py", "DualForCausalLM", 7),
@@ -112,7 +114,9 @@ def test_every_finding_has_a_typed_problem_kind(sglang_scan, vllm_scan):
 
 def test_each_finding_names_the_classes_involved(sglang_scan):
     by_rule = {f.rule: f for f in api.findings(sglang_scan)}
-    assert "SigmaVLForConditionalGeneration" in by_rule["FT001"].message and "GammaForCausalLM" in by_rule["FT001"].message
+    assert (
+        "SigmaVLForConditionalGeneration" in by_rule["FT001"].message and "GammaForCausalLM" in by_rule["FT001"].message
+    )
     assert "ZetaModel" in by_rule["FT004"].message
     assert "[1, 2, 3, 4]" in by_rule["FT014"].message
 
@@ -130,10 +134,18 @@ def test_inconsistent_transform_reports_the_outliers_with_the_majority(tmp_path)
     for name in ("one", "two", "three"):
         text = (models / "alpha.py").read_text().replace("Alpha", name.capitalize())
         (models / f"{name}.py").write_text(text)
-    findings = [f for f in api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1))) if f.rule == "FT007"]
+    findings = [
+        f for f in api.findings(api.scan(root, options=IndexOptions(use_cache=False, jobs=1))) if f.rule == "FT007"
+    ]
     files = sorted(f.file for f in findings)
     # beta (identity), gamma (conditional) and the identity setters of nu, rho and xi
-    assert files == ["sglang/srt/models/beta.py", "sglang/srt/models/gamma.py", "sglang/srt/models/nu.py", "sglang/srt/models/rho.py", "sglang/srt/models/xi.py"]
+    assert files == [
+        "sglang/srt/models/beta.py",
+        "sglang/srt/models/gamma.py",
+        "sglang/srt/models/nu.py",
+        "sglang/srt/models/rho.py",
+        "sglang/srt/models/xi.py",
+    ]
     assert all("use plus_one" in f.message for f in findings)
 
 

@@ -51,7 +51,9 @@ def test_changing_a_problem_kind_changes_the_rule(sglang_scan):
     iota = sglang_scan.project.row("IotaVLForConditionalGeneration").qualname
     before = {(r, f) for r, f, _, _ in _fired(sglang_scan)}
     assert ("FT003", "sglang/srt/models/iota_vl.py") in before
-    relabelled = _rewritten(sglang_scan, kinds={F.ProblemKind.DELEGATE_LACKS_SETTER: F.ProblemKind.SETTER_WRITES_NOTHING})
+    relabelled = _rewritten(
+        sglang_scan, kinds={F.ProblemKind.DELEGATE_LACKS_SETTER: F.ProblemKind.SETTER_WRITES_NOTHING}
+    )
     assert relabelled.project.row(iota).chain.problems[0].text == sglang_scan.project.row(iota).chain.problems[0].text
     assert ("FT003", "sglang/srt/models/iota_vl.py") not in {(r, f) for r, f, _, _ in _fired(relabelled)}
 

@@ -50,7 +50,8 @@ def cache(tmp_path_factory):
 
 @pytest.fixture
 def flow_rule():
-    """FT999: a note (no consequence: info) with a two-step capture path on AlphaForCausalLM; another on line 0 of beta.py."""
+    """FT999: a note (no consequence: info) with a two-step capture path on AlphaForCausalLM; another on line 0 of
+    beta.py."""
 
     class FlowRule(Rule):
         code = "FT999"
@@ -121,7 +122,8 @@ def test_codeflows_line_zero_and_uris_resolve(tmp_path, monkeypatch, flow_rule, 
     (loc,) = flowing["locations"]
     uri = uri_of(loc)
     assert_relative_posix(uri)
-    assert uri.startswith("engine/") and (base / unquote(uri)).is_file()  # relative to the repository, not the scanned folder
+    # relative to the repository, not the scanned folder
+    assert uri.startswith("engine/") and (base / unquote(uri)).is_file()
     start = loc["physicalLocation"]["region"]["startLine"]
     source = (base / unquote(uri)).read_text().splitlines()
     assert source[start - 1].lstrip().startswith("class AlphaForCausalLM")  # 1-based
@@ -142,7 +144,16 @@ def test_tree_outside_the_working_folder_is_relative_to_its_root(tmp_path, monke
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    f = Finding("FT015", "unreadable-file", "info", "pkg/my file.py", 0, "msg: with, punctuation", None, fingerprint("FT015", None, "x"))
+    f = Finding(
+        "FT015",
+        "unreadable-file",
+        "info",
+        "pkg/my file.py",
+        0,
+        "msg: with, punctuation",
+        None,
+        fingerprint("FT015", None, "x"),
+    )
     doc = json.loads(to_sarif([f], root=root))
     validate(doc)
     (res,) = results(doc)
@@ -164,7 +175,21 @@ def test_cli_sarif_output(tmp_path, cache):
     from flowtrace.cli.check import check
 
     out = tmp_path / "flowtrace.sarif"
-    res = CliRunner().invoke(check, [str(FIXTURES / "vllm_like"), "-j", "1", "--cache-dir", str(cache), "--output-format", "sarif", "-o", str(out), "--exit-zero"])
+    res = CliRunner().invoke(
+        check,
+        [
+            str(FIXTURES / "vllm_like"),
+            "-j",
+            "1",
+            "--cache-dir",
+            str(cache),
+            "--output-format",
+            "sarif",
+            "-o",
+            str(out),
+            "--exit-zero",
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     assert res.stdout == ""
     validate(json.loads(out.read_text()))
@@ -189,12 +214,19 @@ def test_every_finding_with_a_chain_has_a_valid_code_flow(cache):
                 continue
             (flow,) = res["codeFlows"]
             steps = flow["threadFlows"][0]["locations"]
-            lines = [(unquote(uri_of(s["location"])), s["location"]["physicalLocation"]["region"]["startLine"]) for s in steps]
+            lines = [
+                (unquote(uri_of(s["location"])), s["location"]["physicalLocation"]["region"]["startLine"])
+                for s in steps
+            ]
             assert [line for _, line in lines] == [step.line for step in f.flow]
             assert [s["executionOrder"] for s in steps] == list(range(1, len(steps) + 1))
-            assert [s["location"]["message"]["text"].replace(" (reported here)", "") for s in steps] == list(f.flow_labels)
+            assert [s["location"]["message"]["text"].replace(" (reported here)", "") for s in steps] == list(
+                f.flow_labels
+            )
             essential = [s for s in steps if s.get("importance") == "essential"]
-            assert essential and all(s["location"]["physicalLocation"]["region"]["startLine"] == f.line for s in essential)
+            assert essential and all(
+                s["location"]["physicalLocation"]["region"]["startLine"] == f.line for s in essential
+            )
 
 
 def test_ft022_code_flow_goes_from_the_none_binding_to_the_capture(cache):
@@ -204,4 +236,7 @@ def test_ft022_code_flow_goes_from_the_none_binding_to_the_capture(cache):
     (res,) = results(doc)
     steps = res["codeFlows"][0]["threadFlows"][0]["locations"]
     assert [s["location"]["physicalLocation"]["region"]["startLine"] for s in steps] == [14, 20]
-    assert [s["location"]["message"]["text"] for s in steps] == ["bound to None", "sum with the None operand (reported here)"]
+    assert [s["location"]["message"]["text"] for s in steps] == [
+        "bound to None",
+        "sum with the None operand (reported here)",
+    ]

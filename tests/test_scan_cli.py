@@ -60,7 +60,14 @@ def test_output_file_and_forced_profile(tmp_path):
 
 def test_python_dash_m_and_help_do_not_import_torch():
     code = "import sys, runpy; sys.argv=['flowtrace','scan','%s','--no-cache']; " % SGLANG_LIKE
-    code += "\ntry:\n    runpy.run_module('flowtrace', run_name='__main__')\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'scan imported torch'"
+    code += (
+        "\n"
+        "try:\n"
+        "    runpy.run_module('flowtrace', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'torch' not in sys.modules, 'scan imported torch'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "AlphaForCausalLM" in done.stdout

@@ -65,7 +65,11 @@ def test_runner_steps_keep_order_forks_and_the_ids_each_call_hands(broken):
     )
     graph = fns["graph_runner.GraphRunner.__init__"].steps
     (default,), _ = graph[0].arms
-    assert (default.location.line, default.ids, default.receiver) == (12, F.RunnerIds.DEFAULT, "self.model_runner.model")
+    assert (default.location.line, default.ids, default.receiver) == (
+        12,
+        F.RunnerIds.DEFAULT,
+        "self.model_runner.model",
+    )
     assert (graph[1].kind, graph[1].name, graph[1].location.line) == (F.RunnerStepKind.CAPTURE, "capture", 13)
     build = fns["model_runner.ModelRunner.init_device_graphs"].steps[-1]
     assert (build.kind, build.name) == (F.RunnerStepKind.BUILD, "sglang.srt.model_executor.graph_runner.GraphRunner")
@@ -101,7 +105,8 @@ def test_the_start_up_calls_the_setter_three_times_and_captures_with_the_default
     assert _where(capture.step.location) == (GRAPHS, 13)
     assert [_where(c.step.location) for c in capture.before] == [(RUNNER, 33), (GRAPHS, 12)]
     after = [p for p in plan.reload if p.calls[: p.reload_from] == path.calls]
-    assert after and _where(after[0].calls[-1].step.location) == (GRAPHS, 12)  # the reload re-runs the graph runner's call
+    # the reload re-runs the graph runner's call
+    assert after and _where(after[0].calls[-1].step.location) == (GRAPHS, 12)
 
 
 def test_the_fixed_start_up_sets_the_draft_ids_once_before_capture(fixed):
@@ -121,19 +126,46 @@ def _serving_findings(result):
 def test_each_category_is_reported_once_at_the_place_to_fix(broken):
     found = _serving_findings(broken)
     expected = {
-        ("FT026", GRAPHS, 12): (F.ProblemKind.GRAPH_IDS_DIFFER, Consequence.SILENT_WRONG, "replay graphs captured with the model's default layers"),
-        ("FT025", "sglang/srt/models/marks.py", 33): (F.ProblemKind.STALE_LAYER_MARKS, Consequence.CRASH_SERVING, "the runner calls the setter 3 times at start-up"),
-        ("FT027", "sglang/srt/models/dense_moe.py", 48): (F.ProblemKind.LAYERS_RUN_WITHOUT_CAPTURE, Consequence.CRASH_SERVING, "raises on two-batch overlap batches"),
-        ("FT004", "sglang/srt/models/unread.py", 55): (F.ProblemKind.SETTER_WRITES_UNREAD, Consequence.CRASH_SERVING, "decides by _is_layer_to_capture"),
-        ("FT022", "sglang/srt/models/dense_moe.py", 45): (F.ProblemKind.INDEX0_RAISES, Consequence.CRASH_SERVING, "records `hidden_states + residual`"),
-        ("FT022", "sglang/srt/models/gather_first.py", 36): (F.ProblemKind.INDEX0_RAISES, Consequence.CRASH_SERVING, "all_gather(hidden_states + residual)"),
+        ("FT026", GRAPHS, 12): (
+            F.ProblemKind.GRAPH_IDS_DIFFER,
+            Consequence.SILENT_WRONG,
+            "replay graphs captured with the model's default layers",
+        ),
+        ("FT025", "sglang/srt/models/marks.py", 33): (
+            F.ProblemKind.STALE_LAYER_MARKS,
+            Consequence.CRASH_SERVING,
+            "the runner calls the setter 3 times at start-up",
+        ),
+        ("FT027", "sglang/srt/models/dense_moe.py", 48): (
+            F.ProblemKind.LAYERS_RUN_WITHOUT_CAPTURE,
+            Consequence.CRASH_SERVING,
+            "raises on two-batch overlap batches",
+        ),
+        ("FT004", "sglang/srt/models/unread.py", 55): (
+            F.ProblemKind.SETTER_WRITES_UNREAD,
+            Consequence.CRASH_SERVING,
+            "decides by _is_layer_to_capture",
+        ),
+        ("FT022", "sglang/srt/models/dense_moe.py", 45): (
+            F.ProblemKind.INDEX0_RAISES,
+            Consequence.CRASH_SERVING,
+            "records `hidden_states + residual`",
+        ),
+        ("FT022", "sglang/srt/models/gather_first.py", 36): (
+            F.ProblemKind.INDEX0_RAISES,
+            Consequence.CRASH_SERVING,
+            "all_gather(hidden_states + residual)",
+        ),
     }
     assert set(found) == set(expected)
     for key, (kind, consequence, fragment) in expected.items():
         f = found[key]
         assert (f.kind, f.consequence) == (kind, consequence), key
         assert fragment in f.message, (key, f.message)
-    assert F.Location("sglang/srt/models/gather_first.py", 38) in found[("FT022", "sglang/srt/models/gather_first.py", 36)].related
+    assert (
+        F.Location("sglang/srt/models/gather_first.py", 38)
+        in found[("FT022", "sglang/srt/models/gather_first.py", 36)].related
+    )
 
 
 def test_the_all_gather_branch_index_zero_never_takes_raises_nowhere(broken):
@@ -148,7 +180,9 @@ def test_the_fixed_twin_is_silent(fixed):
 
 def test_a_path_the_engine_refuses_with_a_draft_is_silent(tmp_path):
     profile = tmp_path / "sglang.toml"
-    profile.write_text((rules_directory() / "engines" / "sglang.toml").read_text() + 'speculative_excludes = ["can_run_tbo"]\n')
+    profile.write_text(
+        (rules_directory() / "engines" / "sglang.toml").read_text() + 'speculative_excludes = ["can_run_tbo"]\n'
+    )
     result = api.scan(SERVING, options=OPTIONS, profile_files=(profile,))
     assert not [f for f in api.findings(result, ("FT027",))]
 
@@ -174,7 +208,10 @@ def test_the_chain_holds_the_serving_path(broken, fixed):
     unread = broken.model("UnreadForCausalLM").chain.serving.unread
     assert unread is not None
     assert (_where(unread.setter_at), unread.setter_method, unread.writes, unread.reads, _where(unread.site_at)) == (
-        ("sglang/srt/models/unread.py", 55), "set_eagle3_layers_to_capture", ("layers_to_capture",), ("_is_layer_to_capture",),
+        ("sglang/srt/models/unread.py", 55),
+        "set_eagle3_layers_to_capture",
+        ("layers_to_capture",),
+        ("_is_layer_to_capture",),
         ("sglang/srt/models/unread.py", 32),
     )
     assert unread.function.endswith("UnreadModel.forward")
@@ -216,7 +253,8 @@ def test_a_setter_writing_what_the_loop_never_reads_captures_nothing(broken):
     row = broken.model("UnreadForCausalLM")
     assert row.support == "broken" and row.chain.has(F.ProblemKind.SETTER_WRITES_UNREAD)
     t = api.trace(broken, row.name, [-1, 2, 30], 61)
-    assert (t.outcome, t.raises_at) == (F.Outcome.RAISES, F.Location("sglang/srt/models/unread.py", 48))  # the wrapper's unpacking
+    # the wrapper's unpacking
+    assert (t.outcome, t.raises_at) == (F.Outcome.RAISES, F.Location("sglang/srt/models/unread.py", 48))
     doc = json.loads(json.dumps(_row_json(broken, "UnreadForCausalLM")))
     assert doc["capture"]["outcome"] == "captures_nothing"
 
@@ -239,13 +277,25 @@ def test_the_matrix_says_which_ids_each_phase_holds(broken, fixed):
     ]
     marks = _row_json(broken, "MarksForCausalLM")["capture"]["serving"]["phases"][0]
     assert marks["ids"] == "the union of the model's default and the draft's ids (3 calls)"
-    assert [p["ids"] for p in _row_json(fixed, "DenseMoeForCausalLM")["capture"]["serving"]["phases"]] == ["the draft's ids"] * 3
+    assert [p["ids"] for p in _row_json(fixed, "DenseMoeForCausalLM")["capture"]["serving"]["phases"]] == [
+        "the draft's ids"
+    ] * 3
 
 
 def _configs(tmp_path: Path) -> tuple[Path, Path]:
     target, draft = tmp_path / "target.json", tmp_path / "draft.json"
-    target.write_text(json.dumps({"architectures": ["DenseMoeForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168}))
-    draft.write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}))
+    target.write_text(
+        json.dumps({"architectures": ["DenseMoeForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168})
+    )
+    draft.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "hidden_size": 7168,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]},
+            }
+        )
+    )
     return target, draft
 
 
@@ -275,7 +325,10 @@ def test_fix_then_compat_says_match_without_touching_the_draft(tmp_path):
     assert {v.proposal.rule for v in report.offered} >= {"FT022", "FT026"}
     write_edits(tree, report.edits())
     patched = (tree / GRAPHS).read_text()
-    assert "self.model_runner.model.set_eagle3_layers_to_capture(self.model_runner.eagle_aux_hidden_state_layer_ids)" in patched
+    assert (
+        "self.model_runner.model.set_eagle3_layers_to_capture(self.model_runner.eagle_aux_hidden_state_layer_ids)"
+        in patched
+    )
     after = api.compat(api.scan(tree, options=OPTIONS), target, draft)
     assert (after.verdict, after.served) == ("MATCH", (0, 3, 31))
     assert draft.read_bytes() == before
@@ -287,16 +340,26 @@ def test_the_runner_codemod_needs_ids_reached_from_its_own_object():
     from flowtrace.fix.model import CannotFix
 
     def call(function, receiver, ids, text):
-        step = F.RunnerStep(F.RunnerStepKind.SETTER, "set_x", F.Location("r.py", 1), receiver=receiver, ids=ids, ids_text=text)
+        step = F.RunnerStep(
+            F.RunnerStepKind.SETTER, "set_x", F.Location("r.py", 1), receiver=receiver, ids=ids, ids_text=text
+        )
         return SetterCall(step, function, "start-up")
 
     later = call("pkg.ModelRunner.initialize", "self.model", F.RunnerIds.GIVEN, "self.cfg.ids")
-    assert reached_ids(call("pkg.GraphRunner.__init__", "self.runner.model", F.RunnerIds.DEFAULT, ""), later) == "self.runner.cfg.ids"
-    assert reached_ids(call("pkg.ModelRunner._dummy_run", "self.model", F.RunnerIds.DEFAULT, ""), later) == "self.cfg.ids"
+    assert (
+        reached_ids(call("pkg.GraphRunner.__init__", "self.runner.model", F.RunnerIds.DEFAULT, ""), later)
+        == "self.runner.cfg.ids"
+    )
+    assert (
+        reached_ids(call("pkg.ModelRunner._dummy_run", "self.model", F.RunnerIds.DEFAULT, ""), later) == "self.cfg.ids"
+    )
     with pytest.raises(CannotFix):
         reached_ids(call("pkg.GraphRunner.__init__", "model", F.RunnerIds.DEFAULT, ""), later)
     with pytest.raises(CannotFix):
-        reached_ids(call("pkg.GraphRunner.__init__", "self.runner.model", F.RunnerIds.DEFAULT, ""), call("pkg.ModelRunner.initialize", "self.model", F.RunnerIds.GIVEN, "ids"))
+        reached_ids(
+            call("pkg.GraphRunner.__init__", "self.runner.model", F.RunnerIds.DEFAULT, ""),
+            call("pkg.ModelRunner.initialize", "self.model", F.RunnerIds.GIVEN, "ids"),
+        )
 
 
 # -- category 5: the loop index's guards (index/index_guards.py) ----------------------------------------
@@ -304,7 +367,11 @@ def _first(body: str) -> tuple[FirstIndex, ast.For, ast.Call]:
     fn = ast.parse(textwrap.dedent(body)).body[0]
     assert isinstance(fn, ast.FunctionDef)
     loop = next(n for n in ast.walk(fn) if isinstance(n, ast.For))
-    call = next(n for n in ast.walk(loop) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append")
+    call = next(
+        n
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+    )
     return FirstIndex(fn, loop), loop, call
 
 

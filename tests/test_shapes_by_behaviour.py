@@ -38,7 +38,8 @@ def test_helper_not_named_by_the_profile_with_a_collector_built_by_a_call(shapes
     assert (site.mechanism, site.point) == (F.Mechanism.HELPER, F.Point.INPUT)
     assert (site.helper_method, site.container, site.label_offset) == ("_stash", "aux", 1)
     assert site.location == F.Location(SAMPI, _line("self._stash(aux, idx + 1"))  # the call after layer idx
-    assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _stash(aux, 0, ...) before the loop
+    # _stash(aux, 0, ...) before the loop
+    assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)
     row = shapes_scan.project.row("SampiForCausalLM")
     assert row.support == F.Support.SUPPORTED
     assert api.trace(shapes_scan, "SampiForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)
@@ -47,7 +48,8 @@ def test_helper_not_named_by_the_profile_with_a_collector_built_by_a_call(shapes
 def test_helper_recording_into_its_own_object(shapes_scan) -> None:
     site = _site(shapes_scan, "SanModel")
     assert (site.mechanism, site.point) == (F.Mechanism.HELPER, F.Point.INPUT)
-    assert (site.helper_method, site.container, site.label_offset) == ("_note", None, 1)  # kept on self: no collector handed
+    # kept on self: no collector handed
+    assert (site.helper_method, site.container, site.label_offset) == ("_note", None, 1)
     assert site.captured_expression == "hidden_states"
     assert (site.embedding_capturable, site.last_layer_capturable) == (True, True)  # _note(0, ...) before the loop
     assert api.trace(shapes_scan, "SanForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)
@@ -55,9 +57,11 @@ def test_helper_recording_into_its_own_object(shapes_scan) -> None:
 
 def test_layer_marked_by_a_flag_from_the_ids_whose_stream_the_loop_records(shapes_scan) -> None:
     site = _site(shapes_scan, "ShoModel")
-    assert (site.mechanism, site.point, site.callback_parameter) == (F.Mechanism.FLAGGED, F.Point.UNKNOWN, "keep_prev")  # decided in the layer
+    # decided in the layer
+    assert (site.mechanism, site.point, site.callback_parameter) == (F.Mechanism.FLAGGED, F.Point.UNKNOWN, "keep_prev")
     assert (site.attribute, site.container, site.label_offset) == ("layers_to_capture", "aux", 0)
     capture = shapes_scan.project.row("ShoForCausalLM").capture
     assert capture.point == F.Point.INPUT  # the layer returns the stream it was handed, before self.proj
-    assert (capture.embedding_capturable, capture.last_layer_capturable) == (True, True)  # b=L: the append after the loop
+    # b=L: the append after the loop
+    assert (capture.embedding_capturable, capture.last_layer_capturable) == (True, True)
     assert api.trace(shapes_scan, "ShoForCausalLM", [-1, 1, 31], 32).boundaries == (0, 2, 32)

@@ -64,15 +64,17 @@ class SlotShape(SiteShape):
         found = []
         for stmt, tests in ctx.assignments():
             target = stmt.targets[0]
-            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and ctx.forward.containers.get(target.value.id) == "list"):
+            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and ctx.forward.containers.get(target.value.id) == "list"):
                 continue
             test = next((t for t in tests if ctx.forward.condition_attribute(t)), None)
             if test is None:
                 continue
             label = ctx.forward.condition_label(test, ctx.index)
             after = start_of(stmt) > start_of(ctx.layer_call)
-            fact = ctx.fact(stmt, F.Mechanism.SLOT, side_point(after, label), ctx.forward.condition_attribute(test), target.value.id,
-                            "a list slot", reach=ctx.reach(after), captured=ctx.file.code(stmt.value), label=label)
+            fact = ctx.fact(stmt, F.Mechanism.SLOT, side_point(after, label), ctx.forward.condition_attribute(test),
+                            target.value.id, "a list slot", reach=ctx.reach(after), captured=ctx.file.code(stmt.value),
+                            label=label)
             found.append(Found(0, fact))
         return found
 
@@ -80,7 +82,7 @@ class SlotShape(SiteShape):
 SHAPE = SlotShape()
 '''
 
-CHECK = '''
+CHECK = """
 import ast, json, textwrap
 from pathlib import Path
 from flowtrace.engines.profiles import Conventions, select_profiles
@@ -92,12 +94,14 @@ shape = next(s for s in sites.registered() if s.name == "slot")
 out = {"registered": [s.name for s in sites.registered()], "valid": [], "invalid": []}
 for source, _ in shape.VALID:
     text = "class M:\\n" + textwrap.indent(textwrap.dedent(source).strip("\\n"), "    ") + "\\n"
-    out["valid"] += [[str(s.mechanism), str(s.point)] for s in FileAnalyzer("p/m.py", text, ast.parse(text), conv).facts().capture_sites]
+    found = FileAnalyzer("p/m.py", text, ast.parse(text), conv).facts().capture_sites
+    out["valid"] += [[str(s.mechanism), str(s.point)] for s in found]
 for source in shape.INVALID:
     text = "class M:\\n" + textwrap.indent(textwrap.dedent(source).strip("\\n"), "    ") + "\\n"
-    out["invalid"] += [[str(s.mechanism), str(s.point)] for s in FileAnalyzer("p/m.py", text, ast.parse(text), conv).facts().capture_sites]
+    found = FileAnalyzer("p/m.py", text, ast.parse(text), conv).facts().capture_sites
+    out["invalid"] += [[str(s.mechanism), str(s.point)] for s in found]
 print(json.dumps(out))
-'''
+"""
 
 
 def test_a_new_shape_is_one_module_and_one_enum_member(tmp_path: Path) -> None:
@@ -110,7 +114,14 @@ def test_a_new_shape_is_one_module_and_one_enum_member(tmp_path: Path) -> None:
     assert anchor in text  # the recipe's step 2: one member in Mechanism
     facts.write_text(text.replace(anchor, '    SLOT = "slot"  # outs[k] = h\n' + anchor))
     env = dict(os.environ, PYTHONPATH=str(tmp_path), FLOWTRACE_RULES=str(rules_directory()))
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CHECK)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["registered"] == ["callback", "dict", "flagged", "hook", "buffer", "slot", "append", "helper"]  # by rank

@@ -59,10 +59,29 @@ MARKER = "aux_hidden_states"  # a capture marker of the sglang profile: the file
 SHAPES = {
     "annotated_entry_class": "class A:\n    pass\n\n\nclass B(A):\n    pass\n\n\nEntryClass: list = [A, B]\n",
     "tuple_entry_class": "from pkg.base import Base\n\n\nclass A(Base):\n    pass\n\n\nEntryClass = (A,)\n",
-    "single_entry_class": "import pkg.models.base as base\n\n\nclass A(base.Base):\n    def forward(self):\n        pass\n\n\nEntryClass = A\n",
-    "generic_and_relative_bases": "from ..layers import base as b\nfrom .sibling import Mixin\n\n\nclass A(b.Base[int], Mixin):\n    async def forward(self):\n        pass\n",
+    "single_entry_class": (
+        "import pkg.models.base as base\n\n\n"
+        "class A(base.Base):\n"
+        "    def forward(self):\n"
+        "        pass\n\n\n"
+        "EntryClass = A\n"
+    ),
+    "generic_and_relative_bases": (
+        "from ..layers import base as b\n"
+        "from .sibling import Mixin\n\n\n"
+        "class A(b.Base[int], Mixin):\n"
+        "    async def forward(self):\n"
+        "        pass\n"
+    ),
     "annotation_without_value": "class A:\n    pass\n\n\nEntryClass: list\n",
-    "star_import_and_alias": "from pkg.models import *\nimport pkg.models.llama as llama_mod\nimport os.path\n\n\nclass A(llama_mod.LlamaForCausalLM):\n    pass\n\n\nEntryClass = [A]\n",
+    "star_import_and_alias": (
+        "from pkg.models import *\n"
+        "import pkg.models.llama as llama_mod\n"
+        "import os.path\n\n\n"
+        "class A(llama_mod.LlamaForCausalLM):\n"
+        "    pass\n\n\n"
+        "EntryClass = [A]\n"
+    ),
 }
 
 
@@ -78,9 +97,15 @@ def test_both_tiers_agree_on_registration_shapes(name: str, with_marker: bool):
 def test_an_annotated_entry_class_registers_both_classes():
     """Read from the source: ``EntryClass: list = [A, B]`` registers A and B at line 9."""
     source = SHAPES["annotated_entry_class"] + f"\n\ndef helper(x):\n    {MARKER} = [x]\n"
-    for facts in (analyze_bytes("pkg/models/m.py", source.encode(), CONV), table_facts("pkg/models/m.py", source.encode(), CONV)):
+    for facts in (
+        analyze_bytes("pkg/models/m.py", source.encode(), CONV),
+        table_facts("pkg/models/m.py", source.encode(), CONV),
+    ):
         assert not facts.diagnostics
-        assert sorted((r.architecture, r.target, r.location.line) for r in facts.registry) == [("A", "pkg.models.m.A", 9), ("B", "pkg.models.m.B", 9)]
+        assert sorted((r.architecture, r.target, r.location.line) for r in facts.registry) == [
+            ("A", "pkg.models.m.A", 9),
+            ("B", "pkg.models.m.B", 9),
+        ]
 
 
 # Shapes from real engines on which the two tiers once read different tables (written from
@@ -127,12 +152,20 @@ def test_shapes_the_tiers_once_read_differently(with_marker: bool):
     facts = (analyze_bytes if with_marker else table_facts)("pkg/models/m.py", source.encode(), CONV)
     classes = {c.name: c for c in facts.classes}
     # the class under `if TYPE_CHECKING:` and the one nested in Wrapper are classes of the module
-    assert [c.qualname for c in facts.classes] == ["pkg.models.m._PPBase", "pkg.models.m.Model", "pkg.models.m.Wrapper", "pkg.models.m.Wrapper.Inner"]
+    assert [c.qualname for c in facts.classes] == [
+        "pkg.models.m._PPBase",
+        "pkg.models.m.Model",
+        "pkg.models.m.Wrapper",
+        "pkg.models.m.Wrapper.Inner",
+    ]
     assert classes["Wrapper"].bases == ("pkg.models.m._PPBase",)
     # self.llm is what init_llm returns (line 21), through a method a subclass may override
     assert F.AttributeAssignment("llm", "pkg.models.m.Model", 21, "method:init_llm") in classes["Wrapper"].assignments
     # methods returning a newly built class: init_llm (line 24) and forward (line 29)
-    assert classes["Wrapper"].factories == (F.AttributeAssignment("init_llm", "pkg.models.m.Model", 24), F.AttributeAssignment("forward", "pkg.outputs.Output", 29))
+    assert classes["Wrapper"].factories == (
+        F.AttributeAssignment("init_llm", "pkg.models.m.Model", 24),
+        F.AttributeAssignment("forward", "pkg.outputs.Output", 29),
+    )
     # `super(Wrapper, self).__init__()` is not the `super().__init__(` call extends looks for
     assert classes["Wrapper"].extends == ()
     # an import inside a method binds the name too (the last binding of a name wins)

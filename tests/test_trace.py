@@ -79,19 +79,49 @@ def test_every_step_names_a_location(sglang_scan):
 
 def test_trace_cli_json_and_exit_codes(tmp_path):
     runner = CliRunner()
-    out = runner.invoke(main, ["trace", str(SGLANG_LIKE), "-m", "AlphaForCausalLM", "--layer-ids", "-1,2,30", "-L", "32", "--format", "json", "--no-cache"])
+    out = runner.invoke(
+        main,
+        [
+            "trace",
+            str(SGLANG_LIKE),
+            "-m",
+            "AlphaForCausalLM",
+            "--layer-ids",
+            "-1,2,30",
+            "-L",
+            "32",
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["schema"] == "flowtrace.trace/1" and doc["boundaries"] == [0, 3, 31]
     bad = runner.invoke(main, ["trace", str(SGLANG_LIKE), "-m", "NoSuchModel", "-L", "32", "--no-cache"])
     assert bad.exit_code == 2 and "NoSuchModel" in bad.output
-    ids = runner.invoke(main, ["trace", str(SGLANG_LIKE), "-m", "AlphaForCausalLM", "--layer-ids", "a,b", "-L", "32", "--no-cache"])
+    ids = runner.invoke(
+        main, ["trace", str(SGLANG_LIKE), "-m", "AlphaForCausalLM", "--layer-ids", "a,b", "-L", "32", "--no-cache"]
+    )
     assert ids.exit_code == 2
     cannot = runner.invoke(main, ["trace", str(SGLANG_LIKE), "-m", "PlainForCausalLM", "-L", "32", "--no-cache"])
     assert cannot.exit_code == 1
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 16, "hidden_size": 8}))
-    via_config = runner.invoke(main, ["trace", str(VLLM_LIKE), "-m", "LlamaForCausalLM", "--target-config", str(cfg), "--format", "json", "--no-cache"])
+    via_config = runner.invoke(
+        main,
+        [
+            "trace",
+            str(VLLM_LIKE),
+            "-m",
+            "LlamaForCausalLM",
+            "--target-config",
+            str(cfg),
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     assert json.loads(via_config.stdout)["boundaries"] == [2, 8, 13]
 
 

@@ -38,7 +38,11 @@ def _git_checkout(tmp_path, packed: bool = False):
     shutil.copytree(SGLANG_LIKE, tree, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
     git = repo / ".git"
     (git / "refs" / "heads").mkdir(parents=True)
-    (git / "config").write_text('[core]\n\tbare = false\n[remote "origin"]\n\turl = git@github.com:owner/engine.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n', encoding="utf-8")
+    (git / "config").write_text(
+        '[core]\n\tbare = false\n[remote "origin"]\n\turl = git@github.com:owner/engine.git\n\tfetch ='
+        " +refs/heads/*:refs/remotes/origin/*\n",
+        encoding="utf-8",
+    )
     (git / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     if packed:
         (git / "packed-refs").write_text(f"# pack-refs with: peeled\n{SHA} refs/heads/main\n", encoding="utf-8")
@@ -57,7 +61,14 @@ def test_a_git_checkout_links_to_the_commit_and_the_scanned_subfolder(tmp_path, 
 def test_a_release_links_to_its_project_url_at_the_version_tag_marked_as_a_guess(tmp_path):
     dist = tmp_path / "eng-1.2.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eng\nVersion: 1.2\nProject-URL: Homepage, https://github.com/owner/eng\nProject-URL: Docs, https://docs.example\n", encoding="utf-8")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\n"
+        "Name: eng\n"
+        "Version: 1.2\n"
+        "Project-URL: Homepage, https://github.com/owner/eng\n"
+        "Project-URL: Docs, https://docs.example\n",
+        encoding="utf-8",
+    )
     base = infer_link_base(tmp_path)
     assert base is not None and not base.exact
     assert base.url == "https://github.com/owner/eng/blob/v1.2" and "--link-base" in base.origin
@@ -70,9 +81,13 @@ def test_scan_html_links_are_web_links_and_link_base_overrides(tmp_path):
     assert res.exit_code == 0, res.output
     html = report.read_text(encoding="utf-8")
     hrefs = re.findall(r'<a class="src[^"]*" href="([^"]+)"', html)
-    assert hrefs and all(h.startswith(f"https://github.com/owner/engine/blob/{SHA}/python/engine/sglang/") for h in hrefs)
+    assert hrefs and all(
+        h.startswith(f"https://github.com/owner/engine/blob/{SHA}/python/engine/sglang/") for h in hrefs
+    )
     assert "vscode://" not in html
-    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/src"])
+    res = CliRunner().invoke(
+        main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/src"]
+    )
     hrefs = re.findall(r'<a class="src[^"]*" href="([^"]+)"', report.read_text(encoding="utf-8"))
     assert hrefs and all(h.startswith("https://mirror.example/src/sglang/") for h in hrefs)
 
@@ -87,7 +102,10 @@ def _release(tmp_path, profile_subdir: str | None):
     shutil.copytree(SGLANG_LIKE, tree)
     dist = tree / "eng-0.9.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eng\nVersion: 0.9\nProject-URL: Repository, https://github.com/owner/eng\n", encoding="utf-8")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: eng\nVersion: 0.9\nProject-URL: Repository, https://github.com/owner/eng\n",
+        encoding="utf-8",
+    )
     args = ["--profile", "sglang"]
     if profile_subdir is not None:
         text = available_profiles()["sglang"].read_text(encoding="utf-8")
@@ -109,16 +127,22 @@ def test_a_release_in_a_repository_subfolder_links_below_that_folder(tmp_path):
     res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), *args])
     assert res.exit_code == 0, res.output
     hrefs = _hrefs(report)
-    assert hrefs and all(h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in hrefs), hrefs[:3]
+    assert hrefs and all(
+        h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in hrefs
+    ), hrefs[:3]
     # `report` from the saved scan infers the same base from the document's profiles.
     doc = tmp_path / "scan.json"
     res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--format", "json", "-o", str(doc), *args])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["report", "--scan", str(doc), "-o", str(tmp_path / "r2.html")])
     assert res.exit_code == 0, res.output
-    assert _hrefs(tmp_path / "r2.html") and all(h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in _hrefs(tmp_path / "r2.html"))
+    assert _hrefs(tmp_path / "r2.html") and all(
+        h.startswith("https://github.com/owner/eng/blob/v0.9/python/sglang/srt/") for h in _hrefs(tmp_path / "r2.html")
+    )
     # --link-base still overrides.
-    res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/x", *args])
+    res = CliRunner().invoke(
+        main, ["scan", str(tree), "--no-cache", "--html", str(report), "--link-base", "https://mirror.example/x", *args]
+    )
     assert _hrefs(report) and all(h.startswith("https://mirror.example/x/sglang/srt/") for h in _hrefs(report))
 
 
@@ -127,13 +151,20 @@ def test_a_profile_without_a_subfolder_links_at_the_tag_root(tmp_path):
     report = tmp_path / "r.html"
     res = CliRunner().invoke(main, ["scan", str(tree), "--no-cache", "--html", str(report), *args])
     assert res.exit_code == 0, res.output
-    assert _hrefs(report) and all(h.startswith("https://github.com/owner/eng/blob/v0.9/sglang/srt/") for h in _hrefs(report))
+    assert _hrefs(report) and all(
+        h.startswith("https://github.com/owner/eng/blob/v0.9/sglang/srt/") for h in _hrefs(report)
+    )
 
 
-@pytest.mark.parametrize(("subdir", "url"), [("python", "python"), ("/python/", "python"), ("src/pkg/", "src/pkg"), ("../elsewhere", ""), ("", "")])
+@pytest.mark.parametrize(
+    ("subdir", "url"),
+    [("python", "python"), ("/python/", "python"), ("src/pkg/", "src/pkg"), ("../elsewhere", ""), ("", "")],
+)
 def test_the_subfolder_never_leaves_the_repository(tmp_path, subdir, url):
     dist = tmp_path / "eng-1.2.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eng\nVersion: 1.2\nHome-page: https://github.com/owner/eng\n", encoding="utf-8")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: eng\nVersion: 1.2\nHome-page: https://github.com/owner/eng\n", encoding="utf-8"
+    )
     base = infer_link_base(tmp_path, subdir)
     assert base is not None and base.url == "https://github.com/owner/eng/blob/v1.2" + (f"/{url}" if url else "")
