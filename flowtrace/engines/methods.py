@@ -40,6 +40,13 @@ Keys of one ``[methods.<name>]`` table (all optional; docs/profiles.md is the re
 - ``startup_refusal``, ``target_methods``: as the ``[checks]`` keys, for this method.
 - ``probe_draft_architecture``, ``probe_draft_model_type``, ``probe_draft_ids_key``: what
   ``probe engine --method`` writes into its tiny draft config.
+- ``probe_draft_layout``: the checkpoint layout of that draft, a word of the probe's runner
+  (``midlayer``, the default: one layer under ``midlayer.`` reading embedding and state side by
+  side; ``layers``: a stack of decoder layers under ``layers.<i>.`` with a ``hidden_norm``).
+- ``probe_draft_config``: a table of further keys written into that draft config (nested tables
+  become nested objects); given, it replaces the runner's default extras.
+- ``probe_engine_method``: the engine's word for the method in the speculative configuration
+  the probe's runner script starts the engine with.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ LEGACY = ("eagle3", "EAGLE-3")
 # What ``default_arguments`` may name: the values the runner passes the default function.
 LAYERS, DRAFT_LAYERS = "layers", "draft_layers"
 ARGUMENT_WORDS = (LAYERS, DRAFT_LAYERS)
+# A value of a method's probe_draft_config table (nested tables are flattened to dotted keys).
+Scalar = bool | int | float | str
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -89,6 +98,9 @@ class SpecMethod:
     probe_draft_architecture: str = ""
     probe_draft_model_type: str = ""
     probe_draft_ids_key: str = ""
+    probe_draft_layout: str = ""
+    probe_draft_config: tuple[tuple[str, Scalar], ...] = ()  # (dotted key, value)
+    probe_engine_method: str = ""
 
     @property
     def title(self) -> str:
@@ -114,6 +126,7 @@ _STRING_LISTS = frozenset(
 )
 _INTS = frozenset({"id_offset", "states", "embedding_id"})
 _BOOLS = frozenset({"default", "none_embedding"})
+_TABLES = frozenset({"probe_draft_config"})
 METHOD_KEYS = tuple(f.name for f in fields(SpecMethod) if f.name != "name")
 
 
@@ -132,6 +145,10 @@ def _value(key: str, value: object, where: str) -> Any:
         if type(value) is not int:
             raise ProfileError(f"{where} {key} must be a int, found {type(value).__name__}")
         return value
+    if key in _TABLES:
+        if not isinstance(value, dict):
+            raise ProfileError(f"{where} {key} must be a table, found {type(value).__name__}")
+        return _flat(value, key, where)
     if key in _BOOLS:
         if type(value) is not bool:
             raise ProfileError(f"{where} {key} must be a bool, found {type(value).__name__}")
@@ -139,6 +156,21 @@ def _value(key: str, value: object, where: str) -> Any:
     if not isinstance(value, str):
         raise ProfileError(f"{where} {key} must be a str, found {type(value).__name__}")
     return value
+
+
+def _flat(table: dict[str, Any], key: str, where: str, prefix: str = "") -> tuple[tuple[str, Scalar], ...]:
+    """A table of scalars (nested tables allowed) as (dotted key, value) pairs, in order: a
+    frozen, hashable form the runner turns back into nested objects."""
+    out: list[tuple[str, Scalar]] = []
+    for name, value in table.items():
+        if isinstance(value, dict):
+            out.extend(_flat(value, key, where, f"{prefix}{name}."))
+        elif isinstance(value, (bool, int, float, str)):
+            out.append((f"{prefix}{name}", value))
+        else:
+            raise ProfileError(f"{where} {key}.{prefix}{name}: a value must be a string, number, boolean or table, "
+                               f"found {type(value).__name__}")
+    return tuple(out)
 
 
 def read_methods(table: object, where: str) -> tuple[SpecMethod, ...]:
@@ -221,7 +253,7 @@ def _joined(a: SpecMethod, b: SpecMethod) -> SpecMethod:
         left, right = getattr(a, f.name), getattr(b, f.name)
         if f.name in _STRING_LISTS:
             changes[f.name] = tuple(dict.fromkeys((*left, *right)))
-        elif left in ("", None, False) and right not in ("", None, False):
+        elif left in ("", None, False, ()) and right not in ("", None, False, ()):
             changes[f.name] = right
     return replace(a, **changes)
 

@@ -265,7 +265,15 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
 @click.option(
     "--draft-config",
     type=click.Path(),
-    help="An EAGLE-3 draft config.json (or folder): its ids, exactly as written (or none).",
+    help="A draft config.json (or folder) of the method probed: its ids, exactly as written (or none).",
+)
+@click.option(
+    "--method",
+    metavar="NAME",
+    help=(
+        "The speculative method whose draft to write and trace: a [methods.<name>] of the engine's profile with"
+        " probe_draft_* keys (default: the profile's default method; docs/probe-engine.md)."
+    ),
 )
 @click.option("--layer-ids", metavar="I0,I1,...", help="Ids handed to the engine's setter directly (no draft).")
 @click.option("--num-layers", type=click.IntRange(1, 64), help="Layers of the shrunk target (default 4).")
@@ -312,6 +320,7 @@ def engine_cmd(
     install,
     target_config,
     draft_config,
+    method,
     layer_ids,
     num_layers,
     device,
@@ -348,7 +357,7 @@ def engine_cmd(
         raise ProbeUsageError("give --draft-config D (ids from the draft config) or --layer-ids 1,2,3")
 
     def go():
-        settings = probe_settings(engine, tuple(Path(p) for p in profile_files))
+        settings = probe_settings(engine, tuple(Path(p) for p in profile_files), method)
         case = (
             draft_case(draft_config, settings=settings)
             if draft_config

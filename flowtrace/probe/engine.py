@@ -28,6 +28,7 @@ from flowtrace.probe.settings import ProbeSettings, probe_settings
 SCHEMA = "flowtrace.probe-engine/1"
 DEFAULT_NUM_LAYERS = 4
 FC_SLOTS_WITHOUT_IDS = 3  # an EAGLE-3 draft is trained on three states unless its weights say otherwise
+# (a method's [methods.*] states / states_key say otherwise for its drafts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +50,11 @@ class Case:
     ids: tuple[int, ...] | None
     key: str | None = None  # the draft-config key of the ids (None: the profile's draft_ids_key)
     fc_slots: int = FC_SLOTS_WITHOUT_IDS
+    draft_layers: int = 1  # decoder layers of the probe's draft (a layout with a layer stack writes that many)
 
     def to_spec(self) -> dict:
         return {"name": self.name, "mode": self.mode, "ids": list(self.ids) if self.ids is not None else None,
-                "key": self.key, "fc_slots": self.fc_slots}
+                "key": self.key, "fc_slots": self.fc_slots, "draft_layers": self.draft_layers}
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,8 @@ def _dotted(doc: dict, key: str) -> object:
 
 def draft_case(path: str, name: str = "draft", settings: ProbeSettings | None = None) -> Case:
     """The case a draft config describes: its ids exactly as written (or none), read at the
-    profile's draft-config keys in the engine's order, and its fc width."""
+    profile's draft-config keys in the engine's order (those of the settings' method), its fc
+    width and its layer count."""
     doc = read_json(path, "--draft-config")
     settings = settings or probe_settings()
     ids, key = None, settings.draft_ids_key
@@ -188,8 +191,19 @@ def draft_case(path: str, name: str = "draft", settings: ProbeSettings | None = 
         isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
     ):
         raise ProbeError(f"--draft-config {path}: {key} must be a list of integers, got {ids!r}")
-    slots = _fc_slots_from_weights(Path(path)) or (len(set(ids)) if ids else FC_SLOTS_WITHOUT_IDS)
-    return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots)
+    layers = doc.get("num_hidden_layers")
+    layers = layers if type(layers) is int and layers > 0 else 1
+    slots = _fc_slots_from_weights(Path(path)) or (len(set(ids)) if ids else _states_without_ids(doc, settings))
+    return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots, layers)
+
+
+def _states_without_ids(doc: dict, settings: ProbeSettings) -> int:
+    """How many states the method's fc takes for a draft that names no ids: the method's number,
+    else the draft-config key it names (vLLM's DFlash draft: one per draft layer), else three."""
+    if settings.states:
+        return settings.states
+    value = _dotted(doc, settings.states_key) if settings.states_key else None
+    return value if type(value) is int and value > 0 else FC_SLOTS_WITHOUT_IDS
 
 
 def _fc_slots_from_weights(path: Path) -> int | None:
@@ -270,8 +284,10 @@ def run_all(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequen
 
 
 def static_traces(source: str, architecture: str, cases: Sequence[Case], num_layers: int, hidden_size: int | None,
-                  target: dict) -> list[dict]:
-    """flowtrace's static trace of the installed engine's own source, one per case."""
+                  target: dict, method: str | None = None) -> list[dict]:
+    """flowtrace's static trace of the installed engine's own source, one per case, for the
+    speculative method the draft is (None: the profiles' default, as `flowtrace trace` without
+    ``--method``)."""
     from flowtrace import api
     from flowtrace.analysis.trace import trace_json
     from flowtrace.index.build import IndexOptions
@@ -281,7 +297,7 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     # and its profile is chosen by path, as for any checkout (rooted at the package folder
     # itself, ``<package>.`` prefixes name no module of the tree). Paths read ``<package>/...``.
     package = Path(source).name
-    result = api.scan(Path(source).parent, options=IndexOptions(excludes=("/*", f"!/{package}/")))
+    result = api.scan(Path(source).parent, options=IndexOptions(excludes=("/*", f"!/{package}/")), method=method)
 
     def where(step: dict) -> str:
         return f"{step['file']}:{step['line']}"
@@ -289,9 +305,8 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     out = []
     for c in cases:
         try:
-            traced = api.trace(
-                result, architecture, list(c.ids) if c.ids is not None else None, num_layers, hidden_size, target
-            )
+            ids = list(c.ids) if c.ids is not None else None
+            traced = api.trace(result, architecture, ids, num_layers, hidden_size, target, draft_layers=c.draft_layers)
         except api.UsageError as exc:
             out.append({"outcome": "unknown", "boundaries": None, "raises_at": None, "reason": str(exc), "at": None})
             continue
@@ -420,6 +435,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
     return {
         "schema": SCHEMA,
         "engine": engine,
+        "method": raw.get("method"),
         "engine_version": env.version,
         "engine_distribution": env.distribution,
         "engine_source": env.source,
@@ -459,13 +475,18 @@ def probe_engine(
     device: str = "cpu",
     engine_python: str | None = None,
     progress: Callable[[str], None] | None = None,
+    method: str | None = None,
 ) -> list[EngineProbeResult]:
     """Run the engine once for all ``cases`` of one target and compare each with the static trace.
 
     ``engine`` names a profile with a ``[probe]`` table (None: the only one there is), unless
-    ``settings`` are given (a user's profile file, read by the caller)."""
+    ``settings`` are given (a user's profile file, read by the caller); ``method`` the
+    speculative method whose draft the probe writes (None: the profile's default)."""
     t0 = time.time()
-    settings = settings or probe_settings(engine)
+    settings = settings or probe_settings(engine, method=method)
+    if not settings.method_default and any(c.mode != "draft" for c in cases):
+        raise ProbeError(f"--method {settings.method}: --layer-ids go to the engine's setter directly, past the "
+                         "method's own plumbing; give --draft-config (or leave --method out)")
     cases = [c if c.key else replace(c, key=settings.draft_ids_key) for c in cases]
     env = locate_engine(settings, device, engine_python)
     target = target_config if isinstance(target_config, dict) else read_json(target_config, "--target-config")
@@ -477,7 +498,9 @@ def probe_engine(
     L = int(raw.get("num_layers") or text["num_hidden_layers"])
     if progress:
         progress(f"static trace of {env.source}")
-    statics = static_traces(env.source, raw["architecture"], cases, L, text.get("hidden_size"), shrunk_cfg)
+    method = None if settings.method_default else settings.method
+    statics = static_traces(env.source, raw["architecture"], cases, L, text.get("hidden_size"), shrunk_cfg, method)
+    raw["method"] = settings.method or None
     raw.setdefault("num_layers", L)
     raw["hidden_size"] = text.get("hidden_size")
     by_name = {c.get("name"): c for c in raw.get("cases", [])}
@@ -494,10 +517,9 @@ def engine_text(result: EngineProbeResult) -> str:
     d = result.doc
     o, s = d["observed"], d["static"]
     ids = d["layer_ids"] if d["layer_ids"] is not None else "none (engine default)"
-    lines = [
-        f"probe engine {d['engine']} {d['engine_version']}: {d['model_class']} (L = {d['num_layers']}), ids {ids}, via"
-        f" {d['mode']}"
-    ]
+    via = f"{d['method']} draft" if d.get("method") and d["mode"] == "draft" else d["mode"]
+    head = f"probe engine {d['engine']} {d['engine_version']}: {d['model_class']} (L = {d['num_layers']})"
+    lines = [f"{head}, ids {ids}, via {via}"]
     for sh in d["shrunk"]:
         lines.append(f"  shrunk {sh['key']}: {sh['from']} -> {sh['to']}")
     for sl in d["slots"]:

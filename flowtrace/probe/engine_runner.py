@@ -16,8 +16,8 @@ plumbing then reads as run at load, and the cases after a raise run in the same 
 What happens, for one target architecture and several cases (id sets) in one engine process:
 
 1. shrink the target config (few layers, small hidden size, heads the backend accepts) and build a
-   random checkpoint of that architecture with transformers, plus a tiny random EAGLE-3 draft whose
-   config names the draft class of the profile;
+   random checkpoint of that architecture with transformers, plus a tiny random draft of the probed
+   method whose config names the draft class of the profile (its layout and further keys too);
 2. the runner script starts the engine once (draft loaded when any case has a draft config) and
    wraps the forward of the layer stack and of each decoder layer (a compile decorator may replace
    ``__call__``, so hooks would not fire), and the draft's fc entry;
@@ -231,45 +231,95 @@ def put_dotted(cfg: dict, key: str, value: Any) -> None:
     cfg[last] = value
 
 
-def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int, draft: dict) -> None:
-    """A one-layer EAGLE-3 draft whose config carries ``ids`` exactly as given, at ``key``.
+# The draft-config keys a draft gets when the profile's method names none ([methods.*]
+# probe_draft_config): what every EAGLE-3 draft config carries.
+DEFAULT_DRAFT_EXTRA = (("eagle_config.use_aux_hidden_state", True),)
+LAYOUTS = ("midlayer", "layers")
 
-    ``draft`` (the profile's draft class: ``architectures`` and ``model_type``) makes the engine
-    load it with its own EAGLE-3 draft class; the weights follow the EAGLE-3 checkpoint layout.
-    """
-    import torch
-    from safetensors.torch import save_file
 
+def draft_config(target: dict, ids: list | None, key: str, draft: dict, draft_layers: int = 1) -> dict:
+    """The draft's config.json: the profile's class (``draft``: ``architectures``, ``model_type``,
+    and ``config``, its method's further keys as dotted pairs), the target's sizes, ``ids``
+    exactly as given at ``key`` (nothing there for None)."""
     text = text_part(target)
-    h, v, inter = text["hidden_size"], text["vocab_size"], INTERMEDIATE
-    os.makedirs(folder, exist_ok=True)
+    h, v = text["hidden_size"], text["vocab_size"]
     cfg: dict[str, Any] = {
-        **draft,
-        "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": 1,
+        "architectures": list(draft["architectures"]), "model_type": draft["model_type"],
+        "hidden_size": h, "intermediate_size": INTERMEDIATE, "num_hidden_layers": draft_layers,
         "num_attention_heads": HEADS, "num_key_value_heads": HEADS, "head_dim": h // HEADS,
         "vocab_size": v, "draft_vocab_size": v, "max_position_embeddings": MAX_POS,
         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu",
         "tie_word_embeddings": False, "torch_dtype": "float32", "target_hidden_size": h,
-        "bos_token_id": 1, "eos_token_id": 2, "eagle_config": {"use_aux_hidden_state": True},
+        "bos_token_id": 1, "eos_token_id": 2,
     }
+    extra = draft.get("config")
+    for dotted, value in (DEFAULT_DRAFT_EXTRA if extra is None else [tuple(pair) for pair in extra]):
+        put_dotted(cfg, dotted, value)
     if ids is not None:
         put_dotted(cfg, key, list(ids))
-    with open(os.path.join(folder, "config.json"), "w") as fh:
-        json.dump(cfg, fh, indent=1)
+    return cfg
+
+
+def draft_weights(layout: str, h: int, v: int, fc_slots: int, draft_layers: int, seed: int) -> dict:
+    """Random draft weights under the checkpoint names the engine's draft class loads.
+
+    ``midlayer``: an EAGLE-3 checkpoint, one layer whose attention reads embedding and state side
+    by side (q/k/v of 2 x hidden) plus its own lm_head. ``layers``: a DFlash-style checkpoint, a
+    stack of Qwen3 decoder layers (q/k norms) behind ``fc`` and ``hidden_norm``, no embedding and
+    no lm_head (the engine shares the target's)."""
+    import torch
+
+    if layout not in LAYOUTS:
+        raise ValueError(f"draft layout {layout!r}: the runner writes {', '.join(LAYOUTS)}")
     gen = torch.Generator().manual_seed(seed)
+    inter, hd = INTERMEDIATE, h // HEADS
 
     def g(*shape: int) -> Any:
         return torch.randn(*shape, generator=gen) * 0.05
 
-    sd = {
-        "fc.weight": g(h, fc_slots * h),
-        "midlayer.hidden_norm.weight": torch.ones(h), "midlayer.input_layernorm.weight": torch.ones(h),
-        "midlayer.post_attention_layernorm.weight": torch.ones(h),
-        "midlayer.self_attn.q_proj.weight": g(h, 2 * h), "midlayer.self_attn.k_proj.weight": g(h, 2 * h),
-        "midlayer.self_attn.v_proj.weight": g(h, 2 * h), "midlayer.self_attn.o_proj.weight": g(h, h),
-        "midlayer.mlp.gate_proj.weight": g(inter, h), "midlayer.mlp.up_proj.weight": g(inter, h),
-        "midlayer.mlp.down_proj.weight": g(h, inter), "norm.weight": torch.ones(h), "lm_head.weight": g(v, h),
-    }
+    def ones(n: int) -> Any:
+        return torch.ones(n)
+
+    sd = {"fc.weight": g(h, fc_slots * h), "norm.weight": ones(h)}
+    if layout == "midlayer":
+        sd.update({
+            "midlayer.hidden_norm.weight": ones(h), "midlayer.input_layernorm.weight": ones(h),
+            "midlayer.post_attention_layernorm.weight": ones(h),
+            "midlayer.self_attn.q_proj.weight": g(h, 2 * h), "midlayer.self_attn.k_proj.weight": g(h, 2 * h),
+            "midlayer.self_attn.v_proj.weight": g(h, 2 * h), "midlayer.self_attn.o_proj.weight": g(h, h),
+            "midlayer.mlp.gate_proj.weight": g(inter, h), "midlayer.mlp.up_proj.weight": g(inter, h),
+            "midlayer.mlp.down_proj.weight": g(h, inter), "lm_head.weight": g(v, h),
+        })
+        return sd
+    sd["hidden_norm.weight"] = ones(h)
+    for i in range(draft_layers):
+        p = f"layers.{i}."
+        sd.update({
+            p + "input_layernorm.weight": ones(h), p + "post_attention_layernorm.weight": ones(h),
+            p + "self_attn.q_proj.weight": g(HEADS * hd, h), p + "self_attn.k_proj.weight": g(HEADS * hd, h),
+            p + "self_attn.v_proj.weight": g(HEADS * hd, h), p + "self_attn.o_proj.weight": g(h, HEADS * hd),
+            p + "self_attn.q_norm.weight": ones(hd), p + "self_attn.k_norm.weight": ones(hd),
+            p + "mlp.gate_proj.weight": g(inter, h), p + "mlp.up_proj.weight": g(inter, h),
+            p + "mlp.down_proj.weight": g(h, inter),
+        })
+    return sd
+
+
+def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int, draft: dict,
+                draft_layers: int = 1) -> None:
+    """A tiny random draft whose config carries ``ids`` exactly as given, at ``key``.
+
+    ``draft`` (the profile's draft class for the probed method: ``architectures``, ``model_type``,
+    ``layout`` and ``config``) makes the engine load it with its own draft class of that method;
+    the weights follow that layout (:func:`draft_weights`; default ``midlayer``, EAGLE-3's)."""
+    from safetensors.torch import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    cfg = draft_config(target, ids, key, draft, draft_layers)
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=1)
+    sd = draft_weights(draft.get("layout") or "midlayer", cfg["hidden_size"], cfg["vocab_size"], fc_slots,
+                       draft_layers, seed)
     save_file(sd, os.path.join(folder, "model.safetensors"))
     _tokenizer(folder)
 
@@ -521,7 +571,8 @@ def run(spec: dict) -> dict:
     if first is not None:
         ctx["draft"] = os.path.join(work, "draft")
         build_draft(
-            cfg, ctx["draft"], first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0), probe["draft"]
+            cfg, ctx["draft"], first["ids"], first["key"], first["fc_slots"], spec.get("seed", 0), probe["draft"],
+            first.get("draft_layers") or 1,
         )
     script = load_runner_script(probe["runner"], probe)
     result["engine_version"] = script.version()

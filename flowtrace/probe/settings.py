@@ -3,7 +3,9 @@
 Engine knowledge is data (rules/engines/*.toml): the import package, the distribution each device
 needs, the environment the engine process wants, the draft class the probe's tiny draft names and
 the runner script (a file next to the profile) that drives the engine's own Python API. This
-module reads and checks that table, so the rest of the probe names no engine.
+module reads and checks that table, so the rest of the probe names no engine. The draft is one
+speculative method's (``[methods.<name>] probe_*`` keys, the profile's default method unless
+``--method`` names another), so the rest of the probe names no method either.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowtrace.engines.methods import Scalar, SpecMethod, default_of, find_method
 from flowtrace.engines.profiles import Profile, load_all
 from flowtrace.errors import ProfileError
 from flowtrace.probe.errors import ProbeError
@@ -44,6 +47,13 @@ class ProbeSettings:
     draft_ids_key: str
     id_keys: tuple[str, ...]  # [draft] layer_id_keys: where a draft config keeps its ids
     install: Path | None = None  # the venv install script next to the profile (None: the profile names none)
+    method: str = ""  # the [methods.<name>] whose draft the probe writes ("": a profile without methods)
+    method_default: bool = True  # that method is the profile's default (the static trace needs no --method)
+    engine_method: str = ""  # the engine's word for that method in the speculative config ("": the script's own)
+    draft_layout: str = ""  # the draft checkpoint's layout, a word of the runner ("": midlayer)
+    draft_extra: tuple[tuple[str, Scalar], ...] = ()  # further draft-config keys (dotted)
+    states: int | None = None  # the states the method's fc takes when a draft names no ids (a number) ...
+    states_key: str = ""  # ... or the draft-config key holding that number
 
     def build(self, device: str) -> Build:
         for b in self.builds:
@@ -58,9 +68,16 @@ class ProbeSettings:
 
     def to_spec(self, device: str) -> dict:
         """The part of the runner's spec that tells it which engine to drive and how."""
-        return {"engine": self.engine, "package": self.package, "runner": str(self.runner), "env": self.env_for(device),
-                "draft": {"architectures": [self.draft_architecture], "model_type": self.draft_model_type},
-                "id_keys": list(self.id_keys)}
+        draft: dict = {"architectures": [self.draft_architecture], "model_type": self.draft_model_type}
+        if self.draft_layout:
+            draft["layout"] = self.draft_layout
+        if self.draft_extra:
+            draft["config"] = [[key, value] for key, value in self.draft_extra]
+        spec = {"engine": self.engine, "package": self.package, "runner": str(self.runner), "env": self.env_for(device),
+                "draft": draft, "id_keys": list(self.id_keys)}
+        if self.engine_method:
+            spec["method"] = self.engine_method
+        return spec
 
 
 def _builds(profile: Profile) -> tuple[Build, ...]:
@@ -86,14 +103,21 @@ def _env(profile: Profile) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def settings_of(profile: Profile) -> ProbeSettings:
-    """The checked ``[probe]`` table of a profile that has one."""
+def settings_of(profile: Profile, method: str | None = None) -> ProbeSettings:
+    """The checked ``[probe]`` table of a profile that has one, with the draft of ``method`` (a
+    ``[methods.<name>]`` by name or label; None: the profile's default method)."""
     where = f"{profile.path}: [probe]"
     if not profile.package:
         raise ProbeError(f"{where} has no package")
     runner = Path(profile.path).parent / profile.runner
     if not profile.runner or Path(profile.runner).name != profile.runner or not runner.is_file():
         raise ProbeError(f"{where} runner {profile.runner!r}: expected the name of a script next to the profile")
+    install = Path(profile.path).parent / profile.install if profile.install else None
+    if install is not None and (Path(profile.install).name != profile.install or not install.is_file()):
+        raise ProbeError(f"{where} install {profile.install!r}: expected the name of a script next to the profile")
+    chosen = _method(profile, method)
+    if chosen is not None and not chosen.default:
+        return _method_settings(profile, chosen, runner, install)
     if not profile.draft_architecture:
         raise ProbeError(f"{where} has no draft_architecture (the draft class the engine loads the probe's draft with)")
     ids_key = profile.draft_ids_key or (profile.layer_id_keys[-1] if profile.layer_id_keys else "")
@@ -102,9 +126,7 @@ def settings_of(profile: Profile) -> ProbeSettings:
             f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids"
         )
     id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
-    install = Path(profile.path).parent / profile.install if profile.install else None
-    if install is not None and (Path(profile.install).name != profile.install or not install.is_file()):
-        raise ProbeError(f"{where} install {profile.install!r}: expected the name of a script next to the profile")
+    extra = _probe_extras(chosen) if chosen is not None else {}
     return ProbeSettings(
         profile.name,
         profile.package,
@@ -116,7 +138,42 @@ def settings_of(profile: Profile) -> ProbeSettings:
         ids_key,
         id_keys,
         install,
+        **extra,
     )
+
+
+def _method(profile: Profile, name: str | None) -> SpecMethod | None:
+    """The method whose draft the probe writes: the one named, else the profile's default."""
+    served = profile.methods_served
+    if name is None:
+        return default_of(served) if served else None
+    found = find_method(served, name)
+    if found is None:
+        names = ", ".join(m.name for m in served) or "no method"
+        raise ProbeError(f"--method {name!r}: the {profile.name} profile serves {names}")
+    return found
+
+
+def _probe_extras(m: SpecMethod) -> dict:
+    return {"method": m.name, "method_default": m.default, "engine_method": m.probe_engine_method,
+            "draft_layout": m.probe_draft_layout, "draft_extra": m.probe_draft_config, "states": m.states,
+            "states_key": m.states_key}
+
+
+def _method_settings(profile: Profile, m: SpecMethod, runner: Path, install: Path | None) -> ProbeSettings:
+    """The settings for a method other than the profile's default: its own draft class and ids keys."""
+    where = f"{profile.path}: [methods.{m.name}]"
+    if not m.probe_draft_architecture:
+        raise ProbeError(f"--method {m.name}: {where} names no probe_draft_architecture, so `probe engine` has no "
+                         f"{m.title} draft to write for {profile.name} (docs/probe-engine.md, \"Other methods\")")
+    ids_key = m.probe_draft_ids_key or (m.layer_id_keys[-1] if m.layer_id_keys else "")
+    if not ids_key:
+        raise ProbeError(f"{where} has no probe_draft_ids_key and no layer_id_keys: "
+                         "the probe cannot hand its draft the ids")
+    id_keys = tuple(dict.fromkeys((*m.layer_id_keys, ids_key)))
+    return ProbeSettings(profile.name, profile.package, runner, _builds(profile), _env(profile),
+                         m.probe_draft_architecture, m.probe_draft_model_type, ids_key, id_keys, install,
+                         **_probe_extras(m))
 
 
 def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:
@@ -128,8 +185,9 @@ def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:
     return {p.name: p for p in profiles if p.runner or p.package}
 
 
-def probe_settings(engine: str | None = None, extra: tuple[Path, ...] = ()) -> ProbeSettings:
-    """The settings of ``engine``, or of the only probe-able engine when none is named."""
+def probe_settings(engine: str | None = None, extra: tuple[Path, ...] = (), method: str | None = None) -> ProbeSettings:
+    """The settings of ``engine``, or of the only probe-able engine when none is named, with the
+    draft of ``method`` (None: the profile's default method)."""
     found = probe_profiles(extra)
     names = ", ".join(sorted(found)) or "none"
     if engine is None:
@@ -140,7 +198,7 @@ def probe_settings(engine: str | None = None, extra: tuple[Path, ...] = ()) -> P
         raise ProbeError(f"--engine {engine!r}: no profile with a [probe] table by that name (have: {names})")
     else:
         profile = found[engine]
-    return settings_of(profile)
+    return settings_of(profile, method)
 
 
 def draft_class(engine: str | None = None) -> tuple[str, str]:

@@ -6,7 +6,8 @@ this file runs. This is the only code that calls vLLM's own Python API: the offl
 worker's model runner reached through ``collective_rpc`` (in-process: the profile sets
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), the runner's draft-config-to-setter plumbing
 ``_setup_eagle3_aux_hidden_state_outputs`` (v1/worker/gpu_model_runner.py, which the CPU model
-runner inherits) and the drafter's ``combine_hidden_states`` (the EAGLE-3 draft's fc entry).
+runner inherits, for EAGLE-3 and DFlash drafts alike) and the drafter's ``combine_hidden_states``
+(the fc entry of an EAGLE-3 or DFlash draft).
 
 Interface (called by the core): ``version()``, ``start(ctx)``, ``install(engine)``,
 ``set_ids(engine, mode, ids, key)``, ``generate(engine, prompt, tokens)``, ``observe(engine)``.
@@ -42,7 +43,9 @@ def start(ctx: dict) -> Any:
     if isinstance(ctx["config"].get("text_config"), dict):
         kw["limit_mm_per_prompt"] = {"image": 0, "video": 0}
     if ctx["draft"]:
-        kw["speculative_config"] = {"method": "eagle3", "model": ctx["draft"], "num_speculative_tokens": 2}
+        # the method's word from the profile ([methods.*] probe_engine_method): eagle3, dflash
+        kw["speculative_config"] = {"method": probe.get("method") or "eagle3", "model": ctx["draft"],
+                                    "num_speculative_tokens": 2}
     return LLM(**kw)
 
 

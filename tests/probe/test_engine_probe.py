@@ -186,3 +186,44 @@ def test_an_out_of_range_id_is_dropped_by_both():
     assert doc["agree"]
     assert [s["boundary"] for s in doc["observed"]["slots"]] == [1, 2]
     assert doc["static"]["boundaries"] == [1, 2]
+
+
+# --- DFlash (`probe engine --method dflash`): one engine process, Qwen3 target ----------------------
+# vLLM 0.32.0 serves a DFlash draft through the EAGLE-3 interface: the GPU model runner (the CPU
+# runner's base) builds a DFlashProposer and turns the aux outputs on (v1/worker/gpu_model_runner.py:638-640);
+# _get_eagle3_aux_layers_from_config adds 1 to dflash_config.target_layer_ids (:5270-5277) before
+# set_aux_hidden_state_layers; Qwen2Model.forward (qwen3.py's base) labels the stream after layer idx
+# as idx + 1 (qwen2.py:424-434). So DFlash id i reaches the draft as boundary i + 1 (id -1: the
+# embedding). Without ids the runner asks the EAGLE-3 default (2, 4 // 2, 4 - 3) -> {1, 2}
+# (interfaces.py:1733, :1578), while the fc was sized at load for the first case's three ids
+# (qwen3_dflash.py:108-117): combine_hidden_states raises on the 2 x hidden input (qwen3_dflash.py:875).
+DFLASH = {"a": ((0, 1, 3), [1, 2, 4]), "b": ((-1, 1, 2), [0, 2, 3]), "default": (None, [1, 2])}
+
+
+@pytest.fixture(scope="module")
+def dflash():
+    cases = [Case(name, "draft", ids) for name, (ids, _) in DFLASH.items()]  # the raising case last: one process
+    return [r.doc for r in probe_engine(engine="vllm", method="dflash", target_config=CONFIGS / "qwen3.json",
+                                        cases=cases, engine_python=str(Path(VENV, "bin", "python")))]
+
+
+def test_dflash_ids_reach_the_draft_one_boundary_later_and_the_static_trace_agrees(dflash):
+    for doc, (ids, want) in zip(dflash, DFLASH.values()):
+        assert doc["method"] == "dflash" and doc["model_class"] == "Qwen3ForCausalLM" and doc["agree"], doc
+        assert doc["layer_ids"] == (list(ids) if ids is not None else None)
+        assert doc["observed"]["engine_layers"] == want
+        assert [s["boundary"] for s in doc["observed"]["slots"]] == want == doc["static"]["boundaries"]
+        assert all(sl["agree"] for sl in doc["slots"])
+    assert dflash[0]["engine_processes"] == 1
+
+
+def test_the_dflash_drafts_fc_receives_the_captured_states(dflash):
+    a, b, default = dflash
+    assert a["observed"]["fc_input"] == {"width": 3 * HIDDEN, "expected": 3 * HIDDEN, "matches": True,
+                                         "slots": [1, 2, 4]}
+    assert b["observed"]["fc_input"]["slots"] == [0, 2, 3] and b["observed"]["plumbing"] == "rerun"
+    assert default["observed"]["fc_input"]["slots"] == [1, 2] and default["observed"]["fc_input"]["matches"] is False
+    assert default["observed"]["outcome"] == "raises"
+    assert default["observed"]["raised_at"] == "vllm/model_executor/models/qwen3_dflash.py:875"
+    assert default["observed"]["message"].startswith("ValueError: DFlash drafter expects 192 concatenated aux hidden "
+                                                     "features but received 128.")

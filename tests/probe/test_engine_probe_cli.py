@@ -143,5 +143,6 @@ def test_case_spec_round_trip():
         "ids": [1, 2],
         "key": "a.b",
         "fc_slots": 3,
+        "draft_layers": 1,
     }
     assert Case("x", "draft", None).key is None  # the profile's draft_ids_key, filled in by probe_engine
