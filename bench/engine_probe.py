@@ -1,6 +1,7 @@
 """Time and memory of ``flowtrace probe engine`` per architecture, on the real engine.
 
-    python bench/engine_probe.py [--engine vllm|sglang] [--engine-python PY] [--only llama,qwen3] [--json out.json]
+    python bench/engine_probe.py [--engine vllm|sglang] [--method NAME] [--engine-python PY]
+                                 [--only llama,qwen3] [--json out.json]
 
 For each target config in tests/probe/engine_configs/ it runs one engine process with the cases
 the engine-probe tests use (two explicit id sets, then the draft config without ids, which may
@@ -60,6 +61,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", default="vllm", help="a profile with a [probe] table (default: vllm)")
     ap.add_argument("--engine-python")
+    ap.add_argument("--method", help="the speculative method whose draft runs (default: the profile's default)")
     ap.add_argument("--only", help="comma-separated config names (file stems)")
     ap.add_argument("--extra-ids", help="one more id set, e.g. 1,2,9 (out of range)")
     ap.add_argument("--cases", help="the cases instead of the default three: MODE:IDS;... with MODE draft (through the "
@@ -77,7 +79,8 @@ def main() -> int:
     for name in names:
         t0 = time.time()
         results = probe_engine(
-            engine=a.engine, target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python
+            engine=a.engine, target_config=CONFIGS / f"{name}.json", cases=cases, engine_python=a.engine_python,
+            method=a.method,
         )
         for r in results:
             print(row(r.doc), flush=True)
