@@ -85,6 +85,10 @@ EntryClass = ExForCausalLM
                 f" {setter}(), so {method_title(result)} cannot be enabled for it",
                 holder,
                 f"{site.function}:{method}",
+                fix=(
+                    f"Add the {method_title(result)} setter beside the other family's (mapping the draft's ids"
+                    " with the engine's convention)."
+                ),
                 steps=(
                     ("registered class", row.location),
                     ("other family's setter", use.location),
