@@ -99,3 +99,57 @@ def test_a_loop_only_another_methods_setter_feeds_is_that_familys(eagle3):
     assert ft018["tapped.py"].line == _line(MODELS / "tapped.py", "aux_hidden_states.append(hidden_states)")
     assert "set_dflash_layers_to_capture" in ft018["marked.py"].message
     assert not [f for f in api.findings(eagle3) if f.rule == "FT002"]
+
+
+EAGLE3_ONLY = '''\
+from sglang.srt.layers.aux_capture import AuxHiddenStateList
+from sglang.srt.layers.base import Module, ModuleList
+from sglang.srt.models.plus import PlusDecoderLayer
+
+
+class EagleOnlyModel(Module):
+    def __init__(self, config):
+        self.start_layer, self.end_layer = 0, config.num_hidden_layers
+        self.layers = ModuleList([PlusDecoderLayer(i) for i in range(config.num_hidden_layers)])
+        self.layers_to_capture = []
+
+    def forward(self, input_ids, hidden_states):
+        residual = None
+        aux_hidden_states = AuxHiddenStateList()
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual if residual is not None else hidden_states)
+            hidden_states, residual = self.layers[i](hidden_states, residual)
+        if len(aux_hidden_states) == 0:
+            return hidden_states
+        return hidden_states, aux_hidden_states
+
+
+class EagleOnlyForCausalLM(Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = EagleOnlyModel(config)
+
+    def forward(self, input_ids, hidden_states):
+        return self.model(input_ids, hidden_states)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = EagleOnlyForCausalLM
+'''
+
+
+def test_ft018_hint_names_the_setter_of_the_method_checked(tmp_path):
+    # a class with only the EAGLE-3 setter, scanned for DFlash: its loop (PlusModel's) is fed by
+    # the other family, and what to add is the DFlash setter, not the EAGLE-3 one it already has
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    (tree / "sglang" / "srt" / "models" / "eagle_only.py").write_text(EAGLE3_ONLY)
+    result = api.scan(tree, options=api.IndexOptions(use_cache=False, jobs=1), method="dflash")
+    (finding,) = [f for f in api.findings(result) if f.rule == "FT018" and "EagleOnlyForCausalLM" in f.message]
+    assert "has no set_dflash_layers_to_capture()" in finding.message
+    assert finding.hint.startswith("Add the DFlash setter beside the other family's")
