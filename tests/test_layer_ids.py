@@ -175,7 +175,7 @@ def test_evaluate_subset(expression: str, expected: object) -> None:
         ("b'x'", "bytes constant"),
         ("...", "ellipsis constant"),
         ("2 ** 10", "2 ** 10"),
-        ("7 / 2", "7 / 2"),
+        ("7 / 2", "a quotient, not an integer"),
         ("a << 1", "a << 1"),
         ("~a", "~a"),
         ("L * 2", "unsupported list * int"),
@@ -1038,3 +1038,17 @@ def test_indexing_the_layer_stack_out_of_range_raises_index_error() -> None:
     bad = run(body, {"ids": [1, 4]}, names)
     assert bad.raised == "IndexError: index 4 is out of range for 4 layers (self.layers[i])" and bad.raised_line == 3
     assert run(body, {"ids": [-5]}, names).raised.startswith("IndexError: index -5")
+
+
+def test_true_division_is_exact_and_only_round_or_int_make_it_an_index():
+    # engines spell an evenly spread layout as round(start + i * span / (n - 1))
+    layout = "[int(round(1 + (i * (L - 4)) / (N - 1))) for i in range(N)]"
+    assert evaluate(layout, {"L": 36, "N": 5}) == [1, 9, 17, 25, 33]
+    assert evaluate(layout, {"L": 32, "N": 6}) == [1, 7, 12, 18, 23, 29]  # 6.6, 12.2, 17.8, 23.4 rounded
+    assert evaluate("round(5 / 2)", {}) == 2 and evaluate("round(7 / 2)", {}) == 4  # half to even
+    assert evaluate("int(7 / 2)", {}) == 3 and evaluate("L / 2 == 18", {"L": 36}) is True
+    # a quotient never leaves the evaluator: engine code would hold a float there
+    # a quotient is no index, no range bound, and takes no floor division (a float would give a float)
+    for refused in ("[1, 2][L / 36]", "range(L / 2)", "L / 2 // 1", "round(L / 3, 1)", "L / 0", "[L / 2]"):
+        with pytest.raises(CannotEvaluate):
+            evaluate(refused, {"L": 36})

@@ -198,6 +198,25 @@ def test_dflash_default_ids_come_from_the_runners_function(dflash):
     assert unknown.outcome == Outcome.UNKNOWN and "--draft-layers" in unknown.reason
 
 
+def test_a_default_written_with_true_division_and_round_is_computed(tmp_path):
+    # the engine's own spelling of build_target_layer_ids divides with / and rounds (half to even,
+    # as Python rounds the float): at L = 32, 5 draft layers, 1 + 28 i / 4 = 1, 8, 15, 22, 29 exactly;
+    # at 6 draft layers 1 + 28 i / 5 = 1, 6.6, 12.2, 17.8, 23.4, 29 -> 1, 7, 12, 18, 23, 29; +1 each
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    utils = tree / "sglang" / "srt" / "speculative" / "dflash_utils.py"
+    text = utils.read_text()
+    floor = "return [start + (i * span) // (num_draft_layers - 1) for i in range(num_draft_layers)]"
+    assert floor in text
+    rounded = "return [int(round(start + (i * span) / (num_draft_layers - 1))) for i in range(num_draft_layers)]"
+    utils.write_text(text.replace(floor, rounded))
+    result = api.scan(tree, options=api.IndexOptions(use_cache=False, jobs=1), method="dflash")
+    assert api.trace(result, "SharedForCausalLM", None, L, draft_layers=5).boundaries == (2, 9, 16, 23, 30)
+    assert api.trace(result, "SharedForCausalLM", None, L, draft_layers=6).boundaries == (2, 8, 13, 19, 24, 30)
+
+
 def test_eagle3_traces_are_unchanged_by_the_dflash_setters(eagle3):
     assert api.trace(eagle3, "IdentityForCausalLM", [1, 15, 28], L).boundaries == (2, 16, 29)
     assert api.trace(eagle3, "SharedForCausalLM", None, L).boundaries == (2, 16, 29)  # [2, n // 2, n - 3]

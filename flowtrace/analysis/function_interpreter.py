@@ -25,7 +25,7 @@ from flowtrace.analysis.safe_eval import (
     Evaluator,
     WouldRaise,
     check_value,
-    contains_iterator,
+    internal_value,
     parse_source,
     short_repr,
 )
@@ -503,8 +503,9 @@ class _Interpreter:
         elif isinstance(target, (ast.Attribute, ast.Subscript)):
             recorded = None
             if not failed:
-                if contains_iterator(value):
-                    self._note(CannotEvaluate(f"{expression} (iterator value)"))
+                internal = internal_value(value)
+                if internal:
+                    self._note(CannotEvaluate(f"{expression} ({internal})"))
                 else:
                     recorded = value
             self.writes.append(Write(self.ev.text(target), recorded, expression, line))
@@ -536,7 +537,7 @@ class _Interpreter:
         while isinstance(node, ast.Attribute):
             node = node.value
         if isinstance(node, ast.Name) and node.id == "self":
-            self.ev.remember(self.ev.text(target), None if failed or contains_iterator(value) else (value,))
+            self.ev.remember(self.ev.text(target), None if failed or internal_value(value) else (value,))
 
     def _for(self, stmt: ast.For) -> None:
         """A ``for`` over a concrete sequence runs its body once per item (setters that flag

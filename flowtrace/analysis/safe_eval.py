@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final
 
 __all__ = [
@@ -143,11 +144,20 @@ _SYMBOLS: Final[dict[type[ast.AST], str]] = {
     ast.Mult: "*",
     ast.FloorDiv: "//",
     ast.Mod: "%",
+    ast.Div: "/",
 }
+# True division is exact: a quotient is a Fraction, which only +, -, *, /, comparisons, round() and
+# int() take (Python's float would do more, but a layer index is never a float: round() or int()
+# turns the quotient into one, as engines write it, e.g. round(start + i * span / (n - 1))).
+_REAL_OPS: Final = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
 def _is_int(value: object) -> bool:
     return type(value) in _INTS
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in _INTS or type(value) is Fraction
 
 
 def _type_name(value: object) -> str:
@@ -237,15 +247,19 @@ def check_value(value: object, label: str) -> None:
             raise CannotEvaluate(f"{label} (value of unsupported type {kind.__name__})")
 
 
-def contains_iterator(value: object) -> bool:
+def internal_value(value: object) -> str | None:
+    """What in ``value`` is the evaluator's own and never leaves it (None: nothing): an iterator,
+    or an exact quotient (engine code rounds it into an index; a bare one would be a float there)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, _Iterator):
-            return True
+            return "iterator value"
+        if type(item) is Fraction:
+            return "a quotient, not an integer"
         if type(item) in (list, tuple, set, frozenset):
             stack.extend(item)  # type: ignore[arg-type]
-    return False
+    return None
 
 
 _Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp
@@ -286,10 +300,11 @@ class Evaluator:
             raise CannotEvaluate(f"{self.safe_text(node)} ({type(exc).__name__}: {exc})") from None
 
     def export(self, node: ast.expr, scope: dict[str, object]) -> object:
-        """Evaluate for a caller: internal iterator objects never leave the module."""
+        """Evaluate for a caller: the evaluator's own values (iterators, quotients) never leave the module."""
         result = self.value(node, scope)
-        if contains_iterator(result):
-            raise CannotEvaluate(f"{self.text(node)} (iterator value)")
+        internal = internal_value(result)
+        if internal:
+            raise CannotEvaluate(f"{self.text(node)} ({internal})")
         return result
 
     def truth(self, value: object, node: ast.expr) -> bool:
@@ -413,6 +428,8 @@ class Evaluator:
 
     def arithmetic(self, op: ast.operator, left: object, right: object, node: ast.AST) -> object:
         kind = type(op)
+        if _is_number(left) and _is_number(right) and (kind is ast.Div or not (_is_int(left) and _is_int(right))):
+            return self._quotient(kind, left, right, node)  # type: ignore[arg-type]
         if _is_int(left) and _is_int(right):
             a: int = left  # type: ignore[assignment]
             b: int = right  # type: ignore[assignment]
@@ -437,6 +454,18 @@ class Evaluator:
         raise CannotEvaluate(
             f"{self.text(node)} (unsupported {_type_name(left)} {symbol} {_type_name(right)})"
         )
+
+    def _quotient(self, kind: type[ast.operator], left: Fraction | int, right: Fraction | int, node: ast.AST) -> object:
+        """Arithmetic where a true division is involved, exactly (as Fractions)."""
+        if kind not in _REAL_OPS:
+            raise CannotEvaluate(f"{self.text(node)} (unsupported {_SYMBOLS.get(kind, '?')} on a quotient)")
+        a, b = Fraction(left), Fraction(right)
+        if kind is ast.Div and b == 0:
+            raise CannotEvaluate(f"{self.text(node)} (division by zero)")
+        result = a + b if kind is ast.Add else a - b if kind is ast.Sub else a * b if kind is ast.Mult else a / b
+        if abs(result.numerator) > MAX_INT or result.denominator > MAX_INT:
+            raise CannotEvaluate(f"{self.text(node)} (too large)")
+        return result
 
     def _boolean(self, node: ast.BoolOp, scope: dict[str, object]) -> object:
         is_and = isinstance(node.op, ast.And)
@@ -741,8 +770,8 @@ def _b_int(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, 
     if not args:
         return 0
     value = args[0]
-    if len(args) == 1 and _is_int(value):
-        return int(value)  # type: ignore[arg-type, call-overload]
+    if len(args) == 1 and _is_number(value):
+        return int(value)  # type: ignore[arg-type, call-overload]  # a quotient: truncated, as int(float)
     if type(value) is not str or len(value) > 100 or (len(args) == 2 and not _is_int(args[1])):
         raise CannotEvaluate(f"{ev.text(node)} (unsupported arguments)")
     try:
@@ -750,6 +779,14 @@ def _b_int(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, 
     except ValueError as exc:
         raise CannotEvaluate(f"{ev.text(node)} ({exc})") from None
     return ev._int(result, node)
+
+
+def _b_round(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, object]) -> object:
+    """round(x) of an integer or an exact quotient: half to even, as Python rounds a float."""
+    _arity(ev, node, args, kwargs, 1, 1)
+    if not _is_number(args[0]):
+        raise CannotEvaluate(f"{ev.text(node)} (round of {_type_name(args[0])})")
+    return ev._int(round(args[0]), node)  # type: ignore[call-overload]
 
 
 def _b_reversed(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, object]) -> object:
@@ -782,6 +819,7 @@ _BUILTINS: Final[dict[str, _Builtin]] = {
     "sum": _b_sum,
     "abs": _b_abs,
     "int": _b_int,
+    "round": _b_round,
     "reversed": _b_reversed,
     "enumerate": _b_enumerate,
 }
