@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from flowtrace.lint.runner import CheckOutcome
+    from flowtrace.model.facts import Location
 
 MAX_SNIPPET = 200
 
@@ -19,7 +20,7 @@ MAX_SNIPPET = 200
 MAX_RELATED = 3
 
 
-def related_text(root: Path, related, cwd: Path | None = None) -> str:
+def related_text(root: Path, related: tuple[Location, ...], cwd: Path | None = None) -> str:
     """The other places of one root cause: a few named, then "and N more"."""
     from flowtrace.lint.display_paths import display_path
 

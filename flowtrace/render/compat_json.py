@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flowtrace.analysis.compat import CompatResult
 from flowtrace.analysis.suggest import outcome, suggestion_json
 from flowtrace.render.compat_words import differences_text, slot_why
 from flowtrace.sources.checkpoint import checkpoint_json
 
 
-def compat_json(result: CompatResult) -> dict:
+def compat_json(result: CompatResult) -> dict[str, Any]:
     from flowtrace.analysis.trace import trace_json
 
     doc = {

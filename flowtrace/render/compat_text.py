@@ -8,13 +8,15 @@ into the draft config (or the code change needed).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from flowtrace.analysis.compat import CompatResult
 from flowtrace.analysis.suggest import outcome
-from flowtrace.analysis.trace import describe_boundary
+from flowtrace.analysis.trace import TraceResult, describe_boundary
 from flowtrace.render.compat_words import differences_text
 
 
-def _layout(boundaries, L: int) -> str:
+def _layout(boundaries: Iterable[int], L: int) -> str:
     return ", ".join(describe_boundary(b, L) if b >= 0 else f"b={b} (not a boundary)" for b in boundaries) or "nothing"
 
 
@@ -104,7 +106,7 @@ def compat_text(result: CompatResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _unserved(trace) -> str:
+def _unserved(trace: TraceResult) -> str:
     """What reaches the draft when no boundary list does: layer outputs without the residual
     (a delta stream), or nothing (the outcome says why)."""
     slots = getattr(trace, "slots", ()) if outcome(trace) == "captures_deltas" else ()

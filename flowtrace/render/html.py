@@ -30,7 +30,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
 import jinja2
@@ -757,7 +757,7 @@ def start_here(groups: list[RuleGroup]) -> list[FindingView]:
     """The errors, then the warnings, each by what it does to a served draft (silent wrong
     states before crashes), then by rule and place: what a reader should look at first."""
 
-    def key(f: FindingView) -> tuple:
+    def key(f: FindingView) -> tuple[object, ...]:
         consequence = (
             CONSEQUENCE_ORDER.index(f.consequence) if f.consequence in CONSEQUENCE_ORDER else len(CONSEQUENCE_ORDER)
         )
@@ -879,12 +879,13 @@ def _default_model(models: list[ModelView], probe: ProbeView | None) -> ModelVie
         return None
     if probe is not None and probe.model_id:
         return next(m for m in models if m.id == probe.model_id)
-    for test in (
+    tests: tuple[Callable[[ModelView], bool], ...] = (
         lambda m: bool(m.findings),
         lambda m: m.support == "supported" and m.graph is not None,
         lambda m: m.support == "supported",
         lambda m: m.graph is not None,
-    ):
+    )
+    for test in tests:
         hit = next((m for m in models if test(m)), None)
         if hit is not None:
             return hit
@@ -1094,10 +1095,10 @@ def _environment() -> jinja2.Environment:
 
 
 def render_html(
-    doc: dict,
+    doc: dict[str, Any],
     *,
     link_base: str | None = None,
-    probe: dict | None = None,
+    probe: dict[str, Any] | None = None,
     title: str | None = None,
     link_origin: str | None = None,
 ) -> str:

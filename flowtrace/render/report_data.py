@@ -14,6 +14,7 @@ from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
     from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
     from flowtrace.render.scan_json import Keep
 
 EXAMPLE_LAYERS = 32  # the worked example uses a typical layer count when the target's is unknown
@@ -99,7 +100,7 @@ def rule_texts() -> dict[str, dict[str, str]]:
     }
 
 
-def source_snippets(result: ScanResult, findings: list) -> dict[str, dict[str, str]]:
+def source_snippets(result: ScanResult, findings: list[Finding]) -> dict[str, dict[str, str]]:
     """A few lines around each finding: {file: {line number: text}}."""
     wanted: dict[str, set[int]] = {}
     for f in findings:
@@ -131,7 +132,7 @@ def derived_extras(result: ScanResult) -> dict[str, Any]:
     }
 
 
-def report_extras(result: ScanResult, findings: list, derived: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_extras(result: ScanResult, findings: list[Finding], derived: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the report needs beyond ``flowtrace.scan/1``, computed from the scan itself;
     ``derived``: :func:`derived_extras` when the caller has it already. The source snippets
     are read from the files each time (text, not facts)."""
@@ -141,7 +142,7 @@ def report_extras(result: ScanResult, findings: list, derived: dict[str, Any] | 
     }
 
 
-def scan_json_with_report(result: ScanResult, findings: list, keep: Keep | None = None) -> str:
+def scan_json_with_report(result: ScanResult, findings: list[Finding], keep: Keep | None = None) -> str:
     """What ``scan --format json`` writes: the scan document and, under ``report``, what
     ``flowtrace report --scan`` renders. ``keep`` supplies the texts that follow from the facts
     alone (from the memo of an earlier scan of the same facts); stats, findings and the source
@@ -157,7 +158,7 @@ def scan_json_with_report(result: ScanResult, findings: list, keep: Keep | None 
     return object_text(member_texts(result, findings, keep) + [("report", object_text(report))]) + "\n"
 
 
-def report_document(result: ScanResult, findings: list) -> dict[str, Any]:
+def report_document(result: ScanResult, findings: list[Finding]) -> dict[str, Any]:
     from flowtrace.render.scan_json import scan_document
 
     doc = scan_document(result, findings)

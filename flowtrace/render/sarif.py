@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from flowtrace import __version__
 
@@ -61,7 +61,7 @@ def _physical(uri: str, line: int) -> dict[str, Any]:
     }
 
 
-def _code_flow(f: Finding, uri) -> dict[str, Any]:
+def _code_flow(f: Finding, uri: Callable[[str], str]) -> dict[str, Any]:
     """The finding's capture chain as one threadFlow: each link a location named by its label
     (setter, holder, capture site, ...), in chain order, the one that decides the finding
     marked ``essential``."""

@@ -7,7 +7,7 @@ Output is deterministic: lists are sorted, and timing lives only under ``stats.s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from flowtrace import __version__
 from flowtrace.model import facts as F
@@ -288,7 +288,7 @@ def _choice(result: ScanResult) -> Any:
     }
 
 
-def drafts_json(files) -> list[dict[str, Any]]:  # noqa: ANN001
+def drafts_json(files: Iterable[F.FileFacts]) -> list[dict[str, Any]]:
     """Draft classes: their fc width expression and where their module reads layer ids."""
     out = []
     for ff in files:

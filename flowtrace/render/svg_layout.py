@@ -437,7 +437,7 @@ def boundary_strip(num_layers: int, rows: Iterable[tuple[str, Iterable[Any]]]) -
             if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= num_layers:
                 order.setdefault(b, i)
             else:
-                outside.append(b)  # type: ignore[arg-type]
+                outside.append(b)
         cells = tuple(
             StripCell(boundary=b, x=round(label_w + b * cell_w, 1), hit=b in order, order=order.get(b))
             for b in range(n)

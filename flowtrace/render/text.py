@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowtrace.model import facts as F
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
     from flowtrace.checks.base import Finding
     from flowtrace.model.links import CaptureChain
@@ -35,7 +36,7 @@ def categories(result: ScanResult) -> dict[str, str]:
     return row_categories(result)
 
 
-def finding_counts(models: list[dict]) -> dict[str, str]:
+def finding_counts(models: list[dict[str, Any]]) -> dict[str, str]:
     """qualname -> "1 error, 2 info": the findings that concern each row (the scan JSON's
     ``models[].findings``, decided once in render/finding_rows.py), worst first."""
     out = {}
@@ -47,7 +48,7 @@ def finding_counts(models: list[dict]) -> dict[str, str]:
     return out
 
 
-def method_finding_counts(models: list[dict]) -> dict[tuple[str, str], str]:
+def method_finding_counts(models: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     """(qualname, method name) -> "1 warning": :func:`finding_counts` of each row's answer under
     every other method (``models[].methods``, ``--method all``)."""
     return {
@@ -96,7 +97,7 @@ def model_matrix(
 
 
 def _method_lines(
-    result: ScanResult, ordered: list, rows: list[list[str]], counts: dict[tuple[str, str], str] | None
+    result: ScanResult, ordered: list[ModelRow], rows: list[list[str]], counts: dict[tuple[str, str], str] | None
 ) -> list[list[str]]:
     """Each class's line labelled with the default method, then a line per other method that
     the class serves, labelled with that method's profile label."""
@@ -122,7 +123,7 @@ def _method_lines(
     return out
 
 
-def _cells(r, kind: str) -> list[str]:  # noqa: ANN001
+def _cells(r: ModelRow, kind: str) -> list[str]:
     """A row's cells of the matrix (its answer under the scan's method), findings aside."""
     c = r.capture
     if c is None and r.chain is not None and not r.chain.setter_driven:
@@ -148,7 +149,7 @@ def _cells(r, kind: str) -> list[str]:  # noqa: ANN001
     ]
 
 
-def _source_row(r, chain: CaptureChain, kind: str) -> list[str]:  # noqa: ANN001
+def _source_row(r: ModelRow, chain: CaptureChain, kind: str) -> list[str]:
     """A row whose ids come from a config attribute, build context or metadata hook."""
     from flowtrace.analysis.answer import capturability, mechanism, point
 
@@ -225,8 +226,8 @@ def serving_text(result: ScanResult) -> list[str]:
     the runner's answer), and the batches that raise on a path without the capture."""
     from flowtrace.analysis.serving_phase import row_serving
 
-    groups: dict[tuple, list[str]] = {}
-    paths: dict[tuple, list[str]] = {}
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    paths: dict[tuple[Any, ...], list[str]] = {}
     for r in sorted(result.rows, key=lambda r: r.name):
         found = row_serving(r)
         if found is None:
