@@ -65,9 +65,9 @@ listed, usable with `compat --draft`, and left out of grading) |
 `[1, L // 2 - 1, L - 4]`), `writes_ids` (whether the trainer writes them into the draft config;
 then `key`), `method`, `source`.
 
-Every entry's ids must be valid for its layer count under its convention (DESIGN.md section 2):
-"output of layer i" ids run from -1 (the embedding) to L - 1, boundaries and HF indices from 0 to
-L; no duplicates.
+Every entry's ids must be valid for its layer count under its convention's `meaning` (see
+[Training conventions](#training-conventions)): "output of layer i" ids run from -1 (the embedding)
+to L - 1, boundaries and HF indices from 0 to L; no duplicates.
 
 A default layout is a small expression: integers, `L` (the target's layer count), `N` (the draft's
 own layer count, for a trainer that spreads one target layer per draft layer), `+ - * // /`,
