@@ -25,7 +25,7 @@ from flowtrace.model import facts as F
 from flowtrace.index.class_table import table_facts
 from flowtrace.index.parse import analyze_bytes
 from flowtrace.analysis.function_interpreter import FunctionRun, run_function
-from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate
+from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate
 from flowtrace.engines.profiles import Conventions, load_all
 
 CONV = Conventions.merge(load_all())

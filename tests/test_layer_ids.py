@@ -1,4 +1,4 @@
-"""Tests for the safe evaluator of layer-id expressions (flowtrace.analysis.safe_eval) and the
+"""Tests for the safe evaluator of layer-id expressions (flowtrace.model.safe_eval) and the
 interpreter of setters (flowtrace.analysis.function_interpreter).
 
 Python's own ``eval``/``exec`` appear here only as the oracle the interpreter is checked
@@ -24,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from flowtrace.analysis import function_interpreter, safe_eval
+from flowtrace.analysis import function_interpreter
 from flowtrace.analysis.function_interpreter import BranchStep, CallSite, FunctionRun, Write, run_function
-from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise, normalise_names
+from flowtrace.model import safe_eval
+from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise, normalise_names
 
 SAFE_BUILTINS: dict[str, Any] = {
     name: getattr(builtins, name)

@@ -3,7 +3,7 @@
 Engines choose the decoder layers whose hidden states they capture in tiny setters
 (``set_eagle3_layers_to_capture``, ``set_aux_hidden_state_layers``, ...). :func:`run_function`
 walks such a body statement by statement over the stdlib ``ast`` tree, evaluating each
-expression with :mod:`flowtrace.analysis.safe_eval` (the same refusals, the same ``names``
+expression with :mod:`flowtrace.model.safe_eval` (the same refusals, the same ``names``
 convention), and records what it observes: attribute writes, delegated calls, branch
 decisions, the returned value. A statement outside the subset is recorded in
 ``unevaluated``, or stops the run where continuing would mean guessing.
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from flowtrace.analysis.safe_eval import (
+from flowtrace.model.safe_eval import (
     IMMUTABLE,
     PURE_METHODS,
     UNBOUND,

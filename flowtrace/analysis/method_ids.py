@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from flowtrace.analysis.function_interpreter import run_function
-from flowtrace.analysis.safe_eval import CannotEvaluate
+from flowtrace.model.safe_eval import CannotEvaluate
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.trace import TraceResult, TraceStep, trace_row
 from flowtrace.engines.methods import DRAFT_LAYERS, LAYERS, SpecMethod

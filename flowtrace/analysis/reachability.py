@@ -163,7 +163,7 @@ def fixed_layout(row: ModelRow) -> LayoutLink | None:
 def layout_can_name(write: LayoutLink, index: int) -> bool | None:
     """Whether an engine-written layout contains ``index`` for some layer count (None: the
     expression could not be evaluated, so the caller keeps its finding)."""
-    from flowtrace.analysis.safe_eval import CannotEvaluate, evaluate, normalise
+    from flowtrace.model.safe_eval import CannotEvaluate, evaluate, normalise
 
     decided = False
     for layers in _LAYER_COUNTS:

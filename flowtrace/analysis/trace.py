@@ -24,7 +24,7 @@ from flowtrace.model import facts as F
 from flowtrace.analysis.attribute_flow import nothing_recorded
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
 from flowtrace.analysis.function_interpreter import FunctionRun, run_function
-from flowtrace.analysis.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
+from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.analysis.serving_phase import BatchPath, PhaseTrace, serving_phase

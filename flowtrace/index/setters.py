@@ -3,7 +3,7 @@
 A setter maps the draft's config ids to capture indices. Engines write that mapping in many
 shapes (``[v + 1 for v in ids]``, ``list(ids)``, "add one only if the first id is 1",
 handing the ids to another object's setter); this module names the shape without
-evaluating anything. Concrete values come later, from :mod:`flowtrace.analysis.safe_eval` and
+evaluating anything. Concrete values come later, from :mod:`flowtrace.model.safe_eval` and
 :mod:`flowtrace.analysis.function_interpreter`.
 """
 

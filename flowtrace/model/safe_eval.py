@@ -35,6 +35,7 @@ __all__ = [
     "evaluate",
     "normalise",
     "normalise_names",
+    "parse_expression",
 ]
 
 MAX_ELEMENTS: Final = 100_000  # longest list/range/str any operation may produce
@@ -57,7 +58,7 @@ class CannotEvaluate(Exception):
         super().__init__(f"cannot evaluate: {construct}")
         self.construct = construct
 
-    def __reduce__(self) -> tuple[type[CannotEvaluate], tuple[str]]:
+    def __reduce__(self) -> tuple[type[CannotEvaluate], tuple[str, ...]]:
         # The default would re-prefix the message on unpickling (parse pools pickle these).
         return (type(self), (self.construct,))
 
@@ -72,7 +73,7 @@ class WouldRaise(CannotEvaluate):
         self.error = error
         self.construct = construct
 
-    def __reduce__(self) -> tuple:  # type: ignore[override]
+    def __reduce__(self) -> tuple[type[CannotEvaluate], tuple[str, ...]]:
         return WouldRaise, (self.construct, self.error)
 
 
@@ -196,7 +197,8 @@ def parse_source(source: object, mode: str) -> ast.AST:
     return tree
 
 
-def _parse_expression(expression: object) -> ast.expr:
+def parse_expression(expression: object) -> ast.expr:
+    """The body of one expression, parsed under the evaluator's limits (CannotEvaluate otherwise)."""
     if isinstance(expression, str):
         expression = expression.strip()  # as eval() does; mode="eval" rejects indentation
     tree = parse_source(expression, "eval")
@@ -210,7 +212,7 @@ def normalise(expression: str) -> str:
     ``normalise('hasattr(self.lm, "f")') == "hasattr(self.lm, 'f')"``. Raises
     CannotEvaluate when ``expression`` does not parse.
     """
-    return ast.unparse(_parse_expression(expression))
+    return ast.unparse(parse_expression(expression))
 
 
 def normalise_names(names: Mapping[str, object]) -> dict[str, object]:
@@ -499,15 +501,15 @@ class Evaluator:
             if kind is ast.NotEq:
                 return left != right
             if kind is ast.Lt:
-                return left < right  # type: ignore[operator]
+                return bool(left < right)  # type: ignore[operator]
             if kind is ast.LtE:
-                return left <= right  # type: ignore[operator]
+                return bool(left <= right)  # type: ignore[operator]
             if kind is ast.Gt:
-                return left > right  # type: ignore[operator]
+                return bool(left > right)  # type: ignore[operator]
             if kind is ast.GtE:
-                return left >= right  # type: ignore[operator]
+                return bool(left >= right)  # type: ignore[operator]
             container = self._iterable(right, node)
-            found = left in container  # type: ignore[operator]
+            found = left in container
             return found if kind is ast.In else not found
         except TypeError as exc:
             raise CannotEvaluate(f"{self.text(node)} ({exc})") from None
@@ -521,7 +523,7 @@ class Evaluator:
     def _subscript(self, node: ast.Subscript, scope: dict[str, object]) -> object:
         container = self.calc(node.value, scope)
         if type(container) is LayerStack:
-            return self._layer(node, container, scope)  # type: ignore[arg-type]
+            return self._layer(node, container, scope)
         if type(container) not in _SEQUENCES:
             raise CannotEvaluate(f"{self.text(node)} (subscript of {_type_name(container)})")
         sequence: list[object] = container  # type: ignore[assignment]
@@ -538,7 +540,7 @@ class Evaluator:
         if not _is_int(position):
             raise CannotEvaluate(f"{self.text(node)} (index of type {_type_name(position)})")
         try:
-            return sequence[position]  # type: ignore[index, call-overload]
+            return sequence[position]  # type: ignore[call-overload]
         except IndexError:
             raise CannotEvaluate(f"{self.text(node)} (index out of range)") from None
 
@@ -684,7 +686,7 @@ def _b_len(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, 
     _arity(ev, node, args, kwargs, 1, 1)
     value = args[0]
     if type(value) is LayerStack:
-        return value.count  # type: ignore[attr-defined]
+        return value.count
     if type(value) not in (list, tuple, set, frozenset, str, range):
         raise CannotEvaluate(f"{ev.text(node)} (len of {_type_name(value)})")
     return len(value)  # type: ignore[arg-type]
@@ -729,7 +731,7 @@ def _b_range(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str
     _require_ints(ev, node, args)
     if len(args) == 3 and args[2] == 0:
         raise CannotEvaluate(f"{ev.text(node)} (step is zero)")
-    result = range(*args)  # type: ignore[arg-type, call-overload]
+    result = range(*args)  # type: ignore[call-overload]
     return ev._sized(result, node)
 
 
@@ -756,7 +758,7 @@ def _b_sum(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, 
     start = args[1] if len(args) == 2 else kwargs.get("start", 0)
     items = list(ev._iterable(args[0], node.args[0]))
     _require_ints(ev, node, [start, *items])
-    return ev._int(sum(items, start), node)  # type: ignore[arg-type, call-overload]
+    return ev._int(sum(items, start), node)  # type: ignore[call-overload]
 
 
 def _b_abs(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, object]) -> object:
@@ -771,11 +773,11 @@ def _b_int(ev: Evaluator, node: ast.Call, args: list[object], kwargs: dict[str, 
         return 0
     value = args[0]
     if len(args) == 1 and _is_number(value):
-        return int(value)  # type: ignore[arg-type, call-overload]  # a quotient: truncated, as int(float)
+        return int(value)  # type: ignore[call-overload]  # a quotient: truncated, as int(float)
     if type(value) is not str or len(value) > 100 or (len(args) == 2 and not _is_int(args[1])):
         raise CannotEvaluate(f"{ev.text(node)} (unsupported arguments)")
     try:
-        result = int(value, *args[1:])  # type: ignore[call-overload]
+        result = int(value, *args[1:])
     except ValueError as exc:
         raise CannotEvaluate(f"{ev.text(node)} ({exc})") from None
     return ev._int(result, node)
@@ -848,5 +850,5 @@ def evaluate(expression: str, names: Mapping[str, object]) -> object:
     lists and tuples as tuples; a bare generator, ``reversed`` or ``enumerate`` result is
     refused rather than materialised.
     """
-    node = _parse_expression(expression)
+    node = parse_expression(expression)
     return Evaluator(names).export(node, {})
