@@ -1048,6 +1048,8 @@ def test_true_division_is_exact_and_only_round_or_int_make_it_an_index():
     assert evaluate(layout, {"L": 32, "N": 6}) == [1, 7, 12, 18, 23, 29]  # 6.6, 12.2, 17.8, 23.4 rounded
     assert evaluate("round(5 / 2)", {}) == 2 and evaluate("round(7 / 2)", {}) == 4  # half to even
     assert evaluate("int(7 / 2)", {}) == 3 and evaluate("L / 2 == 18", {"L": 36}) is True
+    # unary minus is the - of a quotient too: -3.5 rounds half to even, to -4; int() truncates to -3
+    assert evaluate("round(-(7 / 2))", {}) == -4 and evaluate("int(-(7 / 2))", {}) == -3
     # a quotient never leaves the evaluator: engine code would hold a float there
     # a quotient is no index, no range bound, and takes no floor division (a float would give a float)
     for refused in ("[1, 2][L / 36]", "range(L / 2)", "L / 2 // 1", "round(L / 3, 1)", "L / 0", "[L / 2]"):

@@ -11,15 +11,13 @@ grading of findings all read conventions through this module: the arithmetic liv
 from __future__ import annotations
 
 import ast
-import operator
 import sys
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.errors import ProfileError
+from flowtrace.model.safe_eval import CannotEvaluate, Evaluator, parse_expression
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,32 +64,17 @@ class LayoutError(ValueError):
 # spreads one target layer per draft layer, as DFlash's does, needs it).
 TARGET_LAYERS, DRAFT_LAYERS = "L", "N"
 
-_Number = int | Fraction
-_OPS: dict[type, Callable[[_Number, _Number], _Number]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-}
-_COMPARE: dict[type, Callable[[_Number, _Number], bool]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge,
-}
+# The layout language (docs/drafts.md) is a subset of what the safe evaluator takes: it is checked
+# here, node by node, and then evaluated there, so a layout and engine code share one arithmetic
+# (``/`` exact, ``round`` half to even, ``range`` of a quotient refused, as Python refuses a float).
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div)
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_MAX_SHOWN = 60
 
 
-def _name(node: ast.Name, names: dict[str, int | None]) -> int:
-    if node.id not in names:
-        raise LayoutError(f"unknown name {node.id!r} (only L, N and a comprehension's own variable)")
-    value = names[node.id]
-    if value is None:
-        raise LayoutError(f"the layout needs {node.id} (the draft's layer count) and none is known")
-    return value
-
-
-def _binop(node: ast.BinOp, names: dict[str, int | None]) -> _Number:
-    left, right = _value(node.left, names), _value(node.right, names)
-    if isinstance(node.op, (ast.FloorDiv, ast.Div)) and right == 0:
-        raise LayoutError("division by zero")
-    if isinstance(node.op, ast.Div):
-        return Fraction(left) / right  # exact: round() then halves to even, as Python's round on floats does here
-    return _OPS[type(node.op)](left, right)
+def _shown(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
 def _is_call(node: ast.AST, name: str) -> bool:
@@ -101,67 +84,94 @@ def _is_call(node: ast.AST, name: str) -> bool:
     return node.func.id == name and len(node.args) == 1 and not node.keywords
 
 
-def _value(node: ast.AST, names: dict[str, int | None]) -> _Number:
+def _check_arithmetic(node: ast.AST, names: frozenset[str]) -> None:
     """One arithmetic node: integers, names, + - * // /, unary minus, ``round(x)``."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
+        return
     if isinstance(node, ast.Name):
-        return _name(node, names)
+        if node.id not in names:
+            raise LayoutError(f"unknown name {node.id!r} (only L, N and a comprehension's own variable)")
+        return
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_value(node.operand, names)
-    if isinstance(node, ast.BinOp) and (type(node.op) in _OPS or isinstance(node.op, ast.Div)):
-        return _binop(node, names)
-    if isinstance(node, ast.Call) and _is_call(node, "round"):
-        return round(_value(node.args[0], names))
-    raise LayoutError(f"only integers, L, N, +, -, *, //, / and round() are allowed, found {ast.dump(node)[:60]}")
+        _check_arithmetic(node.operand, names)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        _check_arithmetic(node.left, names)
+        _check_arithmetic(node.right, names)
+    elif isinstance(node, ast.Call) and _is_call(node, "round"):
+        _check_arithmetic(node.args[0], names)
+    else:
+        raise LayoutError(f"only integers, L, N, +, -, *, //, / and round() are allowed, found {_shown(node)}")
 
 
-def _condition(node: ast.AST, names: dict[str, int | None]) -> bool:
-    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE):
-        raise LayoutError("a condition is one comparison such as N == 1")
-    return bool(_COMPARE[type(node.ops[0])](_value(node.left, names), _value(node.comparators[0], names)))
+def _check_condition(node: ast.AST, names: frozenset[str]) -> None:
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], _COMPARISONS)):
+        raise LayoutError(f"a condition is one comparison such as N == 1, found {_shown(node)}")
+    _check_arithmetic(node.left, names)
+    _check_arithmetic(node.comparators[0], names)
 
 
-def _comprehension(node: ast.ListComp, names: dict[str, int | None]) -> list[_Number]:
+def _check_comprehension(node: ast.ListComp, names: frozenset[str]) -> None:
     """``[expr for i in range(n)]``: the one loop a spread-over-the-layers layout needs."""
     gen = node.generators[0]
-    call = gen.iter
     simple = len(node.generators) == 1 and not gen.ifs and not gen.is_async and isinstance(gen.target, ast.Name)
-    if not (simple and _is_call(call, "range") and isinstance(gen.target, ast.Name) and isinstance(call, ast.Call)):
-        raise LayoutError("a comprehension is [expression for i in range(count)]")
-    count = _value(call.args[0], names)
-    return [_value(node.elt, {**names, gen.target.id: i}) for i in range(int(count))]
+    if not (simple and isinstance(gen.target, ast.Name) and _is_call(gen.iter, "range")):
+        raise LayoutError(f"a comprehension is [expression for i in range(count)], found {_shown(node)}")
+    assert isinstance(gen.iter, ast.Call)
+    _check_arithmetic(gen.iter.args[0], names)
+    _check_arithmetic(node.elt, names | {gen.target.id})
 
 
-def _elements(node: ast.AST, names: dict[str, int | None]) -> list[_Number]:
+def _check_elements(node: ast.AST, names: frozenset[str]) -> None:
     if isinstance(node, ast.IfExp):
-        return _elements(node.body if _condition(node.test, names) else node.orelse, names)
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_value(e, names) for e in node.elts]
-    if isinstance(node, ast.ListComp):
-        return _comprehension(node, names)
-    raise LayoutError("expected a list such as [2, L // 2, L - 3] (or a comprehension, or `A if N == 1 else B`)")
+        _check_condition(node.test, names)
+        _check_elements(node.body, names)
+        _check_elements(node.orelse, names)
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        for element in node.elts:
+            _check_arithmetic(element, names)
+    elif isinstance(node, ast.ListComp):
+        _check_comprehension(node, names)
+    else:
+        raise LayoutError(
+            "expected a list such as [2, L // 2, L - 3] (or a comprehension, or `A if N == 1 else B`), "
+            f"found {_shown(node)}"
+        )
+
+
+def _parse(expression: object) -> ast.expr:
+    try:
+        return parse_expression(expression)
+    except CannotEvaluate as exc:
+        raise LayoutError(f"not an expression ({exc.construct})") from None
 
 
 def layout(expression: str, layers: int, draft_layers: int | None = None) -> tuple[int, ...]:
     """The ids an expression such as ``[1, L // 2 - 1, L - 4]`` names for ``layers`` layers
-    (``draft_layers``: N, for a trainer whose layout depends on the draft's layer count). A tiny
-    evaluator of its own: this is data the loaders validate, below the analysis stage."""
+    (``draft_layers``: N, for a trainer whose layout depends on the draft's layer count).
+
+    The expression is checked against the layout language, then evaluated by the safe evaluator
+    of engine code with L and N bound: one arithmetic for a trainer's layout and an engine's."""
+    tree = _parse(expression)
+    _check_elements(tree, frozenset((TARGET_LAYERS, DRAFT_LAYERS)))
+    names = {TARGET_LAYERS: layers} if draft_layers is None else {TARGET_LAYERS: layers, DRAFT_LAYERS: draft_layers}
     try:
-        tree = ast.parse(expression.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise LayoutError(f"not an expression ({exc.msg})") from None
-    values = _elements(tree, {TARGET_LAYERS: layers, DRAFT_LAYERS: draft_layers})
-    if not all(isinstance(v, int) for v in values):
+        values = Evaluator(names).value(tree, {})
+    except CannotEvaluate as exc:
+        if exc.construct == DRAFT_LAYERS:
+            raise LayoutError("the layout needs N (the draft's layer count) and none is known") from None
+        raise LayoutError(f"cannot evaluate {exc.construct}") from None
+    assert isinstance(values, (list, tuple))  # the language's top level: a list, a tuple or a comprehension
+    ids = tuple(v for v in values if isinstance(v, int))  # a quotient (a Fraction) is no id
+    if len(ids) != len(values):
         raise LayoutError(f"ids must be integers, the expression gives {[str(v) for v in values]} (round() a division)")
-    return tuple(int(v) for v in values)
+    return ids
 
 
 def needs_draft_layers(expression: str) -> bool:
     """Whether a layout expression names N (the draft's layer count)."""
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError:
+        tree = parse_expression(expression)
+    except CannotEvaluate:
         return False
     return any(isinstance(n, ast.Name) and n.id == DRAFT_LAYERS for n in ast.walk(tree))
 

@@ -9,6 +9,11 @@ free subset; anything outside it raises :class:`CannotEvaluate` (or, inside
 :func:`~flowtrace.analysis.function_interpreter.run_function`, is recorded in ``unevaluated``)
 instead of being guessed.
 
+It imports nothing of flowtrace, so it sits in the lowest stage: the training conventions'
+default layouts (``flowtrace.engines.training``, docs/drafts.md) are a smaller language evaluated
+here too, so a trainer's ``round(1 + i * (L - 4) / (N - 1))`` and an engine's same line give the
+same ids.
+
 Names: before any expression node is evaluated, ``ast.unparse(node)`` is looked up in the
 caller's ``names`` mapping; a hit is the node's value. Keys must therefore be in
 ``ast.unparse`` form (single quotes, canonical spacing): use :func:`normalise` or
@@ -417,7 +422,7 @@ class Evaluator:
         operand = self.calc(node.operand, scope)
         if isinstance(op, ast.Not):
             return not self.truth(operand, node.operand)
-        if not _is_int(operand):
+        if not _is_number(operand):
             raise CannotEvaluate(f"{self.text(node)} (unary operator on {_type_name(operand)})")
         return -operand if isinstance(op, ast.USub) else +operand  # type: ignore[operator]
 
