@@ -72,7 +72,9 @@ to L - 1, boundaries and HF indices from 0 to L; no duplicates.
 A default layout is a small expression: integers, `L` (the target's layer count), `N` (the draft's
 own layer count, for a trainer that spreads one target layer per draft layer), `+ - * // /`,
 `round()` (halves to even, as Python's), `[expr for i in range(count)]` and `A if N == 1 else B`;
-the ids it gives must be integers.
+the ids it gives must be integers. It is evaluated by the same evaluator as engine code: `/` is
+exact, and a quotient, as Python's float would, is no id, no `range()` count and takes no `//`
+(`round()` it first); anything else is refused with a one-line error naming what is not allowed.
 """
 
 _CONVENTIONS = """## Training conventions
