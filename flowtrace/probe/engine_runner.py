@@ -256,6 +256,8 @@ def draft_config(target: dict, ids: list | None, key: str, draft: dict, draft_la
     for dotted, value in (DEFAULT_DRAFT_EXTRA if extra is None else [tuple(pair) for pair in extra]):
         put_dotted(cfg, dotted, value)
     if ids is not None:
+        if key is None:
+            raise ValueError("a draft case with ids needs the draft-config key to write them at")
         put_dotted(cfg, key, list(ids))
     return cfg
 

@@ -141,6 +141,15 @@ def test_the_dflash_draft_config_carries_the_ids_and_no_eagle_config():
     assert none["dflash_config"] == {"mask_token_id": 3} and none["num_hidden_layers"] == 1
 
 
+def test_a_draft_case_with_ids_and_no_key_says_so():
+    """The ids go to a dotted draft-config key; a spec without one (run_engine called with a Case
+    whose key probe_engine did not fill in) is refused by name, not by a None's missing split."""
+    draft = probe_settings("vllm").to_spec("cpu")["draft"]
+    with pytest.raises(ValueError, match="needs the draft-config key"):
+        runner.draft_config(TARGET, [1, 2, 3], None, draft)
+    assert "eagle_config" in runner.draft_config(TARGET, None, None, draft)  # no ids: nothing to place
+
+
 def test_the_default_draft_config_is_the_eagle3_one():
     draft = probe_settings("vllm").to_spec("cpu")["draft"]
     cfg = runner.draft_config(TARGET, [1, 2, 3], "eagle_config.eagle_aux_hidden_state_layer_ids", draft)
