@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypedDict
 
 from flowtrace.probe import engine_runner as runner
+from flowtrace.probe.engine_runner import CaseRecord, CaseSpec, RunnerResult, Shrink
 from flowtrace.probe.errors import ProbeError
 from flowtrace.probe.settings import ProbeSettings, probe_settings
 
@@ -52,16 +54,113 @@ class Case:
     fc_slots: int = FC_SLOTS_WITHOUT_IDS
     draft_layers: int = 1  # decoder layers of the probe's draft (a layout with a layer stack writes that many)
 
-    def to_spec(self) -> dict:
+    def to_spec(self) -> CaseSpec:
         return {"name": self.name, "mode": self.mode, "ids": list(self.ids) if self.ids is not None else None,
                 "key": self.key, "fc_slots": self.fc_slots, "draft_layers": self.draft_layers}
+
+
+class EngineRun(RunnerResult, total=False):
+    """The runner's answers of every engine process of one probe, merged, and what flowtrace adds."""
+
+    processes: int
+    method: str | None  # the probed method (None: the profile's default)
+    hidden_size: int | None  # the shrunk target's
+
+
+class StaticCase(TypedDict, total=False):
+    """flowtrace's static trace of the installed engine for one case (the trace JSON's fields)."""
+
+    outcome: str
+    boundaries: list[int] | None
+    raises_at: str | None
+    reason: str | None
+    at: str | None  # file:line of the capture point the trace names
+    fc_in_features: int | None
+    slots: list[dict[str, Any]] | None  # the trace JSON's slots (boundary or layer_value_of each)
+
+
+class StaticDoc(TypedDict):
+    """The static trace as the document reports it: every field, None where the trace has none."""
+
+    boundaries: list[int] | None
+    outcome: str | None
+    raises_at: str | None
+    reason: str | None
+    at: str | None
+    fc_in_features: int | None
+    slots: list[dict[str, Any]] | None
+
+
+class ObservedSlot(TypedDict):
+    boundary: int | None
+    rel_err: float | None
+    layer_value_of: int | None
+
+
+class ObservedFcInput(TypedDict):
+    width: int | None
+    expected: int | None  # fc_slots x hidden size (None: hidden size unknown)
+    matches: bool | None
+    slots: list[int | None]
+
+
+class ObservedCase(TypedDict):
+    """What the engine did in one case, as the document reports it."""
+
+    outcome: str
+    slots: list[ObservedSlot]
+    raised_at: str | None
+    raised_through: list[str] | None
+    message: str | None
+    engine_layers: Any  # as the runner script reported it
+    plumbing: str | None
+    fc_input: ObservedFcInput | None
+    after_raise: bool
+
+
+class SlotComparison(TypedDict):
+    slot: int
+    observed: int | None
+    static: int | None
+    agree: bool
+    static_at: str | None
+
+
+class _EngineDocument(TypedDict):
+    schema: str
+    engine: str
+    method: str | None
+    engine_version: str
+    engine_distribution: str
+    engine_source: str
+    architecture: str | None
+    model_class: str | None
+    num_layers: int | None
+    case: str
+    mode: str
+    layer_ids: list[int] | None
+    observed: ObservedCase
+    static: StaticDoc
+    slots: list[SlotComparison]
+    agree: bool
+    shrunk: list[Shrink]
+    seconds: float
+    peak_rss_mb: float
+    engine_processes: int
+
+
+class EngineDocument(_EngineDocument, total=False):
+    """The ``flowtrace.probe-engine/1`` document of one case (written to a file, read back by
+    ``flowtrace report --probe-engine`` and ``probe merge``)."""
+
+    seconds_total: float
 
 
 @dataclass(frozen=True, slots=True)
 class EngineProbeResult:
     """One case's runtime observation next to the static trace (the ``flowtrace.probe-engine/1`` document)."""
 
-    doc: dict = field(default_factory=dict)
+    doc: EngineDocument
 
     @property
     def agree(self) -> bool:
@@ -157,7 +256,7 @@ def locate_engine(settings: ProbeSettings, device: str, engine_python: str | Non
     return EngineEnv(python, dist, about["version"], about["source"])
 
 
-def read_json(path: str | os.PathLike, what: str) -> dict:
+def read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     """A target or draft config (file or folder), read by the one config reader
     (flowtrace.sources.configs); its errors become probe errors."""
     from flowtrace.sources.configs import ConfigError, read_config
@@ -168,7 +267,7 @@ def read_json(path: str | os.PathLike, what: str) -> dict:
         raise ProbeError(str(exc)) from None
 
 
-def _dotted(doc: dict, key: str) -> object:
+def _dotted(doc: dict[str, Any], key: str) -> object:
     """The value at a dotted key of a JSON object (None when any part is missing)."""
     value: object = doc
     for part in key.split("."):
@@ -197,7 +296,7 @@ def draft_case(path: str, name: str = "draft", settings: ProbeSettings | None = 
     return Case(name, "draft", tuple(ids) if ids is not None else None, key, slots, layers)
 
 
-def _states_without_ids(doc: dict, settings: ProbeSettings) -> int:
+def _states_without_ids(doc: dict[str, Any], settings: ProbeSettings) -> int:
     """How many states the method's fc takes for a draft that names no ids: the method's number,
     else the draft-config key it names (vLLM's DFlash draft: one per draft layer), else three."""
     if settings.states:
@@ -233,16 +332,16 @@ def parse_layer_ids(text: str) -> tuple[int, ...]:
 def run_engine(
     env: EngineEnv,
     settings: ProbeSettings,
-    target: dict,
+    target: dict[str, Any],
     cases: Sequence[Case],
     num_layers: int | None,
     device: str,
     timeout: float = 900.0,
     progress: Callable[[str], None] | None = None,
-) -> dict:
+) -> RunnerResult:
     """Run the runner in the engine venv for every case (one engine process) and return its JSON."""
     with tempfile.TemporaryDirectory(prefix="flowtrace-engine-") as tmp:
-        spec = {"target_config": target, "num_layers": num_layers, "device": device, "workdir": tmp,
+        spec: runner.RunnerSpec = {"target_config": target, "num_layers": num_layers, "device": device, "workdir": tmp,
                 "cases": [c.to_spec() for c in cases], "seed": 0, "probe": settings.to_spec(device)}
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
@@ -254,23 +353,25 @@ def run_engine(
         if not out_path.exists():
             tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
             raise ProbeError(f"the engine process ended (exit {proc.returncode}) without a result: {tail}")
-        return json.loads(out_path.read_text(encoding="utf-8"))
+        result: RunnerResult = json.loads(out_path.read_text(encoding="utf-8"))  # the runner's JSON answer
+        return result
 
 
-def run_all(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequence[Case], num_layers: int, device: str,
-            progress: Callable[[str], None] | None = None) -> dict:
+def run_all(env: EngineEnv, settings: ProbeSettings, target: dict[str, Any], cases: Sequence[Case], num_layers: int,
+            device: str, progress: Callable[[str], None] | None = None) -> EngineRun:
     """All cases, in as few engine processes as the engine allows.
 
     A raise inside an engine step leaves the in-process engine core dead, so the runner stops there
     and the cases after it run in a fresh process: order cases that may raise last."""
-    raw: dict = {}
+    raw: EngineRun = {}
     pending = list(cases)
     while pending:
         part = run_engine(env, settings, target, pending, num_layers, device, progress=progress)
         if part.get("fatal_error") or part.get("build_error"):
             raise ProbeError(f"the engine run failed: {part.get('fatal_error') or part.get('build_error')}")
         if not raw:
-            raw = {**part, "cases": [], "processes": 0, "seconds": 0.0, "peak_rss_mb": 0.0}
+            raw = {**part, "cases": [], "processes": 0, "seconds": 0.0, "peak_rss_mb": 0.0, "method": None,
+                   "hidden_size": None}  # method and hidden size: set by probe_engine
         raw["processes"] += 1
         raw["seconds"] += float(part.get("seconds") or 0.0)
         raw["peak_rss_mb"] = max(raw["peak_rss_mb"], float(part.get("peak_rss_mb") or 0.0))
@@ -284,7 +385,7 @@ def run_all(env: EngineEnv, settings: ProbeSettings, target: dict, cases: Sequen
 
 
 def static_traces(source: str, architecture: str, cases: Sequence[Case], num_layers: int, hidden_size: int | None,
-                  target: dict, method: str | None = None) -> list[dict]:
+                  target: dict[str, Any], method: str | None = None) -> list[StaticCase]:
     """flowtrace's static trace of the installed engine's own source, one per case, for the
     speculative method the draft is (None: the profiles' default, as `flowtrace trace` without
     ``--method``)."""
@@ -299,10 +400,10 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     package = Path(source).name
     result = api.scan(Path(source).parent, options=IndexOptions(excludes=("/*", f"!/{package}/")), method=method)
 
-    def where(step: dict) -> str:
+    def where(step: dict[str, Any]) -> str:
         return f"{step['file']}:{step['line']}"
 
-    out = []
+    out: list[StaticCase] = []
     for c in cases:
         try:
             ids = list(c.ids) if c.ids is not None else None
@@ -328,7 +429,7 @@ def static_traces(source: str, architecture: str, cases: Sequence[Case], num_lay
     return out
 
 
-def observed_outcome(case: dict) -> str:
+def observed_outcome(case: CaseRecord) -> str:
     """captures / raises / captures_nothing / captures_deltas / unmatched / not_run, from the
     runner's record (captures_deltas: every state is a boundary or what a layer returns first)."""
     if case.get("outcome") in ("raises", "not_run"):
@@ -343,12 +444,12 @@ def observed_outcome(case: dict) -> str:
     return "unmatched"
 
 
-def _slot_key(slot: dict) -> tuple[int | None, int | None]:
+def _slot_key(slot: runner.SlotRecord | dict[str, Any]) -> tuple[int | None, int | None]:
     """A state as (boundary, layer whose first output it is): one of the two is set."""
     return slot.get("boundary"), slot.get("layer_value_of") if slot.get("boundary") is None else None
 
 
-def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
+def compare(raw: EngineRun, case: CaseRecord, static: StaticCase) -> tuple[bool, list[SlotComparison]]:
     """Per slot agree/disagree, and the whole verdict (outcome and boundaries both)."""
     outcome = observed_outcome(case)
     if outcome == "captures_deltas" or static.get("outcome") == "captures_deltas":
@@ -356,7 +457,7 @@ def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
     seen = [s.get("boundary") for s in case.get("slots") or []]
     want = list(static.get("boundaries") or [])
     n = max(len(seen), len(want))
-    slots = []
+    slots: list[SlotComparison] = []
     for i in range(n):
         o = seen[i] if i < len(seen) else None
         s = want[i] if i < len(want) else None
@@ -374,12 +475,12 @@ def compare(raw: dict, case: dict, static: dict) -> tuple[bool, list[dict]]:
     return outcome == "captures" and s_out == "captures" and seen == want, slots
 
 
-def _compare_deltas(outcome: str, case: dict, static: dict) -> tuple[bool, list[dict]]:
+def _compare_deltas(outcome: str, case: CaseRecord, static: StaticCase) -> tuple[bool, list[SlotComparison]]:
     """Slot by slot on (boundary, layer_value_of) pairs, when either side holds a layer's
     output without the residual; ``observed``/``static`` keep the boundary (None for a delta)."""
     seen = [_slot_key(s) for s in case.get("slots") or []]
     want = [_slot_key(s) for s in static.get("slots") or []] or [(b, None) for b in static.get("boundaries") or []]
-    slots = []
+    slots: list[SlotComparison] = []
     for i in range(max(len(seen), len(want))):
         o = seen[i] if i < len(seen) else (None, None)
         w = want[i] if i < len(want) else (None, None)
@@ -388,7 +489,7 @@ def _compare_deltas(outcome: str, case: dict, static: dict) -> tuple[bool, list[
     return outcome == static.get("outcome") and seen == want, slots
 
 
-def same_raise(case: dict, static: dict) -> bool:
+def same_raise(case: CaseRecord, static: StaticCase) -> bool:
     """The runtime raise went through the place the static trace says raises (any frame inside
     the engine's package: the trace may name the caller of the check that raises). A raise
     elsewhere (a backend the probe runs on refusing the model) confirms nothing. Without a place
@@ -397,19 +498,22 @@ def same_raise(case: dict, static: dict) -> bool:
     return not where or not frames or where in frames
 
 
-def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: EngineEnv, engine: str) -> dict:
+def case_document(
+    raw: EngineRun, case_spec: Case, case: CaseRecord, static: StaticCase, env: EngineEnv, engine: str
+) -> EngineDocument:
     """The ``flowtrace.probe-engine/1`` document of one case."""
     agree, slots = compare(raw, case, static)
     start_error = raw.get("start_error")
     if start_error:  # the engine refused the model at start-up: nothing ran
-        case = {**start_error}
+        case = {"outcome": start_error["outcome"], "raised_at": start_error["raised_at"],
+                "raised_through": start_error["raised_through"], "message": start_error["message"]}
         agree = static.get("outcome") == "raises" and same_raise(case, static)
         slots = []
     hidden = _hidden_size(raw)
-    fc_in = case.get("fc_input") or {}
+    fc_in = case.get("fc_input") or None
     fc_expected = case_spec.fc_slots * hidden if hidden else None
     width_ok = None if not fc_in else fc_in.get("width") == fc_expected
-    observed = {
+    observed: ObservedCase = {
         "outcome": observed_outcome(case) if not start_error else "raises",
         "slots": [
             {"boundary": s.get("boundary"), "rel_err": s.get("rel_err"), "layer_value_of": s.get("layer_value_of")}
@@ -430,7 +534,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
             if fc_in
             else None
         ),
-        "after_raise": bool(case.get("after_raise")),
+        "after_raise": False,  # no runner has recorded it; the /1 document keeps the field
     }
     return {
         "schema": SCHEMA,
@@ -441,13 +545,15 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
         "engine_source": env.source,
         "architecture": raw.get("architecture"),
         "model_class": raw.get("model_class") or raw.get("architecture"),
-        "num_layers": raw.get("num_layers") or raw.get("requested_layers"),
+        "num_layers": raw.get("num_layers") or None,
         "case": case_spec.name,
         "mode": case_spec.mode,
         "layer_ids": list(case_spec.ids) if case_spec.ids is not None else None,
         "observed": observed,
         "static": {
-            k: static.get(k) for k in ("boundaries", "outcome", "raises_at", "reason", "at", "fc_in_features", "slots")
+            "boundaries": static.get("boundaries"), "outcome": static.get("outcome"),
+            "raises_at": static.get("raises_at"), "reason": static.get("reason"), "at": static.get("at"),
+            "fc_in_features": static.get("fc_in_features"), "slots": static.get("slots"),
         },
         "slots": slots,
         "agree": agree,
@@ -458,7 +564,7 @@ def case_document(raw: dict, case_spec: Case, case: dict, static: dict, env: Eng
     }
 
 
-def _hidden_size(raw: dict) -> int | None:
+def _hidden_size(raw: EngineRun) -> int | None:
     for s in raw.get("shrunk", []):
         if s["key"].endswith("hidden_size") and not s["key"].startswith("vision_config"):
             return int(s["to"])
@@ -469,7 +575,7 @@ def probe_engine(
     *,
     engine: str | None = None,
     settings: ProbeSettings | None = None,
-    target_config: str | os.PathLike | dict,
+    target_config: str | os.PathLike[str] | dict[str, Any],
     cases: Sequence[Case],
     num_layers: int | None = None,
     device: str = "cpu",
@@ -499,7 +605,10 @@ def probe_engine(
     if progress:
         progress(f"static trace of {env.source}")
     method = None if settings.method_default else settings.method
-    statics = static_traces(env.source, raw["architecture"], cases, L, text.get("hidden_size"), shrunk_cfg, method)
+    architecture = raw["architecture"]
+    if architecture is None:  # the runner names the target's own class, checked above
+        raise ProbeError("--target-config: no `architectures` entry to name the model class")
+    statics = static_traces(env.source, architecture, cases, L, text.get("hidden_size"), shrunk_cfg, method)
     raw["method"] = settings.method or None
     raw.setdefault("num_layers", L)
     raw["hidden_size"] = text.get("hidden_size")
@@ -527,7 +636,7 @@ def engine_text(result: EngineProbeResult) -> str:
         lines.append(
             f"  slot {sl['slot']}: runtime b={sl['observed']}  static b={sl['static']}  [{sl['static_at']}]  {verdict}"
         )
-        seen = o["slots"][sl["slot"]] if sl["slot"] < len(o["slots"]) else {}
+        seen: Mapping[str, object] = o["slots"][sl["slot"]] if sl["slot"] < len(o["slots"]) else {}
         if seen.get("boundary") is None and seen.get("layer_value_of") is not None:
             lines.append(
                 f"    runtime slot {sl['slot']} is what layer {seen['layer_value_of']} returns first, not the residual"

@@ -14,16 +14,20 @@ from flowtrace.probe.engine import SCHEMA
 
 CONFIRMED, REFUTED = "runtime-confirmed", "runtime-refuted"
 
+# A JSON object read back from a user's file: any release's /1 document, so every field is read
+# with ``.get`` (the EngineDocument type says what this release writes, not what a file holds).
+JSONObject = dict[str, Any]
 
-def engine_documents(doc: Any) -> list[dict]:
+
+def engine_documents(doc: Any) -> list[JSONObject]:
     """The probe-engine documents inside one parsed JSON value (a document or a list of them)."""
     docs = doc if isinstance(doc, list) else [doc]
     return [d for d in docs if isinstance(d, dict) and str(d.get("schema", "")).startswith(SCHEMA)]
 
 
-def as_probe_results(docs: list[dict]) -> list[dict]:
+def as_probe_results(docs: list[JSONObject]) -> list[JSONObject]:
     """One probe run per probe-engine case, in the shape the report's probe panel reads."""
-    out = []
+    out: list[JSONObject] = []
     for d in docs:
         static, observed = d.get("static") or {}, d.get("observed") or {}
         seen = [s.get("boundary") for s in observed.get("slots") or []]
@@ -61,9 +65,9 @@ def as_probe_results(docs: list[dict]) -> list[dict]:
     return out
 
 
-def merged_probe(docs: list[dict], probe: dict | None = None) -> dict:
+def merged_probe(docs: list[JSONObject], probe: JSONObject | None = None) -> JSONObject:
     """A merged probe document with every probe-engine run (and the runs of ``probe``, if given)."""
-    runs: list[dict] = []
+    runs: list[JSONObject] = []
     if probe is not None:
         runs.extend(probe["results"] if isinstance(probe.get("results"), list) else [probe])
     runs.extend(as_probe_results(docs))

@@ -37,7 +37,8 @@ import resource
 import sys
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 HIDDEN = 64
 HEADS = 2
@@ -54,6 +55,149 @@ REL_TOL = 1e-4  # matching tolerance, relative to the stream's magnitude
 CAP: dict[str, Any] = {}
 
 
+# ---- the JSON that crosses the process boundary ------------------------------------------------
+# flowtrace writes a RunnerSpec, this file answers a RunnerResult. Typed here, in the one module
+# both sides import (flowtrace for the types, the engine venv to run it), with stdlib TypedDicts:
+# the engine venv's Python needs nothing more than ``typing``.
+
+
+class _DraftClass(TypedDict):
+    architectures: list[str]
+    model_type: str
+
+
+class DraftSpec(_DraftClass, total=False):
+    """The profile's draft class of the probed method."""
+
+    layout: str  # "midlayer" (EAGLE-3) or "layers" (DFlash-style): which weights draft_weights writes
+    config: list[list[Any]]  # the method's further draft-config keys, as [dotted key, value] pairs
+
+
+class _EngineSpec(TypedDict):
+    engine: str
+    package: str
+    runner: str  # the engine runner script
+    env: dict[str, str]
+    draft: DraftSpec
+    id_keys: list[str]
+
+
+class EngineSpec(_EngineSpec, total=False):
+    """The profile's ``[probe]`` table for one device: which engine to drive and how."""
+
+    method: str  # the engine's own name of the probed method, when it is not the default
+
+
+class CaseSpec(TypedDict):
+    """One case: how the ids reach the engine (``draft``: its draft config; ``direct``: its setter)."""
+
+    name: str
+    mode: str
+    ids: list[int] | None
+    key: str | None
+    fc_slots: int
+    draft_layers: int
+
+
+class _RunnerSpec(TypedDict):
+    target_config: dict[str, Any]
+    num_layers: int | None
+    device: str
+    workdir: str
+    cases: list[CaseSpec]
+    seed: int
+    probe: EngineSpec
+
+
+class RunnerSpec(_RunnerSpec, total=False):
+    """What ``python engine_runner.py SPEC.json OUT.json`` reads from SPEC.json."""
+
+    tokens: int  # tokens to generate per case (default 4)
+
+
+# One change shrink_config made: {"key": "text_config.hidden_size", "from": 4096, "to": 64}
+Shrink = TypedDict("Shrink", {"key": str, "from": Any, "to": Any})
+
+
+class SlotRecord(TypedDict, total=False):
+    """One captured state: the boundary whose stream it equals (None: none), or else the layer
+    whose first output (without the residual) it equals."""
+
+    boundary: int | None
+    rel_err: float
+    width: int
+    layer_value_of: int | None
+
+
+class FcSlotRecord(TypedDict):
+    boundary: int | None
+    rel_err: float
+
+
+class FcInputRecord(TypedDict):
+    """What reached the draft's fc: its width and each hidden-size chunk's boundary."""
+
+    width: int
+    slots: list[FcSlotRecord]
+    calls: int
+
+
+class Observed(TypedDict, total=False):
+    """What :func:`observe` names for one case."""
+
+    outcome: str  # captures / captures_nothing
+    reason: str
+    forwards: int
+    num_boundaries: int
+    slots: list[SlotRecord]
+    fc_input: FcInputRecord
+
+
+class EngineError(TypedDict):
+    """Where the engine raised (see :func:`_engine_error`); ``outcome`` is ``raises``."""
+
+    outcome: str
+    raised_at: str | None
+    raised_through: list[str]
+    message: str
+
+
+class CaseRecord(Observed, total=False):
+    """One case as the runner saw it: the spec's fields, then what was observed or where it raised
+    (the fields of an :class:`EngineError`)."""
+
+    name: str
+    mode: str
+    ids: list[int] | None
+    fc_slots: int
+    plumbing: str  # "load": the engine's draft-config plumbing ran at start-up; "rerun": per case
+    engine_layers: Any  # what the runner script's set_ids returns (the engine's own layer count, or None)
+    raised_at: str | None
+    raised_through: list[str]
+    message: str
+    seconds: float
+    fc_width: Any  # what the runner script's install reports (the draft fc's input width, or None)
+
+
+class RunnerResult(TypedDict, total=False):
+    """What the runner writes to OUT.json: one engine process, every case it ran."""
+
+    shrunk: list[Shrink]
+    architecture: str | None
+    cases: list[CaseRecord]
+    engine_version: Any  # the runner script's version(): the engine's version string
+    model_class: str
+    num_layers: int
+    stack_class: str
+    load_seconds: float
+    seconds: float
+    peak_rss_mb: float
+    build_error: str  # the random target could not be built: nothing else ran
+    start_error: EngineError  # the engine refused the model at start-up: no case ran
+    fatal_error: str  # the runner itself failed (with its traceback)
+    traceback: str
+
+
 
 # (keys, value): every key present (truthy) in the config is set to value
 _SHRINKS: tuple[tuple[tuple[str, ...], Any], ...] = (
@@ -67,7 +211,7 @@ _SHRINKS: tuple[tuple[tuple[str, ...], Any], ...] = (
 _LATENT = (("kv_lora_rank", 256), ("qk_nope_head_dim", 32), ("qk_rope_head_dim", 64), ("v_head_dim", 32))
 
 
-def _shrink_layers(cfg: dict, num_layers: int | None, put: Any) -> None:
+def _shrink_layers(cfg: dict[str, Any], num_layers: int | None, put: Callable[[str, Any], None]) -> None:
     """Fewer layers; per-layer lists (layer types, window flags) follow the layer count."""
     orig_layers = cfg.get("num_hidden_layers")
     layers = num_layers or min(orig_layers or 4, 4)
@@ -77,7 +221,7 @@ def _shrink_layers(cfg: dict, num_layers: int | None, put: Any) -> None:
             put(key, value[:layers])
 
 
-def _shrink_text(cfg: dict, num_layers: int | None, prefix: str, shrunk: list) -> None:
+def _shrink_text(cfg: dict[str, Any], num_layers: int | None, prefix: str, shrunk: list[Shrink]) -> None:
     """Shrink one (text) config in place, recording every change as {key, from, to}."""
 
     def put(key: str, value: Any) -> None:
@@ -110,10 +254,10 @@ def _shrink_text(cfg: dict, num_layers: int | None, prefix: str, shrunk: list) -
             del cfg[key]
 
 
-def shrink_config(cfg: dict, num_layers: int | None) -> tuple[dict, list]:
+def shrink_config(cfg: dict[str, Any], num_layers: int | None) -> tuple[dict[str, Any], list[Shrink]]:
     """A tiny copy of the target config of the same architecture, and every change made."""
     cfg = json.loads(json.dumps(cfg))
-    shrunk: list = []
+    shrunk: list[Shrink] = []
     if isinstance(cfg.get("text_config"), dict):
         _shrink_text(cfg["text_config"], num_layers, "text_config.", shrunk)
         vision = cfg.get("vision_config")
@@ -178,8 +322,9 @@ def shrink_config(cfg: dict, num_layers: int | None) -> tuple[dict, list]:
     return cfg, shrunk
 
 
-def text_part(cfg: dict) -> dict:
-    return cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+def text_part(cfg: dict[str, Any]) -> dict[str, Any]:
+    text: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    return text
 
 
 def _tokenizer(folder: str) -> None:
@@ -193,12 +338,14 @@ def _tokenizer(folder: str) -> None:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(
+    # transformers leaves the tokenizer's constructor unannotated; what it builds saves itself
+    fast: Callable[..., Any] = PreTrainedTokenizerFast
+    fast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(
         folder
     )
 
 
-def build_target(cfg: dict, folder: str, seed: int) -> None:
+def build_target(cfg: dict[str, Any], folder: str, seed: int) -> None:
     """Random weights of the target's own architecture, saved the way its hub checkpoints are."""
     import torch
     import transformers
@@ -223,7 +370,7 @@ def build_target(cfg: dict, folder: str, seed: int) -> None:
     _tokenizer(folder)
 
 
-def put_dotted(cfg: dict, key: str, value: Any) -> None:
+def put_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
     """Set a dotted key (``a.b``) in a nested dict, creating the tables on the way."""
     *tables, last = key.split(".")
     for t in tables:
@@ -237,7 +384,9 @@ DEFAULT_DRAFT_EXTRA = (("eagle_config.use_aux_hidden_state", True),)
 LAYOUTS = ("midlayer", "layers")
 
 
-def draft_config(target: dict, ids: list | None, key: str, draft: dict, draft_layers: int = 1) -> dict:
+def draft_config(
+    target: dict[str, Any], ids: list[int] | None, key: str | None, draft: DraftSpec, draft_layers: int = 1
+) -> dict[str, Any]:
     """The draft's config.json: the profile's class (``draft``: ``architectures``, ``model_type``,
     and ``config``, its method's further keys as dotted pairs), the target's sizes, ``ids``
     exactly as given at ``key`` (nothing there for None)."""
@@ -262,7 +411,7 @@ def draft_config(target: dict, ids: list | None, key: str, draft: dict, draft_la
     return cfg
 
 
-def draft_weights(layout: str, h: int, v: int, fc_slots: int, draft_layers: int, seed: int) -> dict:
+def draft_weights(layout: str, h: int, v: int, fc_slots: int, draft_layers: int, seed: int) -> dict[str, Any]:
     """Random draft weights under the checkpoint names the engine's draft class loads.
 
     ``midlayer``: an EAGLE-3 checkpoint, one layer whose attention reads embedding and state side
@@ -307,7 +456,8 @@ def draft_weights(layout: str, h: int, v: int, fc_slots: int, draft_layers: int,
     return sd
 
 
-def build_draft(target: dict, folder: str, ids: list | None, key: str, fc_slots: int, seed: int, draft: dict,
+def build_draft(target: dict[str, Any], folder: str, ids: list[int] | None, key: str | None, fc_slots: int, seed: int,
+                draft: DraftSpec,
                 draft_layers: int = 1) -> None:
     """A tiny random draft whose config carries ``ids`` exactly as given, at ``key``.
 
@@ -409,7 +559,7 @@ def _wrap_layer(layer: Any, idx: int, inspect: Any) -> None:
     layer.forward = layer_forward
 
 
-def _entry_stream(bound: dict) -> Any:
+def _entry_stream(bound: dict[str, Any]) -> Any:
     reader = CAP.get("stream")
     seen = reader(bound, None) if reader else None
     if seen is not None:
@@ -418,7 +568,7 @@ def _entry_stream(bound: dict) -> Any:
     return _stream(h, r) if h is not None else None
 
 
-def _exit_stream(bound: dict, out: Any) -> Any:
+def _exit_stream(bound: dict[str, Any], out: Any) -> Any:
     reader = CAP.get("stream")
     seen = reader(bound, out) if reader else None
     if seen is not None:
@@ -428,7 +578,7 @@ def _exit_stream(bound: dict, out: Any) -> Any:
     return _stream(out, None)
 
 
-def _match(t: Any, streams: list) -> tuple[int | None, float]:
+def _match(t: Any, streams: list[Any]) -> tuple[int | None, float]:
     best, best_err = None, math.inf
     for b, s in enumerate(streams):
         if s is None or s.shape != t.shape:
@@ -439,7 +589,7 @@ def _match(t: Any, streams: list) -> tuple[int | None, float]:
     return (best if best_err <= REL_TOL else None), best_err
 
 
-def _unpack(aux: Any, width: int) -> list | None:
+def _unpack(aux: Any, width: int) -> list[Any] | None:
     """The captured states one by one: a list as returned, a packed tensor cut into ``width`` columns."""
     if aux is None or isinstance(aux, list):
         return aux
@@ -448,7 +598,7 @@ def _unpack(aux: Any, width: int) -> list | None:
     return [aux[..., i * width:(i + 1) * width] for i in range(aux.shape[-1] // width)]
 
 
-def observe(worker: Any = None) -> dict:
+def observe(worker: Any = None) -> Observed:
     """Name the boundary of every captured tensor of the first (prefill) forward, and of the fc input."""
     fwds = [f for f in CAP["forwards"] if f["layers"]]
     if not fwds:
@@ -456,26 +606,26 @@ def observe(worker: Any = None) -> dict:
     first = fwds[0]
     layers = sorted(first["layers"], key=lambda e: e["idx"])
     streams = [layers[0]["in"]] + [e["out"] for e in layers]  # boundary 0..L
-    out: dict[str, Any] = {"forwards": len(fwds), "num_boundaries": len(streams)}
+    out: Observed = {"forwards": len(fwds), "num_boundaries": len(streams)}
     aux = _unpack(first["aux"], streams[0].shape[-1])
     if aux is None:
-        out.update(outcome="captures_nothing", slots=[], reason="the layer stack returned no aux states")
+        out.update({"outcome": "captures_nothing", "slots": [], "reason": "the layer stack returned no aux states"})
     else:
-        slots = []
+        slots: list[SlotRecord] = []
         for t in aux:
             b, err = _match(t, streams)
-            slot = {"boundary": b, "rel_err": err, "width": int(t.shape[-1])}
+            slot: SlotRecord = {"boundary": b, "rel_err": err, "width": int(t.shape[-1])}
             if b is None:  # not the stream: is it what a layer returned first (its output without the residual)?
                 k, _ = _match(t, [e["value"] for e in layers])
                 slot["layer_value_of"] = k
             slots.append(slot)
-        out.update(outcome="captures" if slots else "captures_nothing", slots=slots)
+        out.update({"outcome": "captures" if slots else "captures_nothing", "slots": slots})
     if CAP["fc_in"]:
         x = CAP["fc_in"][0]
         h = streams[0].shape[-1]
         n = x.shape[0]
         chunks = [x[:, i * h:(i + 1) * h] for i in range(x.shape[-1] // h)] if x.shape[-1] % h == 0 else []
-        fc_slots = []
+        fc_slots: list[FcSlotRecord] = []
         for c in chunks:
             b, err = _match(c, [s[:n] if s is not None and s.shape[0] >= n else None for s in streams])
             fc_slots.append({"boundary": b, "rel_err": err})
@@ -490,7 +640,7 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _engine_error(exc: BaseException, package: str) -> dict:
+def _engine_error(exc: BaseException, package: str) -> EngineError:
     """Where in the engine it raised (innermost frame inside its package), every frame inside the
     package on the way (innermost first: the static trace may name a caller, such as the forward
     that finalizes a collector whose own check raises) and the engine's own message."""
@@ -502,7 +652,7 @@ def _engine_error(exc: BaseException, package: str) -> dict:
             "message": " ".join(msg)[:500]}
 
 
-def load_runner_script(path: str, probe: dict) -> Any:
+def load_runner_script(path: str, probe: EngineSpec) -> Any:
     """The engine runner script named by the profile, loaded as a module that sees this one as
     ``core`` and the profile's probe settings as ``probe``."""
     import importlib.util
@@ -519,10 +669,12 @@ def load_runner_script(path: str, probe: dict) -> Any:
     return module
 
 
-def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, spec: dict) -> tuple[dict, bool]:
+def _run_case(
+    script: Any, engine: Any, case: CaseSpec, first_draft: CaseSpec | None, spec: RunnerSpec
+) -> tuple[CaseRecord, bool]:
     """One case: ids to the engine, a short generation, what was captured. (record, raised)"""
     tc = time.time()
-    rec: dict[str, Any] = {
+    rec: CaseRecord = {
         "name": case["name"],
         "mode": case["mode"],
         "ids": case["ids"],
@@ -535,10 +687,11 @@ def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, sp
         script.generate(engine, PROMPT, spec.get("tokens", 4))
         rec.update(script.observe(engine))
     except Exception as exc:  # noqa: BLE001 - the engine raised on this request: that is the observation
-        rec.update(_engine_error(exc, spec["probe"]["package"]))
+        err = _engine_error(exc, spec["probe"]["package"])
+        rec.update({"outcome": err["outcome"], "raised_at": err["raised_at"], "raised_through": err["raised_through"],
+                    "message": err["message"]})
         try:  # what the target captured and what reached the fc before the raise
-            seen = script.observe(engine)
-            rec.update({k: v for k, v in seen.items() if k in ("slots", "fc_input", "forwards", "num_boundaries")})
+            rec.update(_captured(script.observe(engine)))
         except Exception:  # noqa: BLE001 - nothing recorded: the raise alone is reported
             pass
         raised = True
@@ -546,14 +699,28 @@ def _run_case(script: Any, engine: Any, case: dict, first_draft: dict | None, sp
     return rec, raised
 
 
-def run(spec: dict) -> dict:
+def _captured(seen: Observed) -> CaseRecord:
+    """What the target captured and what reached the fc, from an observation (its verdict left out)."""
+    kept: CaseRecord = {}
+    if "forwards" in seen:
+        kept["forwards"] = seen["forwards"]
+    if "num_boundaries" in seen:
+        kept["num_boundaries"] = seen["num_boundaries"]
+    if "slots" in seen:
+        kept["slots"] = seen["slots"]
+    if "fc_input" in seen:
+        kept["fc_input"] = seen["fc_input"]
+    return kept
+
+
+def run(spec: RunnerSpec) -> RunnerResult:
     t0 = time.time()
     probe = spec["probe"]
     for name, value in probe.get("env", {}).items():
         os.environ.setdefault(name, value)
     work = spec["workdir"]
     cfg, shrunk = shrink_config(spec["target_config"], spec.get("num_layers"))
-    result: dict[str, Any] = {"shrunk": shrunk, "architecture": (cfg.get("architectures") or [None])[0], "cases": []}
+    result: RunnerResult = {"shrunk": shrunk, "architecture": (cfg.get("architectures") or [None])[0], "cases": []}
     try:
         build_target(cfg, os.path.join(work, "target"), spec.get("seed", 0))
     except Exception as exc:  # noqa: BLE001 - reported, not raised: the caller prints it
@@ -588,7 +755,8 @@ def run(spec: dict) -> dict:
         return result
     result["load_seconds"] = time.time() - t_load
     info = script.install(engine)
-    result.update(model_class=info["model_class"], num_layers=info["num_layers"], stack_class=info["stack_class"])
+    result.update({"model_class": info["model_class"], "num_layers": info["num_layers"],
+                   "stack_class": info["stack_class"]})
     for n, case in enumerate(cases):
         rec, raised = _run_case(script, engine, case, first, spec)
         rec["fc_width"] = info["fc_width"]
@@ -611,7 +779,15 @@ def run(spec: dict) -> dict:
     return result
 
 
-def about(package: str, dist: str) -> dict:
+class About(TypedDict):
+    """``--about``: the engine venv's installed release and package folder (None: not installed)."""
+
+    version: str | None
+    source: str | None
+    python: str
+
+
+def about(package: str, dist: str) -> About:
     """The installed version and package folder, found without importing the engine (fast)."""
     import importlib.metadata
     import importlib.util
@@ -631,6 +807,7 @@ def main(argv: list[str]) -> int:
         return 0
     with open(argv[1]) as fh:
         spec = json.load(fh)
+    result: RunnerResult
     try:
         result = run(spec)
     except Exception as exc:  # noqa: BLE001 - one JSON answer, always

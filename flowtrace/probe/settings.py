@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from flowtrace.engines.methods import Scalar, SpecMethod, default_of, find_method
 from flowtrace.engines.profiles import Profile, load_all
 from flowtrace.errors import ProfileError
+from flowtrace.probe.engine_runner import DraftSpec, EngineSpec
 from flowtrace.probe.errors import ProbeError
 
 DEVICES = ("cpu", "cuda")
@@ -66,15 +68,15 @@ class ProbeSettings:
         """The variables the engine process gets for ``device`` (set there unless already set)."""
         return {name: value for dev, name, value in self.env if dev in ("", device)}
 
-    def to_spec(self, device: str) -> dict:
+    def to_spec(self, device: str) -> EngineSpec:
         """The part of the runner's spec that tells it which engine to drive and how."""
-        draft: dict = {"architectures": [self.draft_architecture], "model_type": self.draft_model_type}
+        draft: DraftSpec = {"architectures": [self.draft_architecture], "model_type": self.draft_model_type}
         if self.draft_layout:
             draft["layout"] = self.draft_layout
         if self.draft_extra:
             draft["config"] = [[key, value] for key, value in self.draft_extra]
-        spec = {"engine": self.engine, "package": self.package, "runner": str(self.runner), "env": self.env_for(device),
-                "draft": draft, "id_keys": list(self.id_keys)}
+        spec: EngineSpec = {"engine": self.engine, "package": self.package, "runner": str(self.runner),
+                            "env": self.env_for(device), "draft": draft, "id_keys": list(self.id_keys)}
         if self.engine_method:
             spec["method"] = self.engine_method
         return spec
@@ -126,7 +128,7 @@ def settings_of(profile: Profile, method: str | None = None) -> ProbeSettings:
             f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids"
         )
     id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
-    extra = _probe_extras(chosen) if chosen is not None else {}
+    extra: _MethodFields = _probe_extras(chosen) if chosen is not None else {}
     return ProbeSettings(
         profile.name,
         profile.package,
@@ -154,7 +156,19 @@ def _method(profile: Profile, name: str | None) -> SpecMethod | None:
     return found
 
 
-def _probe_extras(m: SpecMethod) -> dict:
+class _MethodFields(TypedDict, total=False):
+    """The :class:`ProbeSettings` fields a speculative method decides."""
+
+    method: str
+    method_default: bool
+    engine_method: str
+    draft_layout: str
+    draft_extra: tuple[tuple[str, Scalar], ...]
+    states: int | None
+    states_key: str
+
+
+def _probe_extras(m: SpecMethod) -> _MethodFields:
     return {"method": m.name, "method_default": m.default, "engine_method": m.probe_engine_method,
             "draft_layout": m.probe_draft_layout, "draft_extra": m.probe_draft_config, "states": m.states,
             "states_key": m.states_key}
