@@ -9,6 +9,7 @@ packed ``[.., k*H]`` tensor).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -24,17 +25,19 @@ class FcInputHook:
         self.fc, self.name, self.hidden = fc, name, hidden
         self.observations: list[RawObservation] = []
         self.problem: str | None = None
-        self._handle: Any = None
+        self._handle: torch.utils.hooks.RemovableHandle | None = None
 
     def __enter__(self) -> "FcInputHook":
         self._handle = self.fc.register_forward_pre_hook(self._hook, with_kwargs=True)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._handle is not None:
             self._handle.remove()
 
-    def _hook(self, module, args, kwargs):
+    def _hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.observations:
             return None
         x = args[0] if args else next(iter(kwargs.values()), None)
@@ -58,7 +61,7 @@ class FcInputHook:
         return None
 
 
-def aux_from_output(output, hidden: int) -> list[RawObservation]:
+def aux_from_output(output: object, hidden: int) -> list[RawObservation]:
     """Aux chunks in a model's return value ``(hidden_or_logits, aux, ...)``.
 
     Looks at every element after the first: a list/tuple of ``[..., hidden]`` tensors, or one

@@ -99,7 +99,8 @@ class Attention(nn.Module):
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         o = o.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
         o = self.o_proj(o)
-        return o[0] if squeeze else o
+        out: torch.Tensor = o[0] if squeeze else o
+        return out
 
 
 class SwiGLU(nn.Module):
@@ -112,4 +113,5 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out

@@ -14,7 +14,10 @@ alone). Matching against views turns "no match" into a diagnosis.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
 
 import torch
 from torch import nn
@@ -60,7 +63,7 @@ class Tape:
         return prim + self.views
 
 
-def _split(value, hidden: int):
+def _split(value: object, hidden: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(hidden, residual) of a layer output/input value, or (None, None) if unrecognisable."""
     if isinstance(value, torch.Tensor):
         return value, None
@@ -94,7 +97,7 @@ class BoundaryRecorder:
         self.embed, self.layers, self.hidden = embed, layers, hidden_size
         self.final_norm = final_norm
         self.keep_partials = keep_partials
-        self._handles: list = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self.embed_out: torch.Tensor | None = None
         self.inputs: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.outputs: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
@@ -115,22 +118,26 @@ class BoundaryRecorder:
             self._handles.append(self.final_norm.register_forward_hook(self._norm_hook))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
 
-    def _embed_hook(self, module, args, output) -> None:
+    def _embed_hook(self, module: nn.Module, args: tuple[Any, ...], output: object) -> None:
         if self.embed_out is None and isinstance(output, torch.Tensor):
             self.embed_out = output.detach().clone()
 
-    def _norm_hook(self, module, args, output) -> None:
+    def _norm_hook(self, module: nn.Module, args: tuple[Any, ...], output: object) -> None:
         if self.final_norm_out is None and len(self.outputs) == len(self.layers):
             h, _ = _split(output, self.hidden)
             if h is not None and h.shape[-1] == self.hidden:
                 self.final_norm_out = h.detach().clone()
 
-    def _layer_input(self, k: int, module: nn.Module, args: tuple, kwargs: dict):
+    def _layer_input(
+        self, k: int, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Find the hidden (and residual) argument: by parameter name, else by shape."""
         if k not in self._sigs:
             try:
@@ -138,7 +145,7 @@ class BoundaryRecorder:
             except (TypeError, ValueError):
                 self._sigs[k] = None
         sig = self._sigs[k]
-        bound: dict = {}
+        bound: dict[str, Any] = {}
         if sig is not None:
             try:
                 bound = dict(sig.bind_partial(*args, **kwargs).arguments)
@@ -164,8 +171,8 @@ class BoundaryRecorder:
                 residual = cands[1]
         return hidden, residual
 
-    def _make_pre(self, k: int):
-        def pre(module, args, kwargs):
+    def _make_pre(self, k: int) -> Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]:
+        def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if k in self.inputs:
                 if k == 0:
                     self.repeats += 1
@@ -179,8 +186,8 @@ class BoundaryRecorder:
 
         return pre
 
-    def _make_post(self, k: int):
-        def post(module, args, kwargs, output):
+    def _make_post(self, k: int) -> Callable[[nn.Module, tuple[Any, ...], dict[str, Any], object], None]:
+        def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: object) -> None:
             if k in self.outputs:
                 return None
             h, r = _split(output, self.hidden)

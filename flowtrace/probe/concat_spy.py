@@ -8,7 +8,8 @@ cache ``cat``s along the sequence are not). Inputs are cloned at call time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -29,7 +30,13 @@ class ConcatSpy(TorchFunctionMode):
         self.dropped = 0
         self._calls = 0
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Collection[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:  # whatever the intercepted torch function returns
         kwargs = kwargs or {}
         name = _WATCHED.get(func)
         if name is not None:
@@ -37,7 +44,7 @@ class ConcatSpy(TorchFunctionMode):
             self._inspect(name, args, kwargs)
         return func(*args, **kwargs)
 
-    def _inspect(self, name: str, args: tuple, kwargs: dict) -> None:
+    def _inspect(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         tensors = args[0] if args else kwargs.get("tensors")
         if len(args) > 1:
             dim = args[1]

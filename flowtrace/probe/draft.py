@@ -96,12 +96,15 @@ class Eagle3DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(h, cfg.rms_norm_eps)
         self.mlp = SwiGLU(h, cfg.intermediate_size)
 
-    def forward(self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor | None = None):
+    def forward(
+        self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         normed = self.hidden_norm(hidden)
         residual = normed if self.norm_before_residual else hidden
         z = torch.cat([self.input_layernorm(embeds), normed], dim=-1)
         h = residual + self.self_attn(z, positions)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        out: torch.Tensor = h + self.mlp(self.post_attention_layernorm(h))
+        return out
 
 
 class Eagle3Draft(nn.Module):
@@ -131,12 +134,13 @@ class Eagle3Draft(nn.Module):
         if self.embed_tokens is None:
             raise ProbeError("the draft has no embed_tokens and no target embeddings were attached")
         if self.fc_norm is not None:
-            chunks = aux.split(self.cfg.target_hidden_size, dim=-1)
+            chunks = torch.split(aux, self.cfg.target_hidden_size, dim=-1)
             aux = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
         g = self.fc(aux)
         e = self.embed_tokens(input_ids).to(g.dtype)
         h = self.midlayer(e, g, positions)
-        return self.lm_head(self.norm(h))
+        logits: torch.Tensor = self.lm_head(self.norm(h))
+        return logits
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         """Map draft-vocab ids to target ids with the d2t offset table."""
@@ -204,7 +208,7 @@ def _normalise_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _get_int(cfg: dict, key: str, path: Path, default: int | None = None) -> int:
+def _get_int(cfg: dict[str, Any], key: str, path: Path, default: int | None = None) -> int:
     v = cfg.get(key, default)
     if v is None:
         raise ProbeError(f"draft {path / 'config.json'}: missing key {key!r}")
@@ -214,7 +218,7 @@ def _get_int(cfg: dict, key: str, path: Path, default: int | None = None) -> int
         raise ProbeError(f"draft {path / 'config.json'}: key {key!r} must be an int, got {v!r}") from None
 
 
-def aux_layer_ids_from_config(cfg: dict) -> tuple[int, ...] | None:
+def aux_layer_ids_from_config(cfg: dict[str, Any]) -> tuple[int, ...] | None:
     """``eagle_aux_hidden_state_layer_ids`` from eagle_config or the top level, if present."""
     for holder in (cfg.get("eagle_config") or {}, cfg):
         ids = holder.get("eagle_aux_hidden_state_layer_ids") if isinstance(holder, dict) else None

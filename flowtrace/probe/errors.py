@@ -8,6 +8,8 @@ ordinary exceptions so that they do show a traceback.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 
 # How to get the probe's extra today: flowtrace-llm is not on the package index yet, so from a
 # checkout, or pinned to a commit of the repository (docs/probe.md, "Install").
@@ -25,7 +27,7 @@ class MissingDependency(ProbeError):
     """An optional package (torch, safetensors, transformers) is needed for this command."""
 
 
-def require_torch():
+def require_torch() -> ModuleType:
     """Import torch or fail with the install hint; the probe is an optional extra."""
     try:
         import torch

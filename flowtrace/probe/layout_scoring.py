@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from flowtrace.probe.draft import Eagle3Draft
 from flowtrace.probe.results import (
     CLEAR_WINNER,
     NO_CLEAR_WINNER,
@@ -102,7 +103,7 @@ class TeacherData:
 
 @torch.no_grad()
 def score_layouts(
-    draft,
+    draft: Eagle3Draft,
     data: TeacherData,
     candidates: Sequence[Candidate],
     progress: Callable[[str], None] | None = None,
@@ -135,7 +136,7 @@ def chance_level(data: TeacherData) -> float:
     labels = data.labels()
     if labels.numel() == 0:
         return 0.0
-    _, counts = labels.unique(return_counts=True)
+    _, counts = torch.unique(labels, return_counts=True)
     return float(counts.max()) / labels.numel()
 
 

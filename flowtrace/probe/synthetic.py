@@ -14,7 +14,7 @@ layer i = boundary i+1; -1 = the embedding). Use as a factory::
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,9 @@ from torch import nn
 
 from flowtrace.probe.blocks import Attention, RMSNorm, SwiGLU
 from flowtrace.probe.errors import ProbeError
+
+# A factory's inputs: the keyword arguments of one forward of the model it returns.
+Inputs = dict[str, torch.Tensor]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "llama3-8b": dict(
@@ -80,7 +83,13 @@ class SyntheticDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
         self.mlp = SwiGLU(s.hidden_size, s.intermediate_size)
 
-    def forward(self, positions, hidden_states, residual, capture_output=None):
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden_states: torch.Tensor,
+        residual: torch.Tensor | None,
+        capture_output: Callable[[torch.Tensor], None] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         residual = hidden_states if residual is None else hidden_states + residual
         if capture_output is not None:
             capture_output(residual)
@@ -88,7 +97,7 @@ class SyntheticDecoderLayer(nn.Module):
         return self.mlp(self.post_attention_layernorm(residual)), residual
 
 
-class _AuxList(list):
+class _AuxList(list[torch.Tensor]):
     def capture(self, t: torch.Tensor) -> None:
         self.append(t)
 
@@ -102,7 +111,7 @@ class SyntheticLlamaModel(nn.Module):
         self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps).to(dtype)
         self.layers_to_capture: list[int] = []
 
-    def forward(self, input_ids, positions):
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, _AuxList]:
         h, residual = self.embed_tokens(input_ids), None
         aux = _AuxList()
         for i, layer in enumerate(self.layers):
@@ -128,7 +137,9 @@ class SyntheticLlamaForCausalLM(nn.Module):
         else:
             self.model.layers_to_capture = [int(v) + 1 for v in layer_ids]
 
-    def forward(self, input_ids, positions=None):
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, _AuxList]:
         if positions is None:
             positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
         h, aux = self.model(input_ids, positions)
@@ -136,7 +147,7 @@ class SyntheticLlamaForCausalLM(nn.Module):
         return (logits, aux) if aux else logits
 
 
-def _sizes(preset: str | dict | None, overrides: dict[str, Any]) -> LlamaSizes:
+def _sizes(preset: str | dict[str, Any] | None, overrides: dict[str, Any]) -> LlamaSizes:
     if isinstance(preset, dict):
         base = dict(preset)
     else:
@@ -152,7 +163,8 @@ def _dtype(dtype: Any) -> torch.dtype:
         return dtype
     if dtype is None:
         return torch.float32
-    return getattr(torch, str(dtype))
+    named: torch.dtype = getattr(torch, str(dtype))  # a dtype's name: "bfloat16" is torch.bfloat16
+    return named
 
 
 def build(sizes: LlamaSizes, aux_layer_ids: Any = "default", device: Any = None,
@@ -170,7 +182,7 @@ def build(sizes: LlamaSizes, aux_layer_ids: Any = "default", device: Any = None,
 
 
 def llama(preset: str = "tiny", aux_layer_ids: Any = "default", tokens: int = 128, seed: int = 0,
-          device: Any = None, dtype: Any = None, **sizes: Any):
+          device: Any = None, dtype: Any = None, **sizes: Any) -> tuple[SyntheticLlamaForCausalLM, Inputs]:
     """Factory for ``--factory flowtrace.probe.synthetic:llama``.
 
     ``aux_layer_ids``: engine layer ids (list), ``"default"`` (EAGLE's {2, L//2, L-3} as
@@ -185,7 +197,7 @@ def llama(preset: str = "tiny", aux_layer_ids: Any = "default", tokens: int = 12
 
 
 def from_hf_config(config: str, aux_layer_ids: Any = "default", tokens: int = 128, seed: int = 0,
-                   device: Any = None, dtype: Any = None):
+                   device: Any = None, dtype: Any = None) -> tuple[SyntheticLlamaForCausalLM, Inputs]:
     """A Llama-shaped stand-in for a Hugging Face config.json, without transformers.
 
     Only the sizes are taken; architecture details beyond Llama (qk-norm, biases, sliding windows,

@@ -37,6 +37,11 @@ FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_norm", "ln_f", "norm_f")
 EMBED_FALLBACK_NAMES = ("embed_tokens", "wte", "tok_embeddings", "word_embeddings", "embed_in")
 
 
+# A factory's make_inputs(tokens): the model's inputs for a token sequence (a dict of keyword
+# arguments or a tuple of positional ones, as the factory's own example inputs are).
+MakeInputs = Callable[[torch.Tensor], Any]
+
+
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
     """How to obtain the target and (optionally) which modules to hook; all user-supplied."""
@@ -62,7 +67,7 @@ class Target:
 
     model: nn.Module
     inputs: Any
-    make_inputs: Callable[[torch.Tensor], Any] | None
+    make_inputs: MakeInputs | None
     name: str
     source: str
     device: torch.device
@@ -196,7 +201,7 @@ def import_factory(spec: str, paths: tuple[str, ...] = ()) -> Callable[..., Any]
         raise ProbeError(
             f"--factory: importing {mod_name!r} failed: {type(exc).__name__}: {exc}"
         ) from None
-    fn = getattr(module, fn_name, None)
+    fn: Callable[..., Any] | None = getattr(module, fn_name, None)  # checked callable below
     if fn is None or not callable(fn):
         raise ProbeError(f"--factory: module {mod_name!r} has no callable {fn_name!r}")
     return fn
@@ -233,7 +238,7 @@ def _call_factory(
         raise ProbeError(f"--factory {spec} raised {type(exc).__name__}: {exc}") from None
 
 
-def _unpack_factory_result(result: Any, spec: str) -> tuple[nn.Module, Any, Callable | None]:
+def _unpack_factory_result(result: Any, spec: str) -> tuple[nn.Module, Any, MakeInputs | None]:
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise ProbeError(
             f"--factory {spec} must return (model, example_inputs) or "
@@ -259,7 +264,7 @@ def _unpack_factory_result(result: Any, spec: str) -> tuple[nn.Module, Any, Call
 # --------------------------------------------------------------------------- hf-config
 
 
-def _shrunk(data: dict, num_layers: int | None) -> tuple[dict, list[str]]:
+def _shrunk(data: dict[str, Any], num_layers: int | None) -> tuple[dict[str, Any], list[str]]:
     """The config shrunk as ``probe engine`` shrinks it (its stdlib-only runner's rules: hidden
     64, 2 heads, small experts, a 512-token vocabulary; the layer count kept unless given), and
     one line per change."""
@@ -282,7 +287,7 @@ def _shrunk(data: dict, num_layers: int | None) -> tuple[dict, list[str]]:
 
 def _load_hf_config(
     path: str, device: torch.device, dtype: torch.dtype, seed: int, shrink: bool = False, num_layers: int | None = None
-):
+) -> tuple[nn.Module, dict[str, Any], str, list[str]]:
     try:
         import transformers
     except ImportError:
@@ -310,19 +315,19 @@ def _load_hf_config(
     try:
         config = transformers.AutoConfig.for_model(model_type, **data)
         torch.manual_seed(seed)
-        model = None
+        model: nn.Module | None = None
+        # transformers leaves from_config unannotated: what it builds is a PreTrainedModel, an nn.Module
+        from_config: Callable[..., nn.Module] = transformers.AutoModelForCausalLM.from_config
         # the dtype keyword was renamed across transformers versions; eager attention keeps
         # every op visible to the hooks
         for kw in ({"dtype": dtype}, {"torch_dtype": dtype}, {}):
             try:
-                model = transformers.AutoModelForCausalLM.from_config(
-                    config, attn_implementation="eager", **kw
-                )
+                model = from_config(config, attn_implementation="eager", **kw)
                 break
             except TypeError:
                 continue
         if model is None:
-            model = transformers.AutoModelForCausalLM.from_config(config)
+            model = from_config(config)
     except Exception as exc:
         raise ProbeError(
             f"--hf-config: transformers could not build {model_type!r} from {cfg_file}: "
@@ -391,12 +396,13 @@ def find_embedding(
         return name, _get(model, name, "--embed-module")
     embs = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Embedding)]
     parent = _parent(layers_name)
-    for pred in (
+    preds: tuple[Callable[[str], bool], ...] = (
         lambda n: n.split(".")[-1] == "embed_tokens" and _parent(n) == parent,
         lambda n: n.split(".")[-1] == "embed_tokens",
         lambda n: n.split(".")[-1] in EMBED_FALLBACK_NAMES and _parent(n) == parent,
         lambda n: n.split(".")[-1] in EMBED_FALLBACK_NAMES,
-    ):
+    )
+    for pred in preds:
         for n, m in embs:
             if pred(n):
                 return n, m
