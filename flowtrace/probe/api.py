@@ -10,9 +10,9 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowtrace.probe.claims import (
     check_range,
@@ -29,13 +29,25 @@ from flowtrace.probe.results import (
     REFUTED,
     CAPTURES,
     CAPTURES_DELTAS,
+    CandidateScore,
     CaptureResult,
     Claim,
     DraftInfo,
     Raised,
     DraftResult,
+    Observation,
     layout_label,
 )
+
+if TYPE_CHECKING:  # torch and the torch-side modules load lazily, inside the functions that need them
+    import torch
+
+    from flowtrace.probe.aux_sources import FcInputHook
+    from flowtrace.probe.boundaries import Tape
+    from flowtrace.probe.concat_spy import ConcatSpy
+    from flowtrace.probe.layout_scoring import TeacherData
+    from flowtrace.probe.observed import RawObservation
+    from flowtrace.probe.targets import Target, TargetSpec
 
 Progress = Callable[[str], None] | None
 DEBUG_ENV = "FLOWTRACE_PROBE_DEBUG"
@@ -50,7 +62,7 @@ class _Timer:
         self._start = time.perf_counter()
 
     @contextlib.contextmanager
-    def phase(self, name: str):
+    def phase(self, name: str) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
             yield
@@ -93,7 +105,7 @@ def _claim(expect: str | Sequence[int] | None, expect_trace: str | None) -> Clai
     return Claim("--expect", bs)
 
 
-def _spec(**kw: Any):
+def _spec(**kw: Any) -> TargetSpec:
     from flowtrace.probe.targets import TargetSpec
 
     kw["path"] = tuple(kw.get("path") or ())
@@ -101,7 +113,7 @@ def _spec(**kw: Any):
     return TargetSpec(**kw)
 
 
-def _run_forward(target, inputs):
+def _run_forward(target: Target, inputs: Any) -> Any:  # the target's own output, whatever it returns
     from flowtrace.probe.targets import call_model
 
     try:
@@ -133,7 +145,7 @@ def _raised(exc: BaseException) -> Raised:
     return Raised(type(exc).__name__, message[:300], frames)
 
 
-def _run_claimed_forward(target, inputs, claim: Claim | None):
+def _run_claimed_forward(target: Target, inputs: Any, claim: Claim | None) -> tuple[Any, Raised | None]:
     """(output, None), or (None, Raised) when a claim is given: then a raise is an observation
     (confirming a ``raises`` claim, refuting the others), not a usage error."""
     if claim is None:
@@ -148,7 +160,7 @@ def _run_claimed_forward(target, inputs, claim: Claim | None):
         return None, _raised(exc)
 
 
-def _resembles_boundaries(o) -> bool:
+def _resembles_boundaries(o: Observation) -> bool:
     """An incidental observation is kept only if some chunk (nearly) is a recorded boundary."""
     return any(
         c.kind in ("exact", "allclose") or (c.cosine is not None and c.cosine >= 0.98)
@@ -156,11 +168,12 @@ def _resembles_boundaries(o) -> bool:
     )
 
 
-def _match_all(raws, tape):
+def _match_all(raws: Sequence[RawObservation], tape: Tape) -> tuple[list[Observation], int]:
     """Match every raw observation; drop incidental ones that resemble no boundary (counted)."""
     from flowtrace.probe.match import match_observation
 
-    observations, ignored = [], 0
+    observations: list[Observation] = []
+    ignored = 0
     for r in raws:
         o = match_observation(r, tape)
         if r.incidental and not _resembles_boundaries(o):
@@ -170,7 +183,7 @@ def _match_all(raws, tape):
     return observations, ignored
 
 
-def _capture_warnings(target, fc_hook, spy, ignored: int) -> list[str]:
+def _capture_warnings(target: Target, fc_hook: FcInputHook | None, spy: ConcatSpy, ignored: int) -> list[str]:
     """What the user should know about where aux states were (not) looked for."""
     warnings = []
     if fc_hook is not None and fc_hook.problem:
@@ -319,7 +332,9 @@ def read_token_file(path: str) -> list[list[int]]:
     return seqs
 
 
-def _logits_from(target, out, lm_out, n_tokens: int, warnings: list[str]):
+def _logits_from(
+    target: Target, out: Any, lm_out: torch.Tensor | None, n_tokens: int, warnings: list[str]
+) -> torch.Tensor:
     import torch
 
     V = target.vocab_size
@@ -355,7 +370,9 @@ def _logits_from(target, out, lm_out, n_tokens: int, warnings: list[str]):
     return logits[-n_tokens:]
 
 
-def _teacher_data(target, sequences, progress: Progress, warnings: list[str]):
+def _teacher_data(
+    target: Target, sequences: Sequence[Sequence[int]], progress: Progress, warnings: list[str]
+) -> TeacherData:
     import torch
 
     from flowtrace.probe.boundaries import BoundaryRecorder
@@ -369,7 +386,7 @@ def _teacher_data(target, sequences, progress: Progress, warnings: list[str]):
             progress(f"target forward {si + 1}/{len(sequences)} ({len(seq)} tokens)")
         toks = torch.tensor(seq, dtype=torch.long, device=target.device)
         inputs = inputs_for_tokens(target, toks)
-        lm_out: list = []
+        lm_out: list[torch.Tensor] = []
         handle = None
         if target.lm_head is not None:
             handle = target.lm_head.register_forward_hook(
@@ -579,7 +596,7 @@ def _draft_sequences(
     return sequences, token_source
 
 
-def _judge_claim(claim: Claim, ranked, verdict: str, n_aux: int) -> tuple[str, str]:
+def _judge_claim(claim: Claim, ranked: Sequence[CandidateScore], verdict: str, n_aux: int) -> tuple[str, str]:
     if len(claim.boundaries) != n_aux:
         return REFUTED, (
             f"the draft's fc takes {n_aux} aux states but the claim {layout_label(claim.boundaries)} "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from flowtrace.probe.errors import ProbeError
 from flowtrace.probe.results import (
@@ -22,6 +23,7 @@ from flowtrace.probe.results import (
     NOTHING_OBSERVED,
     OBSERVED,
     REFUTED,
+    ChunkMatch,
     Claim,
     Observation,
     Raised,
@@ -101,7 +103,7 @@ def load_trace_claim(path: str) -> Claim:
     )
 
 
-def _delta_slots(data: dict, path: str) -> tuple[list[int], tuple[bool, ...]]:
+def _delta_slots(data: dict[str, Any], path: str) -> tuple[list[int], tuple[bool, ...]]:
     """A ``captures_deltas`` trace's ``slots``: a boundary b, or ``layer_value_of`` k (what
     layer k returns first without the residual, which the run shows as the hidden part of the
     split value at b = k + 1)."""
@@ -127,7 +129,7 @@ def _delta_slots(data: dict, path: str) -> tuple[list[int], tuple[bool, ...]]:
     return out, tuple(deltas)
 
 
-def _trace_outcome(data: dict, path: str) -> str:
+def _trace_outcome(data: dict[str, Any], path: str) -> str:
     """The trace's ``outcome``; a trace written before outcomes existed claims ``captures``."""
     outcome = data.get("outcome")
     if outcome is None:
@@ -205,13 +207,13 @@ def compare(claim: Claim | None, observation: Observation | None) -> tuple[tuple
     return tuple(verdicts), overall
 
 
-def _margin_text(ch) -> str:
+def _margin_text(ch: ChunkMatch) -> str:
     if ch.runner_up is None or ch.margin is None:
         return ""
     return f"; cosine margin {ch.margin:.3f} over runner-up {boundary_label(ch.runner_up)}"
 
 
-def _slot_verdict(i: int, exp: int, ch) -> SlotVerdict:
+def _slot_verdict(i: int, exp: int, ch: ChunkMatch) -> SlotVerdict:
     how = {"exact": "exact match: torch.equal", "allclose": "near-exact match: allclose"}
     if ch.confirmed and exp in ch.equal_boundaries:
         extra = ""
@@ -248,7 +250,7 @@ def _slot_verdict(i: int, exp: int, ch) -> SlotVerdict:
     return SlotVerdict(i, exp, None, INCONCLUSIVE, f"chunk matches no boundary: {ch.note}")
 
 
-def _delta_verdict(i: int, exp: int, ch) -> SlotVerdict:
+def _delta_verdict(i: int, exp: int, ch: ChunkMatch) -> SlotVerdict:
     """A slot claimed to hold what layer exp - 1 returns first, without the residual: confirmed
     by an exact match with that hidden part, refuted by an exact match with anything else."""
     layer = f"layer {exp - 1}'s output without the residual"

@@ -11,11 +11,18 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from flowtrace.probe.errors import ProbeError
+
+if TYPE_CHECKING:  # torch-side result types; this module stays cheap to import
+    from flowtrace.probe.engine import EngineProbeResult
+    from flowtrace.probe.results import CaptureResult, DraftResult
+
+T = TypeVar("T")
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 class ProbeUsageError(click.ClickException):
@@ -66,7 +73,7 @@ def _emit(text: str, output: str | None) -> None:
         click.echo(text, nl=False)
 
 
-def _run(fn: Callable[[], Any]) -> Any:
+def _run(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except ProbeError as exc:
@@ -75,7 +82,7 @@ def _run(fn: Callable[[], Any]) -> Any:
         raise ProbeUsageError(str(exc)) from None
 
 
-def _target_options(f):
+def _target_options(f: Command) -> Command:
     opts = [
         click.option(
             "--factory", metavar="MODULE:FUNCTION", help="Function returning (model, example_inputs[, make_inputs])."
@@ -175,9 +182,10 @@ def probe() -> None:
         " does; every change is reported)."
     ),
 )
-def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
-                layers_module, expect, expect_trace, fmt, output, fc_module, final_norm_module,
-                aux_from_output, num_layers, full_size) -> None:
+def capture_cmd(factory: str | None, factory_arg: tuple[str, ...], path: tuple[str, ...], hf_config: str | None,
+                device: str, dtype: str, seed: int, embed_module: str | None, layers_module: str | None,
+                expect: str | None, expect_trace: str | None, fmt: str, output: str | None, fc_module: str | None,
+                final_norm_module: str | None, aux_from_output: bool, num_layers: int | None, full_size: bool) -> None:
     """Run the target once and name the boundaries fed to the aux concatenation."""
     from flowtrace.probe.report import capture_text
 
@@ -185,7 +193,7 @@ def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embe
     if prog:
         prog("execution is eager: no CUDA graphs, no torch.compile")
 
-    def go():
+    def go() -> CaptureResult:
         from flowtrace.probe.api import probe_capture
 
         return probe_capture(
@@ -214,9 +222,11 @@ def capture_cmd(factory, factory_arg, path, hf_config, device, dtype, seed, embe
               help="No clear winner when the best accuracy is below max(this, 2 x chance).")
 @click.option("--min-margin", type=float, default=0.05, show_default=True,
               help="Winner must beat the runner-up by this much (absolute accuracy).")
-def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, seed, embed_module,
-              layers_module, expect, expect_trace, fmt, output, lm_head_module, tokens,
-              random_tokens, exhaustive, min_accuracy, min_margin) -> None:
+def draft_cmd(draft_dir: str, factory: str | None, factory_arg: tuple[str, ...], path: tuple[str, ...],
+              hf_config: str | None, device: str, dtype: str, seed: int, embed_module: str | None,
+              layers_module: str | None, expect: str | None, expect_trace: str | None, fmt: str, output: str | None,
+              lm_head_module: str | None, tokens: str | None, random_tokens: int | None, exhaustive: bool,
+              min_accuracy: float, min_margin: float) -> None:
     """Rank candidate layouts by an EAGLE-3 draft's teacher-forced step-0 agreement."""
     from flowtrace.probe.report import draft_text
 
@@ -224,7 +234,7 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
     if prog:
         prog("execution is eager: no CUDA graphs, no torch.compile")
 
-    def go():
+    def go() -> DraftResult:
         from flowtrace.probe.api import probe_draft
 
         return probe_draft(
@@ -316,18 +326,18 @@ def draft_cmd(draft_dir, factory, factory_arg, path, hf_config, device, dtype, s
     help="Write to FILE instead of stdout.",
 )
 def engine_cmd(
-    engine,
-    install,
-    target_config,
-    draft_config,
-    method,
-    layer_ids,
-    num_layers,
-    device,
-    engine_python,
-    profile_files,
-    fmt,
-    output,
+    engine: str | None,
+    install: bool,
+    target_config: str | None,
+    draft_config: str | None,
+    method: str | None,
+    layer_ids: str | None,
+    num_layers: int | None,
+    device: str,
+    engine_python: str | None,
+    profile_files: tuple[str, ...],
+    fmt: str,
+    output: str | None,
 ) -> None:
     """Run the installed engine on a tiny random checkpoint of the target's architecture.
 
@@ -356,12 +366,12 @@ def engine_cmd(
     if not draft_config and not layer_ids:
         raise ProbeUsageError("give --draft-config D (ids from the draft config) or --layer-ids 1,2,3")
 
-    def go():
+    def go() -> EngineProbeResult:
         settings = probe_settings(engine, tuple(Path(p) for p in profile_files), method)
         case = (
             draft_case(draft_config, settings=settings)
             if draft_config
-            else Case("layer-ids", "direct", parse_layer_ids(layer_ids))
+            else Case("layer-ids", "direct", parse_layer_ids(layer_ids or ""))  # given: checked above
         )
         return probe_engine(settings=settings, target_config=target_config, cases=[case], num_layers=num_layers,
                             device=device, engine_python=engine_python, progress=_progress())[0]
@@ -391,7 +401,7 @@ def engine_cmd(
     metavar="FILE",
     help="Write to FILE instead of stdout.",
 )
-def merge_cmd(results, fmt, output) -> None:
+def merge_cmd(results: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Merge probe JSON results into one document with a verdict per model.
 
     The document feeds `flowtrace report --probe`, which marks every model it names.

@@ -9,7 +9,9 @@ from flowtrace.probe.results import (
     NOTHING_OBSERVED,
     REFUTED,
     CaptureResult,
+    Claim,
     DraftResult,
+    TargetInfo,
     boundary_label,
     layout_label,
 )
@@ -21,7 +23,7 @@ def _timings(phases: tuple[tuple[str, float], ...]) -> str:
     return ", ".join(f"{k} {v:.2f}s" for k, v in phases)
 
 
-def _target_line(t, device: str, dtype: str, eager: bool) -> str:
+def _target_line(t: TargetInfo, device: str, dtype: str, eager: bool) -> str:
     return (
         f"target {t.name}: {t.num_layers} layers, hidden {t.hidden_size}, "
         f"{t.parameters / 1e6:.1f}M params; {device} {dtype}, {EAGER_NOTE if eager else 'default execution'}"
@@ -36,7 +38,7 @@ def _verdict_banner(verdict: str) -> str:
     return verdict.upper()
 
 
-def _claim_layout(c) -> str:
+def _claim_layout(c: Claim) -> str:
     if c.outcome == CAPTURES:
         return layout_label(c.boundaries)
     return c.outcome + (f" at {c.raises_at}" if c.raises_at else "")
