@@ -8,10 +8,18 @@ layer that parses arguments, calls one of these and renders the result.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from flowtrace.errors import UsageError
 from flowtrace.index.build import IndexOptions
 from flowtrace.analysis.scan import ScanResult, resolve_root, scan
+
+if TYPE_CHECKING:  # the results' modules load with the entry point that needs them
+    from flowtrace.analysis.compat import CompatResult
+    from flowtrace.analysis.diff import Change
+    from flowtrace.analysis.method_choice import MethodChoice
+    from flowtrace.analysis.trace import TraceResult
+    from flowtrace.checks.base import Finding
 
 __all__ = [
     "IndexOptions",
@@ -29,14 +37,16 @@ __all__ = [
 ]
 
 
-def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list:
+def findings(result: ScanResult, select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> list[Finding]:
     """Run every rule over a scan (rule selection by code prefix)."""
     from flowtrace.checks.run import run_rules
 
     return run_rules(result, select, ignore)
 
 
-def html_report(result: ScanResult, findings: list, *, link_base: str | None = None, probe: dict | None = None) -> str:
+def html_report(
+    result: ScanResult, findings: list[Finding], *, link_base: str | None = None, probe: dict[str, Any] | None = None
+) -> str:
     """The self-contained HTML report for a scan."""
     from flowtrace.render.html import render_html
     from flowtrace.render.report_data import report_document
@@ -50,10 +60,10 @@ def trace(
     layer_ids: list[int] | None,
     num_layers: int,
     hidden_size: int | None = None,
-    target_config: dict | None = None,
+    target_config: dict[str, Any] | None = None,
     *,
     draft_layers: int | None = None,
-):
+) -> TraceResult:
     """Which boundaries the engine captures for ``model`` and these ids (None: default;
     ``draft_layers``: the draft's layer count, for a method whose runner computes its default
     ids from it)."""
@@ -80,7 +90,7 @@ def compat(
     draft_config: str | Path,
     trained_with: str | None = None,
     trained_boundaries: list[int] | str | None = None,
-):
+) -> CompatResult:
     """The verdict for one deployment: the draft's training layout against what the engine serves.
 
     ``trained_boundaries`` (a list or "0,3,31") states the training layout directly and wins
@@ -101,7 +111,7 @@ def compat(
         raise UsageError(str(exc)) from None
 
 
-def compat_draft(result: ScanResult, name: str, target_config: str | Path | None = None):
+def compat_draft(result: ScanResult, name: str, target_config: str | Path | None = None) -> CompatResult:
     """The verdict for a draft of the catalogue (``result.drafts``, shipped plus --drafts files)
     served by this tree: its ids, convention and target come from the entry."""
     import difflib
@@ -127,7 +137,9 @@ def compat_draft(result: ScanResult, name: str, target_config: str | Path | None
         raise UsageError(str(exc)) from None
 
 
-def draft_method(result: ScanResult, draft_config: str | Path | None = None, draft_name: str | None = None):
+def draft_method(
+    result: ScanResult, draft_config: str | Path | None = None, draft_name: str | None = None
+) -> MethodChoice | None:
     """The speculative method a draft is for (``compat`` without ``--method``): a catalogue
     draft's own method, else what its config holds (:mod:`flowtrace.analysis.method_choice`);
     None when it names none the profiles serve."""
@@ -152,7 +164,7 @@ def draft_method(result: ScanResult, draft_config: str | Path | None = None, dra
         raise UsageError(str(exc)) from None
 
 
-def answered_for(verdict, result: ScanResult, why: str | None):  # noqa: ANN001, ANN201
+def answered_for(verdict: CompatResult, result: ScanResult, why: str | None) -> CompatResult:
     """The verdict naming the method it answers for, when that is not the profiles' default."""
     import dataclasses
 
@@ -169,7 +181,7 @@ def diff(
     profile: str | None = None,
     options: IndexOptions | None = None,
     profile_files: tuple[str | Path, ...] = (),
-):
+) -> tuple[Change, ...]:
     """Capture-support changes from the tree (or ``pypi:`` release) ``old`` to ``new``; a side
     without engine code is a :class:`UsageError` (a wrong folder is not "every class lost")."""
     from flowtrace.analysis.diff import diff_rows
