@@ -191,4 +191,6 @@ def diff(
     require_engine_code(before, old)
     after = scan(new, profile=profile, options=options, profile_files=profile_files)
     require_engine_code(after, new)
-    return diff_rows(before.rows, after.rows, frozenset(before.project.classes), frozenset(after.project.classes))
+    return diff_rows(
+        before.rows, after.rows, frozenset(before.project.lookup.classes), frozenset(after.project.lookup.classes)
+    )

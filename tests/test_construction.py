@@ -45,7 +45,7 @@ def test_own_init_building_another_architecture_is_not_the_bases_language_model(
 
 def test_the_cheap_tier_reads_a_factory_handed_an_architecture_name(scan):
     # tower.py names no capture marker: the class table must still see the construction.
-    tower = scan.project.classes["vllm.model_executor.models.tower.TowerForConditionalGeneration"]
+    tower = scan.project.lookup.classes["vllm.model_executor.models.tower.TowerForConditionalGeneration"]
     assert [(a.attribute, a.callee) for a in tower.assignments if a.attribute != "*"] == [
         ("language_model", "arch:PlainForCausalLM")
     ]
@@ -69,5 +69,5 @@ def test_a_subclass_setting_the_class_attribute_its_base_builds_from(scan):
     swapped = row(scan, "SwappedCausalLM")
     assert swapped.support == "broken" and swapped.capture.holder != LLAMA_MODEL
     assert "self.model = PlainModel" in " ".join(swapped.capture.problems)
-    base = scan.project.classes["vllm.model_executor.models.modelcls.BaseCausalLM"]
+    base = scan.project.lookup.classes["vllm.model_executor.models.modelcls.BaseCausalLM"]
     assert [(a.attribute, a.via) for a in base.assignments if a.attribute == "model"] == [("model", "attr:model_cls")]

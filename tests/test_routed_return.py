@@ -58,7 +58,9 @@ def test_the_twin_that_keeps_the_tuple_stays_silent_wrong(scan):
 
 def test_the_index_records_the_super_and_helper_routes(scan):
     uses = {
-        (q.rsplit(".", 1)[-1], u.attribute, u.kind, u.via) for q, us in scan.project.output_uses.items() for u in us
+        (q.rsplit(".", 1)[-1], u.attribute, u.kind, u.via)
+        for q, us in scan.project.lookup.output_uses.items()
+        for u in us
     }
     assert ("RoutedCutModel", "forward", F.OutputUseKind.DROP, "super()") in uses
     assert ("RoutedCutModel", "forward", F.OutputUseKind.UNPACK, "super()") in uses

@@ -95,7 +95,7 @@ def test_which_ids_a_runner_call_hands_over(text, ids, offset):
 
 # -- the plan (analysis/serving.py) ---------------------------------------------------------------
 def test_the_start_up_calls_the_setter_three_times_and_captures_with_the_defaults(broken):
-    plan = serving_plan(broken.project)
+    plan = serving_plan(broken.project.lookup)
     path = plan.representative()
     assert path is not None
     assert [(_where(c.step.location), c.phase, c.default) for c in path.calls] == [
@@ -110,7 +110,7 @@ def test_the_start_up_calls_the_setter_three_times_and_captures_with_the_default
 
 
 def test_the_fixed_start_up_sets_the_draft_ids_once_before_capture(fixed):
-    path = serving_plan(fixed.project).representative()
+    path = serving_plan(fixed.project.lookup).representative()
     assert path is not None
     assert [_where(c.step.location) for c in path.calls] == [(RUNNER, 24)]
     (capture,) = path.captures  # the graph runner's file names no marker: the entry call is the capture

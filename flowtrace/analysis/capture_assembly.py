@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from flowtrace.analysis.attribute_flow import unread
 from flowtrace.analysis.capture import Capture
+from flowtrace.analysis.class_lookup import ClassLookup
 from flowtrace.analysis.holders import Holders
 from flowtrace.analysis.return_path import return_link
 from flowtrace.index.sites import PointDecision, point_decision
@@ -79,8 +80,13 @@ def stream_link(
     )
 
 
-class CaptureAssembly(Holders):
-    """Holders, with the capture path of each class assembled from them."""
+class CaptureAssembly:
+    """The capture path of each class, assembled from the class lookup (setters, getters,
+    sites by class) and the holders (what each instance builds); neither reads it back."""
+
+    def __init__(self, lookup: ClassLookup, holders: Holders) -> None:
+        self.lookup = lookup
+        self.holders = holders
 
     def _holder_from_writes(self, qualname: str, setter: F.SetterFact, res: _Resolution) -> str | None:
         """The class whose attribute the setter writes: ``self.attr`` -> this class,
@@ -91,7 +97,7 @@ class CaptureAssembly(Holders):
                 res.holder_kind = F.HolderKind.SELF
                 return qualname
             if len(parts) == 3 and parts[0] == "self":
-                holder = self.attribute_class(qualname, parts[1])
+                holder = self.holders.attribute_class(qualname, parts[1])
                 if holder is None:
                     res.problem(
                         F.ProblemKind.HOLDER_UNRESOLVED,
@@ -103,7 +109,7 @@ class CaptureAssembly(Holders):
 
     def resolve_capture(self, qualname: str, depth: int = 0, names: tuple[str, ...] | None = None) -> Capture | None:
         """The chain a class runs: its setter, delegation, holder and capture site."""
-        setter = self.find_setter(qualname, names)
+        setter = self.lookup.find_setter(qualname, names)
         if setter is None or depth > 4:
             return None
         res = _Resolution(qualname, setter, chain=[setter], targets=[qualname], effective=setter.id_transform)
@@ -125,21 +131,22 @@ class CaptureAssembly(Holders):
         setter = res.setter
         delegate = setter.delegate or ""
         if delegate.startswith("self.") and delegate.count(".") == 1:
-            return self.attribute_class(res.qualname, delegate[5:])
+            return self.holders.attribute_class(res.qualname, delegate[5:])
         if delegate == "self":
             return res.qualname
         if delegate == "super()":
             return None
         if setter.delegate_method:
             # a local holder (`holder = getattr(self, "model", self)`): find who defines the method
-            return self.holder_for_method(res.qualname, setter.delegate_method)
+            return self.holders.holder_for_method(res.qualname, setter.delegate_method)
         return None
 
     def _follow_super(self, res: _Resolution) -> None:
         """``super().<setter>(ids)``: the base class's version, still acting on this object."""
         setter = res.setter
         method = setter.delegate_method or ""
-        base = next((q for q in self.mro(setter.class_qualname)[1:] if method in self.setters.get(q, {})), None)
+        lookup = self.lookup
+        base = next((q for q in lookup.mro(setter.class_qualname)[1:] if method in lookup.setters.get(q, {})), None)
         if base is None:
             res.problem(
                 F.ProblemKind.SUPER_UNRESOLVED,
@@ -147,7 +154,7 @@ class CaptureAssembly(Holders):
                 setter.location,
             )
             return
-        inner_setter = self.setters[base][method]
+        inner_setter = self.lookup.setters[base][method]
         res.holder = self._holder_from_writes(res.qualname, inner_setter, res)
         res.chain.append(inner_setter)
         res.targets.append(res.qualname)
@@ -161,8 +168,8 @@ class CaptureAssembly(Holders):
         The attribute the setter names wins; else the class's only dynamic attribute."""
         dynamic = [
             (q, a)
-            for q in self.mro(qualname)
-            for a in (self.classes[q].assignments if q in self.classes else ())
+            for q in self.lookup.mro(qualname)
+            for a in (self.lookup.classes[q].assignments if q in self.lookup.classes else ())
             if a.callee.startswith("dynamic:")
         ]
         if not dynamic:
@@ -182,13 +189,13 @@ class CaptureAssembly(Holders):
         """Why a local holder (``holder = getattr(owner, "model", owner)``) receives no ids:
         the objects the instance holds (its own construction, not a base's it overrides),
         none of which defines the method; None when the class holds nothing known."""
-        held = self.instance_attributes(qualname)
+        held = self.holders.instance_attributes(qualname)
         if not setter.delegate_method or not held or (setter.delegate or "").startswith("self"):
             return None
         inner = [
             f"self.{a}.{b} = {c.rsplit('.', 1)[-1]}"
             for a, q in held.items()
-            for b, c in self.instance_attributes(q).items()
+            for b, c in self.holders.instance_attributes(q).items()
         ]
         reached = ", ".join([f"self.{a} = {q.rsplit('.', 1)[-1]}" for a, q in held.items()] + inner)
         return (
@@ -206,7 +213,7 @@ class CaptureAssembly(Holders):
         if dynamic is not None:
             key, assignment, owner = dynamic
             res.depends_on, res.holder_kind = key, F.HolderKind.DYNAMIC
-            cls = self.classes.get(owner)
+            cls = self.lookup.classes.get(owner)
             where = F.Location(cls.location.file, assignment.line) if cls else setter.location
             res.problem(
                 F.ProblemKind.DEPENDS_ON_CONFIG,
@@ -217,7 +224,7 @@ class CaptureAssembly(Holders):
         if target is None:
             if setter.delegate != "super()":
                 lacking = self._held_text(res.qualname, setter)
-                doubt = self.unresolved_in_tree(res.qualname) if lacking is not None else []
+                doubt = self.holders.unresolved_in_tree(res.qualname) if lacking is not None else []
                 if doubt:  # an object it holds may inherit the method from a class not resolved
                     res.problem(
                         F.ProblemKind.DELEGATE_UNRESOLVED,
@@ -264,8 +271,8 @@ class CaptureAssembly(Holders):
             return res.setter.default_layers, res.setter.location
         if res.inner is not None and res.inner.default_layers is not None:
             return res.inner.default_layers, res.inner.default_location
-        for q in self.mro(res.qualname):
-            getter = self.getters.get(q)
+        for q in self.lookup.mro(res.qualname):
+            getter = self.lookup.getters.get(q)
             if getter is not None:
                 return getter.expression, getter.location
         return None, None
@@ -278,7 +285,7 @@ class CaptureAssembly(Holders):
         if res.holder is None:
             return None, F.UNKNOWN, "no capture site found", (), None, None
         attribute_hint = {w.rsplit(".", 1)[-1] for w in res.setter.writes}
-        site = self.site_for(res.holder, attribute_hint)
+        site = self.holders.site_for(res.holder, attribute_hint)
         if site is None:
             res.problem(
                 F.ProblemKind.NO_CAPTURE_SITE,
@@ -291,7 +298,7 @@ class CaptureAssembly(Holders):
         emb, last = site.embedding_capturable, site.last_layer_capturable
         decision = point_decision(site)  # asked of the shape that found the site
         if decision != PointDecision.IN_LOOP and site.point == F.UNKNOWN:
-            decide = self.hook_point if decision == PointDecision.HOOK_CALL else self.callback_point
+            decide = self.holders.hook_point if decision == PointDecision.HOOK_CALL else self.holders.callback_point
             point, note, evidence = decide(res.holder, site)
             emb = point == F.INPUT if point != F.UNKNOWN else None
             last = point == F.OUTPUT if point != F.UNKNOWN else None
@@ -303,9 +310,9 @@ class CaptureAssembly(Holders):
         setter = res.setter
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
-        stream = (
-            stream_link(site, point, self.layers_fold(res.holder), self.siblings(site)) if site is not None else None
-        )
+        holders = self.holders
+        fold = holders.layers_fold(res.holder)
+        stream = None if site is None else stream_link(site, point, fold, holders.siblings(site))
         if (
             stream is not None
             and stream.raising_index is not None
@@ -315,12 +322,12 @@ class CaptureAssembly(Holders):
             res.problem(F.ProblemKind.INDEX0_RAISES, stream.reason or "index 0 raises", stream.raises_at)
         mismatch = None
         if site is not None:
-            forward = tuple(s for s in self.sites.get(site.class_qualname, []) if s.function == site.function)
+            forward = tuple(s for s in self.lookup.sites.get(site.class_qualname, []) if s.function == site.function)
             mismatch = unread(tuple(res.chain), forward, site)
             if mismatch is not None:
                 res.problem(F.ProblemKind.SETTER_WRITES_UNREAD, mismatch.words(), mismatch.setter_at)
-        slots = self.slots_link(site) if site is not None else None
-        returns = return_link(self, res.qualname, res.chain, res.targets, res.holder, site)
+        slots = self.holders.slots_link(site) if site is not None else None
+        returns = return_link(self.holders, res.qualname, res.chain, res.targets, res.holder, site)
         if returns is not None and returns.kind != F.ReturnKind.RETURNED and returns.decided:
             res.problem(F.ProblemKind.RETURN_DROPPED, returns.reason or str(returns.kind), returns.location)
         return Capture(

@@ -75,16 +75,16 @@ def _owns_projection(project: Project, qualname: str, projections: frozenset[str
     """The class (through its bases) or a class its ``__init__`` builds (through that class's
     bases) assigns one of the projection attributes."""
     built: list[str] = []
-    for q in project.mro(qualname):
-        cls = project.classes.get(q)
+    for q in project.lookup.mro(qualname):
+        cls = project.lookup.classes.get(q)
         if cls is None:
             continue
         if any(a.attribute in projections for a in cls.assignments):
             return True
-        built += [a.callee for a in cls.assignments if a.callee in project.classes]
+        built += [a.callee for a in cls.assignments if a.callee in project.lookup.classes]
     for callee in dict.fromkeys(built):
-        for q in project.mro(callee):
-            cls = project.classes.get(q)
+        for q in project.lookup.mro(callee):
+            cls = project.lookup.classes.get(q)
             if cls is not None and any(a.attribute in projections for a in cls.assignments):
                 return True
     return False
@@ -92,7 +92,7 @@ def _owns_projection(project: Project, qualname: str, projections: frozenset[str
 
 def _with_subclasses(project: Project, drafts: set[str]) -> frozenset[str]:
     """``drafts`` grown by every class that subclasses one, to a fixpoint."""
-    classes = list(project.classes.values())
+    classes = list(project.lookup.classes.values())
     while True:
         grown = {c.qualname for c in classes if c.qualname not in drafts and any(b in drafts for b in c.bases)}
         if not grown:

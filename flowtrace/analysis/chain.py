@@ -14,7 +14,6 @@ project through :class:`ChainProject`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from flowtrace.model import facts as F
@@ -39,17 +38,18 @@ from flowtrace.model.links import (
 
 if TYPE_CHECKING:
     from flowtrace.analysis.capture import Capture
+    from flowtrace.analysis.class_lookup import ClassLookup
     from flowtrace.analysis.config_capture import SourceCapture
     from flowtrace.engines.profiles import Conventions
 
 
 class ChainProject(Protocol):
     """What a chain reads of the project (:class:`flowtrace.analysis.resolve.Project`): its
-    classes, for the holder's location, its concatenation index, and the profile's words
+    class lookup, for the holder's location, its concatenation index, and the profile's words
     (capture attributes, post-final-norm ids)."""
 
     @property
-    def classes(self) -> Mapping[str, F.ClassFact]: ...
+    def lookup(self) -> ClassLookup: ...
 
     @property
     def conv(self) -> Conventions: ...
@@ -178,7 +178,7 @@ def _holder(project: ChainProject, capture: Capture) -> HolderLink | None:
 
 
 def _class_location(project: ChainProject, qualname: str | None) -> F.Location | None:
-    cls = project.classes.get(qualname) if qualname else None
+    cls = project.lookup.classes.get(qualname) if qualname else None
     return cls.location if cls is not None else None
 
 

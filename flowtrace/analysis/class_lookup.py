@@ -167,7 +167,7 @@ class ClassLookup:
                     return setter
         return None
 
-    def _named_here(self, name: str) -> bool:
+    def named_here(self, name: str) -> bool:
         """``name`` means a class of this tree, not a library's (``torch.nn.LayerNorm`` is
         not the tree's ``LayerNorm``): its simple name is defined here and its module is one
         of the tree's, under the tree's package or another one (a copy whose absolute

@@ -911,7 +911,7 @@ def _draft_class_difference(inputs: CompatInputs, hidden: int | None) -> Differe
         row = project.row(arch)
         if row is None or not row.registered:
             continue
-        fixed = fixed_state_count(project, row.qualname)
+        fixed = fixed_state_count(project.lookup, row.qualname)
         if fixed is not None and fixed.states != states:
             return Difference(
                 DifferenceKind.DRAFT_CLASS,

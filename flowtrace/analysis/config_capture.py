@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.class_lookup import ClassLookup
+    from flowtrace.analysis.holders import Holders
 
 IGNORED = F.Transform.IGNORED  # the engine's own layout, whatever the draft's ids say
 SERVING = F.SourceKind.SERVING_CONFIG  # ids from the engine's serving config, as given (not the draft's)
@@ -59,7 +64,7 @@ class SourceCapture:
 class _Index:
     """The SourceFacts of one scan, by class."""
 
-    def __init__(self, project) -> None:  # noqa: ANN001
+    def __init__(self, lookup) -> None:  # noqa: ANN001
         self.id_sources: dict[str, list[F.IdSourceFact]] = {}
         self.builders: list[F.BuilderFact] = []
         self.feeds: list[F.GatedWrite] = []
@@ -67,7 +72,7 @@ class _Index:
         self.flags: dict[str, list[F.FlagUseFact]] = {}
         self.hooks: dict[str, list[F.HookCallFact]] = {}
         self.defaults: list[F.MetadataDefaultFact] = []
-        for ff in project.files:
+        for ff in lookup.files:
             s = ff.sources
             if s is None:
                 continue
@@ -84,11 +89,11 @@ class _Index:
             self.defaults += s.metadata_defaults
 
 
-def _index(project) -> _Index:  # noqa: ANN001
-    cached = getattr(project, "_source_index", None)
+def _index(lookup) -> _Index:  # noqa: ANN001
+    cached = getattr(lookup, "_source_index", None)
     if cached is None:
-        cached = _Index(project)
-        project._source_index = cached
+        cached = _Index(lookup)
+        lookup._source_index = cached
     return cached
 
 
@@ -96,13 +101,13 @@ def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def _reachable(project, qualname: str, depth: int = 3) -> list[str]:  # noqa: ANN001
+def _reachable(holders: Holders, qualname: str, depth: int = 3) -> list[str]:
     """The class and what it builds, breadth first (inner model, its layers)."""
     order, frontier = [qualname], [qualname]
     for _ in range(depth):
         nxt = []
         for q in frontier:
-            for c in project.constructed(q):
+            for c in holders.constructed(q):
                 if c not in order:
                     order.append(c)
                     nxt.append(c)
@@ -110,19 +115,19 @@ def _reachable(project, qualname: str, depth: int = 3) -> list[str]:  # noqa: AN
     return order
 
 
-def resolve_source(project, row_qualname: str, architectures: tuple[str, ...]) -> SourceCapture | None:  # noqa: ANN001
+def resolve_source(holders: Holders, row_qualname: str, architectures: tuple[str, ...]) -> SourceCapture | None:
     """The setter-less capture path of one model class, or None when it has none."""
-    conv = project.conv
+    conv = holders.lookup.conv
     if not (conv.config_keys or conv.context_fields or conv.hooks):
         return None
-    idx = _index(project)
-    for holder in _reachable(project, row_qualname):
-        for q in project.mro(holder):
+    idx = _index(holders.lookup)
+    for holder in _reachable(holders, row_qualname):
+        for q in holders.lookup.mro(holder):
             sources = [s for s in idx.id_sources.get(q, []) if s.alias_of is None]
             if sources:
-                return _config_capture(project, idx, holder, q, sources[0], architectures)
+                return _config_capture(holders, idx, holder, q, sources[0], architectures)
     if conv.hooks:  # every registered class of a hook engine answers, opted in or not
-        return _hook_capture(project, idx, row_qualname)
+        return _hook_capture(holders, idx, row_qualname)
     return None
 
 
@@ -149,12 +154,12 @@ def _builders_for(idx: _Index, architectures: tuple[str, ...]) -> list[F.Builder
     return chosen
 
 
-def _site_for(project, idx: _Index, holder: str, attributes: set[str]):  # noqa: ANN001
-    for q in project.mro(holder):
+def _site_for(holders: Holders, idx: _Index, holder: str, attributes: set[str]):
+    for q in holders.lookup.mro(holder):
         for d in idx.dicts.get(q, []):
             if d.attribute in attributes:
                 return d
-        for s in project.sites.get(q, []):
+        for s in holders.lookup.sites.get(q, []):
             if s.attribute in attributes or s.attribute is None:
                 return s
     return None
@@ -184,14 +189,14 @@ def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
 
 
 def _config_capture(
-    project, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
+    holders: Holders, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
 ) -> SourceCapture:  # noqa: ANN001
-    conv = project.conv
+    conv = holders.lookup.conv
     method = next(iter(sorted(conv.methods)), "")
     attributes = {source.attribute} | {
         s.attribute for s in idx.id_sources.get(owner, []) if s.alias_of == source.attribute
     }
-    site = _site_for(project, idx, holder, attributes)
+    site = _site_for(holders, idx, holder, attributes)
     problems: list[str] = []
     mechanism: F.Mechanism | None  # None when no site records
     point: F.Point
@@ -270,29 +275,29 @@ def _other_methods(write: F.GatedWrite) -> list[str]:
 
 
 # -- metadata hook (serving-config ids) ------------------------------------------------------------
-def opts_in(project, qualname: str) -> bool:  # noqa: ANN001
-    names = project.conv.opt_in_bases
+def opts_in(lookup: ClassLookup, qualname: str) -> bool:
+    names = lookup.conv.opt_in_bases
     if not names:
         return False
-    return any(q.rsplit(".", 1)[-1] in names for q in project.mro(qualname)[1:])
+    return any(q.rsplit(".", 1)[-1] in names for q in lookup.mro(qualname)[1:])
 
 
-def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa: ANN001
+def _hook_capture(holders: Holders, idx: _Index, qualname: str) -> SourceCapture:
     """A metadata-hook path. The layers a class builds calling the hook make it capture on the
     two-model path (the metadata is handed down; the draft runs as its own model); subclassing
     an opt-in base adds the one-model path (the base builds the draft beside it and records the
     post-final-norm id). Layers that never call it leave the buffer's slots unwritten."""
-    conv = project.conv
+    conv = holders.lookup.conv
     key = conv.serving_keys[0] if conv.serving_keys else "serving config"
     default = next((d for d in idx.defaults if d.method == "__post_init__"), idx.defaults[0] if idx.defaults else None)
-    opt_in = next((q for q in project.mro(qualname)[1:] if q.rsplit(".", 1)[-1] in conv.opt_in_bases), None)
+    opt_in = next((q for q in holders.lookup.mro(qualname)[1:] if q.rsplit(".", 1)[-1] in conv.opt_in_bases), None)
     base = (opt_in or "").rsplit(".", 1)[-1] or "/".join(sorted(conv.opt_in_bases)) or "an opt-in base"
-    for holder in _reachable(project, qualname):
+    for holder in _reachable(holders, qualname):
         if holder == qualname or holder == opt_in:
             continue
         layer_sites = [
             h
-            for q in project.mro(holder)
+            for q in holders.lookup.mro(holder)
             for h in idx.hooks.get(q, [])
             if h.index.rsplit(".", 1)[-1] in conv.layer_index_attributes
         ]
@@ -333,9 +338,9 @@ def _hook_capture(project, idx: _Index, qualname: str) -> SourceCapture:  # noqa
             modes,
         )
     where = (
-        project.classes[opt_in].location
-        if opt_in in project.classes
-        else project.classes[qualname].location if qualname in project.classes else None
+        holders.lookup.classes[opt_in].location
+        if opt_in in holders.lookup.classes
+        else holders.lookup.classes[qualname].location if qualname in holders.lookup.classes else None
     )
     how = f"opts in through {base}, but" if opt_in else f"does not subclass {base}, and"
     return SourceCapture(

@@ -31,21 +31,25 @@ def _use_point(position: str) -> tuple[str, str]:
     return F.UNKNOWN, "between sub-module calls; neither input nor output"
 
 
-class Holders(ClassLookup):
-    """The class lookup, with what instances build and hold."""
+class Holders:
+    """What instances build and hold, read off the class lookup it is given (and nothing
+    above it: which setter hands ids where is the capture assembly's business)."""
+
+    def __init__(self, lookup: ClassLookup) -> None:
+        self.lookup = lookup
 
     def attribute_class(self, qualname: str, attribute: str) -> str | None:
         """The class built as ``self.<attribute>`` for an instance of ``qualname``: the first
         assignment in the MRO, with what a more derived class changes about it (an overriding
         factory method, a class handed to ``super().__init__``)."""
-        mro = self.mro(qualname)
+        mro = self.lookup.mro(qualname)
         for n, q in enumerate(mro):
-            cls = self.classes.get(q)
+            cls = self.lookup.classes.get(q)
             if cls is None:
                 continue
             for a in cls.assignments:
                 if a.attribute == attribute:
-                    found = self.find_class(self.overridden_callee(mro[:n], a) or a.callee, near=q)
+                    found = self.lookup.find_class(self.overridden_callee(mro[:n], a) or a.callee, near=q)
                     if found:
                         return found
         return None
@@ -57,7 +61,7 @@ class Holders(ClassLookup):
         kind, _, rest = a.via.partition(":")
         name, _, position = rest.partition("#")
         for q in derived:
-            cls = self.classes.get(q)
+            cls = self.lookup.classes.get(q)
             if cls is None:
                 continue
             if kind == "method":
@@ -75,18 +79,18 @@ class Holders(ClassLookup):
         else one in its module, as an engine keeps a model's layers beside it)."""
         if holder is None:
             return False
-        if any(c in self.folding for c in self.constructed(holder)):
+        if any(c in self.lookup.folding for c in self.constructed(holder)):
             return True
         module = holder.rpartition(".")[0]
-        return any(c.rpartition(".")[0] == module for c in self.folding)
+        return any(c.rpartition(".")[0] == module for c in self.lookup.folding)
 
     def constructed(self, qualname: str) -> list[str]:
         out: list[str] = []
-        for q in self.mro(qualname):
-            cls = self.classes.get(q)
+        for q in self.lookup.mro(qualname):
+            cls = self.lookup.classes.get(q)
             if cls:
                 for a in cls.assignments:
-                    found = self.find_class(a.callee, near=q)
+                    found = self.lookup.find_class(a.callee, near=q)
                     if found and found not in out:
                         out.append(found)
         return out
@@ -95,7 +99,7 @@ class Holders(ClassLookup):
         """The object a setter hands ids to through a local (``holder = getattr(...)``): the
         class itself or an attribute class (two levels deep) that defines ``method``."""
         def defines(q: str) -> bool:
-            return any(method in self.setters.get(c, {}) for c in self.mro(q))
+            return any(method in self.lookup.setters.get(c, {}) for c in self.lookup.mro(q))
 
         if defines(qualname):
             return qualname
@@ -116,8 +120,8 @@ class Holders(ClassLookup):
         ``__init__`` builds its language model by another architecture name holds that one,
         never the base's), as :meth:`attribute_class` decides for one attribute."""
         out: dict[str, str] = {}
-        for q in self.mro(qualname):
-            cls = self.classes.get(q)
+        for q in self.lookup.mro(qualname):
+            cls = self.lookup.classes.get(q)
             for a in cls.assignments if cls else ():
                 if a.attribute == "*" or a.attribute in out:
                     continue
@@ -130,13 +134,13 @@ class Holders(ClassLookup):
         """The capture site the holder really runs: a base class's site is skipped when a class
         earlier in the order overrides that method (its forward replaces the capturing one)."""
         overridden: set[str] = set()
-        for q in self.mro(holder):
+        for q in self.lookup.mro(holder):
             sites = [
                 s
-                for s in self.sites.get(q, [])
+                for s in self.lookup.sites.get(q, [])
                 if s.function.split(".")[-1] not in overridden and self.confirmed(holder, s)
             ]
-            cls = self.classes.get(q)
+            cls = self.lookup.classes.get(q)
             if cls is not None:
                 overridden.update(set(cls.methods) - set(cls.extends))  # `super().forward(...)` keeps the base's site
             ranked = sorted(
@@ -155,7 +159,7 @@ class Holders(ClassLookup):
         """The other capture sites of the same loop (same method and range, same point)."""
         return tuple(
             s
-            for s in self.sites.get(site.class_qualname, [])
+            for s in self.lookup.sites.get(site.class_qualname, [])
             if s is not site
             and s.function == site.function
             and s.loop_range == site.loop_range
@@ -163,7 +167,8 @@ class Holders(ClassLookup):
         )
 
     def helper_def(self, holder: str, method: str) -> F.HelperDefFact | None:
-        return next((self.helpers[q][method] for q in self.mro(holder) if method in self.helpers.get(q, {})), None)
+        helpers = self.lookup.helpers
+        return next((helpers[q][method] for q in self.lookup.mro(holder) if method in helpers.get(q, {})), None)
 
     def confirmed(self, holder: str, site: F.CaptureSiteFact) -> bool:
         """A structurally found helper call is a site only if the holder (or a base or mixin)
@@ -175,7 +180,7 @@ class Holders(ClassLookup):
         it is, for the note) or (None, why it cannot be told)."""
         if not param:
             return None, "handed to the layer positionally; cannot follow it"
-        uses = [u for u in self.callbacks.get(param, []) if u.function == "forward"]
+        uses = [u for u in self.lookup.callbacks.get(param, []) if u.function == "forward"]
         if not uses:
             return None, f"no layer forward takes a '{param}' parameter; cannot follow the callback"
         built = set(self.constructed(holder))
@@ -261,8 +266,8 @@ class Holders(ClassLookup):
         """In ``qualname``'s MRO: bases and built classes whose simple name the tree defines
         (so they are no library's) that :meth:`find_class` cannot pin to one class."""
         out: list[str] = []
-        for q in self.mro(qualname):
-            cls = self.classes.get(q)
+        for q in self.lookup.mro(qualname):
+            cls = self.lookup.classes.get(q)
             if cls is None:
                 continue
             built = [
@@ -270,9 +275,10 @@ class Holders(ClassLookup):
                 for a in cls.assignments
                 if a.attribute != "*" and not a.callee.startswith(("dynamic:", "arch:"))
             ]
-            out.extend(n for n in cls.bases if self._named_here(n) and self.find_class(n) is None)  # as mro() resolves
+            named_here, find_class = self.lookup.named_here, self.lookup.find_class
+            out.extend(n for n in cls.bases if named_here(n) and find_class(n) is None)  # as mro() resolves
             # as attribute_class()
-            out.extend(n for n in built if self._named_here(n) and self.find_class(n, near=q) is None)
+            out.extend(n for n in built if self.lookup.named_here(n) and self.lookup.find_class(n, near=q) is None)
         return out
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:
@@ -280,10 +286,10 @@ class Holders(ClassLookup):
         different number of states arrives (read from the collector's own class)."""
         if not site.container_sized_by or not site.container_class:
             return None
-        found = self.find_class(site.container_class)
+        found = self.lookup.find_class(site.container_class)
         check = None
-        for q in self.mro(found) if found else ():
-            cls = self.classes.get(q)
+        for q in self.lookup.mro(found) if found else ():
+            cls = self.lookup.classes.get(q)
             checks = [c for c in cls.raise_checks if c.method == site.finalize_method] if cls else []
             if checks:
                 check = checks[0]

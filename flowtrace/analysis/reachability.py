@@ -58,7 +58,7 @@ class Reachability:
         self._modules: dict[str, str] = {}  # module -> an accepted entry defined in it
         # Bases before their subclasses (fewer classes on the MRO first), so a path names the
         # class that defines the chain (LlamaForCausalLM) rather than a thin subclass of it.
-        for row in sorted(project.rows, key=lambda r: (len(project.mro(r.qualname)), r.qualname)):
+        for row in sorted(project.rows, key=lambda r: (len(project.lookup.mro(r.qualname)), r.qualname)):
             if row.registered and accepts_draft(row) and is_entry(row):
                 self._walk(row)
                 self._modules.setdefault(row.qualname.rpartition(".")[0], row.qualname)
@@ -86,7 +86,7 @@ class Reachability:
         self._built(entry, entry, (entry,), depth=0)
 
     def _mark(self, entry: str, qualname: str, steps: tuple[str, ...]) -> None:
-        for base in self.project.mro(qualname) or [qualname]:
+        for base in self.project.lookup.mro(qualname) or [qualname]:
             path = steps if base == qualname else (*steps, base)
             found = Path(entry, tuple(dict.fromkeys(path)))
             known = self._paths.get(base)
@@ -110,16 +110,16 @@ class Reachability:
     def _constructed(self, qualname: str) -> list[str]:
         project = self.project
         out: list[str] = []
-        for q in project.mro(qualname):
-            cls = project.classes.get(q)
+        for q in project.lookup.mro(qualname):
+            cls = project.lookup.classes.get(q)
             if cls is None:
                 continue
             for a in cls.assignments:
                 callee = a.callee
                 if callee.startswith("self.") and "." not in callee[5:]:
-                    found = project.attribute_class(qualname, callee[5:])
+                    found = project.holders.attribute_class(qualname, callee[5:])
                 else:
-                    found = project.find_class(callee, near=q)
+                    found = project.lookup.find_class(callee, near=q)
                 if found and found not in out:
                     out.append(found)
         return out
@@ -133,7 +133,7 @@ class Reachability:
         owner = qualname.rsplit(".", 1)[0]
         if owner in self._paths:
             return self._paths[owner]
-        return self._beside_entry(owner if owner in self.project.classes else qualname)
+        return self._beside_entry(owner if owner in self.project.lookup.classes else qualname)
 
     def _beside_entry(self, qualname: str) -> Path | None:
         """A class defined in the module of an accepted entry: the entry may build it in a way
@@ -141,7 +141,7 @@ class Reachability:
         counts as reached rather than silenced."""
         module = qualname.rpartition(".")[0]
         entry = self._modules.get(module)
-        return Path(entry, (entry, qualname)) if entry is not None and qualname in self.project.classes else None
+        return Path(entry, (entry, qualname)) if entry is not None and qualname in self.project.lookup.classes else None
 
     def reached(self) -> frozenset[str]:
         return frozenset(self._paths)

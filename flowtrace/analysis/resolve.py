@@ -6,7 +6,8 @@ only through the attributes built in ``__init__``. Classes are linked by qualifi
 (falling back to a unique simple name) and bases walked depth-first in ``class_lookup``;
 attribute construction and the capture point of callback sites (how the layer's forward uses
 the callback, a :class:`flowtrace.model.facts.CallbackUse`) are decided in ``holders``;
-delegation is followed in ``capture_assembly``. This module makes the rows.
+delegation is followed in ``capture_assembly``.
+This module holds those parts (composed, each on the parts below it) and makes the rows.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from functools import cached_property
 
 from flowtrace.analysis.capture import Capture
 from flowtrace.analysis.capture_assembly import CaptureAssembly
+from flowtrace.analysis.class_lookup import ClassLookup
+from flowtrace.analysis.holders import Holders
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 from flowtrace.analysis.config_capture import SourceCapture, opts_in, resolve_source
 from flowtrace.analysis.serving import serving_link
+from flowtrace.engines.profiles import Conventions
 from flowtrace.model import facts as F
 from flowtrace.model.links import NOT_BREAKING, CaptureChain
 
@@ -51,19 +55,30 @@ class ModelRow:
     method_chains: tuple[CaptureChain, ...] = ()
 
 
-class Project(CaptureAssembly):
-    """All facts of one scan, indexed for lookups by class, and the rows they make.
+class Project:
+    """All facts of one scan, its parts, and the rows they make.
 
-    The concerns live one module each, every layer building on the one below:
-    :class:`~flowtrace.analysis.class_lookup.ClassLookup` (facts by class, which class a
-    name means, base order), :class:`~flowtrace.analysis.holders.Holders` (what instances
-    build and hold, capture sites and points), and
-    :class:`~flowtrace.analysis.capture_assembly.CaptureAssembly` (a setter's delegation
-    followed to its capture). ``Project`` adds the registries' view: one row per model
-    class, with its typed chain (a setter's capture or a setter-less source, then the
-    serving link, which reads the whole project). Callers (checks, trace, compat, the
-    links) hold this one object.
+    Each concern is one part, built from only the parts below it, so a reader (a rule, the
+    tracer) can tell by the attribute it names which facts it rests on:
+
+    - :attr:`lookup`, a :class:`~flowtrace.analysis.class_lookup.ClassLookup`: facts by
+      class, which class a written name means, base order;
+    - :attr:`holders`, a :class:`~flowtrace.analysis.holders.Holders` on the lookup: what
+      instances build and hold, capture sites and points;
+    - :attr:`captures`, a :class:`~flowtrace.analysis.capture_assembly.CaptureAssembly` on
+      both: a setter's delegation followed to its capture.
+
+    ``Project`` itself keeps its inputs (:attr:`files`, :attr:`conv`) and makes the rows:
+    one per model class, with its typed chain (a setter's capture or a setter-less source,
+    then the serving link, which reads the whole project).
     """
+
+    def __init__(self, files: tuple[F.FileFacts, ...], conv: Conventions) -> None:
+        self.files = files
+        self.conv = conv
+        self.lookup = ClassLookup(files, conv)
+        self.holders = Holders(self.lookup)
+        self.captures = CaptureAssembly(self.lookup, self.holders)
 
     @cached_property
     def concats(self) -> ConcatIndex:
@@ -79,28 +94,28 @@ class Project(CaptureAssembly):
             chain = source_chain(self, source)
         else:
             return None
-        return replace(chain, serving=serving_link(self, chain))
+        return replace(chain, serving=serving_link(self.lookup, chain))
 
     @cached_property
     def rows(self) -> tuple[ModelRow, ...]:
         registered: dict[str, list[str]] = {}
         generation: set[str] = set()
         groups = self.conv.generation_dicts
-        for target, entries in self.registry.items():
-            for found in self.registered_classes(target):
+        for target, entries in self.lookup.registry.items():
+            for found in self.lookup.registered_classes(target):
                 registered.setdefault(found, []).extend(e.architecture for e in entries)
                 if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
                     generation.add(found)
         out = []
         providers = self.conv.interfaces | self.conv.holders
-        for qualname in sorted(self.classes):
-            if self.classes[qualname].name in providers:
+        for qualname in sorted(self.lookup.classes):
+            if self.lookup.classes[qualname].name in providers:
                 continue  # the engine's own interface/mixin provides capture; it is not a model
-            capture = self.resolve_capture(qualname)
+            capture = self.captures.resolve_capture(qualname)
             source = self._source(qualname, registered) if capture is None else None
             if capture is None and source is None and qualname not in registered:
                 continue
-            cls = self.classes[qualname]
+            cls = self.lookup.classes[qualname]
             chain = self.chain_of(qualname, capture, source)
             if chain is not None and self.conv.method is not None and not self.conv.method.default:
                 chain = replace(chain, method=self.conv.method.name)  # a chain names a method other than the default
@@ -138,16 +153,16 @@ class Project(CaptureAssembly):
             return CONDITIONAL
         if chain.kinds() - NOT_BREAKING or chain.site is None:
             return BROKEN
-        if self.setters[entry.owner][entry.method].delegate:
+        if self.lookup.setters[entry.owner][entry.method].delegate:
             return DELEGATED
         return INHERITED if entry.owner != qualname else SUPPORTED
 
     def _source(self, qualname: str, registered: dict[str, list[str]]) -> SourceCapture | None:
         """The setter-less capture path of a registered class, or of a class that opts in
         through a profile-named base (see config_capture)."""
-        if qualname not in registered and not opts_in(self, qualname):
+        if qualname not in registered and not opts_in(self.lookup, qualname):
             return None
-        return resolve_source(self, qualname, tuple(sorted(set(registered.get(qualname, ())))))
+        return resolve_source(self.holders, qualname, tuple(sorted(set(registered.get(qualname, ())))))
 
     def row(self, name: str) -> ModelRow | None:
         """A row by qualified name, simple class name, or registered architecture."""

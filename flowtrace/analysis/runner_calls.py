@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flowtrace.analysis.class_lookup import ClassLookup
 from flowtrace.model import facts as F
-from flowtrace.analysis.resolve import Project
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,49 +25,49 @@ class RunnerVerdict:
     text: str  # what happens there, for the trace step and the reason
 
 
-def _has_method(project: Project, qualname: str, method: str) -> bool:
-    return any(method in project.classes[q].methods for q in project.mro(qualname) if q in project.classes)
+def _has_method(lookup: ClassLookup, qualname: str, method: str) -> bool:
+    return any(method in lookup.classes[q].methods for q in lookup.mro(qualname) if q in lookup.classes)
 
 
-def _has_interface(project: Project, qualname: str, interface: str) -> bool:
+def _has_interface(lookup: ClassLookup, qualname: str, interface: str) -> bool:
     """The interface among the class's bases, resolved or only written (``SupportsX`` imported
     from a file the scan did not read still counts)."""
-    for q in project.mro(qualname):
+    for q in lookup.mro(qualname):
         if q.rsplit(".", 1)[-1] == interface:
             return True
-        cls = project.classes.get(q)
+        cls = lookup.classes.get(q)
         if cls is not None and any(b.rsplit(".", 1)[-1] == interface for b in cls.bases):
             return True
     return False
 
 
-def _predicates(project: Project) -> dict[str, str]:
-    return {p.name: p.interface for ff in project.files for p in ff.interface_predicates}
+def _predicates(lookup: ClassLookup) -> dict[str, str]:
+    return {p.name: p.interface for ff in lookup.files for p in ff.interface_predicates}
 
 
-def _fails(project: Project, qualname: str, call: F.EntryCallFact, predicates: dict[str, str]) -> str | None:
+def _fails(lookup: ClassLookup, qualname: str, call: F.EntryCallFact, predicates: dict[str, str]) -> str | None:
     """What the class lacks at this call site (text), or None when it passes or the check
     cannot be read (a predicate the scan never saw defined)."""
     kind, _, name = call.requires.partition(":")
     if call.guard == F.EntryGuard.NONE or kind == "method":
         method = name or call.method
-        return None if _has_method(project, qualname, method) else f"has no method {method}"
+        return None if _has_method(lookup, qualname, method) else f"has no method {method}"
     interface = predicates.get(name) if kind == "predicate" else name
     if interface is None:
         return None
-    return None if _has_interface(project, qualname, interface) else f"does not declare {interface}"
+    return None if _has_interface(lookup, qualname, interface) else f"does not declare {interface}"
 
 
-def runner_verdicts(project: Project, qualname: str) -> list[RunnerVerdict]:
+def runner_verdicts(lookup: ClassLookup, qualname: str) -> list[RunnerVerdict]:
     """Every runner call site where this class fails the requirement, in file order."""
-    predicates = _predicates(project)
+    predicates = _predicates(lookup)
     calls = sorted(
-        (c for ff in project.files for c in ff.entry_calls), key=lambda c: (c.location.file, c.location.line)
+        (c for ff in lookup.files for c in ff.entry_calls), key=lambda c: (c.location.file, c.location.line)
     )
     name = qualname.rsplit(".", 1)[-1]
     out = []
     for call in calls:
-        lacks = _fails(project, qualname, call, predicates)
+        lacks = _fails(lookup, qualname, call, predicates)
         if lacks is None:
             continue
         where = call.function

@@ -205,7 +205,8 @@ def default_from_getter(
     Only the returned expression is evaluated, with each local that counts layers
     (``num_layers = len(holder.layers)``) bound to L: the surrounding holder lookup is
     dynamic and not needed for the value."""
-    getter = next((project.getters[q] for q in project.mro(qualname) if q in project.getters), None)
+    getters = project.lookup.getters
+    getter = next((getters[q] for q in project.lookup.mro(qualname) if q in getters), None)
     if getter is None or depth > 4:
         return None
     expression = getter.expression or ""
@@ -216,7 +217,7 @@ def default_from_getter(
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == getter.method:
         owner = ast.unparse(call.func.value)
         if owner.startswith("self.") and owner.count(".") == 1:
-            target = project.attribute_class(qualname, owner[5:])
+            target = project.holders.attribute_class(qualname, owner[5:])
             if target:
                 inner = default_from_getter(project, target, num_layers, depth + 1)
                 if inner is not None:
@@ -365,7 +366,7 @@ class _Tracer:
     def setterless_phase(self) -> NoReturn:
         """A class without the setter captures nothing only if the runner lets it: an unguarded
         call of the entry setter, or a check that raises, ends the run there (per call site)."""
-        verdicts = runner_verdicts(self.project, self.row.qualname)
+        verdicts = runner_verdicts(self.project.lookup, self.row.qualname)
         for v in verdicts:
             self.steps.append(TraceStep("runner", v.text, v.call.raises_at if v.raises else v.call.location))
         raising = next((v for v in verdicts if v.raises), None)
@@ -381,7 +382,7 @@ class _Tracer:
         the model (an interface, a predicate) before it calls the setter, so a class that does
         not declare what the check asks for raises there and its setter never runs. A check that
         only skips the call does not end the trace here."""
-        raising = [v for v in runner_verdicts(self.project, self.row.qualname) if v.raises]
+        raising = [v for v in runner_verdicts(self.project.lookup, self.row.qualname) if v.raises]
         for v in raising:
             self.steps.append(TraceStep("runner", v.text, v.call.raises_at))
         if raising:
@@ -567,8 +568,8 @@ class _Tracer:
 
         def known(q: str) -> set[str]:
             out: set[str] = set()
-            for c in project.mro(q):
-                cls = project.classes.get(c)
+            for c in project.lookup.mro(q):
+                cls = project.lookup.classes.get(c)
                 if cls:
                     out.update(cls.methods)
                     out.update(a.attribute for a in cls.assignments)
@@ -578,7 +579,7 @@ class _Tracer:
             if owner == "self":
                 return attribute in known(qualname)
             if owner.startswith("self.") and owner.count(".") == 1:
-                target = project.attribute_class(qualname, owner[5:])
+                target = project.holders.attribute_class(qualname, owner[5:])
                 return attribute in known(target) if target else True
             return True
 
@@ -586,7 +587,7 @@ class _Tracer:
 
     def setter_fact(self, link: TransformLink) -> F.SetterFact:
         """The setter a transform link names (its source is what the evaluator runs)."""
-        return self.project.setters[link.owner][link.method]
+        return self.project.lookup.setters[link.owner][link.method]
     def run_chain(self, chain: CaptureChain, ids: object) -> None:
         """Link 2: each transform link's setter run on the ids it receives."""
         guards = self.project.conv.pp_guards
@@ -677,7 +678,8 @@ class _Tracer:
             self.local_holder_fails(setter, lacking.text)
         if lacking is None or not setter.delegate or not setter.delegate_method or not target:
             return
-        defined = {m for q in self.project.mro(target) for m in getattr(self.project.classes.get(q), "methods", ())}
+        lookup = self.project.lookup
+        defined = {m for q in lookup.mro(target) for m in getattr(lookup.classes.get(q), "methods", ())}
         if setter.delegate_method in defined or "__getattr__" in defined:
             return  # defined under another name's rules, or looked up dynamically: no claim
         callee = f"{setter.delegate}.{setter.delegate_method}"
@@ -784,7 +786,7 @@ class _Tracer:
             return
         self.steps.append(TraceStep("attribute", mismatch.words(), mismatch.site_at))
         outcome, reason, at = nothing_recorded(
-            self.project, self.row.qualname, chain.holder.holder if chain.holder else None
+            self.project.lookup, self.row.qualname, chain.holder.holder if chain.holder else None
         )
         self.boundaries = ()
         self.end(outcome, reason, at)

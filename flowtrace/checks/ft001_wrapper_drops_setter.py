@@ -219,11 +219,11 @@ EntryClass = ExVLForConditionalGeneration
         for row in result.rows:
             if row.support != NONE or not is_target(row, project, cc):
                 continue
-            cls = project.classes[row.qualname]
+            cls = project.lookup.classes[row.qualname]
             broken: Finding | None = None
             for a in cls.assignments:
-                inner = project.find_class(a.callee) if a.attribute != "*" else None
-                if not inner or inner == row.qualname or project.find_setter(inner) is None:
+                inner = project.lookup.find_class(a.callee) if a.attribute != "*" else None
+                if not inner or inner == row.qualname or project.lookup.find_setter(inner) is None:
                     continue
                 if not capture_works(project, inner):
                     # the wrapped model cannot capture either: FT004/FT005/FT021 say why, but a
@@ -260,7 +260,7 @@ EntryClass = ExVLForConditionalGeneration
             yield self._base_finding(result, base, attribute, group)
 
     def _base_finding(self, result: ScanResult, base: str, attribute: str, group: list[Finding]) -> Finding:
-        fact = result.project.classes[base]
+        fact = result.project.lookup.classes[base]
         names = [short(f.symbol) for f in group]
         archs = [
             a for f in group for r in result.rows if r.qualname == f.symbol for a in (r.architectures or (r.name,))
@@ -306,14 +306,13 @@ EntryClass = ExVLForConditionalGeneration
         (info) that also says the delegation alone would not help, naming that forward. The
         wrapped classes are related places, so the report shows it on their (broken) rows."""
         project = result.project
-        capture = project.resolve_capture(inner)
+        capture = project.captures.resolve_capture(inner)
         if capture is None or capture.holder is None or ProblemKind.NO_CAPTURE_SITE not in capture.kinds():
             return None  # another defect of the wrapped model: its own rule says it
         holder = capture.holder
-        owner = next(
-            (c for c in project.mro(holder) if c in project.classes and "forward" in project.classes[c].methods), None
-        )
-        forward = project.classes[owner].method_location("forward") if owner else None
+        classes = project.lookup.classes
+        owner = next((c for c in project.lookup.mro(holder) if c in classes and "forward" in classes[c].methods), None)
+        forward = project.lookup.classes[owner].method_location("forward") if owner else None
         if owner is None or forward is None:
             return None
         lacks, fix, missing, entry = self._lacks(result, row, assignment, capture.setter.method)
@@ -333,7 +332,7 @@ EntryClass = ExVLForConditionalGeneration
         fix = f"First make {short(owner)}.forward ({forward}) record the layers the ids name; then: {fix}"
         kind = ProblemKind.TARGET_METHODS_MISSING if missing and entry not in missing else self.kind
         inner_places = tuple(
-            dict.fromkeys(project.classes[c].location for c in (inner, holder) if c in project.classes)
+            dict.fromkeys(project.lookup.classes[c].location for c in (inner, holder) if c in project.lookup.classes)
         )
         head = self.finding(
             row.location,
@@ -392,7 +391,7 @@ EntryClass = ExVLForConditionalGeneration
 
     def _finding(self, result: ScanResult, row: ModelRow, assignment: F.AttributeAssignment, inner: str) -> Finding:
         project = result.project
-        inner_capture = project.resolve_capture(inner)
+        inner_capture = project.captures.resolve_capture(inner)
         assert inner_capture is not None, "asked only for a wrapped model that captures (capture_works)"
         setter = inner_capture.setter
         lacks, fix, missing, entry = self._lacks(result, row, assignment, setter.method)

@@ -69,7 +69,7 @@ EntryClass = ExVLForConditionalGeneration
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
-        project = result.project
+        classes = result.project.lookup.classes
         for row in result.rows:
             c, chain = row.capture, row.chain
             if c is None or chain is None or c.inherited or not chain.has(ProblemKind.DELEGATE_LACKS_SETTER):
@@ -84,7 +84,7 @@ EntryClass = ExVLForConditionalGeneration
                 f"{c.setter.delegate}.{method}",
                 steps=(
                     ("setter", c.setter.location),
-                    ("delegate class", project.classes[target].location if target in project.classes else None),
+                    ("delegate class", classes[target].location if target in classes else None),
                 ),
                 effect=(
                     f"{row.name} claims {method_title(result)} support (it has the setter), and start-up dies when the"

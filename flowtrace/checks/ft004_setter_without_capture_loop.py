@@ -135,7 +135,7 @@ class ExModel(Module):
             if (link.owner, link.method) in seen:
                 continue
             seen.add((link.owner, link.method))
-            last = result.project.setters[link.owner][link.method]
+            last = result.project.lookup.setters[link.owner][link.method]
             holder = chain.holder
             holder_class = holder.holder or "?"  # never None here: rows without a holder class were skipped above
             consequence, when = unpack_failure(result)

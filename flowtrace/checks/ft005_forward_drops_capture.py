@@ -79,14 +79,14 @@ EntryClass = ExForCausalLM
         project = result.project
         # Holders some setter feeds: a class nothing can turn capture on for does not *drop* a capture.
         fed = setter_written_holders(result.graph)
-        for qualname, cls in sorted(project.classes.items()):
-            if "forward" not in cls.methods or project.sites.get(qualname) or qualname not in fed:
+        for qualname, cls in sorted(project.lookup.classes.items()):
+            if "forward" not in cls.methods or project.lookup.sites.get(qualname) or qualname not in fed:
                 continue
             base = next(
                 (
                     q
-                    for q in project.mro(qualname)[1:]
-                    if any(s.function.endswith(".forward") for s in project.sites.get(q, []))
+                    for q in project.lookup.mro(qualname)[1:]
+                    if any(s.function.endswith(".forward") for s in project.lookup.sites.get(q, []))
                 ),
                 None,
             )
@@ -100,7 +100,7 @@ EntryClass = ExForCausalLM
             ]
             if not loops:
                 continue  # a forward that delegates (super().forward) keeps the capture
-            base_site = next(s for s in project.sites[base] if s.function.endswith(".forward"))
+            base_site = next(s for s in project.lookup.sites[base] if s.function.endswith(".forward"))
             consequence, when = unpack_failure(result)
             yield self.finding(
                 loops[0].location,

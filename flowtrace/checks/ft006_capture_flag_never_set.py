@@ -73,7 +73,7 @@ class CaptureFlagNeverSet(Rule):
                 continue
             if row.chain.kinds() - NOT_BREAKING - {ProblemKind.RETURN_DROPPED}:
                 continue  # a chain broken earlier is another rule's finding (selected on kinds)
-            mro = set(project.mro(row.qualname))
+            mro = set(project.lookup.mro(row.qualname))
             read = [
                 u
                 for u in uses

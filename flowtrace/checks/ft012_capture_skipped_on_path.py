@@ -31,7 +31,7 @@ def _reachable(
 ) -> set[str]:
     """Methods of the class (its own or inherited) that the entry points reach through self calls."""
     table: dict[str, set[str]] = {}
-    for q in reversed(project.mro(qualname)):  # the class's own methods override its bases'
+    for q in reversed(project.lookup.mro(qualname)):  # the class's own methods override its bases'
         table.update(calls.get(q, {}))
     seen, todo = set(entry_points), list(entry_points)
     while todo:
@@ -121,7 +121,7 @@ class ExModel(Module):
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
-        capturing = {q for q, sites in project.sites.items() if sites}
+        capturing = {q for q, sites in project.lookup.sites.items() if sites}
         related: dict[str, str] = {}
         for row in result.rows:  # classes whose setter feeds a capturing holder
             c = row.capture
@@ -141,7 +141,7 @@ class ExModel(Module):
                 holder = owner if owner in capturing else related.get(owner)
                 if holder is None or holder not in capturing:
                     continue
-                site = project.sites[holder][0]
+                site = project.lookup.sites[holder][0]
                 yield self.finding(
                     loop.location,
                     f"{loop.function} ({loop.location}) runs the decoder layers while a draft is served, without the"

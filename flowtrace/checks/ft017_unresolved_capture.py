@@ -126,11 +126,11 @@ class ExModel(Module):
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         project = result.project
-        for target, entries in sorted(project.registry.items()):
-            if project.find_class(target) is None:
+        for target, entries in sorted(project.lookup.registry.items()):
+            if project.lookup.find_class(target) is None:
                 e = entries[0]
                 module, _, name = target.rpartition(".")
-                places = sorted(q for q in project.by_name.get(name, []) if q.startswith(module + "."))
+                places = sorted(q for q in project.lookup.by_name.get(name, []) if q.startswith(module + "."))
                 if places:
                     message = (
                         f"registry entry {e.architecture!r} points at {target}; {name} is defined {len(places)} times"

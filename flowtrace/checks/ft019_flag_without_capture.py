@@ -86,15 +86,15 @@ EntryClass = ExForCausalLM
             for use in ff.attribute_uses:
                 if use.attribute in flags and use.kind == "read" and use.function.split(".")[-1] == "forward":
                     reads.setdefault(use.class_qualname, use)
-        registered = {project.find_class(t) for t in project.registry}
+        registered = {project.lookup.find_class(t) for t in project.lookup.registry}
         for qualname, use in sorted(reads.items()):
-            if qualname not in registered or project.find_setter(qualname) is not None:
+            if qualname not in registered or project.lookup.find_setter(qualname) is not None:
                 continue
-            mro = project.mro(qualname)
+            mro = project.lookup.mro(qualname)
             if any(others.get(q) for q in mro):
                 continue  # another capture family's setter turns it on (FT018 territory)
-            built = [qualname, *project.constructed(qualname)]
-            if any(project.site_for(c, attributes) is not None for c in built):
+            built = [qualname, *project.holders.constructed(qualname)]
+            if any(project.holders.site_for(c, attributes) is not None for c in built):
                 continue
             name = short(qualname)
             yield self.finding(
@@ -104,5 +104,5 @@ EntryClass = ExForCausalLM
                 f" {method_title(result)} cannot be enabled for {name}",
                 qualname,
                 f"{use.function}:{use.attribute}",
-                steps=(("wrapper", project.classes[qualname].location), ("flag test and unpack", use.location)),
+                steps=(("wrapper", project.lookup.classes[qualname].location), ("flag test and unpack", use.location)),
             )

@@ -188,7 +188,7 @@ EntryClass = ExForCausalLM
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
         yield from self._not_unpacked(result)
-        sites = result.project.sites
+        sites = result.project.lookup.sites
         for ff in result.files:
             for fact in ff.stream_facts:
                 if fact.kind != EARLY_RETURN:
@@ -242,8 +242,8 @@ def _forwards_run(project: Project, qualname: str) -> list[str]:
     """The classes whose ``forward`` runs when an instance of ``qualname`` is called: the first
     in its MRO that defines one, then each base reached by ``super().forward(...)``."""
     out: list[str] = []
-    for q in project.mro(qualname):
-        fact = project.classes.get(q)
+    for q in project.lookup.mro(qualname):
+        fact = project.lookup.classes.get(q)
         if fact is None or "forward" not in getattr(fact, "methods", ()):
             continue
         out.append(q)
@@ -258,10 +258,10 @@ def _kept_one(result: ScanResult, fact: F.StreamFact) -> F.OutputUseFact | None:
     subclass see one value where this return hands back a tuple."""
     project = result.project
     method = fact.function.rsplit(".", 1)[-1]
-    for qualname in project.classes:
-        if qualname == fact.class_qualname or fact.class_qualname not in project.mro(qualname):
+    for qualname in project.lookup.classes:
+        if qualname == fact.class_qualname or fact.class_qualname not in project.lookup.mro(qualname):
             continue
-        uses: list[F.OutputUseFact] = project.output_uses.get(qualname, [])
+        uses: list[F.OutputUseFact] = project.lookup.output_uses.get(qualname, [])
         for use in uses:
             if use.via == "super()" and use.kind == DROP and use.attribute == method:
                 return use
@@ -275,13 +275,13 @@ def _unpacking_callers(result: ScanResult, holder: str) -> list[F.OutputUseFact]
     or through a helper handed the module, for the instance's own construction."""
     project = result.project
     out: dict[F.Location, F.OutputUseFact] = {}
-    for qualname in project.classes:
+    for qualname in project.lookup.classes:
         for owner in _forwards_run(project, qualname):
-            for use in project.output_uses.get(owner, []):
+            for use in project.lookup.output_uses.get(owner, []):
                 if use.kind != UNPACK or not use.attribute or use.via == "super()":
                     continue
-                inner = project.attribute_class(qualname, use.attribute)
-                if inner is not None and holder in project.mro(inner):
+                inner = project.holders.attribute_class(qualname, use.attribute)
+                if inner is not None and holder in project.lookup.mro(inner):
                     out.setdefault(use.location, use)
     return sorted(out.values(), key=lambda u: (u.location.file, u.location.line))
 

@@ -13,7 +13,9 @@ from flowtrace.model.facts import ProblemKind
 
 if TYPE_CHECKING:
     from flowtrace.analysis.capture import Capture
-    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.analysis.class_lookup import ClassLookup
+    from flowtrace.analysis.holders import Holders
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
 
 
@@ -26,56 +28,57 @@ class HolderStep(NamedTuple):
     overriding: str | None  # the more derived class that changes what it builds, or None
 
 
-def _assignment(project: Project, qualname: str, attribute: str) -> tuple[str, F.AttributeAssignment] | None:
+def _assignment(lookup: ClassLookup, qualname: str, attribute: str) -> tuple[str, F.AttributeAssignment] | None:
     """(class that assigns it, assignment) nearest in the MRO, or None."""
-    for q in project.mro(qualname):
-        cls = project.classes.get(q)
+    for q in lookup.mro(qualname):
+        cls = lookup.classes.get(q)
         for a in cls.assignments if cls else ():
             if a.attribute == attribute:
                 return q, a
     return None
 
 
-def _overridden(project: Project, qualname: str, attribute: str) -> str | None:
+def _overridden(lookup: ClassLookup, qualname: str, attribute: str) -> str | None:
     """The base class whose own assignment of ``attribute`` the class's assignment replaces."""
-    for q in project.mro(qualname)[1:]:
-        cls = project.classes.get(q)
+    for q in lookup.mro(qualname)[1:]:
+        cls = lookup.classes.get(q)
         if cls and any(a.attribute == attribute for a in cls.assignments):
             return q
     return None
 
 
-def _overriding(project: Project, mro: list[str], assignment: F.AttributeAssignment) -> str | None:
+def _overriding(holders: Holders, mro: list[str], assignment: F.AttributeAssignment) -> str | None:
     """The class more derived than the assignment's whose class attribute or factory method
     decides what it builds (``model_cls = Other`` in a subclass), as
-    :meth:`Project.overridden_callee` picks it; None when none does."""
+    :meth:`Holders.overridden_callee` picks it; None when none does."""
     for n in range(len(mro)):
-        if project.overridden_callee(mro[n : n + 1], assignment):
+        if holders.overridden_callee(mro[n : n + 1], assignment):
             return mro[n]
     return None
 
 
-def walk_holder(project: Project, qualname: str, path: tuple[str, ...]) -> tuple[str, list[HolderStep]] | None:
+def walk_holder(holders: Holders, qualname: str, path: tuple[str, ...]) -> tuple[str, list[HolderStep]] | None:
     """Follow the interface's holder path; None when a step is built dynamically (unresolvable).
 
     Each step is what the instance really builds: the nearest assignment in the MRO, with
     what a more derived class changes about it (a class attribute the base's ``__init__``
     builds from, an overriding factory method), the most derived value winning, as the
-    capture chain resolves it (:meth:`Project.attribute_class`). Steps are (class assigning,
+    capture chain resolves it (:meth:`Holders.attribute_class`). Steps are (class assigning,
     assignment, class built, class overriding it or None)."""
     steps: list[HolderStep] = []
     current = qualname
     for attribute in path:
-        found = _assignment(project, current, attribute)
+        found = _assignment(holders.lookup, current, attribute)
         if found is None:
             continue  # an optional step the object does not have
         owner, assignment = found
-        mro = project.mro(current)
+        mro = holders.lookup.mro(current)
         derived = mro[: mro.index(owner)]
-        target = project.find_class(project.overridden_callee(derived, assignment) or assignment.callee, near=owner)
+        callee = holders.overridden_callee(derived, assignment) or assignment.callee
+        target = holders.lookup.find_class(callee, near=owner)
         if target is None:
             return None  # built from the config at run time: conditional, not decidable here
-        steps.append(HolderStep(owner, assignment, target, _overriding(project, derived, assignment)))
+        steps.append(HolderStep(owner, assignment, target, _overriding(holders, derived, assignment)))
         current = target
     return current, steps
 
@@ -158,18 +161,19 @@ class ExForCausalLM(Module, SupportsEagle3):
                 c is None
                 or chain is None
                 or not is_target(row, project, cc)
-                or project.classes.get(chain.transforms[0].owner, None) is None
+                or project.lookup.classes.get(chain.transforms[0].owner, None) is None
             ):
                 continue
-            if project.classes[chain.transforms[0].owner].name not in interfaces:
+            if project.lookup.classes[chain.transforms[0].owner].name not in interfaces:
                 continue  # the class overrides the interface's setter: its own path is judged elsewhere
-            walked = walk_holder(project, row.qualname, cc.interface_holder_path)
+            walked = walk_holder(project.holders, row.qualname, cc.interface_holder_path)
             if walked is None:
                 continue
             holder, steps = walked
             if not steps:
                 continue  # no holder built in __init__: the language model comes from a getter or the config
-            if any(project.classes[q].name in holders for q in project.mro(holder) if q in project.classes):
+            classes = project.lookup.classes
+            if any(classes[q].name in holders for q in project.lookup.mro(holder) if q in classes):
                 continue
             yield self._finding(result, row, holder, steps, sorted(holders), c)
 
@@ -184,12 +188,12 @@ class ExForCausalLM(Module, SupportsEagle3):
     ) -> Finding:
         project = result.project
         path = "".join(f".{a.attribute}" for _, a, _, _ in steps) or " itself"
-        where = [F.Location(project.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
-        overrides = [project.classes[o].location for _, _, _, o in steps if o in project.classes]
+        where = [F.Location(project.lookup.classes[owner].location.file, a.line) for owner, a, _, _ in steps]
+        overrides = [project.lookup.classes[o].location for _, _, _, o in steps if o in project.lookup.classes]
         note = ""
         if steps:
             owner, assignment, target, overriding = steps[-1]
-            base = _overridden(project, owner, assignment.attribute)
+            base = _overridden(project.lookup, owner, assignment.attribute)
             if overriding is not None:
                 via = (assignment.via or "").partition(":")[2].partition("#")[0]
                 note = (
@@ -207,7 +211,7 @@ class ExForCausalLM(Module, SupportsEagle3):
             ("class declaring the interface", row.location),
             *(("holder path step", w) for w in where),
             *(("override of what it builds", w) for w in overrides),
-            ("holder without the mixin", project.classes[holder].location),
+            ("holder without the mixin", project.lookup.classes[holder].location),
         )
         return self.finding(
             row.location,

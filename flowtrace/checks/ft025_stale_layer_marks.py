@@ -179,7 +179,7 @@ class StaleLayerMarks(Rule):
 def _repeated_calls(result: ScanResult) -> tuple[SetterCall, ...]:
     """The setter calls of the runner's representative start-up when they hand over more than
     one kind of ids (the defaults and the draft's, or two spellings); empty otherwise."""
-    path = serving_plan(result.project).representative()
+    path = serving_plan(result.project.lookup).representative()
     if path is None:
         return ()
     kinds = {(c.step.ids, c.step.ids_text) for c in path.calls}

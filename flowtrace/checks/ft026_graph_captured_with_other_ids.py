@@ -129,7 +129,7 @@ class GraphCapturedWithOtherIds(Rule):
     )
 
     def check(self, result: ScanResult) -> Iterator[Finding]:
-        plan = serving_plan(result.project)
+        plan = serving_plan(result.project.lookup)
         seen: set[Location] = set()
         defaults = _defaults(result)
         for path in plan.startup:

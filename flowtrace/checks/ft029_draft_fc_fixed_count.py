@@ -70,7 +70,7 @@ class DraftFcFixedCount(Rule):
         for row in result.rows:
             if not row.registered:
                 continue
-            fixed = fixed_state_count(result.project, row.qualname)
+            fixed = fixed_state_count(result.project.lookup, row.qualname)
             if fixed is None:
                 continue
             loaded = result.drafts.loaded_by(row.architectures)

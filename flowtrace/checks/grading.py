@@ -156,7 +156,7 @@ def _names_class(result: ScanResult, symbol: str | None) -> bool:
     findings are not on a path from a target entry."""
     if not symbol:
         return False
-    classes = result.project.classes
+    classes = result.project.lookup.classes
     return symbol in classes or symbol.rsplit(".", 1)[0] in classes
 
 

@@ -31,7 +31,7 @@ def setter_groups(result: ScanResult) -> dict[SetterGroupKey, list[ModelRow]]:
         chain = setter_chain(row)
         if not row.registered or chain is None or chain.site is None or chain.site.point == F.UNKNOWN:
             continue
-        if any(v.raises for v in runner_verdicts(result.project, row.qualname)):
+        if any(v.raises for v in runner_verdicts(result.project.lookup, row.qualname)):
             continue
         if not is_target(row, result.project, cc):
             continue  # a draft head or a non-generation model: never served an EAGLE-3 draft

@@ -46,7 +46,7 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     """A generation model the engine may serve an EAGLE-3 draft for."""
     if not row.generation_target or row.qualname in project_drafts(project, cc):
         return False  # a draft (what every output calls ``draft``) consumes the states
-    names = [project.classes[q].name for q in project.mro(row.qualname) if q in project.classes]
+    names = [project.lookup.classes[q].name for q in project.lookup.mro(row.qualname) if q in project.lookup.classes]
     if any(cc.is_draft_class(n) for n in names[:1]) or cc.is_draft_class(row.name):
         return False
     return not cc.is_non_target([row.name, *row.architectures])
@@ -79,7 +79,7 @@ def _set_before_capture(result: ScanResult, with_ids: bool) -> bool:
     known, the profile's ``startup_forward`` holds as written."""
     from flowtrace.analysis.serving import serving_plan
 
-    plan = serving_plan(result.project)
+    plan = serving_plan(result.project.lookup)
     if not plan.known:
         return True
     return any(not (with_ids and c.default) for p in plan.startup for g in p.captures for c in g.before)
@@ -97,8 +97,8 @@ def short(qualname: str | None) -> str:
 
 def methods_on_mro(project: Project, qualname: str) -> set[str]:
     out: set[str] = set()
-    for q in project.mro(qualname):
-        cls = project.classes.get(q)
+    for q in project.lookup.mro(qualname):
+        cls = project.lookup.classes.get(q)
         if cls is not None:
             out.update(cls.methods)
     return out
@@ -113,23 +113,23 @@ def wrapper_bases(project: Project, qualname: str, entry_points: tuple[str, ...]
     skip = set(conv.interfaces) | set(conv.holders)
     methods = set(entry_points) or {"forward"}
     out = []
-    for base in project.mro(qualname)[1:]:
-        cls = project.classes.get(base)
+    for base in project.lookup.mro(qualname)[1:]:
+        cls = project.lookup.classes.get(base)
         if cls is None or cls.name in skip or not methods & set(cls.methods):
             continue
-        if all(project.find_setter(q) is None for q in _subclasses(project, base)):
+        if all(project.lookup.find_setter(q) is None for q in _subclasses(project, base)):
             out.append(base)
     return out
 
 
 def _subclasses(project: Project, base: str) -> list[str]:
-    return [q for q in project.classes if base in project.mro(q)]
+    return [q for q in project.lookup.classes if base in project.lookup.mro(q)]
 
 
 def capture_works(project: Project, qualname: str) -> bool:
     """The class's own capture path resolves to a capture site with no problem that breaks
     the chain (selected on the problems' kinds)."""
-    capture = project.resolve_capture(qualname)
+    capture = project.captures.resolve_capture(qualname)
     chain = project.chain_of(qualname, capture, None) if capture is not None else None
     return chain is not None and chain.site is not None and not chain.kinds() - NOT_BREAKING
 

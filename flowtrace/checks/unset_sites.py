@@ -9,14 +9,16 @@ from flowtrace.analysis.graph import setter_written_holders
 from flowtrace.checks.targets import conventions, family_writers, is_target
 
 if TYPE_CHECKING:
-    from flowtrace.analysis.resolve import ModelRow, Project
+    from flowtrace.analysis.class_lookup import ClassLookup
+    from flowtrace.analysis.resolve import ModelRow
     from flowtrace.analysis.scan import ScanResult
     from flowtrace.model.facts import AttributeUseFact, CaptureSiteFact
 
 
-def _holders(project: Project, row: ModelRow) -> list[str]:
+def _holders(lookup: ClassLookup, row: ModelRow) -> list[str]:
+    """The row's class and the classes it builds as attributes (where an unfed site may run)."""
     holders = [row.qualname] + [
-        project.find_class(a.callee) for a in project.classes[row.qualname].assignments if a.attribute != "*"
+        lookup.find_class(a.callee) for a in lookup.classes[row.qualname].assignments if a.attribute != "*"
     ]
     return [h for h in dict.fromkeys(holders) if h]
 
@@ -28,11 +30,11 @@ def _family_feed(result: ScanResult, row: ModelRow, site: CaptureSiteFact) -> li
     loop, writes its capture list (the same setter marks the layers it is handed)."""
     writers = family_writers(result, conventions(result))
     project = result.project
-    classes = {q for h in _holders(project, row) for q in project.mro(h)}
+    classes = {q for h in _holders(project.lookup, row) for q in project.lookup.mro(h)}
     found = [u for q in sorted(classes) for u in writers.get(q, []) if u.attribute == site.attribute]
     if found or site.attribute in project.conv.attributes:
         return found
-    own = project.mro(site.class_qualname)
+    own = project.lookup.mro(site.class_qualname)
     return [u for q in own for u in writers.get(q, []) if u.attribute in project.conv.attributes]
 
 
@@ -47,10 +49,10 @@ def unset_capture_sites(
     for row in result.rows:
         if row.chain is not None or not is_target(row, project, cc):
             continue  # an id source sets the ids: a setter, or a config attribute, build context or hook
-        for holder in _holders(project, row):
+        for holder in _holders(project.lookup, row):
             if holder in fed or holder in reported:
                 continue  # some registered class's setter feeds this loop: heads without a setter are fine
-            site = project.site_for(holder, set(project.conv.attributes))
+            site = project.holders.site_for(holder, set(project.conv.attributes))
             if site is None:
                 continue
             feed = _family_feed(result, row, site)

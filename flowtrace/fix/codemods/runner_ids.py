@@ -34,7 +34,7 @@ _MAX_ROWS = 3
 
 def _calls(result: ScanResult, where: Location) -> tuple[SetterCall, SetterCall]:
     """The no-ids call at ``where`` and the first call after it that hands the draft's ids."""
-    for path in serving_plan(result.project).startup:
+    for path in serving_plan(result.project.lookup).startup:
         for n, call in enumerate(path.calls):
             if call.step.location == where and call.default:
                 later = next((c for c in path.calls[n + 1:] if not c.default), None)

@@ -30,10 +30,10 @@ TRACE_IDS = (1, 15, 28)  # any ids inside PROBE_LAYERS: the wrapper must serve w
 
 def wrapped(project: Project, row: ModelRow) -> tuple[str, str]:
     """(attribute, inner class) as FT001 finds them: the first built model that has a setter."""
-    cls = project.classes[row.qualname]
+    cls = project.lookup.classes[row.qualname]
     for a in cls.assignments:
-        inner = project.find_class(a.callee) if a.attribute != "*" else None
-        if inner and inner != row.qualname and project.find_setter(inner) is not None:
+        inner = project.lookup.find_class(a.callee) if a.attribute != "*" else None
+        if inner and inner != row.qualname and project.lookup.find_setter(inner) is not None:
             return a.attribute, inner
     raise CannotFix(f"{row.name} builds no model with a setter")
 
@@ -47,7 +47,8 @@ def missing_methods(result: ScanResult, row: ModelRow) -> list[str]:
 
 
 def _defining_class(project: Project, qualname: str, name: str) -> str | None:
-    return next((q for q in project.mro(qualname) if q in project.classes and name in project.classes[q].methods), None)
+    classes = project.lookup.classes
+    return next((q for q in project.lookup.mro(qualname) if q in classes and name in classes[q].methods), None)
 
 
 def _plain(params: cst.Parameters, where: str) -> cst.Parameters:
@@ -108,7 +109,7 @@ def _inner_params(result: ScanResult, sources: Sources, inner: str, name: str) -
             else ""
         )
         raise CannotFix(f"{short(inner)} has no {name}() to hand the call to{hint}")
-    fact = project.classes[owner]
+    fact = project.lookup.classes[owner]
     wrapper = parse(sources.text(fact.location.file), fact.location.file)
     cls = one_class(wrapper.module, fact.name, fact.location.line, positions(wrapper), fact.location.file)
     fn = method(cls, name)
@@ -179,5 +180,5 @@ def plan(result: ScanResult, finding: Finding, sources: Sources) -> Proposal:
         ),
         edits=(sources.edit(row.location.file, patched.code),),
         expect=expect,
-        inherits_from=tuple(project.mro(inner)),
+        inherits_from=tuple(project.lookup.mro(inner)),
     )

@@ -3,7 +3,7 @@
 ``meta = Cls(..., self.<attr>, ...)`` before the loop, then ``layer(..., kw=meta)``: the
 layer records through a method of the object it is handed. No membership test is in the
 loop; the object carries the indices. The point is decided where the layer's forward calls
-it (:meth:`flowtrace.analysis.resolve.Project.hook_point`).
+it (:meth:`flowtrace.analysis.holders.Holders.hook_point`).
 """
 
 from __future__ import annotations
