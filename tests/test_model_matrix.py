@@ -84,3 +84,20 @@ def test_only_generation_registries_make_eagle3_targets(vllm_scan):
     embed = row(vllm_scan, "LlamaEmbeddingModel")
     assert embed.registered and not embed.generation_target
     assert row(vllm_scan, "LlamaForCausalLM").generation_target
+
+
+def test_the_registries_part_reads_the_lookup_alone(vllm_scan):
+    # registry.py maps "DeepseekV3ForCausalLM" to deepseek.DeepseekForCausalLM (another name),
+    # "LlamaEmbeddingModel" sits in _EMBEDDING_MODELS, which the profile's generation_dicts
+    # (_TEXT_GENERATION_MODELS, _MULTIMODAL_MODELS) leave out.
+    from flowtrace.analysis.class_lookup import ClassLookup
+    from flowtrace.analysis.registries import Registries
+
+    project = vllm_scan.project
+    models = "vllm.model_executor.models"
+    registries = Registries(ClassLookup(project.files, project.conv))  # nothing above the lookup needed
+    assert registries.architectures[f"{models}.deepseek.DeepseekForCausalLM"] == ("DeepseekV3ForCausalLM",)
+    assert registries.architectures[f"{models}.llama_embed.LlamaEmbeddingModel"] == ("LlamaEmbeddingModel",)
+    assert f"{models}.llama_embed.LlamaEmbeddingModel" not in registries.generation
+    assert f"{models}.llama.LlamaForCausalLM" in registries.generation
+    assert registries.architectures == project.registries.architectures

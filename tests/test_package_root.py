@@ -79,7 +79,7 @@ def test_a_registry_entry_naming_another_package_loads_what_its_init_binds():
     # it to fast.FastDsaForCausalLM (aliased) or to mistral.MistralForCausalLM (another package),
     # never to llama's LlamaForCausalLM (the TYPE_CHECKING-only binding).
     scan = api.scan(PKGROOT_LIKE, options=OPTIONS)
-    assert sorted(scan.project.lookup.registered_classes("vllm.models.dsa.DsaForCausalLM")) == [
+    assert sorted(scan.project.registries.registered_classes("vllm.models.dsa.DsaForCausalLM")) == [
         "vllm.model_executor.models.mistral.MistralForCausalLM",
         "vllm.models.dsa.fast.FastDsaForCausalLM",
     ]

@@ -108,31 +108,6 @@ class ClassLookup:
         inside = [c for c in close if c.startswith(module + ".")]
         return _nearest(inside, near) if near else None
 
-    def registered_classes(self, target: str) -> list[str]:
-        """The classes a registry entry names: what the named package's ``__init__`` binds the
-        name to (each platform's branch: an alias of another class, a class of another package
-        of the engine), else the one it resolves to, else every same-named variant inside the
-        package (an ``__init__`` not read)."""
-        module, _, simple = target.rpartition(".")
-        bound = self._reexported(module, simple)
-        if bound:
-            return bound
-        found = self.find_class(target)
-        if found:
-            return [found]
-        return sorted(c for c in self.by_name.get(simple, []) if module and c.startswith(module + "."))
-
-    def _reexported(self, module: str, name: str, depth: int = 0) -> list[str]:
-        """The classes ``module``'s ``__init__`` binds ``name`` to, through further packages."""
-        out: list[str] = []
-        for qualified in self.reexports.get(module, {}).get(name, []) if depth < 4 else ():
-            inner_module, _, inner = qualified.rpartition(".")
-            found = self._reexported(inner_module, inner, depth + 1) or (
-                [q] if (q := self.find_class(qualified, near=module + ".")) else []
-            )
-            out.extend(c for c in found if c not in out)
-        return sorted(out)
-
     def mro(self, qualname: str) -> list[str]:
         """Depth-first base order (memoised: the facts never change after indexing)."""
         cached = self._mro_cache.get(qualname)

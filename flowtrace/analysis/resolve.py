@@ -6,7 +6,7 @@ only through the attributes built in ``__init__``. Classes are linked by qualifi
 (falling back to a unique simple name) and bases walked depth-first in ``class_lookup``;
 attribute construction and the capture point of callback sites (how the layer's forward uses
 the callback, a :class:`flowtrace.model.facts.CallbackUse`) are decided in ``holders``;
-delegation is followed in ``capture_assembly``.
+delegation is followed in ``capture_assembly``; registry entries are read in ``registries``.
 This module holds those parts (composed, each on the parts below it) and makes the rows.
 """
 
@@ -19,6 +19,7 @@ from flowtrace.analysis.capture import Capture
 from flowtrace.analysis.capture_assembly import CaptureAssembly
 from flowtrace.analysis.class_lookup import ClassLookup
 from flowtrace.analysis.holders import Holders
+from flowtrace.analysis.registries import Registries
 from flowtrace.analysis.chain import ConcatIndex, setter_chain, source_chain
 from flowtrace.analysis.config_capture import SourceCapture, opts_in, resolve_source
 from flowtrace.analysis.serving import serving_link
@@ -66,7 +67,9 @@ class Project:
     - :attr:`holders`, a :class:`~flowtrace.analysis.holders.Holders` on the lookup: what
       instances build and hold, capture sites and points;
     - :attr:`captures`, a :class:`~flowtrace.analysis.capture_assembly.CaptureAssembly` on
-      both: a setter's delegation followed to its capture.
+      both: a setter's delegation followed to its capture;
+    - :attr:`registries`, a :class:`~flowtrace.analysis.registries.Registries` on the
+      lookup: which classes are registered, under which architectures, for generation.
 
     ``Project`` itself keeps its inputs (:attr:`files`, :attr:`conv`) and makes the rows:
     one per model class, with its typed chain (a setter's capture or a setter-less source,
@@ -79,6 +82,7 @@ class Project:
         self.lookup = ClassLookup(files, conv)
         self.holders = Holders(self.lookup)
         self.captures = CaptureAssembly(self.lookup, self.holders)
+        self.registries = Registries(self.lookup)
 
     @cached_property
     def concats(self) -> ConcatIndex:
@@ -98,41 +102,38 @@ class Project:
 
     @cached_property
     def rows(self) -> tuple[ModelRow, ...]:
-        registered: dict[str, list[str]] = {}
-        generation: set[str] = set()
-        groups = self.conv.generation_dicts
-        for target, entries in self.lookup.registry.items():
-            for found in self.lookup.registered_classes(target):
-                registered.setdefault(found, []).extend(e.architecture for e in entries)
-                if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
-                    generation.add(found)
-        out = []
+        """One row per model class: every class with a capture path or a registry entry,
+        but not the engine's own interfaces and mixins (they provide capture; no model)."""
+        registered = self.registries.architectures
         providers = self.conv.interfaces | self.conv.holders
-        for qualname in sorted(self.lookup.classes):
-            if self.lookup.classes[qualname].name in providers:
-                continue  # the engine's own interface/mixin provides capture; it is not a model
+        out = []
+        for qualname, cls in sorted(self.lookup.classes.items()):
+            if cls.name in providers:
+                continue
             capture = self.captures.resolve_capture(qualname)
-            source = self._source(qualname, registered) if capture is None else None
+            source = self._source(qualname) if capture is None else None
             if capture is None and source is None and qualname not in registered:
                 continue
-            cls = self.lookup.classes[qualname]
-            chain = self.chain_of(qualname, capture, source)
-            if chain is not None and self.conv.method is not None and not self.conv.method.default:
-                chain = replace(chain, method=self.conv.method.name)  # a chain names a method other than the default
-            out.append(
-                ModelRow(
-                    name=cls.name,
-                    qualname=qualname,
-                    location=cls.location,
-                    registered=qualname in registered,
-                    architectures=tuple(sorted(set(registered.get(qualname, ())))),
-                    generation_target=qualname in generation,
-                    support=self.support_of(qualname, chain),
-                    capture=capture,
-                    chain=chain,
-                )
-            )
+            out.append(self._row(qualname, cls, capture, source))
         return tuple(out)
+
+    def _row(
+        self, qualname: str, cls: F.ClassFact, capture: Capture | None, source: SourceCapture | None
+    ) -> ModelRow:
+        chain = self.chain_of(qualname, capture, source)
+        if chain is not None and self.conv.method is not None and not self.conv.method.default:
+            chain = replace(chain, method=self.conv.method.name)  # a chain names a method other than the default
+        return ModelRow(
+            name=cls.name,
+            qualname=qualname,
+            location=cls.location,
+            registered=qualname in self.registries.architectures,
+            architectures=self.registries.architectures.get(qualname, ()),
+            generation_target=qualname in self.registries.generation,
+            support=self.support_of(qualname, chain),
+            capture=capture,
+            chain=chain,
+        )
 
     def support_of(self, qualname: str, chain: CaptureChain | None) -> str:
         """A row's support word, read off its chain: conditional on the target config (a
@@ -157,12 +158,13 @@ class Project:
             return DELEGATED
         return INHERITED if entry.owner != qualname else SUPPORTED
 
-    def _source(self, qualname: str, registered: dict[str, list[str]]) -> SourceCapture | None:
+    def _source(self, qualname: str) -> SourceCapture | None:
         """The setter-less capture path of a registered class, or of a class that opts in
         through a profile-named base (see config_capture)."""
-        if qualname not in registered and not opts_in(self.lookup, qualname):
+        architectures = self.registries.architectures
+        if qualname not in architectures and not opts_in(self.lookup, qualname):
             return None
-        return resolve_source(self.holders, qualname, tuple(sorted(set(registered.get(qualname, ())))))
+        return resolve_source(self.holders, qualname, architectures.get(qualname, ()))
 
     def row(self, name: str) -> ModelRow | None:
         """A row by qualified name, simple class name, or registered architecture."""
