@@ -242,9 +242,9 @@ EntryClass = ExVLForConditionalGeneration
         """One finding per base class that lacks the delegation for all its wrappers (the place
         to fix: one method there serves every subclass), the wrappers as related locations;
         the per-class findings are kept as its causes (their fingerprints, their codemods)."""
-        project = result.project
+        lookup = result.project.lookup
         cc = conventions(result)
-        bases = {f.fingerprint: wrapper_bases(project, f.symbol or "", cc.speculative_entry_points) for f, _ in found}
+        bases = {f.fingerprint: wrapper_bases(lookup, f.symbol or "", cc.speculative_entry_points) for f, _ in found}
         by_base: dict[tuple[str, str], list[Finding]] = {}
         for f, attribute in found:
             shared = [
@@ -358,7 +358,7 @@ EntryClass = ExVLForConditionalGeneration
         """What the wrapper lacks (words, fix, the missing target methods, the entry setter)."""
         project = result.project
         cc = conventions(result)
-        present = methods_on_mro(project, row.qualname)
+        present = methods_on_mro(project.lookup, row.qualname)
         entry = next((n for n in project.conv.setter_order if not n.startswith("_")), method)
         required = list(dict.fromkeys([entry, *cc.target_methods]))
         missing = [m for m in required if m not in present]

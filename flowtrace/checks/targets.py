@@ -18,6 +18,7 @@ from flowtrace.model.consequence import Consequence
 from flowtrace.model.links import NOT_BREAKING
 
 if TYPE_CHECKING:
+    from flowtrace.analysis.class_lookup import ClassLookup
     from flowtrace.analysis.resolve import ModelRow, Project
     from flowtrace.model.facts import AttributeUseFact
     from flowtrace.analysis.scan import ScanResult
@@ -95,35 +96,35 @@ def short(qualname: str | None) -> str:
     return (qualname or "?").rsplit(".", 1)[-1]
 
 
-def methods_on_mro(project: Project, qualname: str) -> set[str]:
+def methods_on_mro(lookup: ClassLookup, qualname: str) -> set[str]:
     out: set[str] = set()
-    for q in project.lookup.mro(qualname):
-        cls = project.lookup.classes.get(q)
+    for q in lookup.mro(qualname):
+        cls = lookup.classes.get(q)
         if cls is not None:
             out.update(cls.methods)
     return out
 
 
-def wrapper_bases(project: Project, qualname: str, entry_points: tuple[str, ...]) -> list[str]:
+def wrapper_bases(lookup: ClassLookup, qualname: str, entry_points: tuple[str, ...]) -> list[str]:
     """The bases of a wrapper, nearest first, where one delegating method would serve the whole
     family: a model class of the tree (not an interface or holder the profile names) that
     defines a speculative entry point itself (its forward runs the wrapped model) and none of
     whose subclasses has a setter (the gap is the base's, not one subclass's)."""
-    conv = project.conv
+    conv = lookup.conv
     skip = set(conv.interfaces) | set(conv.holders)
     methods = set(entry_points) or {"forward"}
     out = []
-    for base in project.lookup.mro(qualname)[1:]:
-        cls = project.lookup.classes.get(base)
+    for base in lookup.mro(qualname)[1:]:
+        cls = lookup.classes.get(base)
         if cls is None or cls.name in skip or not methods & set(cls.methods):
             continue
-        if all(project.lookup.find_setter(q) is None for q in _subclasses(project, base)):
+        if all(lookup.find_setter(q) is None for q in _subclasses(lookup, base)):
             out.append(base)
     return out
 
 
-def _subclasses(project: Project, base: str) -> list[str]:
-    return [q for q in project.lookup.classes if base in project.lookup.mro(q)]
+def _subclasses(lookup: ClassLookup, base: str) -> list[str]:
+    return [q for q in lookup.classes if base in lookup.mro(q)]
 
 
 def capture_works(project: Project, qualname: str) -> bool:

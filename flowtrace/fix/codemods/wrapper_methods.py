@@ -42,7 +42,7 @@ def missing_methods(result: ScanResult, row: ModelRow) -> list[str]:
     project = result.project
     entry = next((n for n in project.conv.setter_order if not n.startswith("_")), None)
     required = list(dict.fromkeys([m for m in (entry, *conventions(result).target_methods) if m]))
-    present = methods_on_mro(project, row.qualname)
+    present = methods_on_mro(project.lookup, row.qualname)
     return [m for m in required if m not in present]
 
 
