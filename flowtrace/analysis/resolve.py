@@ -73,7 +73,7 @@ class Project:
 
     ``Project`` itself keeps its inputs (:attr:`files`, :attr:`conv`) and makes the rows:
     one per model class, with its typed chain (a setter's capture or a setter-less source,
-    then the serving link, which reads the whole project).
+    then the serving link, read off the lookup).
     """
 
     def __init__(self, files: tuple[F.FileFacts, ...], conv: Conventions) -> None:
@@ -106,7 +106,7 @@ class Project:
         but not the engine's own interfaces and mixins (they provide capture; no model)."""
         registered = self.registries.architectures
         providers = self.conv.interfaces | self.conv.holders
-        out = []
+        out: list[ModelRow] = []
         for qualname, cls in sorted(self.lookup.classes.items()):
             if cls.name in providers:
                 continue
@@ -120,6 +120,8 @@ class Project:
     def _row(
         self, qualname: str, cls: F.ClassFact, capture: Capture | None, source: SourceCapture | None
     ) -> ModelRow:
+        """The class's row: its chain (named for the method when it is not the default) and
+        what the registries say of it."""
         chain = self.chain_of(qualname, capture, source)
         if chain is not None and self.conv.method is not None and not self.conv.method.default:
             chain = replace(chain, method=self.conv.method.name)  # a chain names a method other than the default
