@@ -338,18 +338,48 @@ def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator
 
 def visit_each(node: ast.AST | list, handlers: dict[type, Callable[[Any], None]]) -> None:
     """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order
-    (:func:`iter_nodes`' order, without its generator)."""
-    get = handlers.get
+    (:func:`iter_nodes`' order, without its generator).
+
+    The children are pushed here rather than through :func:`child_nodes` (which a ``Call``
+    and a ``Dict`` still take, for their source order): most nodes of a walk are leaves
+    (names, constants) or hold one child, and a call plus a list per node was most of the
+    cost of the per-``__init__`` walks of the class table."""
+    get, fields_of, special = handlers.get, _REVERSED_FIELDS.get, _SOURCE_ORDERED
     stack: list[ast.AST] = list(reversed(node)) if isinstance(node, list) else [node]
-    pop, extend, children_of = stack.pop, stack.extend, child_nodes
+    pop, push, extend, node_type, lst = stack.pop, stack.append, stack.extend, ast.AST, list
     while stack:
         current = pop()
-        handler = get(current.__class__)
+        kind = current.__class__
+        handler = get(kind)
         if handler is not None:
             handler(current)
-        children = children_of(current)
-        children.reverse()
-        extend(children)
+        fields = fields_of(kind)
+        if fields is None:
+            fields = _reversed_fields(kind)
+        if not fields:
+            continue
+        if kind in special:
+            children = child_nodes(current)
+            children.reverse()
+            extend(children)
+            continue
+        for name in fields:  # the last field first: the stack pops the first child first
+            value = getattr(current, name, None)
+            if value.__class__ is lst:
+                extend([item for item in reversed(value) if isinstance(item, node_type)])
+            elif isinstance(value, node_type):
+                push(value)
+
+
+# Per node class, :func:`child_nodes`' fields last first (for :func:`visit_each`'s stack);
+# the classes whose children child_nodes puts in source order across fields.
+_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}
+_SOURCE_ORDERED = frozenset({ast.Call, ast.Dict})
+
+
+def _reversed_fields(kind: type) -> tuple[str, ...]:
+    fields = _REVERSED_FIELDS[kind] = tuple(reversed(_child_fields(kind)))
+    return fields
 
 
 class FastVisitor:
