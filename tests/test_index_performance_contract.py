@@ -303,3 +303,31 @@ def test_hit_lines_equal_the_line_by_line_definition():
     ]
     for lines in samples:
         assert _hit_lines(lines, words) == [n for n, line in enumerate(lines, 1) if definition.search(line)], lines
+
+
+def test_the_callers_meanwhile_runs_once_while_many_files_parse(tmp_path):
+    """``IndexOptions.meanwhile`` (a warm-up of the stages after the index) runs once, after every
+    file is classified and while the workers parse; never when a few files changed since the last
+    scan (the parse is then over before a warm-up would be) or when nothing is parsed; and the
+    facts are those of a scan without it."""
+    root = tmp_path / "engine"
+    shutil.copytree(SGLANG_LIKE, root, ignore=shutil.ignore_patterns(".flowtrace_cache", "__pycache__"))
+    for i in range(build._FEW_TO_PARSE + 1):  # files to read: enough to warm the parent up
+        (root / f"unrelated_{i}.py").write_text(f"VALUE_{i} = {i}\n")
+    profiles = select_profiles(root, None)
+    runs: list[int] = []
+
+    def meanwhile() -> None:
+        runs.append(len(runs))
+
+    plain = build_index(root, profiles, IndexOptions(jobs=1, use_cache=False, progress=False))
+    first = build_index(root, profiles, IndexOptions(jobs=1, progress=False, meanwhile=meanwhile))
+    assert runs == [0]
+    assert first.files == plain.files and first.stats.files_parsed == plain.stats.files_parsed > 0
+
+    build_index(root, profiles, IndexOptions(jobs=1, progress=False, meanwhile=meanwhile))
+    assert runs == [0], "a warm scan parses nothing: nothing to overlap"
+    marked = next(p for p in sorted(root.rglob("*.py")) if b"capture" in p.read_bytes())
+    marked.write_bytes(marked.read_bytes() + b"\n# changed\n")
+    changed = build_index(root, profiles, IndexOptions(jobs=1, progress=False, meanwhile=meanwhile))
+    assert changed.stats.files_parsed == 1 and runs == [0], "one file to parse: no warm-up"

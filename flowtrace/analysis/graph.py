@@ -75,6 +75,14 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def prepare() -> None:
+    """Import what :func:`build_graph` needs ahead of it: a check of a tree that is not cached
+    hands this to the index, which runs it while its workers parse, instead of after them.
+    (A tenth of a second that would otherwise wait until the index is done; warm scans, whose
+    answers come from the memo, never call it.)"""
+    import networkx  # noqa: F401
+
+
 def build_graph(project: Project, engine_keys: tuple[str, ...] = ()) -> nx.MultiDiGraph:
     """The repo graph: the draft side (fc, config reads, concatenations), then each row's chain."""
     import networkx as nx

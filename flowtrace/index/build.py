@@ -35,9 +35,9 @@ import re
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import (
@@ -69,6 +69,10 @@ class IndexOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     progress: bool | None = None  # None: when stderr is a terminal
     method: str | None = None  # the speculative method ([methods.<name>]); None: the profiles' default
+    # The caller's own work for this process while the workers parse many files (a warm-up of
+    # the stages after the index, such as their imports): run once, when this process has
+    # nothing left to do but wait. It must not change a fact; the index never reads what it does.
+    meanwhile: Callable[[], object] | None = field(default=None, compare=False)
 
 
 FULL, TABLE, PACKAGE = "full", "table", "package"  # PACKAGE: a package __init__'s imports only
@@ -554,10 +558,16 @@ class _IndexRun:
         self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, digest, verdict, watched), names)
 
     def close_fixpoint(self) -> None:
-        """Parse until the fixpoint closes: pool results, or local work when no pool runs."""
+        """Parse until the fixpoint closes: pool results, or local work when no pool runs.
+        The caller's ``meanwhile`` runs the first time this process waits on a pool that many
+        files keep busy (a few are parsed before it would be done)."""
+        meanwhile = self.options.meanwhile if self.parser.warm_parent else None
         while True:
             self.dispatch()
             if self.parser.busy:
+                if meanwhile is not None:  # every file is classified: the pool's turn, and the caller's
+                    meanwhile()
+                    meanwhile = None
                 self.drain(block=True)
                 continue
             outcome = self.parser.next_local()

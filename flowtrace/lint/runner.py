@@ -336,6 +336,7 @@ def _plan(path: str | Path, opts: CheckOptions) -> _Plan:
 
 
 def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult, IndexOptions]:
+    from flowtrace.analysis import graph
     from flowtrace.analysis.scan import scan
     from flowtrace.index.build import IndexOptions
 
@@ -345,6 +346,7 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
         cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
         excludes=tuple(cfg.exclude) + tuple(opts.exclude),
         progress=opts.progress,
+        meanwhile=graph.prepare,  # the rules build the graph right after the index
     )
     result = scan(
         path,
