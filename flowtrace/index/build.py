@@ -22,6 +22,10 @@ How the work flows (every step is there for speed; none changes a fact):
   modules, and the files waiting on those names are queued at once, while the pool is
   still busy, instead of in rounds. The selection is the least fixpoint of a monotone rule,
   so the order results arrive in cannot change it.
+* Once every file is classified this process only waits for the pool, so a caller may hand
+  it work of its own for that time (``IndexOptions.meanwhile``: ``check`` imports what its
+  graph needs): on a cold scan that work would otherwise wait, alone on one core, until the
+  workers are done. It runs only when many files are parsed; it never touches a fact.
 """
 
 from __future__ import annotations
