@@ -1,6 +1,6 @@
 """``python -m flowtrace`` is the same as the ``flowtrace`` console script."""
 
-from flowtrace.cli import main
+from flowtrace.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

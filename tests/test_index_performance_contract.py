@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -331,3 +332,47 @@ def test_the_callers_meanwhile_runs_once_while_many_files_parse(tmp_path):
     marked.write_bytes(marked.read_bytes() + b"\n# changed\n")
     changed = build_index(root, profiles, IndexOptions(jobs=1, progress=False, meanwhile=meanwhile))
     assert changed.stats.files_parsed == 1 and runs == [0], "one file to parse: no warm-up"
+
+
+_FREEZE_PROBE = (
+    "import gc, sys\n"
+    "from flowtrace.engines.profiles import select_profiles\n"
+    "from flowtrace.index.build import IndexOptions, build_index\n"
+    "from flowtrace.index.lifetime import one_shot_process\n"
+    "if sys.argv[2] == 'one-shot':\n"
+    "    one_shot_process()\n"
+    "before = gc.get_freeze_count()\n"
+    "root = __import__('pathlib').Path(sys.argv[1])\n"
+    "build_index(root, select_profiles(root, None), IndexOptions(use_cache=False, jobs=1))\n"
+    "print(before, gc.get_freeze_count(), gc.isenabled())\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["one-shot", "library"])
+def test_only_a_one_shot_process_freezes_the_facts_it_keeps(mode):
+    """The console script declares itself one-shot, and only then does the index hand what it built to the
+    permanent GC generation; a library caller's heap stays collectable; the cyclic GC is on again either way."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FREEZE_PROBE, str(VLLM_LIKE), mode], capture_output=True, text=True, check=True
+    )
+    before, after, enabled = out.stdout.split()
+    assert before == "0" and enabled == "True", out.stdout
+    assert (int(after) > 0) == (mode == "one-shot"), out.stdout
+
+
+def test_the_console_script_and_python_m_declare_one_shot():
+    """Both ways in run ``flowtrace.cli.run``, which declares the process one-shot before the command."""
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert '\nflowtrace = "flowtrace.cli:run"\n' in pyproject
+    code = (
+        "import runpy, sys\n"
+        "import flowtrace.index.lifetime as lifetime\n"
+        "sys.argv = ['flowtrace', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('flowtrace', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(lifetime._one_shot)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("True"), out.stdout

@@ -55,6 +55,7 @@ from flowtrace.index.cache import (
 )
 from flowtrace.sources.discover import SourceFile, discover
 from flowtrace.index.syntax import module_name
+from flowtrace.index.lifetime import keep_until_exit
 from flowtrace.index.packages import ancestors, distributions, read_package
 from flowtrace.index.parse import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, matters, quiet_allocations, run_test_hook
 from flowtrace.engines.profiles import Conventions, Profile, root_package
@@ -393,7 +394,9 @@ def build_index(root: Path, profiles: list[Profile], options: IndexOptions | Non
     """Index a tree: discover, classify by the byte prefilter, parse until the fixpoint closes
     (the facts it gathers are acyclic: no cyclic GC meanwhile, see ``quiet_allocations``)."""
     with quiet_allocations():
-        return _IndexRun(root, profiles, options or IndexOptions()).run()
+        result = _IndexRun(root, profiles, options or IndexOptions()).run()
+        keep_until_exit()
+        return result
 
 
 class _IndexRun:
