@@ -27,6 +27,7 @@ from flowtrace.analysis.function_interpreter import FunctionRun, run_function
 from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
+from flowtrace.engines.profiles import Conventions
 from flowtrace.analysis.serving_phase import BatchPath, PhaseTrace, serving_phase
 from flowtrace.model.links import (
     NO_SERVING,
@@ -128,15 +129,36 @@ _CONFIGS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ModelNames:
+    """The model's own attributes a setter or default getter may read besides the ids, as the
+    profiles name them (``[capture] layer_count_attributes``, ``[draft] stage_start_attributes``
+    and ``stage_end_attributes``): what each means, not what an engine calls it."""
+
+    layer_counts: tuple[str, ...] = ()
+    stage_starts: tuple[str, ...] = ()
+    stage_ends: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, conv: Conventions) -> ModelNames:
+        return cls(
+            tuple(sorted(conv.layer_count_attributes)),
+            tuple(sorted(conv.stage_start_attributes)),
+            tuple(sorted(conv.stage_end_attributes)),
+        )
+
+
 @lru_cache(maxsize=None)
-def _fixed_keys() -> tuple[tuple[str, str], ...]:
-    """(normalised expression, kind) for the layer-count spellings engines use."""
+def _fixed_keys(model: ModelNames) -> tuple[tuple[str, str], ...]:
+    """(normalised expression, kind) for the layer-count spellings engines use; the traced rank
+    holds every layer, so a pipeline stage starts at 0 and ends at L."""
     keys = []
     for owner in _OWNERS:
         keys += [(f"{owner}.layers", "stack"), (f"len({owner}.layers)", "count")]
     for config in _CONFIGS:
         keys += [(f"{config}.num_hidden_layers", "count"), (f"{config}.num_layers", "count")]
-    keys += [("self.num_layers", "count"), ("self.end_layer", "count"), ("self.start_layer", "zero")]
+    keys += [(f"self.{name}", "count") for name in model.layer_counts + model.stage_ends]
+    keys += [(f"self.{name}", "zero") for name in model.stage_starts]
     return tuple((normalise(k), kind) for k, kind in keys)
 
 
@@ -172,7 +194,11 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
 
 
 def _bindings(
-    num_layers: int, source: str, pp_guards: tuple[str, ...], has_attribute: Callable[[str, str], bool] | None = None
+    num_layers: int,
+    source: str,
+    pp_guards: tuple[str, ...],
+    model: ModelNames,
+    has_attribute: Callable[[str, str], bool] | None = None,
 ) -> dict[str, object]:
     """What the setter's free expressions mean for a target with ``num_layers`` layers.
 
@@ -182,7 +208,7 @@ def _bindings(
     checks on delegates take the delegating path, since the chain was resolved before tracing.
     """
     values = {"stack": LayerStack(num_layers), "count": num_layers, "zero": 0}
-    names: dict[str, object] = {key: values[kind] for key, kind in _fixed_keys()}
+    names: dict[str, object] = {key: values[kind] for key, kind in _fixed_keys(model)}
     for text, kind, payload in _source_sites(source, tuple(pp_guards)):
         if kind == "hasattr":
             names[text] = has_attribute(*payload) if (has_attribute and payload is not None) else True
@@ -223,7 +249,7 @@ def default_from_getter(
                 if inner is not None:
                     return inner
         return getter, None, f"returns {expression}, whose class could not be resolved"
-    names: dict[str, object] = _bindings(num_layers, "", ())
+    names: dict[str, object] = _bindings(num_layers, "", (), ModelNames.of(project.conv))
     try:
         tree = ast.parse(textwrap.dedent(getter.source))
     except SyntaxError:
@@ -535,12 +561,12 @@ class _Tracer:
         if default is None:
             self.end_unproduced(f"no ids given and no metadata class applies defaults to {key}")
         attribute = default.attribute
-        names = {
-            "self.num_layers": self.L,
-            f"self.{attribute}": None,
-            "self.is_draft_model": False,
-            "self.is_mtp_eagle": False,
-        }
+        # The metadata as a target's serving builds it: its layer counts are L, no ids were given,
+        # and the flags of a draft's (or another method's) metadata are off.
+        conv = self.project.conv
+        names: dict[str, object] = {f"self.{count}": self.L for count in sorted(conv.metadata_layer_counts)}
+        names[f"self.{attribute}"] = None
+        names.update((f"self.{flag}", False) for flag in sorted(conv.target_false_flags))
         run = run_function(default.source, {}, names)
         writes = [w for w in run.writes if w.target == f"self.{attribute}" and _as_ids(w.value) is not None]
         if run.raised or not writes:
@@ -590,7 +616,7 @@ class _Tracer:
         return self.project.lookup.setters[link.owner][link.method]
     def run_chain(self, chain: CaptureChain, ids: object) -> None:
         """Link 2: each transform link's setter run on the ids it receives."""
-        guards = self.project.conv.pp_guards
+        guards, model = self.project.conv.pp_guards, ModelNames.of(self.project.conv)
         links = chain.transforms
         for position, link in enumerate(links):
             setter = self.setter_fact(link)
@@ -598,7 +624,7 @@ class _Tracer:
             run = run_function(
                 setter.source,
                 {param: ids},
-                _bindings(self.L, setter.source, guards, self.has_attribute_for(link.acts_on)),
+                _bindings(self.L, setter.source, guards, model, self.has_attribute_for(link.acts_on)),
             )
             owner = setter.class_qualname.rsplit(".", 1)[-1]
             self.branch_steps(setter, run)

@@ -110,6 +110,9 @@ class Profile:
     container_methods: tuple[str, ...] = _key("capture")
     helpers: tuple[CaptureHelper, ...] = _key("capture", HELPERS, how="helpers")
     layers_attribute: str = _key("capture", TEXT, fallback="layers", merged="layers_attributes", how="each")
+    # attributes of the model holding the target's layer count (bound to L where a setter or a
+    # default getter is run)
+    layer_count_attributes: tuple[str, ...] = _key("capture")
     embedding_attribute: str = _key("capture", TEXT, fallback="embed_tokens", merged="embedding_attributes", how="each")
     interfaces: tuple[str, ...] = _key("capture")
     holders: tuple[str, ...] = _key("capture")
@@ -122,6 +125,10 @@ class Profile:
     layer_id_keys: tuple[str, ...] = _key("draft", how="ordered")
     fc_attribute: str = _key("draft", TEXT, fallback="fc", merged="fc_attributes", how="each")
     pp_guards: tuple[str, ...] = _key("draft", how="ordered")
+    # the model's first and end (exclusive) layer of its pipeline stage: 0 and L on the traced
+    # rank, which holds every layer
+    stage_start_attributes: tuple[str, ...] = _key("draft")
+    stage_end_attributes: tuple[str, ...] = _key("draft")
     # -- engines without a setter: ids from a config attribute, a build context or a metadata hook
     config_keys: tuple[str, ...] = _key("config_capture")
     context_fields: tuple[str, ...] = _key("config_capture", how="ordered")
@@ -136,6 +143,10 @@ class Profile:
     metadata_attributes: tuple[str, ...] = _key("metadata_hook")
     opt_in_bases: tuple[str, ...] = _key("metadata_hook")
     post_norm_id: int | None = _key("metadata_hook", INT, merged="post_norm_ids", how="each")
+    # what the metadata's default method reads besides the ids: its layer-count attributes (bound
+    # to L) and flags that are false on a target's metadata (a draft-side or another method's path)
+    metadata_layer_counts: tuple[str, ...] = _key("metadata_hook:layer_count_attributes")
+    target_false_flags: tuple[str, ...] = _key("metadata_hook")
     # Registrations written as class decorators: @register_auto_model("LlamaForCausalLM").
     registry_decorators: tuple[str, ...] = _key("registry_extra:decorators")
     # -- where the engine's package sits in its source repository (web links of a release) -------
@@ -551,6 +562,12 @@ class Conventions:
     metadata_attributes: frozenset[str] = frozenset()
     opt_in_bases: frozenset[str] = frozenset()
     post_norm_ids: frozenset[int] = frozenset()
+    metadata_layer_counts: frozenset[str] = frozenset()
+    target_false_flags: frozenset[str] = frozenset()
+    # -- what a setter or default getter reads besides the ids ([capture], [draft]) ---------------
+    layer_count_attributes: frozenset[str] = frozenset()
+    stage_start_attributes: frozenset[str] = frozenset()
+    stage_end_attributes: frozenset[str] = frozenset()
     registry_decorators: frozenset[str] = frozenset()
     # -- the serving path ([serving]) --------------------------------------------------------------
     startup: frozenset[str] = frozenset()
