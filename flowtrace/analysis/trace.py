@@ -24,7 +24,7 @@ from flowtrace.model import facts as F
 from flowtrace.analysis.attribute_flow import nothing_recorded
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
 from flowtrace.analysis.function_interpreter import FunctionRun, run_function
-from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate, normalise
+from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
 from flowtrace.engines.profiles import Conventions
@@ -109,32 +109,22 @@ def describe_boundary(b: int, num_layers: int) -> str:
     return f"b={b} (output of layer {b - 1})"
 
 
-_OWNERS = (
-    "self",
-    "self.model",
-    "holder",
-    "owner",
-    "parent_ref",
-    "self.language_model",
-    "self.language_model.model",
-    "self.model.model",
-)
-_CONFIGS = (
-    "self.config",
-    "config",
-    "self.config.text_config",
-    "self.text_config",
-    "self.model.config",
-    "self.language_model.config",
-)
+# The Hugging Face config's layer counts (config.json, ``PretrainedConfig``; a composite config
+# keeps its text model's under ``text_config``): the checkpoint format every engine loads and
+# ``compat`` reads, not one engine's spelling.
+_CONFIG_OBJECTS = ("config", "text_config")
+_CONFIG_LAYER_COUNTS = ("num_hidden_layers", "num_layers")
 
 
 @dataclass(frozen=True, slots=True)
 class ModelNames:
     """The model's own attributes a setter or default getter may read besides the ids, as the
-    profiles name them (``[capture] layer_count_attributes``, ``[draft] stage_start_attributes``
-    and ``stage_end_attributes``): what each means, not what an engine calls it."""
+    profiles name them: its decoder-layer list (``[capture] layers_attribute``), its layer count
+    (``[capture] layer_count_attributes``) and its pipeline stage (``[draft]
+    stage_start_attributes`` and ``stage_end_attributes``): what each means, not what an
+    engine calls it."""
 
+    layer_lists: tuple[str, ...] = ()
     layer_counts: tuple[str, ...] = ()
     stage_starts: tuple[str, ...] = ()
     stage_ends: tuple[str, ...] = ()
@@ -142,34 +132,65 @@ class ModelNames:
     @classmethod
     def of(cls, conv: Conventions) -> ModelNames:
         return cls(
+            tuple(sorted(conv.layers_attributes)),
             tuple(sorted(conv.layer_count_attributes)),
             tuple(sorted(conv.stage_start_attributes)),
             tuple(sorted(conv.stage_end_attributes)),
         )
 
+    def own(self, name: str) -> str | None:
+        """The kind of value ``self.<name>`` stands for: a layer count (``count``), a stage start
+        (``zero``), or None. The traced rank holds every layer: a stage runs from 0 to L."""
+        if name in self.layer_counts or name in self.stage_ends:
+            return "count"
+        return "zero" if name in self.stage_starts else None
 
-@lru_cache(maxsize=None)
-def _fixed_keys(model: ModelNames) -> tuple[tuple[str, str], ...]:
-    """(normalised expression, kind) for the layer-count spellings engines use; the traced rank
-    holds every layer, so a pipeline stage starts at 0 and ends at L."""
-    keys = []
-    for owner in _OWNERS:
-        keys += [(f"{owner}.layers", "stack"), (f"len({owner}.layers)", "count")]
-    for config in _CONFIGS:
-        keys += [(f"{config}.num_hidden_layers", "count"), (f"{config}.num_layers", "count")]
-    keys += [(f"self.{name}", "count") for name in model.layer_counts + model.stage_ends]
-    keys += [(f"self.{name}", "zero") for name in model.stage_starts]
-    return tuple((normalise(k), kind) for k, kind in keys)
+
+def _rooted(node: ast.expr) -> bool:
+    """``name`` or ``name.a.b``: an object the code reaches from ``self`` or a local."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _last_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _delegates(tree: ast.AST) -> set[str]:
+    """``self.<a>`` objects the code calls a method of: the delegates the chain resolved."""
+    return {
+        ast.unparse(node.func.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attribute(node.func.value)
+    }
+
+
+def _attribute_kind(node: ast.Attribute, model: ModelNames) -> str | None:
+    """What an attribute read stands for: the layer list of any object the code reaches, a config's
+    layer count, or one of the model's own attributes the profile names."""
+    if node.attr in model.layer_lists and _rooted(node.value):
+        return "stack"
+    if node.attr in _CONFIG_LAYER_COUNTS and _rooted(node.value) and _last_name(node.value) in _CONFIG_OBJECTS:
+        return "count"
+    return model.own(node.attr) if _self_attribute(node) else None
 
 
 @lru_cache(maxsize=4096)
-def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
+def _source_sites(
+    source: str, pp_guards: tuple[str, ...], model: ModelNames
+) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
     """The expressions of one setter that need a binding, parsed once per source:
     (ast.unparse text, kind, payload)."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError):
         return ()
+    delegates = _delegates(tree)
     sites: list[tuple[str, str, tuple[str, str] | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
@@ -186,10 +207,15 @@ def _source_sites(source: str, pp_guards: tuple[str, ...]) -> tuple[tuple[str, s
             sites.append((ast.unparse(node), node.func.id, payload))
         elif isinstance(node, ast.Attribute) and node.attr in pp_guards:
             sites.append((ast.unparse(node), "guard", None))
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is):
-            text = ast.unparse(node)
-            if "language_model" in text:
-                sites.append((text, "is-none", None))
+        elif isinstance(node, ast.Attribute) and (kind := _attribute_kind(node, model)) is not None:
+            sites.append((ast.unparse(node), kind, None))
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Is)
+            and ast.unparse(node.left) in delegates
+        ):
+            sites.append((ast.unparse(node), "is-none", None))
     return tuple(sites)
 
 
@@ -202,15 +228,18 @@ def _bindings(
 ) -> dict[str, object]:
     """What the setter's free expressions mean for a target with ``num_layers`` layers.
 
-    Layer counts come from the config or the layer list, under the few owners engines use;
+    A layer list of any object the code reaches is a stack of L layers, a config's layer count
+    and the model's own counts (the profile's names) are L, a pipeline stage runs from 0 to L;
     pipeline guards take the last-rank path (the rank that owns the draft); ``hasattr(self, x)``
-    and ``hasattr(self.m, x)`` are decided from the classes, other ``hasattr``/``is None``
+    and ``hasattr(self.m, x)`` are decided from the classes, other ``hasattr`` and ``is None``
     checks on delegates take the delegating path, since the chain was resolved before tracing.
     """
-    values = {"stack": LayerStack(num_layers), "count": num_layers, "zero": 0}
-    names: dict[str, object] = {key: values[kind] for key, kind in _fixed_keys(model)}
-    for text, kind, payload in _source_sites(source, tuple(pp_guards)):
-        if kind == "hasattr":
+    values: dict[str, object] = {"stack": LayerStack(num_layers), "count": num_layers, "zero": 0}
+    names: dict[str, object] = {}
+    for text, kind, payload in _source_sites(source, tuple(pp_guards), model):
+        if kind in values:
+            names[text] = values[kind]
+        elif kind == "hasattr":
             names[text] = has_attribute(*payload) if (has_attribute and payload is not None) else True
         elif kind == "getattr":
             # `holder = getattr(parent, "model", parent)`: whichever object it picks holds the layers.
@@ -218,7 +247,7 @@ def _bindings(
         elif kind == "guard":
             names[text] = True
         elif kind == "is-none":
-            names[text] = False  # `self.language_model is None`
+            names[text] = False  # `self.language_model is None` before `self.language_model.f(...)`
     return names
 
 
@@ -249,15 +278,17 @@ def default_from_getter(
                 if inner is not None:
                     return inner
         return getter, None, f"returns {expression}, whose class could not be resolved"
-    names: dict[str, object] = _bindings(num_layers, "", (), ModelNames.of(project.conv))
+    model = ModelNames.of(project.conv)
+    names: dict[str, object] = _bindings(num_layers, expression, (), model)
     try:
         tree = ast.parse(textwrap.dedent(getter.source))
     except SyntaxError:
         tree = None
+    counted = model.layer_lists + _CONFIG_LAYER_COUNTS
     for node in ast.walk(tree) if tree else ():
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             text = ast.unparse(node.value)
-            if "layers" in text or "num_hidden_layers" in text:
+            if any(name in text for name in counted):
                 names[node.targets[0].id] = num_layers
     try:
         value = evaluate(expression, names)

@@ -161,10 +161,11 @@ class LoopAnalyzer:
         if not isinstance(value, ast.Call):
             return None
         callee = last_name(value.func) or ""
-        if callee in self.conv.containers or callee in self.conv.packers:
+        collectors = self.conv.containers | self.conv.packers
+        if callee in collectors:
             return callee
-        if callee == "for_batch" and isinstance(value.func, ast.Attribute):
-            return last_name(value.func.value) or callee
+        if isinstance(value.func, ast.Attribute) and (owner := last_name(value.func.value)) in collectors:
+            return owner  # a collector built by its own classmethod: `Packer.for_batch(...)`
         if any(h.name == callee for h in self.conv.helpers):
             return "list"
         if sized_by(self.file, self.attrs, value) is not None and callee[:1].isupper():

@@ -167,8 +167,8 @@ class ForwardContext:
         if call is None:
             return Slots()
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "for_batch":
-            func = func.value
+        if isinstance(func, ast.Attribute) and last_name(func.value) in self.conv.containers | self.conv.packers:
+            func = func.value  # built by the collector's own classmethod: `Packer.for_batch(...)`
         name = dotted(func)
         cls = self.file.resolve(name) if name else None
         size = sized_by(self.file, self.attributes, call)
