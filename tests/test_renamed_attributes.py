@@ -45,25 +45,52 @@ def test_given_serving_ids_are_sorted(quire):
 
 
 def test_setter_reads_the_profiles_layer_count_and_stage(quire):
-    # models/staged.py: [1, depth // 2, stage_stop - 2] with depth = stage_stop = 32; input capture: b = i.
+    # models/staged.py: [1, depth // 2, len(self.trunk.layers) - 2] with depth = 32 and a trunk of
+    # 32 layers (no bundled profile's owner name); input capture: b = i.
     assert api.trace(quire, "StagedForCausalLM", None, L).boundaries == (1, 16, 30)
-    # val + 1 - stage_begin with stage_begin = 0.
+    # val + 1 - stage_begin for val < stage_stop, with stage_begin = 0 and stage_stop = 32.
     assert api.trace(quire, "StagedForCausalLM", [3, 10], L).boundaries == (4, 11)
 
 
-def test_without_the_keys_the_names_mean_nothing(quire, tmp_path):
-    """The same tree with the keys removed from its profile: nothing binds the metadata's flags or
-    the setter's layer count, so neither default gives ids (the names alone say nothing)."""
-    text = PROFILE.read_text()
-    for key in ("layer_count_attributes", "stage_start_attributes", "stage_end_attributes", "target_false_flags"):
-        text = "\n".join(line for line in text.splitlines() if not line.startswith(key))
+def _without(tmp_path, *keys: str):
+    """The fixture scanned with its profile minus ``keys`` (their lines)."""
+    text = "\n".join(line for line in PROFILE.read_text().splitlines() if not line.startswith(keys))
     bare = tmp_path / "quire.toml"
     bare.write_text(text)
-    scanned = api.scan(ROOT, profile_files=(bare,), options=api.IndexOptions(jobs=1, use_cache=False))
-    hooked = api.trace(scanned, "HookedForCausalLM", None, L)
-    # __post_init__ tests self.drafting first: unbound, it cannot be evaluated.
-    assert hooked.boundaries is None and "cannot evaluate: self.drafting" in hooked.problems[0]
-    staged = api.trace(scanned, "StagedForCausalLM", None, L)
-    assert staged.boundaries is None and "cannot evaluate: self.depth" in staged.problems[0]
-    explicit = api.trace(scanned, "StagedForCausalLM", [3, 10], L)  # val + 1 - self.stage_begin
-    assert explicit.boundaries is None and "cannot evaluate: self.stage_begin" in explicit.problems[0]
+    return api.scan(ROOT, profile_files=(bare,), options=api.IndexOptions(jobs=1, use_cache=False))
+
+
+@pytest.mark.parametrize(
+    "key, model, ids, unbound",
+    [
+        # spec/metadata.py __post_init__ tests self.drafting first, then self.single_state.
+        ("target_false_flags", "HookedForCausalLM", None, "self.drafting"),
+        # models/staged.py: the default reads self.depth; given ids, self.stage_stop, then self.stage_begin.
+        ("layer_count_attributes", "StagedForCausalLM", None, "self.depth"),
+        ("stage_end_attributes", "StagedForCausalLM", [3, 10], "self.stage_stop"),
+        ("stage_start_attributes", "StagedForCausalLM", [3, 10], "self.stage_begin"),
+    ],
+)
+def test_without_a_key_its_name_means_nothing(tmp_path, key, model, ids, unbound):
+    """The same tree with one key removed from its profile: the name it declared is bound to
+    nothing, so the trace cannot evaluate it (the name alone says nothing)."""
+    traced = api.trace(_without(tmp_path, key), model, ids, L)
+    assert traced.boundaries is None and f"cannot evaluate: {unbound}" in traced.problems[0]
+
+
+def test_the_metadata_layer_count_is_its_own_key(tmp_path):
+    """Without the layer counts (the profile names self.depth in [capture] and [metadata_hook]),
+    the metadata's flags are still false and its default branch reads an unbound count."""
+    scanned = _without(tmp_path, "layer_count_attributes")
+    traced = api.trace(scanned, "HookedForCausalLM", None, L)
+    assert traced.boundaries is None and "cannot evaluate: self.depth" in traced.problems[0]
+
+
+def test_a_collector_built_by_its_own_classmethod_is_the_profiles_container(quire):
+    # models/stacked.py: states = StateStack.sized(...) (line 35), a packer by the profile; the
+    # stream is recorded before layer i runs (line 38): ids [3, 10] -> boundaries (3, 10).
+    row = next(r for r in quire.rows if r.name == "StackedForCausalLM")
+    site = row.chain.site
+    assert (row.support, site.mechanism.value, site.container) == ("supported", "packer", "states")
+    assert site.location.line == 38
+    assert api.trace(quire, "StackedForCausalLM", [3, 10], L).boundaries == (3, 10)
