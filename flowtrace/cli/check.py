@@ -11,7 +11,9 @@ stderr.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
@@ -19,15 +21,21 @@ from flowtrace.cli.messages import internal_error_line
 from flowtrace.cli.options import FINDING_FORMATS, drafts_option, method_option, output_options, scan_options
 from flowtrace.cli.ui import emit_output, ui_options
 
+if TYPE_CHECKING:
+    from flowtrace.checks.base import Rule
+    from flowtrace.lint.runner import CheckOutcome
+
+T = TypeVar("T")
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _fail(ctx: click.Context, message: str) -> None:
+def _fail(ctx: click.Context, message: str) -> NoReturn:
     click.echo(message, err=True)
     ctx.exit(EXIT_ERROR)
 
 
-def _guard(ctx: click.Context, fn):
+def _guard(ctx: click.Context, fn: Callable[[], T]) -> T:
     """Run ``fn``; user errors and unexpected exceptions become one line and exit 2."""
     from flowtrace.errors import ProfileError, UsageError
 
@@ -137,33 +145,33 @@ def _guard(ctx: click.Context, fn):
 @method_option
 @click.pass_context
 def check(
-    ctx,
-    paths,
-    select,
-    extend_select,
-    ignore,
-    fail_on,
-    exit_zero,
-    baseline,
-    write_baseline,
-    output_format,
-    output,
-    also_write,
-    statistics,
-    config_file,
-    isolated,
-    show_settings,
-    apply_fixes,
-    show_diff,
-    drafts,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-    method,
-):
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: str | None,
+    exit_zero: bool,
+    baseline: str | None,
+    write_baseline: str | None,
+    output_format: str,
+    output: str | None,
+    also_write: tuple[str, ...],
+    statistics: bool,
+    config_file: str | None,
+    isolated: bool,
+    show_settings: bool,
+    apply_fixes: bool,
+    show_diff: bool,
+    drafts: tuple[str, ...],
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    method: str | None,
+) -> None:
     """Lint PATH (default: .; several paths are checked as one tree) for capture-wiring problems, for CI.
 
     \b
@@ -193,7 +201,7 @@ def check(
         distinct_outputs(*reports, ("--write-baseline", write_baseline))
         distinct_outputs(("--baseline", baseline), *reports)  # a report must not replace the baseline it reads
 
-        def run():
+        def run() -> CheckOutcome:
             return run_check(path, CheckOptions.of(
                 select=select or None,
                 extend_select=extend_select,
@@ -267,7 +275,7 @@ def _also_write(values: tuple[str, ...]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _render(outcome, fmt: str) -> str:  # noqa: ANN001
+def _render(outcome: CheckOutcome, fmt: str) -> str:
     """The findings in one of the format names scan and check share (text is full)."""
     if fmt == "html":
         from flowtrace.cli.ui import html_report
@@ -278,7 +286,7 @@ def _render(outcome, fmt: str) -> str:  # noqa: ANN001
     return render_check(outcome, "full" if fmt == "text" else fmt, cwd=Path.cwd())
 
 
-def _rule_json(r) -> dict:  # noqa: ANN001 - a Rule class
+def _rule_json(r: type[Rule]) -> dict[str, str]:
     from flowtrace.render.rules_doc import help_uri
 
     return {
@@ -298,7 +306,7 @@ def _rule_json(r) -> dict:  # noqa: ANN001 - a Rule class
 )
 @ui_options
 @click.pass_context
-def rules(ctx, fmt, output):
+def rules(ctx: click.Context, fmt: str, output: str | None) -> None:
     """List every rule: code, name, severity, summary."""
     from flowtrace.render.rules_doc import registered_rules
 
@@ -320,7 +328,7 @@ def rules(ctx, fmt, output):
 @output_options(("text", "json"), "text", help="json: the rule's metadata (as `rules --format json` lists it).")
 @ui_options
 @click.pass_context
-def explain(ctx, code, fmt, output):
+def explain(ctx: click.Context, code: str, fmt: str, output: str | None) -> None:
     """Explain one rule: summary, rationale, fix, valid and invalid examples (for example FT003)."""
     from flowtrace.checks.base import Rule
     from flowtrace.render.rules_doc import registered_rules, rule_text
@@ -351,7 +359,7 @@ def explain(ctx, code, fmt, output):
 )
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not up to date instead of writing it.")
 @click.pass_context
-def rules_doc(ctx, target, check_only):
+def rules_doc(ctx: click.Context, target: str, check_only: bool) -> None:
     """Regenerate docs/rules.md from the rule metadata."""
     from flowtrace.render.rules_doc import rules_markdown
 

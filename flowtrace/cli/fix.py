@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from flowtrace.cli.options import output_options, scan_options
 from flowtrace.cli.ui import emit_output
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.fix.model import FixReport
+    from flowtrace.fix.write import WriteResult
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.lint.runner import CheckOutcome
 
-def report_lines(report) -> list[str]:
+
+def report_lines(report: FixReport) -> list[str]:
     """One line per offered patch (with its evidence) and per withheld finding (with why)."""
     out = []
     for v in report.offered:
@@ -29,14 +39,14 @@ def report_lines(report) -> list[str]:
     return out
 
 
-def summary(report) -> str:
+def summary(report: FixReport) -> str:
     return (
         f"flowtrace: {len(report.offered)} fix(es) verified, {len(report.withheld)} withheld,"
         f" {report.not_fixable} finding(s) without a codemod"
     )
 
 
-def write_report(root, report, *, echo: bool = True):
+def write_report(root: Path, report: FixReport, *, echo: bool = True) -> tuple[list[WriteResult], int]:
     """Write the offered edits: (the write results, 0 when all were written, 2 when any was refused)."""
     from flowtrace.fix.write import write_edits
 
@@ -50,7 +60,7 @@ def write_report(root, report, *, echo: bool = True):
     return results, 0 if all(r.written for r in results) else 2
 
 
-def emit_diff(report, label: str = "", output: str | None = None) -> int:
+def emit_diff(report: FixReport, label: str = "", output: str | None = None) -> int:
     """The verified patches as one unified diff (to ``output`` when given); 1 when there is one."""
     from flowtrace.fix.run import unified_diff
 
@@ -94,23 +104,23 @@ def emit_diff(report, label: str = "", output: str | None = None) -> int:
 )
 @scan_options(config_aware=True)
 def fix(
-    path,
-    select,
-    extend_select,
-    ignore,
-    config_file,
-    isolated,
-    show_diff,
-    write,
-    fmt,
-    output,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-):
+    path: str,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_file: str | None,
+    isolated: bool,
+    show_diff: bool,
+    write: bool,
+    fmt: str,
+    output: str | None,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+) -> None:
     """Patch the fixable findings of PATH: each patch is verified by re-running the analysis on
     the patched tree (finding gone, nothing new, the trace serving the promised boundaries).
 
@@ -140,7 +150,7 @@ def fix(
         cache_dir,
     )
     lines = report_lines(report)
-    written = None
+    written: Sequence[WriteResult] | None = None
     if show_diff:
         _status("\n".join(lines))
         code = emit_diff(report, output=output)
@@ -170,19 +180,19 @@ def _status(text: str) -> None:
 
 
 def _fix_run(
-    path,
-    select,
-    extend_select,
-    ignore,
-    config_file,
-    isolated,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-):
+    path: str,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_file: str | None,
+    isolated: bool,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+) -> tuple[CheckOutcome, FixReport]:
     """The findings `check` would report for PATH (config, suppressions and all), then a fix
     report on them, scanned with the same excludes and profiles the check used."""
     from flowtrace.cli.options import index_options
@@ -190,7 +200,7 @@ def _fix_run(
     from flowtrace.fix.selection import suppressed_by
     from flowtrace.lint.runner import CheckOptions, run_check
 
-    def codes(values):
+    def codes(values: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(c.strip() for v in values for c in v.split(",") if c.strip())
 
     outcome = run_check(path, CheckOptions.of(
@@ -212,7 +222,15 @@ def _fix_run(
     return outcome, report
 
 
-def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files) -> int | None:
+def check_fix(
+    ctx: click.Context,
+    outcome: CheckOutcome,
+    *,
+    show_diff: bool,
+    options: IndexOptions,
+    profile: str | None,
+    profile_files: tuple[str | Path, ...],
+) -> int | None:
     """``check --fix`` / ``check --diff`` on the reported findings (after suppressions and
     baseline). --diff: the diff only, exit 1 when there is one. --fix: write, then None
     (the caller re-runs the check and reports what is left, as before)."""
@@ -239,7 +257,13 @@ def check_fix(ctx, outcome, *, show_diff: bool, options, profile, profile_files)
 
 
 def compat_fix(
-    result, target_config, draft_config, trained_with, trained_boundaries, show_diff: bool, output: str | None = None
+    result: ScanResult,
+    target_config: str,
+    draft_config: str,
+    trained_with: str | None,
+    trained_boundaries: str | None,
+    show_diff: bool,
+    output: str | None = None,
 ) -> int:
     """``compat --fix``: rewrite the draft config (or, with --diff, show the rewrite, to
     ``output`` when given); what it did goes to stderr."""

@@ -8,7 +8,9 @@ never a traceback.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +26,12 @@ from flowtrace.cli.options import (
 )
 from flowtrace.cli.ui import ui_options
 
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.index.build import IndexOptions
+    from flowtrace.lint.runner import CheckOutcome
+    from flowtrace.render.scan_json import Keep
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -31,7 +39,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 class FlowtraceGroup(click.Group):
     """Turns known user errors into one line and exit code 2."""
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,  # click's own: handed to the context
+    ) -> Any:  # click's own: what the command returned (non-standalone), else it exits
         """Click's own errors (bad option, bad value) in the same one-line shape, exit 2.
 
         Click would print a usage block and ``Error: ...``; scripts and people grep for
@@ -52,7 +67,7 @@ class FlowtraceGroup(click.Group):
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(rv if isinstance(rv, int) else EXIT_CLEAN)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:  # click's own: the command's return value
         from flowtrace.errors import ProfileError, UsageError
 
         try:
@@ -144,25 +159,25 @@ def main() -> None:
     help="Print the settings that apply to PATH (config file, selection, profile) and exit.",
 )
 def scan(
-    paths,
-    drafts,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-    method,
-    fmt,
-    output,
-    html_path,
-    matrix,
-    statistics,
-    link_base,
-    config_file,
-    isolated,
-    show_settings,
-):
+    paths: tuple[str, ...],
+    drafts: tuple[str, ...],
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    method: str | None,
+    fmt: str,
+    output: str | None,
+    html_path: str | None,
+    matrix: bool | None,
+    statistics: bool,
+    link_base: str | None,
+    config_file: str | None,
+    isolated: bool,
+    show_settings: bool,
+) -> None:
     """Scan PATH (default: .; several paths are scanned as one tree): the model matrix (capture support, id transform,
     capture point, file:line) and findings.
 
@@ -223,7 +238,7 @@ def scan(
     status(text_render.summary_line(result, findings, counts))
 
 
-def _scan_text(outcome, show_matrix: bool, keep) -> str:  # noqa: ANN001
+def _scan_text(outcome: CheckOutcome, show_matrix: bool, keep: Keep | None) -> str:
     """scan's text: the matrix (when asked), then the findings as `check --output-format concise`
     writes them (paths relative to the working folder), then diagnostics; ``keep``: scan's memo
     of what follows from the facts alone."""
@@ -263,7 +278,7 @@ def _one_method(method: str | None) -> None:
         )
 
 
-def _say_profiles(result, forced: str | None) -> None:  # noqa: ANN001
+def _say_profiles(result: ScanResult, forced: str | None) -> None:
     """When no engine layout was recognised, say so and which profiles were applied."""
     from flowtrace.cli.ui import status, verbose
 
@@ -286,10 +301,10 @@ def _engine_scan(
     path: str,
     profile: str | None,
     profile_files: tuple[str, ...],
-    options,
+    options: IndexOptions,
     drafts: tuple[str, ...] = (),
     method: str | None = None,
-):  # noqa: ANN001, ANN202
+) -> ScanResult:
     """The scan of PATH for trace, compat and graph: refused (one line, exit 2) as check
     refuses it when PATH holds no engine code. ``method``: the speculative method it answers for."""
     from flowtrace import api
@@ -325,23 +340,23 @@ def _engine_scan(
 @method_option
 @output_options(("text", "json"), "text", help="json: a flowtrace.trace/1 document.")
 def trace(
-    path,
-    model,
-    layer_ids,
-    num_layers,
-    target_config,
-    hidden_size,
-    draft_layers,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-    method,
-    fmt,
-    output,
-):
+    path: str,
+    model: str,
+    layer_ids: str,
+    num_layers: int | None,
+    target_config: str | None,
+    hidden_size: int | None,
+    draft_layers: int | None,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    method: str | None,
+    fmt: str,
+    output: str | None,
+) -> None:
     """Which boundaries will MODEL capture on this engine, step by step with file:line.
 
     Boundary b = residual stream after b decoder layers: 0 = embedding, k = output of layer
@@ -441,25 +456,25 @@ def trace(
     help="With --fix: print the rewrite as a unified diff instead of writing it (exit 1 when there is one).",
 )
 def compat(
-    path,
-    target_config,
-    draft_config,
-    draft_name,
-    drafts,
-    trained_with,
-    trained_boundaries,
-    profile,
-    profile_file,
-    exclude,
-    jobs,
-    no_cache,
-    cache_dir,
-    method,
-    fmt,
-    output,
-    fix_config,
-    show_diff,
-):
+    path: str,
+    target_config: str | None,
+    draft_config: str | None,
+    draft_name: str | None,
+    drafts: tuple[str, ...],
+    trained_with: str | None,
+    trained_boundaries: str | None,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    method: str | None,
+    fmt: str,
+    output: str | None,
+    fix_config: bool,
+    show_diff: bool,
+) -> None:
     """MATCH or MISMATCH: will the engine at PATH feed this draft what it was trained on?"""
     from flowtrace import api
     from flowtrace.render.compat_json import compat_json
@@ -498,6 +513,9 @@ def compat(
     if fix_config:
         from flowtrace.cli.fix import compat_fix
 
+        # checked above: --fix goes with --draft-config, and --draft-config with --target-config
+        assert target_config is not None and draft_config is not None
+
         code = compat_fix(result, target_config, draft_config, trained_with, trained_boundaries, show_diff, output)
         if show_diff or code == EXIT_ERROR:
             sys.exit(code)
@@ -505,6 +523,7 @@ def compat(
     if draft_name is not None:
         verdict = api.compat_draft(result, draft_name, target_config)
     else:
+        assert target_config is not None and draft_config is not None  # checked above, with --draft-config
         verdict = api.compat(result, target_config, draft_config, trained_with, trained_boundaries)
     verdict = api.answered_for(verdict, result, why)
     from flowtrace.cli.ui import verbose
@@ -525,7 +544,18 @@ def compat(
 @click.argument("new")
 @scan_options
 @output_options(("text", "json"), "text", help="json: a flowtrace.diff/1 document.")
-def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
+def diff(
+    old: str,
+    new: str,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    fmt: str,
+    output: str | None,
+) -> None:
     """What changed in capture support from OLD to NEW (paths or pypi:NAME==VER).
 
     Classes that gained or lost capture support, and changed facts (id transform, default
@@ -557,7 +587,18 @@ def diff(old, new, profile, profile_file, exclude, jobs, no_cache, cache_dir, fm
 @click.option("--model", "-m", help="Only the subgraph of this model class.")
 @scan_options
 @output_options(("json", "graphml", "dot"), "json", help="json: node-link JSON (networkx); graphml; dot (Graphviz).")
-def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir, fmt, output):
+def graph(
+    path: str,
+    model: str | None,
+    profile: str | None,
+    profile_file: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    fmt: str,
+    output: str | None,
+) -> None:
     """Export the data-flow graph (node-link JSON, GraphML or DOT)."""
     from flowtrace.analysis import graph as graphs
 
@@ -605,7 +646,14 @@ def graph(path, model, profile, profile_file, exclude, jobs, no_cache, cache_dir
     help="Source links: URL prefix (default: inferred from the scanned root's git remote or release, else vscode://).",
 )
 @ui_options
-def report(scan_json, probe_json, engine_json, fmt, output, link_base):
+def report(
+    scan_json: str,
+    probe_json: str | None,
+    engine_json: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    link_base: str | None,
+) -> None:
     """Render the HTML report from saved scan (and probe) results."""
     import json
 
@@ -618,7 +666,7 @@ def report(scan_json, probe_json, engine_json, fmt, output, link_base):
         ("--scan", scan_json), ("--probe", probe_json), *(("--probe-engine", p) for p in engine_json), ("-o", output)
     )
 
-    def load(path: str, schema: str) -> dict:
+    def load(path: str, schema: str) -> dict[str, object]:
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:

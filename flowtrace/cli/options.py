@@ -3,18 +3,31 @@ fix) and the output options every command that writes output takes, spelled one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 import click
 
+from flowtrace.cli.ui import Command
 
-def scan_options(f=None, *, config_aware: bool = False):
+if TYPE_CHECKING:
+    from flowtrace.index.build import IndexOptions
+
+
+@overload
+def scan_options(f: Command, *, config_aware: bool = False) -> Command: ...
+@overload
+def scan_options(f: None = None, *, config_aware: bool = False) -> Callable[[Command], Command]: ...
+def scan_options(
+    f: Command | None = None, *, config_aware: bool = False
+) -> Command | Callable[[Command], Command]:
     """Add --profile, --profile-file, --exclude, --jobs, --no-cache and --cache-dir to a command.
 
     ``config_aware`` words the help for commands that also read ``[tool.flowtrace]``.
     """
 
-    def decorate(f):
+    def decorate(f: Command) -> Command:
         profile_help = (
             "Force an engine profile (default: [tool.flowtrace] profile, else detected)."
             if config_aware
@@ -63,10 +76,16 @@ def scan_options(f=None, *, config_aware: bool = False):
     return decorate(f) if f is not None else decorate
 
 
-def drafts_option(f=None, *, config_aware: bool = False):
+@overload
+def drafts_option(f: Command, *, config_aware: bool = False) -> Command: ...
+@overload
+def drafts_option(f: None = None, *, config_aware: bool = False) -> Callable[[Command], Command]: ...
+def drafts_option(
+    f: Command | None = None, *, config_aware: bool = False
+) -> Command | Callable[[Command], Command]:
     """Add --drafts FILE: the user's own draft catalogue files (docs/drafts.md)."""
 
-    def decorate(f):
+    def decorate(f: Command) -> Command:
         help_text = (
             "Add the published drafts of this TOML file to the draft catalogue the findings are graded against "
             "(repeatable; an entry replaces a shipped one of the same name; see docs/drafts.md)"
@@ -85,12 +104,12 @@ def output_options(
     help: str | None = None,
     output_help: str = "Write to FILE instead of stdout.",
     output_default: str | None = None,
-):
+) -> Callable[[Command], Command]:
     """``--format``/``--output-format`` (the value is ``fmt``) and ``-o``/``--output``/
     ``--output-file`` (``output``): the one spelling of both on every command that writes
     output (tests/test_cli_options.py walks the command tree for them)."""
 
-    def decorate(f):
+    def decorate(f: Command) -> Command:
         f = click.option(
             "-o", "--output", "--output-file", "output", type=click.Path(dir_okay=False), default=output_default,
             show_default=output_default is not None, metavar="FILE", help=output_help,
@@ -108,7 +127,7 @@ def output_options(
     return decorate
 
 
-def method_option(f):
+def method_option(f: Command) -> Command:
     """Add --method NAME: the speculative method to answer for (a profile's [methods.<name>])."""
     return click.option(
         "--method", "method", metavar="NAME", default=None,
@@ -124,7 +143,13 @@ def method_option(f):
 FINDING_FORMATS = ("text", "full", "concise", "json", "json-lines", "sarif", "github", "html")
 
 
-def index_options(jobs, no_cache, cache_dir, exclude, progress=None):
+def index_options(
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    exclude: tuple[str, ...],
+    progress: bool | None = None,
+) -> IndexOptions:
     """The IndexOptions those flags mean."""
     from flowtrace.index.build import IndexOptions
 

@@ -8,11 +8,21 @@ adds them with one decorator and reads them with :func:`settings`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from flowtrace.errors import UsageError
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.scan import ScanResult
+    from flowtrace.checks.base import Finding
+    from flowtrace.engines.profiles import Profile
+
+# A click command function (or command) an option decorator hands back as it received it.
+Command = TypeVar("Command", bound=Callable[..., object])
 
 _KEY = "flowtrace.ui"
 
@@ -29,11 +39,12 @@ def settings() -> UI:
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return UI()
-    return ctx.find_root().meta.setdefault(_KEY, UI())
+    ui: UI = ctx.find_root().meta.setdefault(_KEY, UI())
+    return ui
 
 
-def _store(name: str):
-    def callback(ctx: click.Context, _param: click.Parameter, value):  # noqa: ANN001
+def _store(name: str) -> Callable[[click.Context, click.Parameter, object], object]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: object) -> object:
         if value is not None:
             setattr(ctx.find_root().meta.setdefault(_KEY, UI()), name, value)
         return value
@@ -41,7 +52,7 @@ def _store(name: str):
     return callback
 
 
-def ui_options(f):
+def ui_options(f: Command) -> Command:
     """-q/--quiet, -v/--verbose, --color auto|always|never."""
     f = click.option(
         "--color",
@@ -95,7 +106,7 @@ def paint(text: str) -> str:
     if settings().color == "never":
         return text
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         word = m.group(1) or m.group(2)
         styled = click.style(word, fg=_COLOURS[word], bold=True)
         return f"[{styled}]" if m.group(1) else styled
@@ -155,7 +166,7 @@ def refuse_non_python_file(path: str) -> None:
         )
 
 
-def statistics_text(findings) -> str:  # noqa: ANN001
+def statistics_text(findings: Iterable[Finding]) -> str:
     """ruff's --statistics: one line per rule with findings, most frequent first, with its
     findings counted by severity (a rule's findings differ in severity only through their
     consequences, so one rule can count errors, warnings and notes)."""
@@ -174,7 +185,7 @@ def statistics_text(findings) -> str:  # noqa: ANN001
     return "".join(f"{n:>5}  {rule}  {name}  [{split(rule)}]\n" for (rule, name), n in rows)
 
 
-def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001
+def html_report(result: ScanResult, findings: list[Finding], link_base: str | None) -> str:
     """The report, its source links on the web when the tree's origin is known: ``--link-base``,
     else the git remote at the checked-out commit, else the release's project URL."""
     from flowtrace.render.html import render_html
@@ -189,7 +200,7 @@ def html_report(result, findings, link_base: str | None) -> str:  # noqa: ANN001
     return render_html(report_document(result, findings), link_base=link_base, link_origin=origin)
 
 
-def repository_subdir(profiles) -> str:  # noqa: ANN001 - Profile objects
+def repository_subdir(profiles: Iterable[Profile]) -> str:
     """The package's folder in its repository (``[source] repository_subdir``) when every
     applied profile says the same; "" otherwise (a tree scanned with several engines' profiles
     must not borrow one engine's layout)."""
