@@ -1,4 +1,4 @@
-"""Boundary arithmetic, in one place: capture indices -> boundaries (shared/DESIGN.md §2).
+"""Boundary arithmetic, in one place: capture indices -> boundaries (README, Vocabulary).
 
 A boundary ``b`` names the residual stream after ``b`` decoder layers (0 = embedding output,
 L = last layer's output before the final norm). A site that records a layer's *input* turns

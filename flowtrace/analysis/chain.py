@@ -1,4 +1,4 @@
-"""Assemble one :class:`flowtrace.model.links.CaptureChain` per model row (shared/DESIGN.md §3).
+"""Assemble one :class:`flowtrace.model.links.CaptureChain` per model row (docs/architecture.md).
 
 Resolution (:mod:`flowtrace.analysis.resolve` for setters, :mod:`flowtrace.analysis.config_capture`
 for config attributes, build contexts and serving-config hooks) finds the pieces of a capture

@@ -1,4 +1,4 @@
-"""One networkx graph per scanned repo: the capture chains of shared/DESIGN.md §3, as typed nodes and edges.
+"""One networkx graph per scanned repo: the capture chains of docs/architecture.md, as typed nodes and edges.
 
 Every model row's :class:`flowtrace.model.links.CaptureChain` is stored link by link: the id
 source (``config`` nodes), each transform (``setter``), the holder and its capture attribute
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from flowtrace.analysis.resolve import ModelRow, Project
 
 KINDS = ("config", "model", "setter", "attribute", "loop", "container", "slots", "return", "concat", "fc")
-# The chain link each node kind stands for (DESIGN.md §3 numbering in the comments).
+# The chain link each node kind stands for (docs/architecture.md's numbering in the comments).
 LINKS = {
     "config": "id_source",  # 1
     "setter": "transform",  # 2

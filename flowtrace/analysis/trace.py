@@ -311,7 +311,7 @@ class _Stop(Exception):
 
 
 class _Tracer:
-    """Evaluates one row's capture chain on concrete ids, one phase per link (DESIGN.md §3);
+    """Evaluates one row's capture chain on concrete ids, one phase per link (docs/architecture.md);
     each phase adds its steps (with file:line) and may end the trace with an outcome.
 
     Every id source goes through the same phases: the id source (link 1), id production

@@ -1,6 +1,6 @@
 """Training conventions: what a draft's layer ids meant when it was trained (``rules/training/*.toml``).
 
-A convention says how an id maps to a boundary (DESIGN.md section 2): ``layer_output`` ("output
+A convention says how an id maps to a boundary (README, Vocabulary): ``layer_output`` ("output
 of layer i": b = i + 1, -1 = the embedding), ``boundary`` (b = i) or ``hf_index`` (HF
 ``output_hidden_states`` index: b = k for k < L; index L is after the final norm, no engine
 boundary). It also names the trainer's default layout (``default_ids``, an expression in L) used

@@ -1,4 +1,4 @@
-"""The capture model: one typed chain of links per model row (shared/DESIGN.md section 3).
+"""The capture model: one typed chain of links per model row (docs/architecture.md, The links).
 
 Every row's answer is the composition of the same links, whatever the engine, each found in
 the code and carrying the file:line it rests on::
