@@ -191,7 +191,7 @@ class _Fixpoint:
     mentions is relevant (owns capture facts, is a registry target, or subclasses a relevant
     class, transitively), or when a registry target lives in its module."""
 
-    def __init__(self, select, package: str = "") -> None:  # noqa: ANN001
+    def __init__(self, select: Callable[[str], None], package: str = "") -> None:
         self.select, self.package = select, package
         self.names: set[str] = set()
         self.modules: set[str] = set()

@@ -40,6 +40,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from flowtrace import __version__
 from flowtrace.model import facts as _facts
@@ -83,19 +84,19 @@ def _writable(base: Path) -> bool:
     return not existing.exists() or os.access(existing, os.W_OK)
 
 
-def _reducer(cls: type, names: tuple[str, ...]):  # noqa: ANN202
-    def reduce(obj: object) -> tuple:
+def _reducer(cls: type, names: tuple[str, ...]) -> Callable[[object], tuple[type, tuple[object, ...]]]:
+    def reduce(obj: object) -> tuple[type, tuple[object, ...]]:
         return cls, tuple([getattr(obj, name) for name in names])
 
     return reduce
 
 
-def _dispatch_table() -> dict:
+def _dispatch_table() -> dict[type, Callable[[Any], Any]]:
     """Pickle fact records as ``Class(*fields)``: loading then runs one generated ``__init__``
     per record instead of the slotted-dataclass ``__setstate__`` loop (about twice as fast to
     load, which is most of a warm scan's own time). Field order is part of the cache salt
     (``facts.py`` is hashed), so a record never meets a pickle of another layout."""
-    table = dict(copyreg.dispatch_table)
+    table: dict[type, Callable[[Any], Any]] = dict(copyreg.dispatch_table)
     for obj in vars(_facts).values():
         if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == _facts.__name__:
             table[obj] = _reducer(obj, tuple(f.name for f in dataclasses.fields(obj)))
@@ -233,7 +234,7 @@ class _FactUnpickler(pickle.Unpickler):
     """Loads only flowtrace's own records: a second wall behind the MAC. A plain
     ``pickle.loads`` would call whatever a crafted file names, and a scan would run code."""
 
-    def find_class(self, module: str, name: str):  # noqa: ANN201
+    def find_class(self, module: str, name: str) -> type:
         if module == "flowtrace.model.facts" or (module == __name__ and name == "FileState"):
             found = super().find_class(module, name)
             if isinstance(found, type) and found.__module__ == module:
@@ -241,7 +242,7 @@ class _FactUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"cache files may not name {module}.{name}")
 
 
-def _loads(payload: bytes):  # noqa: ANN202
+def _loads(payload: bytes) -> Any:  # what pickle gives; every caller checks its type
     return _FactUnpickler(io.BytesIO(payload)).load()
 
 

@@ -12,6 +12,8 @@ is profile data (``[config_capture]``, ``[metadata_hook]``), the shapes are foun
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Callable, Iterable
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.layer_dicts import DictStore, dict_store, ids_order_read, membership
@@ -270,8 +272,8 @@ def _selector_strings(select: ast.FunctionDef, functions: dict[str, ast.Function
 
 
 def _builders(
-    tree: ast.Module, path: str, modname: str, conv: Conventions, resolve
-) -> list[F.BuilderFact]:  # noqa: ANN001
+    tree: ast.Module, path: str, modname: str, conv: Conventions, resolve: Callable[[str], str]
+) -> list[F.BuilderFact]:
     out = []
     keys = conv.config_keys
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -648,8 +650,8 @@ def _metadata_defaults(
 
 
 def source_facts(
-    path: str, modname: str, source: str, tree: ast.Module, conv: Conventions, resolve
-) -> F.SourceFacts:  # noqa: ANN001
+    path: str, modname: str, source: str, tree: ast.Module, conv: Conventions, resolve: Callable[[str], str]
+) -> F.SourceFacts:
     """All setter-less id-source facts of one parsed module."""
     id_sources: list[F.IdSourceFact] = []
     dicts, flags, hooks, defaults = [], [], [], []
@@ -680,7 +682,9 @@ def source_facts(
     )
 
 
-def registry_updates(tree: ast.Module, path: str, conv: Conventions, patterns) -> list[F.RegistryFact]:  # noqa: ANN001
+def registry_updates(
+    tree: ast.Module, path: str, conv: Conventions, patterns: Iterable[re.Pattern[str]]
+) -> list[F.RegistryFact]:
     """``NAME.update({"Arch": f"{PREFIX}.module.Class"})`` (and ``NAME.update(Arch=...)``) in a
     registry file: values are dotted strings, plain or f-strings over module string constants."""
     constants = {

@@ -11,6 +11,7 @@ around it. Nothing here names an engine: the setter and interface names come fro
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from flowtrace.index.returns import nodes  # ast.walk's nodes and order, less the contexts
@@ -25,6 +26,10 @@ class _Test:
     requires: str
     negated: bool
     text: str
+
+
+# The guard in force for a block: how it stops the call, the model test, the raise (None: a skip).
+_Guard = tuple[F.EntryGuard, _Test, ast.Raise | None]
 
 
 def _requirement(node: ast.expr, conv: Conventions) -> str | None:
@@ -74,7 +79,7 @@ class _Walker:
     def loc(self, node: ast.AST) -> F.Location:
         return F.Location(self.path, node.lineno + self.offset)  # type: ignore[attr-defined]
 
-    def block(self, body: list[ast.stmt], guard: tuple | None) -> None:
+    def block(self, body: list[ast.stmt], guard: _Guard | None) -> None:
         """``guard``: (EntryGuard, _Test, raise node or None) in force for this block."""
         for stmt in body:
             if isinstance(stmt, ast.If):
@@ -105,7 +110,7 @@ class _Walker:
             elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.calls_in(stmt, guard)
 
-    def calls_in(self, node: ast.AST, guard: tuple | None) -> None:
+    def calls_in(self, node: ast.AST, guard: _Guard | None) -> None:
         for sub in nodes(node):
             if not (
                 isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in self.conv.setters
@@ -131,7 +136,7 @@ class _Walker:
             ))
 
 
-def _functions(tree: ast.Module):
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """(qualified function name, node) for every function outside a setter, classes included."""
     stack: list[tuple[str, ast.AST]] = [("", tree)]
     while stack:

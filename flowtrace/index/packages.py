@@ -76,11 +76,11 @@ class _Walk:
             self.block(node.orelse, branches, params, function)
             return
         if test is not False:
-            self.block(node.body, branches if test is True else (*branches, F.Branch(test, True)), params, function)  # type: ignore[arg-type]
+            self.block(node.body, branches if test is True else (*branches, F.Branch(test, True)), params, function)
         if test is not True:
             self.block(
                 node.orelse,
-                branches if test is False else (*branches, _excluded(node.test, test)),  # type: ignore[arg-type]
+                branches if test is False else (*branches, _excluded(node.test, test)),
                 params,
                 function,
             )

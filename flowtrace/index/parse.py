@@ -15,7 +15,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
+from typing import NoReturn
 
 from flowtrace.model import facts as F
 from flowtrace.engines.profiles import Conventions
@@ -30,14 +33,14 @@ class _Timeout(Exception):
 
 
 @contextmanager
-def _time_limit(seconds: float):
+def _time_limit(seconds: float) -> Iterator[None]:
     """Abandon a parse that runs too long (SIGALRM; only possible on the main thread)."""
     usable = seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     if not usable:
         yield
         return
 
-    def on_alarm(signum, frame):  # noqa: ARG001
+    def on_alarm(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001
         raise _Timeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -50,7 +53,7 @@ def _time_limit(seconds: float):
 
 
 @contextmanager
-def quiet_allocations():
+def quiet_allocations() -> Iterator[None]:
     """No cyclic GC inside: parsing allocates millions of short-lived, acyclic nodes, and the
     index keeps thousands of acyclic facts alive, so every collection would traverse a heap
     that only grows, over and over (a cost that grows faster than the tree). Refcounting
@@ -98,7 +101,7 @@ def warm_up(conv: Conventions) -> None:
 MAX_NESTING = 1000  # weighted AST depth; real engine code stays under 30
 
 
-def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
+def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list[ast.stmt]]:
     """``(problem, tree, imports)``: ``problem`` is (line, reason) when the analysers must not
     read this file, else None, and then ``tree`` is the file's ``ast.Module`` (the one parse
     of the file) and ``imports`` its import statements (anywhere).
@@ -128,7 +131,7 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list]:
         return (0, "nesting too deep to parse (the stdlib parser gave up)"), None, []
     except ValueError as exc:
         return (0, f"cannot parse: {exc}"), None, []
-    imports: list = []
+    imports: list[ast.stmt] = []
     deep = _too_deep(tree, 1, imports, _line_ends(data))
     if deep is not None:
         return (getattr(deep, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None, []
@@ -159,14 +162,15 @@ def _line_ends(data: bytes) -> list[int] | None:
     return [0, *itertools.accumulate(map(len, data.splitlines(keepends=True)))]
 
 
-def _short(node, depth: int, ends: list[int] | None) -> bool:  # noqa: ANN001
+def _short(node: ast.AST, depth: int, ends: list[int] | None) -> bool:
     """Whether ``node``'s span is too short to hold a node past MAX_NESTING below ``depth``."""
-    last = getattr(node, "end_lineno", None)
+    last: int | None = getattr(node, "end_lineno", None)
     if last is None:
         return False
-    first = node.lineno
+    # a node with an end line has the other positions too (ast.AST declares none of them)
+    first: int = node.lineno  # type: ignore[attr-defined]
     if last == first:
-        size = node.end_col_offset - node.col_offset
+        size: int = node.end_col_offset - node.col_offset  # type: ignore[attr-defined]
     elif ends is not None and last < len(ends):
         size = ends[last] - ends[first - 1]
     else:
@@ -182,7 +186,9 @@ def _compound_kinds() -> frozenset[type]:
     )
 
 
-def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune: bool = True):  # noqa: ANN001, ANN202
+def _too_deep(
+    root: ast.AST, depth: int, imports: list[ast.stmt], ends: list[int] | None, *, prune: bool = True
+) -> ast.AST | None:
     """The first node, in walk order, whose weighted depth passes MAX_NESTING (None when none
     does), appending every import statement met to ``imports``, in walk order.
 
@@ -208,9 +214,9 @@ def _too_deep(root, depth: int, imports: list, ends: list[int] | None, *, prune:
         node, depth = pop()
         kind = node.__class__
         if kind is bool_op:
-            depth += len(node.values) - 1
+            depth += len(node.values) - 1  # type: ignore[attr-defined]  # kind is ast.BoolOp
         elif kind in import_kinds:
-            imports.append(node)
+            imports.append(node)  # type: ignore[arg-type]  # kind is an import statement
         if depth > MAX_NESTING:
             return node
         if prune and kind not in compound:

@@ -267,6 +267,9 @@ class _Uses:
 
 _Fn = ast.FunctionDef | ast.AsyncFunctionDef
 Loader = Callable[[str], "tuple[_Fn, int] | None"]  # method name -> (its def, line offset)
+# (output uses, return shapes, flag defaults) of a class or a module
+ReturnFacts = tuple[list[F.OutputUseFact], list[F.ReturnShapeFact], list[F.FlagDefaultFact]]
+ModuleReturnFacts = tuple[tuple[F.OutputUseFact, ...], tuple[F.ReturnShapeFact, ...], tuple[F.FlagDefaultFact, ...]]
 
 
 def _output_uses(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.OutputUseFact]:
@@ -362,7 +365,9 @@ def _assigns(fn: _Fn, names: set[str]) -> set[str]:
     return out
 
 
-def class_facts(path: str, qualname: str, methods: Iterable[str], load: Loader, mentions: Callable[[str, str], bool]):
+def class_facts(
+    path: str, qualname: str, methods: Iterable[str], load: Loader, mentions: Callable[[str, str], bool]
+) -> ReturnFacts:
     """(output uses, return shapes, flag defaults) of one class. ``load`` parses a method on
     demand; ``mentions(method, word)`` is a cheap gate before parsing one for flag writes."""
     name = qualname.rsplit(".", 1)[-1]
@@ -389,7 +394,9 @@ def class_facts(path: str, qualname: str, methods: Iterable[str], load: Loader, 
     return uses, shapes, flags
 
 
-def module_facts(path: str, modname: str, tree: ast.Module, text_of: Callable[[ast.stmt], str] | None = None):
+def module_facts(
+    path: str, modname: str, tree: ast.Module, text_of: Callable[[ast.stmt], str] | None = None
+) -> ModuleReturnFacts:
     """Return-path facts of every top-level class of a parsed module (lines are the file's):
     both tiers call this on the stdlib tree they already have. ``text_of`` (a method's source
     text) gates the search for flag writers on the method naming ``self.<flag>``."""

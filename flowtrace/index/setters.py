@@ -95,7 +95,7 @@ class SetterAnalyzer:
             switches=tuple(dict.fromkeys(self.switches)),
         )
 
-    def walk(self, statements: list, conditions: tuple[str, ...]) -> None:
+    def walk(self, statements: list[ast.stmt], conditions: tuple[str, ...]) -> None:
         for stmt in statements:
             if isinstance(stmt, ast.If):
                 self.walk_if(stmt, conditions)

@@ -72,7 +72,7 @@ def _assigned_none(stmt: ast.AST) -> list[str]:
     return out
 
 
-def none_at_entry(fn: FunctionNode, loop: Loop, statements: list) -> dict[str, NoneAtEntry]:
+def none_at_entry(fn: FunctionNode, loop: Loop, statements: list[ast.stmt]) -> dict[str, NoneAtEntry]:
     """Names that may hold None when ``loop`` is entered: bound to None by some statement
     before it (any branch), or a parameter defaulting to None that nothing before the loop
     rebinds. ``statements`` are the function's (:func:`walk_statements`)."""
@@ -125,7 +125,7 @@ def rebound_unconditionally(loop: Loop, before: Position) -> set[str]:
     return out
 
 
-def _rebound_into(statements: list, before: Position, out: set[str]) -> None:
+def _rebound_into(statements: list[ast.stmt], before: Position, out: set[str]) -> None:
     """:func:`rebound_unconditionally`'s recursion (module level: a nested recursive function
     would be a reference cycle holding the tree)."""
     for stmt in statements:

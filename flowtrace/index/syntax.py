@@ -98,6 +98,10 @@ def decode(data: bytes, *, strict: bool = False) -> str:
         return data.decode("utf-8", errors="strict" if strict else "replace")
 
 
+# A node, or a block of them (a statement list, say): what the walks below start from.
+NodeOrBlock = ast.AST | list[ast.stmt] | list[ast.expr] | list[ast.AST]
+
+
 # -- statements -------------------------------------------------------------------------
 def walk_statements(body: ast.AST | list[ast.stmt]) -> list[ast.stmt]:
     """Every statement under ``body`` (a statement list, or a node whose blocks to read) in
@@ -110,11 +114,11 @@ def walk_statements(body: ast.AST | list[ast.stmt]) -> list[ast.stmt]:
     elif isinstance(body, _SCOPES):
         _statements_into(body.body, ordered)
     else:
-        _statements_into([body], ordered)  # type: ignore[list-item]
+        _statements_into([body], ordered)  # type: ignore[list-item]  # one statement node, in practice
     return ordered
 
 
-def _statements_into(block: list, ordered: list[ast.stmt]) -> None:
+def _statements_into(block: list[ast.stmt], ordered: list[ast.stmt]) -> None:
     """:func:`walk_statements`' recursion, at module level (a nested recursive function is a
     reference cycle that would keep the tree alive until the cyclic GC)."""
     for stmt in block:
@@ -321,7 +325,7 @@ def _position(node: ast.AST) -> tuple[int, int]:
     return node.lineno, node.col_offset  # type: ignore[attr-defined]
 
 
-def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator[ast.AST]:
+def iter_nodes(node: NodeOrBlock, *, into_functions: bool = True) -> Iterator[ast.AST]:
     """Every node at or below ``node`` (a node, or a statement list), pre-order in source
     order, optionally not entering nested definitions and lambdas (which are still yielded)."""
     stack: list[ast.AST] = list(reversed(node)) if isinstance(node, list) else [node]
@@ -336,7 +340,7 @@ def iter_nodes(node: ast.AST | list, *, into_functions: bool = True) -> Iterator
         stack.extend(children)
 
 
-def visit_each(node: ast.AST | list, handlers: dict[type, Callable[[Any], None]]) -> None:
+def visit_each(node: NodeOrBlock, handlers: dict[type, Callable[[Any], None]]) -> None:
     """Call ``handlers[type(n)](n)`` for ``node`` and every node below it, in pre-order
     (:func:`iter_nodes`' order, without its generator).
 
@@ -387,7 +391,7 @@ class FastVisitor:
     read-only and iterative (no recursion limit). ``visit_`` returning False skips the
     node's children (and its ``leave_``)."""
 
-    def walk(self, node: ast.AST | list) -> None:
+    def walk(self, node: NodeOrBlock) -> None:
         cache = self.__class__.__dict__.get("_handler_cache")
         if cache is None:
             cache = {}

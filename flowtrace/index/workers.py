@@ -40,7 +40,11 @@ class Lost:
     reason: str
 
 
-def _serve(conn: Connection, run: Callable, args: tuple) -> None:
+# What a wait hands back: a task with the outcome its worker sent, or the task lost.
+Finished = tuple[Any, Any] | Lost
+
+
+def _serve(conn: Connection, run: Callable[..., object], args: tuple[object, ...]) -> None:
     """The child: run tasks until told to stop (``None``) or the parent goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     while True:
@@ -56,7 +60,7 @@ def _serve(conn: Connection, run: Callable, args: tuple) -> None:
 class _Worker:
     __slots__ = ("process", "conn", "task", "deadline", "started")
 
-    def __init__(self, process, conn: Connection) -> None:  # noqa: ANN001
+    def __init__(self, process: multiprocessing.process.BaseProcess, conn: Connection) -> None:
         self.process, self.conn = process, conn
         self.task: Any = None
         self.deadline = float("inf")
@@ -76,7 +80,7 @@ def _death(exitcode: int | None) -> str:
 class WorkerPool:
     """Up to ``size`` children, started as tasks arrive, each running one task at a time."""
 
-    def __init__(self, size: int, run: Callable, args: tuple, limit_s: float) -> None:
+    def __init__(self, size: int, run: Callable[..., object], args: tuple[object, ...], limit_s: float) -> None:
         self.size = max(1, size)
         self.run, self.args = run, args
         self.limit_s = limit_s if limit_s > 0 else float("inf")
@@ -84,7 +88,7 @@ class WorkerPool:
         self.context = multiprocessing.get_context("fork" if fork else "spawn")
         self.workers: list[_Worker] = []
         self.retries: dict[int, int] = {}  # id(task) -> deaths so far
-        self.pending: list = []  # tasks to resubmit (a worker died under them)
+        self.pending: list[Any] = []  # tasks to resubmit (a worker died under them)
         self._forked_once = False
 
     # -- capacity ----------------------------------------------------------------
@@ -131,7 +135,7 @@ class WorkerPool:
         return worker
 
     # -- results -------------------------------------------------------------------
-    def wait(self, block: bool) -> list:
+    def wait(self, block: bool) -> list[Finished]:
         """Finished work: ``(task, outcome)`` pairs and :class:`Lost` records. With ``block``,
         waits for at least one (or for a deadline to pass)."""
         self._resubmit()
@@ -143,7 +147,7 @@ class WorkerPool:
             timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
             timeout = None if timeout == float("inf") else timeout  # type: ignore[assignment]
         ready = set(wait([w.conn for w in busy], timeout))
-        out: list = []
+        out: list[Finished] = []
         now = time.monotonic()
         for worker in busy:
             if worker.conn in ready:
@@ -153,7 +157,7 @@ class WorkerPool:
         self._resubmit()
         return out
 
-    def _receive(self, worker: _Worker) -> list:
+    def _receive(self, worker: _Worker) -> list[Finished]:
         task = worker.task
         try:
             outcome = worker.conn.recv()
@@ -168,7 +172,7 @@ class WorkerPool:
         self._discard(worker)
         return Lost(task, "timeout", f"parse took over {self.limit_s:g}s; the worker was killed")
 
-    def _died(self, worker: _Worker) -> list:
+    def _died(self, worker: _Worker) -> list[Finished]:
         task = worker.task
         self._discard(worker)
         deaths = self.retries.get(id(task), 0) + 1

@@ -479,7 +479,7 @@ def depends_on_residual(expr: ast.expr, bound: Mapping[str, ast.expr], depth: in
 def _updates_in_place(node: ast.stmt, name: str) -> bool:
     """``name += x`` or ``name.add_(x)`` (a trailing-underscore method, not a private one)."""
     if isinstance(node, ast.AugAssign):
-        return is_local(node.target, name)  # type: ignore[arg-type]
+        return is_local(node.target, name)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
         func = node.value.func
         return is_local(func.value, name) and func.attr.endswith("_") and not func.attr.startswith("_")
