@@ -11,6 +11,14 @@ TRTLLM_LIKE = FIXTURES / "trtllm_like"
 REAL_ENGINES_VARIABLE = "FLOWTRACE_REAL_ENGINES"
 
 
+def line_of(path: Path, text: str, after: str = "") -> int:
+    """The line of the first ``text`` in ``path`` (after the first ``after``): expectations
+    name the fixture's own lines."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    return next(i for i, line in enumerate(lines) if i >= start and text in line) + 1
+
+
 def real_engine(tree: str):
     """An unpacked real engine release, for the opt-in real-engine tests.
 

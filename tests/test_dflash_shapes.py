@@ -11,19 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from fixture_paths import line_of as _line
 from flowtrace import api
 from flowtrace.model.facts import Outcome
 
 FIXTURE = Path(__file__).parent / "fixtures" / "methods" / "sglang_dflash_shapes"
 MODELS = FIXTURE / "sglang" / "srt" / "models"
 L = 32
-
-
-def _line(path: Path, text: str, after: str = "") -> int:
-    """The line of the first ``text`` in ``path`` (after the first ``after``)."""
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
-    return next(i for i, line in enumerate(lines) if i >= start and text in line) + 1
 
 
 @pytest.fixture(scope="module")

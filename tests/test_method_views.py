@@ -19,17 +19,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fixture_paths import line_of as _line
 from flowtrace.cli.main import main
 from flowtrace.render.html import render_html
 
 FIXTURE = Path(__file__).parent / "fixtures" / "methods" / "sglang_methods"
 MODELS = FIXTURE / "sglang" / "srt" / "models"
 SERVED = ["EAGLE-3", "DFlash", "DSpark"]
-
-
-def _line(path: Path, text: str) -> int:
-    """The line of the first ``text`` in ``path``: expectations name the fixture's own lines."""
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
 def _scan(tmp_path: Path, *args: str) -> str:

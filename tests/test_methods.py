@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from fixture_paths import LMDEPLOY_LIKE, VLLM_LIKE
+from fixture_paths import line_of as _line
 from flowtrace import api
 from flowtrace.cli.main import main
 from flowtrace.engines.profiles import Conventions, ProfileError, load_all, load_profile
@@ -25,14 +26,6 @@ from flowtrace.model.facts import Outcome, ProblemKind
 FIXTURE = Path(__file__).parent / "fixtures" / "methods" / "sglang_methods"
 MODELS = FIXTURE / "sglang" / "srt" / "models"
 L = 32
-
-
-def _line(path: Path, text: str, after: str = "") -> int:
-    """The line of the first ``text`` in ``path`` (after the first ``after``): expectations
-    name the fixture's own lines."""
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
-    return next(i for i, line in enumerate(lines) if i >= start and text in line) + 1
 
 
 @pytest.fixture(scope="module")
