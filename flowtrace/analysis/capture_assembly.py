@@ -311,8 +311,9 @@ class CaptureAssembly:
         default_layers, default_location = self._defaults(res)
         site, point, note, evidence, emb, last = self._site_of(res)
         holders = self.holders
-        fold = holders.layers_fold(res.holder)
-        stream = None if site is None else stream_link(site, point, fold, holders.siblings(site))
+        stream = (
+            None if site is None else stream_link(site, point, holders.layers_fold(res.holder), holders.siblings(site))
+        )
         if (
             stream is not None
             and stream.raising_index is not None

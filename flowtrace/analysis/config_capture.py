@@ -64,7 +64,7 @@ class SourceCapture:
 class _Index:
     """The SourceFacts of one scan, by class."""
 
-    def __init__(self, lookup) -> None:  # noqa: ANN001
+    def __init__(self, lookup: ClassLookup) -> None:
         self.id_sources: dict[str, list[F.IdSourceFact]] = {}
         self.builders: list[F.BuilderFact] = []
         self.feeds: list[F.GatedWrite] = []
@@ -89,7 +89,7 @@ class _Index:
             self.defaults += s.metadata_defaults
 
 
-def _index(lookup) -> _Index:  # noqa: ANN001
+def _index(lookup) -> _Index:  # noqa: ANN001 - caches its index on the lookup it is handed
     cached = getattr(lookup, "_source_index", None)
     if cached is None:
         cached = _Index(lookup)
@@ -190,7 +190,7 @@ def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
 
 def _config_capture(
     holders: Holders, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
-) -> SourceCapture:  # noqa: ANN001
+) -> SourceCapture:
     conv = holders.lookup.conv
     method = next(iter(sorted(conv.methods)), "")
     attributes = {source.attribute} | {

@@ -278,7 +278,7 @@ class Holders:
             named_here, find_class = self.lookup.named_here, self.lookup.find_class
             out.extend(n for n in cls.bases if named_here(n) and find_class(n) is None)  # as mro() resolves
             # as attribute_class()
-            out.extend(n for n in built if self.lookup.named_here(n) and self.lookup.find_class(n, near=q) is None)
+            out.extend(n for n in built if named_here(n) and find_class(n, near=q) is None)
         return out
 
     def slots_link(self, site: F.CaptureSiteFact) -> SlotsLink | None:

@@ -21,11 +21,16 @@ class Registries:
         self.lookup = lookup
 
     @cached_property
+    def _classes_of(self) -> dict[str, list[str]]:
+        """Each registry target's classes, resolved once for both questions below."""
+        return {target: self.registered_classes(target) for target in self.lookup.registry}
+
+    @cached_property
     def architectures(self) -> dict[str, tuple[str, ...]]:
         """Registered class -> the architecture names it is registered under (sorted, distinct)."""
         out: dict[str, set[str]] = {}
         for target, entries in self.lookup.registry.items():
-            for found in self.registered_classes(target):
+            for found in self._classes_of[target]:
                 out.setdefault(found, set()).update(e.architecture for e in entries)
         return {q: tuple(sorted(names)) for q, names in out.items()}
 
@@ -38,7 +43,7 @@ class Registries:
         out: set[str] = set()
         for target, entries in self.lookup.registry.items():
             if any(e.kind != "registry_dict" or not groups or e.group in groups for e in entries):
-                out.update(self.registered_classes(target))
+                out.update(self._classes_of[target])
         return frozenset(out)
 
     def registered_classes(self, target: str) -> list[str]:

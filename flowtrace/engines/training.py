@@ -14,6 +14,7 @@ import ast
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from flowtrace.engines.profiles import rules_directory
 from flowtrace.errors import ProfileError
@@ -77,7 +78,7 @@ def _shown(node: ast.AST) -> str:
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
-def _is_call(node: ast.AST, name: str) -> bool:
+def _is_call(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     """``name(x)``: one positional argument, no keywords."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
         return False
@@ -113,12 +114,12 @@ def _check_condition(node: ast.AST, names: frozenset[str]) -> None:
 def _check_comprehension(node: ast.ListComp, names: frozenset[str]) -> None:
     """``[expr for i in range(n)]``: the one loop a spread-over-the-layers layout needs."""
     gen = node.generators[0]
-    simple = len(node.generators) == 1 and not gen.ifs and not gen.is_async and isinstance(gen.target, ast.Name)
-    if not (simple and isinstance(gen.target, ast.Name) and _is_call(gen.iter, "range")):
+    simple = len(node.generators) == 1 and not gen.ifs and not gen.is_async
+    target, count = gen.target, gen.iter
+    if not (simple and isinstance(target, ast.Name) and _is_call(count, "range")):
         raise LayoutError(f"a comprehension is [expression for i in range(count)], found {_shown(node)}")
-    assert isinstance(gen.iter, ast.Call)
-    _check_arithmetic(gen.iter.args[0], names)
-    _check_arithmetic(node.elt, names | {gen.target.id})
+    _check_arithmetic(count.args[0], names)
+    _check_arithmetic(node.elt, names | {target.id})
 
 
 def _check_elements(node: ast.AST, names: frozenset[str]) -> None:
