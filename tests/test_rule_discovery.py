@@ -96,3 +96,19 @@ def test_a_new_rule_file_is_discovered_without_other_edits(tmp_path):
     codes = out.stdout.strip().split(",")
     assert "FT099" in codes
     assert len(codes) == len(all_rules()) + 1
+
+
+def test_rule_codes_are_read_from_module_names_without_importing_a_rule():
+    """The selection is checked before the index runs; a cold scan imports the rules later, while
+    its workers parse. So the codes come from the module names (which the tests above tie to the
+    rules they define), and asking for them imports no rule module."""
+    program = (
+        "import sys\n"
+        "from flowtrace.lint.config import rule_codes\n"
+        "print(','.join(rule_codes()))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('flowtrace.checks.ft')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    codes, imported = out.splitlines()
+    assert imported == "[]"
+    assert codes.split(",") == [r.code for r in all_rules() if r.__module__.startswith("flowtrace.checks.ft")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from flowtrace.errors import UsageError
 from flowtrace.model import facts as F
@@ -19,7 +19,9 @@ from flowtrace.engines.family import ProfileChoice, choose
 from flowtrace.engines.drafts import DraftCatalogue, load_catalogue, shipped_catalogue
 from flowtrace.engines.methods import SpecMethod
 from flowtrace.engines.profiles import Conventions, Profile
-from flowtrace.analysis.resolve import ModelRow, Project
+
+if TYPE_CHECKING:  # imported by scan() once the index is built: a cold scan forks its workers sooner
+    from flowtrace.analysis.resolve import ModelRow, Project
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ def scan(
     chosen = conv.method.name if conv.method is not None and method is not None and not every_method else None
     options = replace(options or IndexOptions(), method=chosen)
     index = build_index(root, profiles, options)
+    from flowtrace.analysis.resolve import Project
+
     project = Project(index.files, conv)
 
     def again(name: str) -> ScanResult:

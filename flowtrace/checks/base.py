@@ -229,6 +229,8 @@ class RuleInfo:
 
 
 def all_rules() -> list[type[Rule]]:
-    import flowtrace.checks  # noqa: F401  (imports every rule module, which registers them)
+    """Every rule, by code: the package's (imported here, the first time) and any defined elsewhere."""
+    from flowtrace.checks import load_rule_modules
 
+    load_rule_modules()  # each rule module registers its rule as it is defined
     return [Rule.registry[c] for c in sorted(Rule.registry)]

@@ -60,11 +60,13 @@ class Config:
 
 
 def rule_codes() -> tuple[str, ...]:
-    """Every registered rule code, sorted (imports the rule modules)."""
-    from flowtrace.checks.base import Rule, all_rules
+    """Every rule code, sorted: the rule modules' (by their names, without importing them: the
+    selection is checked before the index, whose workers should not wait on the rules' imports)
+    and any rule registered from elsewhere."""
+    from flowtrace.checks import module_codes
+    from flowtrace.checks.base import Rule
 
-    all_rules()
-    return tuple(sorted(Rule.registry))
+    return tuple(sorted(set(module_codes()) | set(Rule.registry)))
 
 
 def normalise_selector(value: str) -> str:

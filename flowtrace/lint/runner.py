@@ -335,8 +335,18 @@ def _plan(path: str | Path, opts: CheckOptions) -> _Plan:
     return _Plan(cfg, codes, layers, entries, PerFileIgnores(entries), level, accepted)
 
 
-def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult, IndexOptions]:
+def _after_index() -> None:
+    """Import what the stages after the index need (the graph's networkx; the rules, and with
+    them the resolver and the analyses they read): handed to a cold scan's index, which runs it
+    while its workers parse, instead of before the first of them starts or after the last ends."""
     from flowtrace.analysis import graph
+    from flowtrace.checks import load_rule_modules
+
+    graph.prepare()
+    load_rule_modules()
+
+
+def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult, IndexOptions]:
     from flowtrace.analysis.scan import scan
     from flowtrace.index.build import IndexOptions
 
@@ -346,7 +356,7 @@ def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult
         cache_dir=Path(opts.cache_dir) if opts.cache_dir else None,
         excludes=tuple(cfg.exclude) + tuple(opts.exclude),
         progress=opts.progress,
-        meanwhile=graph.prepare,  # the rules build the graph right after the index
+        meanwhile=_after_index,
     )
     result = scan(
         path,
