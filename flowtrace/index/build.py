@@ -86,6 +86,10 @@ FULL, TABLE, PACKAGE = "full", "table", "package"  # PACKAGE: a package __init__
 # the parser before forking (see ``_Parser.warm_parent``).
 _FEW_TO_PARSE = 32
 
+# Files classified between two hand-overs to the pool: small enough that the workers start on
+# the first big files at once, large enough that polling the pool costs nothing.
+_BATCH = 16
+
 # How a task's size counts when ordering the queue (largest first): a class-table file costs
 # about a fifth of what the full analysis costs per byte.
 _TABLE_WEIGHT = 0.2
@@ -373,6 +377,10 @@ def _rooted(conv: Conventions, root: Path) -> Conventions:
     return dataclasses.replace(conv, package=package, digest=digest)
 
 
+def _largest_first(src: SourceFile) -> tuple[int, str]:
+    return -src.size, src.path
+
+
 def _lost_outcome(lost: Lost, package: str = "") -> _Outcome:
     """A task whose worker was killed or crashed: the file becomes one counted diagnostic."""
     path, _, _, _, digest = lost.task
@@ -590,13 +598,16 @@ class _IndexRun:
         # The files the manifest does not vouch for are read and classified first, a batch at a
         # time, so the pool starts on what changed while this process classifies the rest (the
         # selection is a least fixpoint: the order files are classified in cannot change it).
+        # Largest first: the files worth parsing are mostly the big ones, so the first batch
+        # already gives the workers work, and the longest parses start earliest.
         completed = False
         try:
             known, unknown = self.partition()
             if not self.reuse_selection(known):
                 self.parser.warm_parent = len(unknown) > _FEW_TO_PARSE
-                for start in range(0, len(unknown), 64):
-                    for src in unknown[start : start + 64]:
+                unknown.sort(key=_largest_first)
+                for start in range(0, len(unknown), _BATCH):
+                    for src in unknown[start : start + _BATCH]:
                         self.classify_read(src)
                     self.dispatch()
                     self.drain()
