@@ -142,7 +142,9 @@ def scan(
         root = fetch_pypi(source[5:], cache_dir=(options.cache_dir if options else None))
     else:
         root = resolve_root(path)
-    drafts = load_catalogue(drafts_files) if drafts_files else shipped_catalogue()
+    # The user's catalogue files are refused before the index; the shipped one is read after it
+    # (while nothing waits on it: a cold scan's workers start sooner).
+    drafts = load_catalogue(drafts_files) if drafts_files else None
     profiles, choice = choose(root, profile, extra=tuple(Path(f) for f in profile_files))
     every_method = method == ALL_METHODS
     # an unknown method fails here, before the index
@@ -150,6 +152,8 @@ def scan(
     chosen = conv.method.name if conv.method is not None and method is not None and not every_method else None
     options = replace(options or IndexOptions(), method=chosen)
     index = build_index(root, profiles, options)
+    if drafts is None:
+        drafts = shipped_catalogue()
     from flowtrace.analysis.resolve import Project
 
     project = Project(index.files, conv)
