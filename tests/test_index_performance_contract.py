@@ -365,14 +365,11 @@ def test_the_console_script_and_python_m_declare_one_shot():
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
     assert '\nflowtrace = "flowtrace.cli:run"\n' in pyproject
     code = (
-        "import runpy, sys\n"
+        "import atexit, runpy, sys\n"
         "import flowtrace.index.lifetime as lifetime\n"
         "sys.argv = ['flowtrace', '--version']\n"
-        "try:\n"
-        "    runpy.run_module('flowtrace', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(lifetime._one_shot)\n"
+        "atexit.register(lambda: print(lifetime._one_shot))\n"  # the process ends in run(), atexit handlers run
+        "runpy.run_module('flowtrace', run_name='__main__')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("True"), out.stdout
