@@ -47,8 +47,9 @@ def is_target(row: ModelRow, project: Project, cc: CheckConventions) -> bool:
     """A generation model the engine may serve an EAGLE-3 draft for."""
     if not row.generation_target or row.qualname in project_drafts(project, cc):
         return False  # a draft (what every output calls ``draft``) consumes the states
-    names = [project.lookup.classes[q].name for q in project.lookup.mro(row.qualname) if q in project.lookup.classes]
-    if any(cc.is_draft_class(n) for n in names[:1]) or cc.is_draft_class(row.name):
+    classes = project.lookup.classes
+    first = next((classes[q].name for q in project.lookup.mro(row.qualname) if q in classes), None)
+    if (first is not None and cc.is_draft_class(first)) or cc.is_draft_class(row.name):
         return False
     return not cc.is_non_target([row.name, *row.architectures])
 

@@ -42,6 +42,7 @@ Keys (all optional):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Iterable
@@ -72,13 +73,20 @@ class CheckConventions:
     platform_builds: tuple[str, ...] = ()
 
     def is_draft_class(self, name: str) -> bool:
-        return any(re.search(p, name) for p in self.draft_class_patterns)
+        return any(p.search(name) for p in _compiled(self.draft_class_patterns))
 
     def is_non_target(self, names: Iterable[str]) -> bool:
-        return any(re.search(p, n) for p in self.non_target_patterns for n in names)
+        return any(p.search(n) for p in _compiled(self.non_target_patterns) for n in names)
 
     def family_of(self, method: str) -> CaptureFamily | None:
         return next((f for f in self.capture_families if method in f.setters), None)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """The patterns compiled once: every rule asks about every row (``re.search`` looks each
+    pattern up in its cache again on each of tens of thousands of calls)."""
+    return tuple(re.compile(p) for p in patterns)
 
 
 def check_conventions(profiles: Iterable[Profile], method: str | None = None) -> CheckConventions:
