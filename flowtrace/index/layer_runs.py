@@ -14,9 +14,10 @@ is reassigned under ``if batch.can_overlap``). Which batch flag means which path
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
 from flowtrace.index.context import ClassInfo, FileContext
-from flowtrace.index.syntax import FunctionNode, arguments, dotted, walk_statements
+from flowtrace.index.syntax import FunctionNode, arguments, dotted, inner_blocks
 from flowtrace.model import facts as F
 
 
@@ -31,64 +32,74 @@ def _layers_argument(value: ast.expr, layers: frozenset[str]) -> tuple[str, bool
     return None
 
 
-def _tests_around(
-    body: list[ast.stmt], target: ast.stmt, tests: tuple[ast.expr, ...] = ()
-) -> tuple[ast.expr, ...] | None:
-    """The if-tests enclosing ``target`` (None when it is not in ``body``); an else arm's test
-    is kept as written (it is read for the names it tests, not for its truth)."""
-    for stmt in body:
-        if stmt is target:
-            return tests
-        inner: list[tuple[list[ast.stmt], tuple[ast.expr, ...]]] = []
-        if isinstance(stmt, ast.If):
-            inner = [(stmt.body, tests + (stmt.test,)), (stmt.orelse, tests + (stmt.test,))]
-        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
-            inner = [(stmt.body, tests), (getattr(stmt, "orelse", []), tests)]
-        elif isinstance(stmt, ast.Try):
-            inner = [(stmt.body, tests), (stmt.orelse, tests), (stmt.finalbody, tests)] + [
-                (h.body, tests) for h in stmt.handlers
-            ]
-        for block, more in inner:
-            found = _tests_around(block, target, more)
-            if found is not None:
-                return found
-    return None
-
-
-def _deciding_tests(fn: FunctionNode, tests: tuple[ast.expr, ...]) -> tuple[ast.expr, ...]:
-    """``tests`` plus the tests under which the names they read are (re)assigned in ``fn``."""
-    names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
-    more: list[ast.expr] = []
-    for stmt in walk_statements(fn.body):
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(n, ast.Name) and n.id in names for t in stmt.targets for n in ast.walk(t)
-        ):
-            around = _tests_around(fn.body, stmt) or ()
-            more.extend(t for t in around if t not in more and t not in tests)
-    return tests + tuple(more)
-
-
 Arm = tuple[ast.expr, bool]  # an enclosing if-test, and whether the statement is in its body (else: its else arm)
 
+# The blocks whose statements keep the if-arms around them; statements under any other compound
+# (a ``match``, a ``try``/``except*``) are read for their assignments but have no known arms, and a
+# call under such a compound is held by the compound itself.
+_PLAIN_BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
 
-def _arms_around(body: list[ast.stmt], target: ast.stmt, arms: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
-    """The if-tests enclosing ``target``, each with the arm it sits in (None: not in ``body``)."""
+
+@dataclass(frozen=True, slots=True)
+class _Method:
+    """What the questions below read of one method, gathered in one walk of its statements (each
+    question used to walk the method again, once per arm or assignment it asked about).
+
+    ``arms``: each statement reached through if/loop/with/try blocks, with the if-tests enclosing
+    it and the arm it sits in; ``assigns``: the plain assignments in source order (nested
+    definitions left out), each with the names it binds; ``statements``: the first statement in
+    that order, other than an if/loop/with/try, that holds each call."""
+
+    arms: dict[ast.stmt, tuple[Arm, ...]] = field(default_factory=dict)
+    assigns: list[tuple[ast.Assign, frozenset[str]]] = field(default_factory=list)
+    statements: dict[ast.Call, ast.stmt] = field(default_factory=dict)
+
+    def tests(self, stmt: ast.stmt | None) -> tuple[ast.expr, ...]:
+        """The if-tests enclosing ``stmt`` (none when it is not reached); an else arm's test is
+        kept as written (it is read for the names it tests, not for its truth)."""
+        return tuple(test for test, _ in self.arms.get(stmt, ())) if stmt is not None else ()
+
+    def assignments(self, name: str) -> list[ast.Assign]:
+        return [stmt for stmt, names in self.assigns if name in names]
+
+
+def _method(fn: FunctionNode) -> _Method:
+    method = _Method()
+    _gather(fn.body, (), method)
+    return method
+
+
+def _gather(body: list[ast.stmt], arms: tuple[Arm, ...] | None, into: _Method) -> None:
+    """:func:`_method`'s walk, in :func:`~flowtrace.index.syntax.walk_statements`' order."""
     for stmt in body:
-        if stmt is target:
-            return arms
-        inner: list[tuple[list[ast.stmt], tuple[Arm, ...]]] = []
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if arms is not None:
+            into.arms[stmt] = arms
+        if isinstance(stmt, ast.Assign):
+            bound = frozenset(n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            into.assigns.append((stmt, bound))
+        if not isinstance(stmt, (ast.If, *_PLAIN_BLOCKS)):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call):
+                    into.statements.setdefault(node, stmt)
         if isinstance(stmt, ast.If):
-            inner = [(stmt.body, arms + ((stmt.test, True),)), (stmt.orelse, arms + ((stmt.test, False),))]
-        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
-            inner = [(stmt.body, arms), (getattr(stmt, "orelse", []), arms)]
-        elif isinstance(stmt, ast.Try):
-            inner = [(stmt.body, arms), (stmt.orelse, arms), (stmt.finalbody, arms)]
-            inner += [(h.body, arms) for h in stmt.handlers]
-        for block, more in inner:
-            found = _arms_around(block, target, more)
-            if found is not None:
-                return found
-    return None
+            for block, arm in ((stmt.body, True), (stmt.orelse, False)):
+                _gather(block, None if arms is None else arms + ((stmt.test, arm),), into)
+        else:
+            inner = arms if isinstance(stmt, _PLAIN_BLOCKS) else None
+            for block in inner_blocks(stmt):
+                _gather(block, inner, into)
+
+
+def _deciding_tests(method: _Method, tests: tuple[ast.expr, ...]) -> tuple[ast.expr, ...]:
+    """``tests`` plus the tests under which the names they read are (re)assigned in the method."""
+    names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    more: list[ast.expr] = []
+    for stmt, assigned in method.assigns:
+        if assigned & names:
+            more.extend(t for t in method.tests(stmt) if t not in more and t not in tests)
+    return tests + tuple(more)
 
 
 def _self_attribute(node: ast.expr) -> str | None:
@@ -118,48 +129,32 @@ def _off_in(arm: Arm) -> set[str]:
     return out
 
 
-def _changed_name(test: ast.expr, fn: FunctionNode) -> str | None:
+def _changed_name(test: ast.expr, method: _Method) -> str | None:
     """``n`` when ``test`` holds only once ``n`` was re-assigned: ``n != <its first value>``
     (``if end != self.end_layer`` after ``end = self.end_layer``)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
         return None
     for name, other in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
         if isinstance(name, ast.Name):
-            first = next((s for s in walk_statements(fn.body) if _assigns(s, name.id)), None)
-            if not isinstance(first, ast.Assign) or _arms_around(fn.body, first) != ():
+            first = next(iter(method.assignments(name.id)), None)
+            if first is None or method.arms.get(first) != ():
                 continue
             if ast.dump(first.value) == ast.dump(other):
                 return name.id
     return None
 
 
-def _assigns(stmt: ast.stmt, name: str) -> bool:
-    if not isinstance(stmt, ast.Assign):
-        return False
-    return any(isinstance(n, ast.Name) and n.id == name for t in stmt.targets for n in ast.walk(t))
-
-
-def _capture_off(fn: FunctionNode, stmt: ast.stmt) -> tuple[str, ...]:
+def _capture_off(method: _Method, stmt: ast.stmt) -> tuple[str, ...]:
     """The ``self`` attributes that must be falsy for ``stmt`` to run: tested off by an arm
     around it, or around every later assignment of a name its test needs changed."""
-    arms = _arms_around(fn.body, stmt) or ()
     off: set[str] = set()
-    for arm in arms:
+    for arm in method.arms.get(stmt, ()):
         off |= _off_in(arm)
-        name = _changed_name(arm[0], fn) if arm[1] else None
-        changes = [s for s in walk_statements(fn.body) if name and _assigns(s, name)][1:]
+        name = _changed_name(arm[0], method) if arm[1] else None
+        changes = method.assignments(name)[1:] if name else []
         if changes:
-            off |= set.intersection(*(set().union(*map(_off_in, _arms_around(fn.body, s) or ())) for s in changes))
+            off |= set.intersection(*(set().union(*map(_off_in, method.arms.get(s, ()))) for s in changes))
     return tuple(sorted(off))
-
-
-def _statement_of(fn: FunctionNode, call: ast.Call) -> ast.stmt | None:
-    for stmt in walk_statements(fn.body):
-        if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)) and any(
-            n is call for n in ast.walk(stmt)
-        ):
-            return stmt
-    return None
 
 
 def layer_runs(
@@ -170,6 +165,7 @@ def layer_runs(
     containers = {s.container for s in sites if s.container}
     attributes = {s.attribute for s in sites if s.attribute} | set(file.conv.attributes)
     out: list[F.LayerRunFact] = []
+    method: _Method | None = None  # gathered at the first layer-running call
     iterated = {
         id(n)
         for loop in ast.walk(fn)
@@ -191,14 +187,15 @@ def layer_runs(
             isinstance(n, ast.Name) and n.id in containers or isinstance(n, ast.Attribute) and n.attr in attributes
             for a in arguments(call) for n in ast.walk(a.value)
         )
-        stmt = _statement_of(fn, call)
-        direct = (_tests_around(fn.body, stmt) or ()) if stmt is not None else ()
-        tests = _deciding_tests(fn, direct)
+        method = method or _method(fn)
+        stmt = method.statements.get(call)
+        direct = method.tests(stmt)
+        tests = _deciding_tests(method, direct)
         flags = tuple(dict.fromkeys(n.attr for t in tests for n in ast.walk(t) if isinstance(n, ast.Attribute)))
         out.append(F.LayerRunFact(
             info.qualname, f"{info.name}.{fn.name}", file.loc(call), dotted(call.func) or ast.unparse(call.func),
             text, whole, capture, " and ".join(ast.unparse(t) for t in direct), flags,
-            _capture_off(fn, stmt) if stmt is not None else (),
+            _capture_off(method, stmt) if stmt is not None else (),
         ))
     return sorted(out, key=lambda r: r.location.line)
 
