@@ -18,8 +18,8 @@ from flowtrace.engines.profiles import Conventions, Profile, ProfileError, load_
 
 REPO = Path(__file__).resolve().parents[1]
 # computed by Conventions.merge (the [methods.*] tables: every method, the chosen one, its default-id function) or the
-# index (the root package), not a key of their own
-DERIVED = {"setter_order", "markers", "digest", "package", "methods_served", "method", "id_functions"}
+# index (the root package) or from other keys (the collector classes: containers and packers), not a key of their own
+DERIVED = {"setter_order", "markers", "digest", "package", "methods_served", "method", "id_functions", "collectors"}
 
 
 def test_conventions_attributes_are_exactly_the_merged_declarations():

@@ -586,6 +586,12 @@ class Conventions:
     methods_served: tuple[SpecMethod, ...] = ()
     method: SpecMethod | None = None
     id_functions: frozenset[str] = frozenset()
+    # -- derived, never passed: every class a capture collector is built from (``containers`` and
+    # ``packers``), made once here rather than by each reader per call.
+    collectors: frozenset[str] = field(init=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "collectors", self.containers | self.packers)
 
     def is_dict_file(self, path: str) -> bool:
         """``path`` (relative to the scanned root) is a registry file a profile names; the

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from flowtrace.index import sites
 from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.sites.context import (
-    ForwardContext, LoopContext, LoopNode, Tests, calls_with_tests, is_none, sized_by,
+    ForwardContext, LoopContext, LoopNode, Tests, calls_with_tests, collector_class, is_none, sized_by,
 )
 from flowtrace.index.streams import none_at_entry
 from flowtrace.index.syntax import (
@@ -161,11 +161,10 @@ class LoopAnalyzer:
         if not isinstance(value, ast.Call):
             return None
         callee = last_name(value.func) or ""
-        collectors = self.conv.containers | self.conv.packers
-        if callee in collectors:
+        if callee in self.conv.collectors:
             return callee
-        if isinstance(value.func, ast.Attribute) and (owner := last_name(value.func.value)) in collectors:
-            return owner  # a collector built by its own classmethod: `Packer.for_batch(...)`
+        if (owner := collector_class(value.func, self.conv)) is not None:
+            return last_name(owner)
         if any(h.name == callee for h in self.conv.helpers):
             return "list"
         if sized_by(self.file, self.attrs, value) is not None and callee[:1].isupper():

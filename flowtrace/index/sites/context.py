@@ -166,10 +166,7 @@ class ForwardContext:
         call = self.built.get(container or "")
         if call is None:
             return Slots()
-        func = call.func
-        if isinstance(func, ast.Attribute) and last_name(func.value) in self.conv.containers | self.conv.packers:
-            func = func.value  # built by the collector's own classmethod: `Packer.for_batch(...)`
-        name = dotted(func)
+        name = dotted(collector_class(call.func, self.conv) or call.func)
         cls = self.file.resolve(name) if name else None
         size = sized_by(self.file, self.attributes, call)
         loop_end = end_of(loop)[0]
@@ -448,6 +445,15 @@ def side_point(after: bool, label: int | None) -> F.Point:
     return point_for(1 if after else 0, label) if label is not None else F.Point.UNKNOWN
 
 
+def collector_class(func: ast.expr, conv: Conventions) -> ast.expr | None:
+    """The collector class a construction call's ``func`` is a classmethod of (``Packer`` of
+    ``Packer.for_batch``), when it is one of the profile's containers or packers: such a
+    collector is built by its own class, as if called directly."""
+    if isinstance(func, ast.Attribute) and last_name(func.value) in conv.collectors:
+        return func.value
+    return None
+
+
 def is_none(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -545,6 +551,7 @@ def _assignments(statements: list[ast.stmt], tests: Tests) -> list[tuple[ast.Ass
 __all__ = [
     "FirstNone",
     "calls_with_tests",
+    "collector_class",
     "is_none",
     "offset_of",
     "point_for",
