@@ -118,30 +118,43 @@ def settings_of(profile: Profile, method: str | None = None) -> ProbeSettings:
     if install is not None and (Path(profile.install).name != profile.install or not install.is_file()):
         raise ProbeError(f"{where} install {profile.install!r}: expected the name of a script next to the profile")
     chosen = _method(profile, method)
-    if chosen is not None and not chosen.default:
-        return _method_settings(profile, chosen, runner, install)
-    if not profile.draft_architecture:
-        raise ProbeError(f"{where} has no draft_architecture (the draft class the engine loads the probe's draft with)")
-    ids_key = profile.draft_ids_key or (profile.layer_id_keys[-1] if profile.layer_id_keys else "")
-    if not ids_key:
-        raise ProbeError(
-            f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids"
-        )
-    id_keys = tuple(dict.fromkeys((*profile.layer_id_keys, ids_key)))
+    draft = _draft_of(profile, chosen)  # checked before the builds and env, as each path always did
     extra: _MethodFields = _probe_extras(chosen) if chosen is not None else {}
-    return ProbeSettings(
-        profile.name,
-        profile.package,
-        runner,
-        _builds(profile),
-        _env(profile),
-        profile.draft_architecture,
-        profile.draft_model_type,
-        ids_key,
-        id_keys,
-        install,
-        **extra,
+    builds, env = _builds(profile), _env(profile)
+    return ProbeSettings(profile.name, profile.package, runner, builds, env, *draft, install, **extra)
+
+
+def _draft_of(profile: Profile, m: SpecMethod | None) -> tuple[str, str, str, tuple[str, ...]]:
+    """The draft the probe writes: the profile's own (``[probe]``, ``[draft] layer_id_keys``) for
+    its default method, a method's ``probe_draft_*`` keys for any other."""
+    if m is None or m.default:
+        where = f"{profile.path}: [probe]"
+        return _draft(
+            profile.draft_architecture, profile.draft_model_type, profile.draft_ids_key, profile.layer_id_keys,
+            f"{where} has no draft_architecture (the draft class the engine loads the probe's draft with)",
+            f"{where} has no draft_ids_key and [draft] has no layer_id_keys: the probe cannot hand a draft its ids",
+        )
+    where = f"{profile.path}: [methods.{m.name}]"
+    return _draft(
+        m.probe_draft_architecture, m.probe_draft_model_type, m.probe_draft_ids_key, m.layer_id_keys,
+        f"--method {m.name}: {where} names no probe_draft_architecture, so `probe engine` has no "
+        f"{m.title} draft to write for {profile.name} (docs/probe-engine.md, \"Other methods\")",
+        f"{where} has no probe_draft_ids_key and no layer_id_keys: the probe cannot hand its draft the ids",
     )
+
+
+def _draft(
+    architecture: str, model_type: str, ids_key: str, layer_id_keys: tuple[str, ...], no_class: str, no_ids: str
+) -> tuple[str, str, str, tuple[str, ...]]:
+    """(architecture, model type, ids key, id keys) of a draft: the ids go under the key named,
+    else the last layer-id key, and every layer-id key is written (``no_class`` / ``no_ids``:
+    the errors when there is no class, or no key to hand the ids under)."""
+    if not architecture:
+        raise ProbeError(no_class)
+    ids_key = ids_key or (layer_id_keys[-1] if layer_id_keys else "")
+    if not ids_key:
+        raise ProbeError(no_ids)
+    return architecture, model_type, ids_key, tuple(dict.fromkeys((*layer_id_keys, ids_key)))
 
 
 def _method(profile: Profile, name: str | None) -> SpecMethod | None:
@@ -172,22 +185,6 @@ def _probe_extras(m: SpecMethod) -> _MethodFields:
     return {"method": m.name, "method_default": m.default, "engine_method": m.probe_engine_method,
             "draft_layout": m.probe_draft_layout, "draft_extra": m.probe_draft_config, "states": m.states,
             "states_key": m.states_key}
-
-
-def _method_settings(profile: Profile, m: SpecMethod, runner: Path, install: Path | None) -> ProbeSettings:
-    """The settings for a method other than the profile's default: its own draft class and ids keys."""
-    where = f"{profile.path}: [methods.{m.name}]"
-    if not m.probe_draft_architecture:
-        raise ProbeError(f"--method {m.name}: {where} names no probe_draft_architecture, so `probe engine` has no "
-                         f"{m.title} draft to write for {profile.name} (docs/probe-engine.md, \"Other methods\")")
-    ids_key = m.probe_draft_ids_key or (m.layer_id_keys[-1] if m.layer_id_keys else "")
-    if not ids_key:
-        raise ProbeError(f"{where} has no probe_draft_ids_key and no layer_id_keys: "
-                         "the probe cannot hand its draft the ids")
-    id_keys = tuple(dict.fromkeys((*m.layer_id_keys, ids_key)))
-    return ProbeSettings(profile.name, profile.package, runner, _builds(profile), _env(profile),
-                         m.probe_draft_architecture, m.probe_draft_model_type, ids_key, id_keys, install,
-                         **_probe_extras(m))
 
 
 def probe_profiles(extra: tuple[Path, ...] = ()) -> dict[str, Profile]:
