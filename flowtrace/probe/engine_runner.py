@@ -687,11 +687,9 @@ def _run_case(
         script.generate(engine, PROMPT, spec.get("tokens", 4))
         rec.update(script.observe(engine))
     except Exception as exc:  # noqa: BLE001 - the engine raised on this request: that is the observation
-        err = _engine_error(exc, spec["probe"]["package"])
-        rec.update({"outcome": err["outcome"], "raised_at": err["raised_at"], "raised_through": err["raised_through"],
-                    "message": err["message"]})
+        rec = {**rec, **_engine_error(exc, spec["probe"]["package"])}  # every field of the error, as it is
         try:  # what the target captured and what reached the fc before the raise
-            rec.update(_captured(script.observe(engine)))
+            rec = {**rec, **_captured(script.observe(engine))}
         except Exception:  # noqa: BLE001 - nothing recorded: the raise alone is reported
             pass
         raised = True
@@ -699,17 +697,11 @@ def _run_case(
     return rec, raised
 
 
-def _captured(seen: Observed) -> CaseRecord:
+def _captured(seen: Observed) -> Observed:
     """What the target captured and what reached the fc, from an observation (its verdict left out)."""
-    kept: CaseRecord = {}
-    if "forwards" in seen:
-        kept["forwards"] = seen["forwards"]
-    if "num_boundaries" in seen:
-        kept["num_boundaries"] = seen["num_boundaries"]
-    if "slots" in seen:
-        kept["slots"] = seen["slots"]
-    if "fc_input" in seen:
-        kept["fc_input"] = seen["fc_input"]
+    kept = seen.copy()
+    kept.pop("outcome", None)
+    kept.pop("reason", None)
     return kept
 
 

@@ -117,6 +117,40 @@ def test_the_raise_lists_every_frame_inside_the_package(tmp_path, monkeypatch):
     assert err["message"] == "RuntimeError: captured 2 of 3"
 
 
+class _RaisingScript:
+    """A runner script whose engine raises while generating, after the target captured two states."""
+
+    @staticmethod
+    def set_ids(engine, mode, ids, key):
+        return 4
+
+    @staticmethod
+    def generate(engine, prompt, tokens):
+        raise RuntimeError("fc expects 3 states")
+
+    @staticmethod
+    def observe(engine):
+        return {"forwards": 1, "num_boundaries": 5, "outcome": "captures", "slots": [{"boundary": 2}],
+                "reason": "", "fc_input": {"width": 16, "slots": [], "calls": 1}}
+
+
+def test_a_case_that_raises_keeps_the_error_and_what_was_captured_without_the_verdict():
+    case = {"name": "c", "mode": "direct", "ids": [1, 3], "key": None, "fc_slots": 3, "draft_layers": 1}
+    spec = {"probe": {"package": "quill"}}
+    rec, raised = core._run_case(_RaisingScript(), None, case, None, spec)
+    assert raised
+    del rec["seconds"]
+    # the error's four fields as _engine_error makes them (no frame inside `quill`), then the observation
+    # less its outcome and reason: the case raised, so "captures" is not its verdict
+    expected = {
+        "name": "c", "mode": "direct", "ids": [1, 3], "fc_slots": 3, "plumbing": "rerun", "engine_layers": 4,
+        "outcome": "raises", "raised_at": None, "raised_through": [], "message": "RuntimeError: fc expects 3 states",
+        "forwards": 1, "num_boundaries": 5, "slots": [{"boundary": 2}],
+        "fc_input": {"width": 16, "slots": [], "calls": 1},
+    }
+    assert rec == expected and list(rec) == list(expected)  # the record's JSON keeps this order
+
+
 def test_a_raise_agrees_only_where_the_static_trace_says_it_raises():
     static = {"outcome": "raises", "raises_at": "quill/m.py:7", "boundaries": None}
     through = {"outcome": "raises", "raised_at": "quill/m.py:3", "raised_through": ["quill/m.py:3", "quill/m.py:7"]}
