@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -32,12 +33,10 @@ def _every_method(
     """``--method all``: the default method's findings, each naming its method by its label as
     every other method's does (its fingerprint unchanged: a baseline of plain scans still
     accepts it), then every other served method's findings (:func:`_named` names them)."""
-    import dataclasses
-
     chosen = result.method
     if chosen is None:
         return found
-    own = [dataclasses.replace(f, message=f"{chosen.title}: {f.message}", method=chosen.name) for f in found]
+    own = [_under(f, chosen.title, chosen.name, f.fingerprint) for f in found]
     return own + [f for other in result.method_results.values() for f in run_rules(other, select, ignore)]
 
 
@@ -45,22 +44,18 @@ def _named(result: ScanResult, findings: list[Finding]) -> list[Finding]:
     """Under a method other than the default (``--method``), every finding names it first and
     its fingerprint is its own: a baseline taken for one method does not accept another's
     finding at the same line (the default method's findings are as they always were)."""
-    import dataclasses
-
     from flowtrace.checks.base import fingerprint
 
     asked, chosen = result.method_asked, result.method
     if asked is None or chosen is None:
         return findings
-    return [
-        dataclasses.replace(
-            f,
-            message=f"{chosen.title}: {f.message}",
-            fingerprint=fingerprint(f.rule, f.symbol, f"{f.fingerprint}:{asked}"),
-            method=asked,
-        )
-        for f in findings
-    ]
+    return [_under(f, chosen.title, asked, fingerprint(f.rule, f.symbol, f"{f.fingerprint}:{asked}")) for f in findings]
+
+
+def _under(finding: Finding, title: str, method: str, fingerprint: str) -> Finding:
+    """``finding`` as one method's: the method's title before its message (the one place that
+    prefix is written), the method it names, and its fingerprint."""
+    return dataclasses.replace(finding, message=f"{title}: {finding.message}", method=method, fingerprint=fingerprint)
 
 
 def finding_order(result: ScanResult) -> Callable[[Finding], tuple[Any, ...]]:
