@@ -303,6 +303,20 @@ def test_compat_picks_the_method_from_the_draft_and_says_which(tmp_path, arch, c
     assert doc["engine_key"] == "dflash_config.target_layer_ids"
 
 
+def test_compat_picks_the_method_by_key_when_architectures_is_no_list(tmp_path):
+    # "architectures": 5 names no class; the draft's dflash_config still says DFlash (choosing the
+    # method iterated the number: a TypeError traceback instead of a verdict)
+    target, draft = _configs(tmp_path, "SharedForCausalLM", {**DFLASH_DRAFT, "architectures": 5})
+    run = CliRunner().invoke(
+        main,
+        ["compat", str(FIXTURE), "--target-config", str(target), "--draft-config", str(draft), "--no-cache",
+         "--format", "json"],
+    )
+    assert run.exception is None and run.exit_code == 0, run.output
+    doc = json.loads(run.stdout)
+    assert doc["method"]["label"] == "DFlash" and doc["method"]["why"] == "the draft config holds dflash_config"
+
+
 def test_compat_of_an_eagle3_draft_names_no_method(tmp_path):
     draft = {
         "architectures": ["LlamaForCausalLMEagle3"],

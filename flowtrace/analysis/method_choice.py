@@ -25,18 +25,19 @@ class MethodChoice:
     why: str
 
 
-def _has_dotted(doc: dict, dotted: str) -> bool:
+def _has_dotted(doc: dict[str, object], dotted: str) -> bool:
     """The draft holds the key at all (a null value counts: the key marks the format)."""
     parent, _, last = dotted.rpartition(".")
     container = lookup(doc, parent) if parent else doc
     return isinstance(container, dict) and last in container
 
 
-def draft_method(methods: Iterable[SpecMethod], draft: dict) -> MethodChoice | None:
+def draft_method(methods: Iterable[SpecMethod], draft: dict[str, object]) -> MethodChoice | None:
     """The first declared method whose draft architectures name the draft's, else the first
     whose detect keys it holds; None when nothing in the draft names a method."""
     methods = tuple(methods)
-    architectures = [a for a in draft.get("architectures") or () if isinstance(a, str)]
+    listed = draft.get("architectures")  # a JSON value: only a list names architectures
+    architectures = [a for a in listed if isinstance(a, str)] if isinstance(listed, list) else []
     for m in methods:
         hit = next((a for a in architectures if a in m.draft_architectures), None)
         if hit is not None:
