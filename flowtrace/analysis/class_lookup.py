@@ -9,6 +9,9 @@ decided in one place.
 
 from __future__ import annotations
 
+from functools import cached_property
+
+from flowtrace.analysis.source_index import SourceIndex
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.stream_facts import EARLY_RETURN, FOLDS_RESIDUAL
 from flowtrace.model import facts as F
@@ -83,6 +86,12 @@ class ClassLookup:
             if s.kind == EARLY_RETURN:
                 self.early_returns.setdefault(s.class_qualname, []).append(s)
             self.folding.update(f.class_qualname for f in ff.stream_facts if f.kind == FOLDS_RESIDUAL)
+
+    @cached_property
+    def sources(self) -> SourceIndex:
+        """The setter-less source facts by class: built on first use, since only config-attribute,
+        build-context and hook engines ask (a setter engine's scan never builds it)."""
+        return SourceIndex(self.files)
 
     def find_class(self, name: str, near: str | None = None) -> str | None:
         """The class ``name`` means. ``near`` is the class whose code names it: when the name

@@ -22,6 +22,7 @@ from flowtrace.model import facts as F
 if TYPE_CHECKING:
     from flowtrace.analysis.class_lookup import ClassLookup
     from flowtrace.analysis.holders import Holders
+    from flowtrace.analysis.source_index import SourceIndex
 
 IGNORED = F.Transform.IGNORED  # the engine's own layout, whatever the draft's ids say
 SERVING = F.SourceKind.SERVING_CONFIG  # ids from the engine's serving config, as given (not the draft's)
@@ -61,42 +62,6 @@ class SourceCapture:
         return self.source.location if self.source else (self.site.location if self.site is not None else None)
 
 
-class _Index:
-    """The SourceFacts of one scan, by class."""
-
-    def __init__(self, lookup: ClassLookup) -> None:
-        self.id_sources: dict[str, list[F.IdSourceFact]] = {}
-        self.builders: list[F.BuilderFact] = []
-        self.feeds: list[F.GatedWrite] = []
-        self.dicts: dict[str, list[F.DictCaptureFact]] = {}
-        self.flags: dict[str, list[F.FlagUseFact]] = {}
-        self.hooks: dict[str, list[F.HookCallFact]] = {}
-        self.defaults: list[F.MetadataDefaultFact] = []
-        for ff in lookup.files:
-            s = ff.sources
-            if s is None:
-                continue
-            for x in s.id_sources:
-                self.id_sources.setdefault(x.class_qualname, []).append(x)
-            self.builders += s.builders
-            self.feeds += s.feeds
-            for d in s.dict_captures:
-                self.dicts.setdefault(d.class_qualname, []).append(d)
-            for u in s.flag_uses:
-                self.flags.setdefault(u.parameter, []).append(u)
-            for h in s.hook_calls:
-                self.hooks.setdefault(h.class_qualname, []).append(h)
-            self.defaults += s.metadata_defaults
-
-
-def _index(lookup) -> _Index:  # noqa: ANN001 - caches its index on the lookup it is handed
-    cached = getattr(lookup, "_source_index", None)
-    if cached is None:
-        cached = _Index(lookup)
-        lookup._source_index = cached
-    return cached
-
-
 def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
@@ -120,7 +85,7 @@ def resolve_source(holders: Holders, row_qualname: str, architectures: tuple[str
     conv = holders.lookup.conv
     if not (conv.config_keys or conv.context_fields or conv.hooks):
         return None
-    idx = _index(holders.lookup)
+    idx = holders.lookup.sources
     for holder in _reachable(holders, row_qualname):
         for q in holders.lookup.mro(holder):
             sources = [s for s in idx.id_sources.get(q, []) if s.alias_of is None]
@@ -132,7 +97,7 @@ def resolve_source(holders: Holders, row_qualname: str, architectures: tuple[str
 
 
 # -- config attribute / build context ------------------------------------------------------------
-def _builders_for(idx: _Index, architectures: tuple[str, ...]) -> list[F.BuilderFact]:
+def _builders_for(idx: SourceIndex, architectures: tuple[str, ...]) -> list[F.BuilderFact]:
     """Builders whose selector picks one of these architectures (model_type by the HF naming
     convention: the architecture starts with the model type), plus the builders they call."""
     arch_norm = [_norm(a) for a in architectures]
@@ -154,7 +119,9 @@ def _builders_for(idx: _Index, architectures: tuple[str, ...]) -> list[F.Builder
     return chosen
 
 
-def _site_for(holders: Holders, idx: _Index, holder: str, attributes: set[str]):
+def _site_for(
+    holders: Holders, idx: SourceIndex, holder: str, attributes: set[str]
+) -> F.DictCaptureFact | F.CaptureSiteFact | None:
     for q in holders.lookup.mro(holder):
         for d in idx.dicts.get(q, []):
             if d.attribute in attributes:
@@ -165,7 +132,7 @@ def _site_for(holders: Holders, idx: _Index, holder: str, attributes: set[str]):
     return None
 
 
-def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
+def _dict_point(idx: SourceIndex, site: F.DictCaptureFact) -> tuple[F.Point, str]:
     uses = idx.flags.get(site.layer_keyword or "", [])
     if not uses:
         return F.UNKNOWN, f"no layer forward takes a '{site.layer_keyword}' flag"
@@ -189,7 +156,7 @@ def _dict_point(idx: _Index, site: F.DictCaptureFact) -> tuple[F.Point, str]:
 
 
 def _config_capture(
-    holders: Holders, idx: _Index, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
+    holders: Holders, idx: SourceIndex, holder: str, owner: str, source: F.IdSourceFact, architectures: tuple[str, ...]
 ) -> SourceCapture:
     conv = holders.lookup.conv
     method = next(iter(sorted(conv.methods)), "")
@@ -229,7 +196,14 @@ def _config_capture(
     )
 
 
-def _outcome(source, method, refusing, write, builders, idx):  # noqa: ANN001
+def _outcome(
+    source: F.IdSourceFact,
+    method: str,
+    refusing: F.BuilderFact | None,
+    write: F.GatedWrite | None,
+    builders: list[F.BuilderFact],
+    idx: SourceIndex,
+) -> tuple[F.Outcome, str, F.Location | None]:
     if refusing is not None:
         allowed = ", ".join(refusing.allowed_methods or ())
         return (
@@ -282,7 +256,7 @@ def opts_in(lookup: ClassLookup, qualname: str) -> bool:
     return any(q.rsplit(".", 1)[-1] in names for q in lookup.mro(qualname)[1:])
 
 
-def _hook_capture(holders: Holders, idx: _Index, qualname: str) -> SourceCapture:
+def _hook_capture(holders: Holders, idx: SourceIndex, qualname: str) -> SourceCapture:
     """A metadata-hook path. The layers a class builds calling the hook make it capture on the
     two-model path (the metadata is handed down; the draft runs as its own model); subclassing
     an opt-in base adds the one-model path (the base builds the draft beside it and records the
