@@ -41,6 +41,8 @@ class _Resolution:
 
 
 compose = compose_transforms  # the transform of ``inner(outer(ids))`` (defined with the links)
+# (site, point, note, evidence, embedding capturable, last layer capturable): the Capture fields a holder's loop decides
+_SiteAnswer = tuple[F.CaptureSiteFact | None, str, str, tuple[F.Location, ...], bool | None, bool | None]
 
 
 # Problems that describe how a chain behaves on some ids rather than a chain that cannot work.
@@ -277,7 +279,7 @@ class CaptureAssembly:
                 return getter.expression, getter.location
         return None, None
 
-    def _site_of(self, res: _Resolution) -> tuple:
+    def _site_of(self, res: _Resolution) -> _SiteAnswer:
         """(site, point, note, evidence, embedding, last layer) from the holder's loop."""
         if res.inner is not None:
             i = res.inner

@@ -31,7 +31,8 @@ from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, out
 from flowtrace.analysis.method_ids import trace_for_method
 from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
-from flowtrace.sources.configs import ConfigError, lookup, read_config
+# Re-exported: the error compat raises and the reader of its inputs are part of its interface.
+from flowtrace.sources.configs import ConfigError as ConfigError, lookup, read_config as read_config
 
 @dataclass(frozen=True, slots=True)
 class TargetInfo:
@@ -40,10 +41,10 @@ class TargetInfo:
     hidden_size: int | None
 
 
-def target_info(config: dict, path: str) -> TargetInfo:
+def target_info(config: dict[str, object], path: str) -> TargetInfo:
     archs = config.get("architectures")
     text_config = config.get("text_config")
-    text: dict = text_config if isinstance(text_config, dict) else {}
+    text: dict[str, object] = text_config if isinstance(text_config, dict) else {}
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise ConfigError(f"{path}: the target config has no 'architectures' list")
     layers = config.get("num_hidden_layers", text.get("num_hidden_layers"))
@@ -57,7 +58,7 @@ def target_info(config: dict, path: str) -> TargetInfo:
     return TargetInfo(archs[0], layers, hidden if isinstance(hidden, int) else None)
 
 
-def _ids(value, where: str) -> list[int] | None:
+def _ids(value: object, where: str) -> list[int] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -65,7 +66,9 @@ def _ids(value, where: str) -> list[int] | None:
     return list(value)
 
 
-def detect_training(draft: dict, conventions: dict[str, TrainingConvention], preferred: str = "") -> TrainingConvention:
+def detect_training(
+    draft: dict[str, object], conventions: dict[str, TrainingConvention], preferred: str = ""
+) -> TrainingConvention:
     """The convention whose format keys the draft holds (the ``preferred`` one first: the
     training convention of the method compat answers for, a profile's ``[methods.*] training``),
     else the preferred one, else SpecForge's."""
@@ -75,12 +78,14 @@ def detect_training(draft: dict, conventions: dict[str, TrainingConvention], pre
     return chosen or conventions.get("specforge") or next(iter(conventions.values()))
 
 
-def _count(draft: dict | None, key: str) -> int | None:
+def _count(draft: dict[str, object] | None, key: str) -> int | None:
     value = lookup(draft, key) if draft is not None and key else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def default_ids(conv: TrainingConvention, num_layers: int, draft: dict | None = None) -> tuple[list[int], str]:
+def default_ids(
+    conv: TrainingConvention, num_layers: int, draft: dict[str, object] | None = None
+) -> tuple[list[int], str]:
     """(ids, on what) of the convention's default layout for this draft: its trainer computed it
     for the target's layer count (or the one the draft config records, ``layers_key``) and, for a
     layout spread over the draft's own layers, the draft's layer count (``draft_layers_key``)."""
@@ -106,7 +111,7 @@ def default_ids(conv: TrainingConvention, num_layers: int, draft: dict | None = 
 
 
 def trained_boundaries(
-    conv: TrainingConvention, ids: list[int] | None, num_layers: int, draft: dict | None = None,
+    conv: TrainingConvention, ids: list[int] | None, num_layers: int, draft: dict[str, object] | None = None,
 ) -> tuple[list[int], list[str], list[int]]:
     """(boundaries, notes, used ids) the draft was trained on (the arithmetic:
     :func:`flowtrace.engines.training.to_boundaries`)."""
@@ -233,7 +238,7 @@ def parse_boundaries(text: str) -> list[int]:
     return values
 
 
-def _convention(draft: dict, trained_with: str | None, preferred: str = "") -> TrainingConvention:
+def _convention(draft: dict[str, object], trained_with: str | None, preferred: str = "") -> TrainingConvention:
     conventions = load_conventions()
     if trained_with:
         if trained_with not in conventions:
@@ -248,7 +253,7 @@ def _method_training(project: Project) -> str:
     return method.training if method is not None else ""
 
 
-def _draft_layers(project: Project, draft: dict) -> int | None:
+def _draft_layers(project: Project, draft: dict[str, object]) -> int | None:
     """The draft's layer count where the method's runner computes default ids from it
     (``[methods.*] draft_layers_key``): what ``trace --draft-layers`` gives by hand."""
     method = project.conv.method
@@ -258,7 +263,7 @@ def _draft_layers(project: Project, draft: dict) -> int | None:
 RECORD_KEY, RECORD_FIELD = "flowtrace", "trained_boundaries"  # written by `compat --fix`
 
 
-def recorded_boundaries(draft: dict, where: str) -> list[int] | None:
+def recorded_boundaries(draft: dict[str, object], where: str) -> list[int] | None:
     """The trained layout ``compat --fix`` recorded in the draft config (``"flowtrace":
     {"trained_boundaries": [...]}``): once it rewrote the ids for the engine, converting them
     under the training convention would no longer give what the draft was trained on."""
@@ -268,7 +273,7 @@ def recorded_boundaries(draft: dict, where: str) -> list[int] | None:
     return _ids(record[RECORD_FIELD], f"{where}: {RECORD_KEY}.{RECORD_FIELD}")
 
 
-def _first_ids(draft: dict, keys: tuple[str, ...], where: str) -> tuple[list[int] | None, str | None]:
+def _first_ids(draft: dict[str, object], keys: tuple[str, ...], where: str) -> tuple[list[int] | None, str | None]:
     for key in keys:
         ids = _ids(lookup(draft, key), f"{where}: {key}")
         if ids is not None:
@@ -361,7 +366,7 @@ class IdPath:
 
 
 def _id_paths(
-    row, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int]
+    row: ModelRow, trace: TraceResult, draft_ids: list[int] | None, engine_ids: list[int] | None, trained: list[int]
 ) -> list[IdPath]:
     """Per id, when the engine reads the same ids training did and its setter maps them one
     to one (same count, no reordering by set/sort); otherwise [] (no pairing is honest).
@@ -430,7 +435,7 @@ def _unchecked_weights(draft_dir: Path) -> str:
     )
 
 
-def _hidden_size_warning(draft: dict, hidden: int | None, states: int) -> str | None:
+def _hidden_size_warning(draft: dict[str, object], hidden: int | None, states: int) -> str | None:
     """The draft's own hidden_size unlike the target's, with no target_hidden_size to say which
     width the fc takes: engines then size the fc input from the draft's hidden_size."""
     own = draft.get("hidden_size")
@@ -496,7 +501,8 @@ def _trained_for_another_target(ckpt: DraftCheckpoint | None, hidden: int | None
 
 
 def _defaults(
-    project: Project, row, conv: TrainingConvention, L: int, hidden: int | None, draft: dict | None = None,
+    project: Project, row: ModelRow, conv: TrainingConvention, L: int, hidden: int | None,
+    draft: dict[str, object] | None = None,
 ) -> tuple[str, str]:
     """(engine default, training default) for a draft config without ids."""
     drafted = _draft_layers(project, draft) if draft is not None else None
@@ -529,8 +535,8 @@ class CompatInputs:
     """Phase 1: the two configs read and checked, the target's class found, the draft's ids and
     the layout it was trained on (converted under a training convention, or given)."""
 
-    target: dict
-    draft: dict
+    target: dict[str, object]
+    draft: dict[str, object]
     info: TargetInfo
     conv: TrainingConvention
     row: ModelRow
@@ -607,7 +613,7 @@ def read_inputs(
 
 def _draft_markers(
     project: Project,
-    draft: dict,
+    draft: dict[str, object],
     keys: tuple[str, ...],
     conventions: dict[str, TrainingConvention],
     checkpoint: DraftCheckpoint | None,
@@ -631,7 +637,7 @@ def _draft_markers(
 
 
 def _refuse_non_draft(
-    project: Project, draft: dict, where: str, keys: tuple[str, ...], checkpoint: DraftCheckpoint | None
+    project: Project, draft: dict[str, object], where: str, keys: tuple[str, ...], checkpoint: DraftCheckpoint | None
 ) -> None:
     """``{}`` or a target's own config.json given as the draft: no verdict can mean anything."""
     conventions = load_conventions()
@@ -672,7 +678,8 @@ def _check_ids(conv: TrainingConvention, ids: list[int] | None, L: int, where: s
 
 
 def inputs_from(
-    project: Project, target: dict, draft: dict, target_where: str, draft_where: str, *, trained_with: str | None,
+    project: Project, target: dict[str, object], draft: dict[str, object], target_where: str, draft_where: str, *,
+    trained_with: str | None,
     engine_keys: tuple[str, ...], trained_boundaries_given: list[int] | None, checkpoint: DraftCheckpoint | None = None,
     draft_dir: Path | None = None, known_draft: bool = False, convention_from: str = "--trained-with",
 ) -> CompatInputs:
@@ -738,7 +745,8 @@ def inputs_from(
 
 
 def _assumed(
-    conv: TrainingConvention, draft: dict, trained_with: str | None, ids: list[int] | None, L: int, preferred: str = "",
+    conv: TrainingConvention, draft: dict[str, object], trained_with: str | None, ids: list[int] | None, L: int,
+    preferred: str = "",
 ) -> tuple[str, ...]:
     """What compat assumed about the draft, for ``-v``: the training convention and why, and
     the default layout taken when the draft config names no ids."""
@@ -791,7 +799,7 @@ def source_notes(chain: CaptureChain, engine_ids: list[int] | None, trained: lis
     ]
 
 
-def _ids_elsewhere(draft: dict, conv: TrainingConvention, key: str | None, ids: list[int]) -> str:
+def _ids_elsewhere(draft: dict[str, object], conv: TrainingConvention, key: str | None, ids: list[int]) -> str:
     """Why a convention's default was used although the draft names ids: they sit under
     another convention's key (``--trained-with speculators`` on a SpecForge draft)."""
     detected = detect_training(draft, load_conventions())
@@ -1050,7 +1058,7 @@ def catalogue_inputs(
         if entry.target_hidden_size:
             target["hidden_size"] = entry.target_hidden_size
         target_where = f"the catalogue's target of {entry.name} ({entry.target})"
-    draft: dict = {"architectures": list(entry.draft_architectures) or ["catalogue draft"]}
+    draft: dict[str, object] = {"architectures": list(entry.draft_architectures) or ["catalogue draft"]}
     if entry.ids is not None and entry.key:
         set_dotted(draft, entry.key, list(entry.ids))
     given = list(entry.trained_boundaries) if entry.trained_boundaries is not None else None
@@ -1068,7 +1076,7 @@ def catalogue_inputs(
     )
 
 
-def set_dotted(doc: dict, dotted: str, value: object) -> None:
+def set_dotted(doc: dict[str, object], dotted: str, value: object) -> None:
     """``doc[a][b] = value`` for ``"a.b"``, creating missing objects."""
     parts = dotted.split(".")
     current = doc

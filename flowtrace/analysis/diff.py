@@ -13,6 +13,7 @@ classes and classes with a capture path.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flowtrace.analysis.resolve import ModelRow
@@ -98,14 +99,14 @@ def row_facts(row: ModelRow) -> RowFacts:
     )
 
 
-def _relevant(rows, also: set[str]) -> dict[str, RowFacts]:
+def _relevant(rows: Iterable[ModelRow], also: set[str]) -> dict[str, RowFacts]:
     """Rows that matter for EAGLE-3 on this side, plus those that matter on the other side
     (a class present in both releases but capture-capable only in one is a change, not an
     addition)."""
     return {r.qualname: row_facts(r) for r in rows if r.registered or r.capture is not None or r.qualname in also}
 
 
-def _mattering(rows) -> set[str]:
+def _mattering(rows: Iterable[ModelRow]) -> set[str]:
     return {r.qualname for r in rows if r.registered or r.capture is not None}
 
 
@@ -154,7 +155,10 @@ def _pair_changes(a: RowFacts, b: RowFacts) -> list[Change]:
 
 
 def diff_rows(
-    old_rows, new_rows, old_classes: frozenset[str] = frozenset(), new_classes: frozenset[str] = frozenset()
+    old_rows: Iterable[ModelRow],
+    new_rows: Iterable[ModelRow],
+    old_classes: frozenset[str] = frozenset(),
+    new_classes: frozenset[str] = frozenset(),
 ) -> tuple[Change, ...]:
     """Every capture-support change from ``old_rows`` to ``new_rows`` (sorted by class).
 
@@ -199,7 +203,7 @@ def diff_rows(
     return tuple(sorted(changes, key=lambda c: (c.qualname, KINDS.index(c.kind), c.field or "")))
 
 
-def change_json(c: Change) -> dict:
+def change_json(c: Change) -> dict[str, object]:
     return {
         "class": c.cls,
         "qualname": c.qualname,
@@ -212,7 +216,7 @@ def change_json(c: Change) -> dict:
     }
 
 
-def diff_document(changes: tuple[Change, ...], old: str, new: str) -> dict:
+def diff_document(changes: tuple[Change, ...], old: str, new: str) -> dict[str, object]:
     counts = {k: sum(1 for c in changes if c.kind == k) for k in KINDS}
     return {
         "schema": SCHEMA,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -219,7 +219,7 @@ def _mutations(tree: ast.AST) -> tuple[tuple[ast.AST, str, tuple[type, ...]], ..
     return found
 
 
-def _mutation_sites(tree: ast.AST):  # noqa: ANN202
+def _mutation_sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str, tuple[type, ...]]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in PURE_METHODS:

@@ -106,7 +106,7 @@ def trace_for_method(
     layer_ids: list[int] | None,
     num_layers: int,
     hidden_size: int | None = None,
-    target_config: dict | None = None,
+    target_config: dict[str, object] | None = None,
     *,
     draft_layers: int | None = None,
 ) -> TraceResult:

@@ -176,7 +176,7 @@ class Project:
                 return r
         # Several classes may share a name or an architecture (a diffusion or encoder copy in
         # another subpackage): prefer registered classes that can capture.
-        def preference(r: ModelRow):
+        def preference(r: ModelRow) -> tuple[bool, bool, bool, str]:
             return (not r.registered, r.capture is None, r.name != name, r.qualname)
 
         by_simple = sorted((r for r in rows if r.name == name), key=preference)

@@ -23,6 +23,9 @@ from flowtrace.engines.profiles import Conventions, Profile
 if TYPE_CHECKING:  # imported by scan() once the index is built: a cold scan forks its workers sooner
     from flowtrace.analysis.resolve import ModelRow, Project
 
+if TYPE_CHECKING:
+    import networkx as nx  # built lazily (graph.py): a warm scan answered from the memo never imports it
+
 
 @dataclass(frozen=True)
 class ScanResult:
@@ -96,13 +99,13 @@ class ScanResult:
         return tuple(dict.fromkeys(k for p in self.profiles for k in p.layer_id_keys))
 
     @cached_property
-    def graph(self):
+    def graph(self) -> nx.MultiDiGraph:
         """The repo's data-flow graph (built once; rules and the report read it)."""
         from flowtrace.analysis.graph import build_graph
 
         return build_graph(self.project, self.engine_keys)
 
-    def model(self, name: str):
+    def model(self, name: str) -> ModelRow:
         row = self.project.row(name)
         if row is None:
             close = sorted(r.name for r in self.rows if name.lower() in r.name.lower())[:8]

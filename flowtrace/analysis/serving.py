@@ -24,6 +24,7 @@ on serves the union of every call).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 _MAX_DEPTH = 14
 _MAX_STATES = 64
 STARTUP, WARMUP, GRAPH_CAPTURE, WEIGHT_RELOAD = "start-up", "warm-up", "graph capture", "weight reload"
+_Arm = tuple[F.RunnerStep | F.RunnerFork, ...]  # one way through a fork, as the index stores it
+_Items = Sequence[F.RunnerStep | F.RunnerFork]  # a function's steps or one arm of a fork
+_DistinctKey = tuple[str, tuple[str, ...], tuple[tuple[str, int], ...], int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +104,11 @@ class ServingPlan:
         return any(g.before for p in self.startup for g in p.captures)
 
 
-def _rank(path: RunnerPath) -> tuple:
+def _rank(path: RunnerPath) -> tuple[int, int, list[str]]:
     return (-len(path.calls), *_badness(path))
 
 
-def _badness(path: RunnerPath) -> tuple:
+def _badness(path: RunnerPath) -> tuple[int, list[str]]:
     graph = path.graph_calls
     rank = 3 if graph is None else 0 if not graph else 1 if graph[-1].default else 2
     return rank, [str(c.step.location) for c in path.calls]
@@ -178,7 +182,7 @@ class _Runner:
         return frozenset(replace(s, returned=False) for s in out)
 
     def run(
-        self, items, states: frozenset[_State], fn: F.RunnerFunctionFact, stack: tuple[str, ...], phase: str
+        self, items: _Items, states: frozenset[_State], fn: F.RunnerFunctionFact, stack: tuple[str, ...], phase: str
     ) -> frozenset[_State]:
         for item in items:
             live = frozenset(s for s in states if not s.returned)
@@ -222,7 +226,7 @@ class _Runner:
             )
         return after
 
-    def draft_arms(self, fork: F.RunnerFork, fn: F.RunnerFunctionFact) -> list:
+    def draft_arms(self, fork: F.RunnerFork, fn: F.RunnerFunctionFact) -> list[_Arm]:
         """The arms a draft's start-up takes: an ``if`` arm calling a setter is the runner's "aux
         capture on" branch; of several classes one of which is built (a graph runner per device),
         the ones whose construction calls a setter take part in the aux capture. Else every arm."""
@@ -251,7 +255,7 @@ class _Runner:
         return sorted((fn for n in names for fn in self.by_name.get(n, [])), key=lambda f: f.qualname)
 
 
-def _flat(items) -> list[F.RunnerStep]:
+def _flat(items: _Items) -> list[F.RunnerStep]:
     out: list[F.RunnerStep] = []
     for item in items:
         if isinstance(item, F.RunnerFork):
@@ -262,7 +266,7 @@ def _flat(items) -> list[F.RunnerStep]:
     return out
 
 
-def _sets_ids(items) -> bool:
+def _sets_ids(items: _Items) -> bool:
     return any(s.kind == F.RunnerStepKind.SETTER for s in _flat(items))
 
 
@@ -283,7 +287,7 @@ def _paths(entry: F.RunnerFunctionFact, states: frozenset[_State], reload_from: 
 
 
 def _distinct(paths: list[RunnerPath]) -> tuple[RunnerPath, ...]:
-    seen: dict[tuple, RunnerPath] = {}
+    seen: dict[_DistinctKey, RunnerPath] = {}
     for p in paths:
         key = (
             p.entry,

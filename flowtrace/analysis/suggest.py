@@ -295,7 +295,7 @@ def suggest(
     return tuple(found) if found else (_blocked(search, want, singles),)
 
 
-def suggestion_json(s: Suggestion) -> dict:
+def suggestion_json(s: Suggestion) -> dict[str, object]:
     return {
         "ids": list(s.ids) if s.ids is not None else None,
         "key": s.key,
