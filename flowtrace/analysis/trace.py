@@ -131,12 +131,17 @@ class ModelNames:
 
     @classmethod
     def of(cls, conv: Conventions) -> ModelNames:
-        return cls(
-            tuple(sorted(conv.layers_attributes)),
-            tuple(sorted(conv.layer_count_attributes)),
-            tuple(sorted(conv.stage_start_attributes)),
-            tuple(sorted(conv.stage_end_attributes)),
-        )
+        """The names ``conv`` gives, built once per conventions object: every setter run and
+        default getter of a scan asks with the same one, frozen, so its names cannot change."""
+        if not _NAMES or _NAMES[0][0] is not conv:
+            names = cls(
+                tuple(sorted(conv.layers_attributes)),
+                tuple(sorted(conv.layer_count_attributes)),
+                tuple(sorted(conv.stage_start_attributes)),
+                tuple(sorted(conv.stage_end_attributes)),
+            )
+            _NAMES[:] = [(conv, names)]
+        return _NAMES[0][1]
 
     def own(self, name: str) -> str | None:
         """The kind of value ``self.<name>`` stands for: a layer count (``count``), a stage start
@@ -144,6 +149,10 @@ class ModelNames:
         if name in self.layer_counts or name in self.stage_ends:
             return "count"
         return "zero" if name in self.stage_starts else None
+
+
+# The last conventions object asked about and its names (one entry at most; see ModelNames.of).
+_NAMES: list[tuple[Conventions, ModelNames]] = []
 
 
 def _rooted(node: ast.expr) -> bool:
@@ -161,15 +170,6 @@ def _self_attribute(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
-def _delegates(tree: ast.AST) -> set[str]:
-    """``self.<a>`` objects the code calls a method of: the delegates the chain resolved."""
-    return {
-        ast.unparse(node.func.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attribute(node.func.value)
-    }
-
-
 def _attribute_kind(node: ast.Attribute, model: ModelNames) -> str | None:
     """What an attribute read stands for: the layer list of any object the code reaches, a config's
     layer count, or one of the model's own attributes the profile names."""
@@ -180,43 +180,56 @@ def _attribute_kind(node: ast.Attribute, model: ModelNames) -> str | None:
     return model.own(node.attr) if _self_attribute(node) else None
 
 
+_Site = tuple[str, str, tuple[str, str] | None]  # (ast.unparse text, kind, payload)
+
+
+def _hasattr_payload(node: ast.Call) -> tuple[str, str] | None:
+    """(owner, attribute) of ``hasattr(self, "x")`` or ``hasattr(self.m, "x")``: the classes decide those."""
+    if len(node.args) < 2:
+        return None
+    name = node.args[1]
+    if not isinstance(name, ast.Constant) or not isinstance(name.value, str):
+        return None
+    owner = ast.unparse(node.args[0])
+    return (owner, name.value) if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1) else None
+
+
+def _node_site(node: ast.AST, pp_guards: tuple[str, ...], model: ModelNames) -> _Site | None:
+    """The binding a call or attribute read of a setter needs (``x is None`` tests aside)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+        return ast.unparse(node), node.func.id, _hasattr_payload(node) if node.func.id == "hasattr" else None
+    if isinstance(node, ast.Attribute) and node.attr in pp_guards:
+        return ast.unparse(node), "guard", None
+    if isinstance(node, ast.Attribute) and (kind := _attribute_kind(node, model)) is not None:
+        return ast.unparse(node), kind, None
+    return None
+
+
 @lru_cache(maxsize=4096)
-def _source_sites(
-    source: str, pp_guards: tuple[str, ...], model: ModelNames
-) -> tuple[tuple[str, str, tuple[str, str] | None], ...]:
-    """The expressions of one setter that need a binding, parsed once per source:
-    (ast.unparse text, kind, payload)."""
+def _source_sites(source: str, pp_guards: tuple[str, ...], model: ModelNames) -> tuple[_Site, ...]:
+    """The expressions of one setter that need a binding, parsed once per source and walked once.
+
+    An ``x is ...`` test needs one only when ``x`` is a delegate (a ``self.<a>`` the code calls a
+    method of, which the chain resolved); the delegates are known at the end of the walk, so the
+    tests wait for them there, in their places."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError):
         return ()
-    delegates = _delegates(tree)
-    sites: list[tuple[str, str, tuple[str, str] | None]] = []
+    delegates: set[str] = set()
+    sites: list[_Site] = []
+    tested: list[tuple[int, str]] = []  # (position in sites, the object tested) of each `x is ...`
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-            payload: tuple[str, str] | None = None
-            if (
-                node.func.id == "hasattr"
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)
-            ):
-                owner = ast.unparse(node.args[0])
-                if owner == "self" or (owner.startswith("self.") and owner.count(".") == 1):
-                    payload = (owner, node.args[1].value)
-            sites.append((ast.unparse(node), node.func.id, payload))
-        elif isinstance(node, ast.Attribute) and node.attr in pp_guards:
-            sites.append((ast.unparse(node), "guard", None))
-        elif isinstance(node, ast.Attribute) and (kind := _attribute_kind(node, model)) is not None:
-            sites.append((ast.unparse(node), kind, None))
-        elif (
-            isinstance(node, ast.Compare)
-            and len(node.ops) == 1
-            and isinstance(node.ops[0], ast.Is)
-            and ast.unparse(node.left) in delegates
-        ):
-            sites.append((ast.unparse(node), "is-none", None))
-    return tuple(sites)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attribute(node.func.value):
+            delegates.add(ast.unparse(node.func.value))
+        site = _node_site(node, pp_guards, model)
+        if site is None and isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is):
+            tested.append((len(sites), ast.unparse(node.left)))
+            site = (ast.unparse(node), "is-none", None)
+        if site is not None:
+            sites.append(site)
+    dropped = {position for position, tested_object in tested if tested_object not in delegates}
+    return tuple(site for position, site in enumerate(sites) if position not in dropped)
 
 
 def _bindings(
