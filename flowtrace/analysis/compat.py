@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowtrace.model import facts as F
 from flowtrace.analysis.boundaries import offset
@@ -33,6 +34,9 @@ from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
 # Re-exported: the error compat raises and the reader of its inputs are part of its interface.
 from flowtrace.sources.configs import ConfigError as ConfigError, lookup, read_config as read_config
+
+if TYPE_CHECKING:
+    from flowtrace.analysis.serving_phase import PhaseTrace
 
 @dataclass(frozen=True, slots=True)
 class TargetInfo:
@@ -185,7 +189,7 @@ class Difference:
     hidden: int | None = None  # the target's hidden size
     beyond: tuple[tuple[int, int], ...] = ()  # FIT: (draft id, trained boundary) past the last layer
     layers: int | None = None  # FIT: the target's L
-    phase: object | None = None  # PHASE: the phase's trace (flowtrace.analysis.serving_phase.PhaseTrace)
+    phase: PhaseTrace | None = None  # PHASE: the phase's trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -974,9 +978,9 @@ def suggestions(
     )
     phase = next((d.phase for d in judgement.differences if d.kind == DifferenceKind.PHASE), None)
     if no_fix is None and phase is not None:
-        at = f" (at {phase.at})" if phase.at else ""  # type: ignore[attr-defined]
+        at = f" (at {phase.at})" if phase.at else ""
         no_fix = (
-            f"no ids can: the runner holds other ids than the draft's in {phase.words}{at} whatever the draft says; "  # type: ignore[attr-defined]
+            f"no ids can: the runner holds other ids than the draft's in {phase.words}{at} whatever the draft says; "
             "the runner's code needs the change (`flowtrace fix` offers it where it can: FT026)"
         )
     own = next((d for d in judgement.differences if d.kind == DifferenceKind.DRAFT_CLASS), None)
@@ -997,11 +1001,10 @@ def _as_draft_ids(project: Project, found: Suggestion) -> Suggestion:
     receive, and a method whose runner adds ``id_offset`` first needs that much less in the draft
     (vLLM adds 1 to a DFlash draft's ids, so setter ids [2, 9] are draft ids [1, 8])."""
     method = project.conv.method
-    shift = method.id_offset if method is not None and not method.default else 0
-    if not shift or found.ids is None or found.config != "draft config":
+    if method is None or method.default or not method.id_offset or found.ids is None or found.config != "draft config":
         return found
+    shift, title = method.id_offset, method.title
     ids = tuple(i - shift for i in found.ids)
-    title = method.title  # type: ignore[union-attr]
     why = f"the runner adds {shift} to the draft's {title} ids, so {list(ids)} reach the setter as {list(found.ids)}"
     why = f"{why}; {found.why}"
     return dataclasses.replace(found, ids=ids, why=why)

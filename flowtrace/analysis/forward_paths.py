@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowtrace.analysis.last_memo import LastMemo
 from flowtrace.model import facts as F
 from flowtrace.model.links import CaptureChain, ForwardPathLink
 
@@ -81,18 +82,21 @@ def _on_while_capturing(project: ClassLookup, chain: CaptureChain, site: F.Captu
     return on
 
 
-_RUNS: list[object] = [None, {}]
+_LayerRuns = dict[tuple[str, str], list[F.LayerRunFact]]
+_RUNS: LastMemo[ClassLookup, _LayerRuns] = LastMemo()
 
 
-def _runs(project: ClassLookup) -> dict[tuple[str, str], list[F.LayerRunFact]]:
+def _runs(project: ClassLookup) -> _LayerRuns:
     """The project's layer-running calls by (class, method), read once per project."""
-    if _RUNS[0] is not project:
-        found: dict[tuple[str, str], list[F.LayerRunFact]] = {}
-        for ff in project.files:
-            for run in ff.layer_runs:
-                found.setdefault((run.class_qualname, run.function), []).append(run)
-        _RUNS[:] = [project, found]
-    return _RUNS[1]  # type: ignore[return-value]
+    return _RUNS.get(project, _read_runs)
+
+
+def _read_runs(project: ClassLookup) -> _LayerRuns:
+    found: _LayerRuns = {}
+    for ff in project.files:
+        for run in ff.layer_runs:
+            found.setdefault((run.class_qualname, run.function), []).append(run)
+    return found
 
 
 __all__ = ["forward_paths"]

@@ -130,10 +130,10 @@ def _names_bound_by(stmt: ast.stmt) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, ast.alias):
             bound.add((node.asname or node.name).split(".")[0])
-        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
-            bound.add(node.name)  # type: ignore[attr-defined]
-        elif type(node).__name__ == "MatchMapping" and getattr(node, "rest", None):
-            bound.add(node.rest)  # type: ignore[attr-defined]
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
     return bound
 
 
@@ -172,10 +172,10 @@ def _function_locals_uncached(function: ast.FunctionDef | ast.AsyncFunctionDef) 
             bound.add(node.name)
         elif isinstance(node, ast.alias):
             bound.add((node.asname or node.name).split(".")[0])
-        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
-            bound.add(node.name)  # type: ignore[attr-defined]
-        elif type(node).__name__ == "MatchMapping" and getattr(node, "rest", None):
-            bound.add(node.rest)  # type: ignore[attr-defined]
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)):
             # Only walrus targets escape these scopes.
             stack.extend(n for n in ast.walk(node) if isinstance(n, ast.NamedExpr))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from flowtrace.analysis.forward_paths import forward_paths
+from flowtrace.analysis.last_memo import LastMemo
 from flowtrace.model import facts as F
 from flowtrace.model.links import CaptureChain, PhaseLink, ServingLink, SetterCall
 
@@ -322,14 +323,12 @@ def build_plan(project: ClassLookup) -> ServingPlan:
     return ServingPlan(found, _distinct(reload), replayed[0] if len(replayed) == 1 else "decode and verify batches")
 
 
-_PLANS: list[object] = [None, None]
+_PLANS: LastMemo[ClassLookup, ServingPlan] = LastMemo()
 
 
 def serving_plan(project: ClassLookup) -> ServingPlan:
     """:func:`build_plan`, once per project (the rules, trace and compat ask for the same)."""
-    if _PLANS[0] is not project:
-        _PLANS[:] = [project, build_plan(project)]
-    return _PLANS[1]  # type: ignore[return-value]
+    return _PLANS.get(project, build_plan)
 
 
 # -- one row: which calls each phase serves -----------------------------------------------------

@@ -24,6 +24,7 @@ from flowtrace.model import facts as F
 from flowtrace.analysis.attribute_flow import nothing_recorded
 from flowtrace.analysis.boundaries import Drop, DropReason, Raise, RaiseKind, Slot, delta_slots, layout, offset
 from flowtrace.analysis.function_interpreter import FunctionRun, run_function
+from flowtrace.analysis.last_memo import LastMemo
 from flowtrace.model.safe_eval import CannotEvaluate, LayerStack, evaluate
 from flowtrace.analysis.resolve import ModelRow, Project
 from flowtrace.analysis.runner_calls import runner_verdicts
@@ -133,15 +134,7 @@ class ModelNames:
     def of(cls, conv: Conventions) -> ModelNames:
         """The names ``conv`` gives, built once per conventions object: every setter run and
         default getter of a scan asks with the same one, frozen, so its names cannot change."""
-        if not _NAMES or _NAMES[0][0] is not conv:
-            names = cls(
-                tuple(sorted(conv.layers_attributes)),
-                tuple(sorted(conv.layer_count_attributes)),
-                tuple(sorted(conv.stage_start_attributes)),
-                tuple(sorted(conv.stage_end_attributes)),
-            )
-            _NAMES[:] = [(conv, names)]
-        return _NAMES[0][1]
+        return _NAMES.get(conv, _model_names)
 
     def own(self, name: str) -> str | None:
         """The kind of value ``self.<name>`` stands for: a layer count (``count``), a stage start
@@ -151,8 +144,16 @@ class ModelNames:
         return "zero" if name in self.stage_starts else None
 
 
-# The last conventions object asked about and its names (one entry at most; see ModelNames.of).
-_NAMES: list[tuple[Conventions, ModelNames]] = []
+def _model_names(conv: Conventions) -> ModelNames:
+    return ModelNames(
+        tuple(sorted(conv.layers_attributes)),
+        tuple(sorted(conv.layer_count_attributes)),
+        tuple(sorted(conv.stage_start_attributes)),
+        tuple(sorted(conv.stage_end_attributes)),
+    )
+
+
+_NAMES: LastMemo[Conventions, ModelNames] = LastMemo()  # the last conventions object's names
 
 
 def _rooted(node: ast.expr) -> bool:
@@ -1217,6 +1218,10 @@ def trace_row(
     return _memo(project, row, (True, layer_ids, num_layers, hidden_size), target_config, _all_phases)
 
 
+# How a row is traced (links 1-7, or all phases): what _memo runs once per arguments.
+_Run = Callable[[Project, ModelRow, list[int] | None, int, int | None, dict[str, object] | None], TraceResult]
+
+
 def _links(project: Project, row: ModelRow, layer_ids: list[int] | None, num_layers: int, hidden_size: int | None,
            target_config: dict[str, object] | None) -> TraceResult:
     """Links 1-7 (the tracer's phases up to the concat)."""
@@ -1246,15 +1251,13 @@ def _memo(
     row: ModelRow,
     args: tuple[bool, list[int] | None, int, int | None],
     target_config: dict[str, object] | None,
-    run: Callable[..., TraceResult],
+    run: _Run,
 ) -> TraceResult:
     """``run`` once per project, row and arguments (not memoised with a target config)."""
     serving, layer_ids, num_layers, hidden_size = args
     if target_config is not None:
         return run(project, row, layer_ids, num_layers, hidden_size, target_config)
-    if _TRACES[0] is not project:
-        _TRACES[:] = [project, {}]
-    memo: dict[tuple[object, ...], tuple[ModelRow, TraceResult]] = _TRACES[1]  # type: ignore[assignment]
+    memo = _TRACES.get(project, _no_traces)
     key = (serving, id(row), tuple(layer_ids) if layer_ids is not None else None, num_layers, hidden_size)
     found = memo.get(key)
     if found is None or found[0] is not row:
@@ -1263,9 +1266,14 @@ def _memo(
     return found[1]
 
 
-# The last project's traces: [project, {(serving, id(row), ids, L, hidden): (row, result)}] (the
-# row is kept so that its id stays its own).
-_TRACES: list[object] = [None, {}]
+# The last project's traces: {(serving, id(row), ids, L, hidden): (row, result)} (the row is kept
+# so that its id stays its own).
+_TraceMemo = dict[tuple[object, ...], tuple[ModelRow, TraceResult]]
+_TRACES: LastMemo[Project, _TraceMemo] = LastMemo()
+
+
+def _no_traces(project: Project) -> _TraceMemo:
+    return {}
 
 
 def parse_ids(text: str) -> list[int] | None:
