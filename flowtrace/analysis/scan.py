@@ -20,11 +20,10 @@ from flowtrace.engines.drafts import DraftCatalogue, load_catalogue, shipped_cat
 from flowtrace.engines.methods import SpecMethod
 from flowtrace.engines.profiles import Conventions, Profile
 
-if TYPE_CHECKING:  # imported by scan() once the index is built: a cold scan forks its workers sooner
-    from flowtrace.analysis.resolve import ModelRow, Project
-
 if TYPE_CHECKING:
     import networkx as nx  # built lazily (graph.py): a warm scan answered from the memo never imports it
+
+    from flowtrace.analysis.resolve import ModelRow, Project  # imported by scan() after the index: workers start sooner
 
 
 @dataclass(frozen=True)
