@@ -17,9 +17,11 @@ The analysis (:mod:`flowtrace.analysis.resolve`) combines them with the setter c
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from typing import Callable, Iterable
 
+from flowtrace.index.syntax import all_statements
 from flowtrace.model import facts as F
 
 UNPACK, PASS, DROP, CONSUME = (
@@ -279,13 +281,39 @@ def _output_uses(path: str, qualname: str, function: str, fn: _Fn, offset: int) 
     return walker.out
 
 
-def _bindings(fn: _Fn) -> dict[str, set[str]]:
+# What can bind a name inside an expression: a comprehension's ``for`` (``[x for x in y]``,
+# ``[1for x in y]``: no word boundary before it) or a walrus. A method whose text holds
+# neither binds names in statements only (a docstring's "for" only costs the full walk).
+_EXPRESSION_BINDING = re.compile(r"for(?![A-Za-z0-9_])|:=")
+
+
+def binds_in_expressions(fn: _Fn, text: str | None) -> bool:
+    """Whether ``fn`` may bind a name inside an expression, read from its source ``text``
+    (None: unknown). Its decorators stand above the text: a decorated method may."""
+    return text is None or bool(fn.decorator_list) or _EXPRESSION_BINDING.search(text) is not None
+
+
+def _binding_nodes(fn: _Fn, expressions: bool) -> Iterable[ast.AST]:
+    """The nodes :func:`_bindings` reads: every node, or (``expressions`` False: no name is
+    bound in an expression) the statements and ``with`` items only, a fraction of them."""
+    if expressions:
+        return nodes(fn)
+    out: list[ast.AST] = []
+    for stmt in all_statements(fn.body):
+        out.append(stmt)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out += stmt.items
+    return out
+
+
+def _bindings(fn: _Fn, expressions: bool = True) -> dict[str, set[str]]:
     """Name -> how it is bound: "element" (one target of an unpacking, a parameter, an
-    augmented assignment), "tuple:<n>" (a tuple display), "other"."""
+    augmented assignment), "tuple:<n>" (a tuple display), "other". The kinds are sets and
+    only looked up, so the walk's order is free (see :func:`_binding_nodes`)."""
     out: dict[str, set[str]] = {}
     for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs):
         out.setdefault(a.arg, set()).add("element")
-    for node in nodes(fn):
+    for node in _binding_nodes(fn, expressions):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -317,8 +345,11 @@ def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[F.ReturnShap
     return OTHER, 0
 
 
-def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.ReturnShapeFact]:
-    """The shape of every value a forward returns (nested functions excluded)."""
+def _return_shapes(
+    path: str, qualname: str, function: str, fn: _Fn, offset: int, expressions: bool
+) -> list[F.ReturnShapeFact]:
+    """The shape of every value a forward returns (nested functions excluded). ``expressions``:
+    whether names may be bound inside its expressions (:func:`binds_in_expressions`)."""
     bindings: dict[str, set[str]] | None = None  # read only for a returned name: built on the first
     out = []
     stack: list[ast.AST] = list(fn.body)
@@ -329,7 +360,7 @@ def _return_shapes(path: str, qualname: str, function: str, fn: _Fn, offset: int
         stack.extend(_blocks(node))  # a return is a statement: no expression holds one
         if isinstance(node, ast.Return) and node.value is not None:
             if bindings is None and isinstance(node.value, ast.Name):
-                bindings = _bindings(fn)
+                bindings = _bindings(fn, expressions)
             shape, arity = _shape(node.value, bindings or {})
             text = " ".join(ast.unparse(node).split())[:160]
             out.append(
@@ -366,10 +397,17 @@ def _assigns(fn: _Fn, names: set[str]) -> set[str]:
 
 
 def class_facts(
-    path: str, qualname: str, methods: Iterable[str], load: Loader, mentions: Callable[[str, str], bool]
+    path: str,
+    qualname: str,
+    methods: Iterable[str],
+    load: Loader,
+    mentions: Callable[[str, str], bool],
+    text: Callable[[str], str | None] = lambda method: None,
 ) -> ReturnFacts:
     """(output uses, return shapes, flag defaults) of one class. ``load`` parses a method on
-    demand; ``mentions(method, word)`` is a cheap gate before parsing one for flag writes."""
+    demand; ``mentions(method, word)`` is a cheap gate before parsing one for flag writes;
+    ``text(method)``, its source when known, spares the forward's expressions a walk for
+    names bound there when it shows none can be (:func:`binds_in_expressions`)."""
     name = qualname.rsplit(".", 1)[-1]
     uses: list[F.OutputUseFact] = []
     shapes: list[F.ReturnShapeFact] = []
@@ -378,7 +416,8 @@ def class_facts(
     forward = load("forward") if "forward" in methods else None
     if forward is not None:
         uses = _output_uses(path, qualname, f"{name}.forward", *forward)
-        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward)
+        expressions = binds_in_expressions(forward[0], text("forward"))
+        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward, expressions)
     init = load("__init__") if "__init__" in methods else None
     found = _bool_flags(*init) if init is not None else {}
     if found:
@@ -416,7 +455,12 @@ def module_facts(
         def mentions(method: str, word: str, methods: dict[str, _Fn] = methods) -> bool:
             return text_of is None or word in text_of(methods[method])
 
-        found_uses, found_shapes, found_flags = class_facts(path, f"{modname}.{node.name}", methods, load, mentions)
+        def text(method: str, methods: dict[str, _Fn] = methods) -> str | None:
+            return text_of(methods[method]) if text_of is not None else None
+
+        found_uses, found_shapes, found_flags = class_facts(
+            path, f"{modname}.{node.name}", methods, load, mentions, text
+        )
         uses.extend(found_uses)
         shapes.extend(found_shapes)
         flags.extend(found_flags)
