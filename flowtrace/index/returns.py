@@ -181,11 +181,22 @@ def _drops(value: ast.expr, name: str) -> bool:
     return False
 
 
+def _text(node: ast.stmt, texts: dict[ast.stmt, str]) -> str:
+    """A statement as the facts quote it (its unparsed source on one line, 160 characters at
+    most), unparsed once: ``return self.model(x)`` is both an output use of a forward and one
+    of its return shapes, and one statement can be the use of several inner models."""
+    text = texts.get(node)
+    if text is None:
+        text = texts[node] = " ".join(ast.unparse(node).split())[:160]
+    return text
+
+
 class _Uses:
     """Walks a forward's statements in order, following the names bound to inner calls."""
 
-    def __init__(self, qualname: str, function: str, path: str, offset: int) -> None:
+    def __init__(self, qualname: str, function: str, path: str, offset: int, texts: dict[ast.stmt, str]) -> None:
         self.qualname, self.function, self.path, self.offset = qualname, function, path, offset
+        self.texts = texts  # statement -> its quoted text, shared with the return shapes
         self.bound: dict[str, str] = {}  # local name -> the self.<attr> whose output it holds
         self.out: list[F.OutputUseFact] = []
         # Outputs that reach the forward another way (see _routed_call): local name -> (attribute,
@@ -197,7 +208,7 @@ class _Uses:
         self, attribute: str, kind: F.OutputUseKind, arity: int, flag: _Flag, node: ast.stmt, via: str | None = None
     ) -> None:
         where = F.Location(self.path, node.lineno + self.offset)
-        text = " ".join(ast.unparse(node).split())[:160]
+        text = _text(node, self.texts)
         self.out.append(F.OutputUseFact(self.qualname, self.function, attribute, kind, arity,
                                         flag[0] if flag else None, flag[1] if flag else None, where, text, via))
 
@@ -274,9 +285,11 @@ ReturnFacts = tuple[list[F.OutputUseFact], list[F.ReturnShapeFact], list[F.FlagD
 ModuleReturnFacts = tuple[tuple[F.OutputUseFact, ...], tuple[F.ReturnShapeFact, ...], tuple[F.FlagDefaultFact, ...]]
 
 
-def _output_uses(path: str, qualname: str, function: str, fn: _Fn, offset: int) -> list[F.OutputUseFact]:
+def _output_uses(
+    path: str, qualname: str, function: str, fn: _Fn, offset: int, texts: dict[ast.stmt, str]
+) -> list[F.OutputUseFact]:
     """How one forward handles its inner model's output, in statement order."""
-    walker = _Uses(qualname, function, path, offset)
+    walker = _Uses(qualname, function, path, offset, texts)
     walker.block(fn.body, None)
     return walker.out
 
@@ -346,7 +359,7 @@ def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[F.ReturnShap
 
 
 def _return_shapes(
-    path: str, qualname: str, function: str, fn: _Fn, offset: int, expressions: bool
+    path: str, qualname: str, function: str, fn: _Fn, offset: int, texts: dict[ast.stmt, str], expressions: bool
 ) -> list[F.ReturnShapeFact]:
     """The shape of every value a forward returns (nested functions excluded). ``expressions``:
     whether names may be bound inside its expressions (:func:`binds_in_expressions`)."""
@@ -362,7 +375,7 @@ def _return_shapes(
             if bindings is None and isinstance(node.value, ast.Name):
                 bindings = _bindings(fn, expressions)
             shape, arity = _shape(node.value, bindings or {})
-            text = " ".join(ast.unparse(node).split())[:160]
+            text = _text(node, texts)
             out.append(
                 F.ReturnShapeFact(qualname, function, F.Location(path, node.lineno + offset), shape, arity, text)
             )
@@ -415,9 +428,10 @@ def class_facts(
     methods = tuple(methods)
     forward = load("forward") if "forward" in methods else None
     if forward is not None:
-        uses = _output_uses(path, qualname, f"{name}.forward", *forward)
+        texts: dict[ast.stmt, str] = {}
+        uses = _output_uses(path, qualname, f"{name}.forward", *forward, texts)
         expressions = binds_in_expressions(forward[0], text("forward"))
-        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward, expressions)
+        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward, texts, expressions)
     init = load("__init__") if "__init__" in methods else None
     found = _bool_flags(*init) if init is not None else {}
     if found:
