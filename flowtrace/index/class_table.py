@@ -126,6 +126,12 @@ def _is_class_name(name: str | None) -> bool:
     return bool(name) and name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
 
 
+def _is_self_attribute(node: ast.expr) -> bool:
+    """``self.<name>``: what ``dotted`` spells ``self.<name>`` with one dot, read without
+    spelling it (every assignment target of an ``__init__`` is asked)."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 class ClassReader:
     """A class's facts, read from its node through the module's names (``ctx``)."""
 
@@ -228,12 +234,11 @@ class ClassReader:
         ctx, seen = self.ctx, set()
 
         def assigned(node: ast.Assign | ast.AnnAssign, target: ast.expr, value: ast.expr) -> None:
-            name = dotted(target)
-            if name and name.startswith("self.") and name.count(".") == 1:
+            if _is_self_attribute(target):  # self.<name> = ...
                 callee = self.constructed_class(info, value) or dynamic_build(value)
                 if callee:
                     out.append(
-                        F.AttributeAssignment(name[5:], callee, ctx.line(node), self.assignment_via(info, value))
+                        F.AttributeAssignment(target.attr, callee, ctx.line(node), self.assignment_via(info, value))  # type: ignore[attr-defined]
                     )
 
         def mention(name: str, node: ast.AST) -> None:
