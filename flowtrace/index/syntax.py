@@ -279,7 +279,9 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
 _DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of ``kind`` that can hold child nodes, in :func:`child_nodes`' order (read
+    once per class), for walks that read them without a call and a list per node."""
     names = _CHILD_FIELDS.get(kind)
     if names is None:
         names = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)  # type: ignore[attr-defined]
@@ -312,7 +314,7 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     out = []
     node_type, lst = ast.AST, list
     fields = _CHILD_FIELDS.get(kind)
-    for name in fields if fields is not None else _child_fields(kind):
+    for name in fields if fields is not None else child_fields(kind):
         value = getattr(node, name, None)
         if value.__class__ is lst:
             out.extend([item for item in value if isinstance(item, node_type)])
@@ -348,7 +350,7 @@ def visit_each(node: NodeOrBlock, handlers: dict[type, Callable[[Any], None]]) -
     and a ``Dict`` still take, for their source order): most nodes of a walk are leaves
     (names, constants) or hold one child, and a call plus a list per node was most of the
     cost of the per-``__init__`` walks of the class table."""
-    get, fields_of, special = handlers.get, _REVERSED_FIELDS.get, _SOURCE_ORDERED
+    get, fields_of, special = handlers.get, _REVERSED_FIELDS.get, SOURCE_ORDERED
     stack: list[ast.AST] = list(reversed(node)) if isinstance(node, list) else [node]
     pop, push, extend, node_type, lst = stack.pop, stack.append, stack.extend, ast.AST, list
     while stack:
@@ -376,13 +378,14 @@ def visit_each(node: NodeOrBlock, handlers: dict[type, Callable[[Any], None]]) -
 
 
 # Per node class, :func:`child_nodes`' fields last first (for :func:`visit_each`'s stack);
-# the classes whose children child_nodes puts in source order across fields.
+# the classes whose children child_nodes puts in source order across fields (a walk reading
+# child_fields itself takes child_nodes for these).
 _REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}
-_SOURCE_ORDERED = frozenset({ast.Call, ast.Dict})
+SOURCE_ORDERED = frozenset({ast.Call, ast.Dict})
 
 
 def _reversed_fields(kind: type) -> tuple[str, ...]:
-    fields = _REVERSED_FIELDS[kind] = tuple(reversed(_child_fields(kind)))
+    fields = _REVERSED_FIELDS[kind] = tuple(reversed(child_fields(kind)))
     return fields
 
 
@@ -580,9 +583,11 @@ __all__ = [
     "Param",
     "SourceText",
     "Position",
+    "SOURCE_ORDERED",
     "all_statements",
     "arguments",
     "canonical",
+    "child_fields",
     "child_nodes",
     "clip",
     "decode",
