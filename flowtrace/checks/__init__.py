@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Iterator
 
 _RULE_MODULE = re.compile(r"ft(\d{3})_[a-z0-9_]+")
 
@@ -32,5 +33,13 @@ def module_codes() -> tuple[str, ...]:
 
 def load_rule_modules() -> None:
     """Import every module of the package; each rule class registers itself on definition."""
+    for _ in rule_module_loads():
+        pass
+
+
+def rule_module_loads() -> Iterator[str]:
+    """:func:`load_rule_modules` a module at a time (each name once it is imported): a cold
+    scan's index runs it between hand-overs of files to its workers."""
     for name in module_names():
         importlib.import_module(name)
+        yield name

@@ -41,7 +41,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from flowtrace.model import facts as F
 from flowtrace.index.cache import (
@@ -75,20 +75,25 @@ class IndexOptions:
     progress: bool | None = None  # None: when stderr is a terminal
     method: str | None = None  # the speculative method ([methods.<name>]); None: the profiles' default
     # The caller's own work for this process while the workers parse many files (a warm-up of
-    # the stages after the index, such as their imports): run once, when this process has
-    # nothing left to do but wait. It must not change a fact; the index never reads what it does.
-    meanwhile: Callable[[], object] | None = field(default=None, compare=False)
+    # the stages after the index, such as their imports), as steps (an iterable: each item is
+    # one step done): started once, when this process has nothing left to do but wait, with new
+    # work handed to the workers between steps, since a worker that finishes its file during a
+    # long step would wait for it. It must not change a fact; the index never reads what it does.
+    meanwhile: Callable[[], Iterable[object]] | None = field(default=None, compare=False)
 
 
 FULL, TABLE, PACKAGE = "full", "table", "package"  # PACKAGE: a package __init__'s imports only
+
+_DONE = object()  # what next() gives for a meanwhile with no step left
 
 # At most this many files to read (changed since the last scan): the parent does not import
 # the parser before forking (see ``_Parser.warm_parent``).
 _FEW_TO_PARSE = 32
 
-# Files classified between two hand-overs to the pool: small enough that the workers start on
-# the first big files at once, large enough that polling the pool costs nothing.
-_BATCH = 16
+# Files (count, bytes) classified between two hand-overs to the pool, whichever comes first:
+# few enough that a worker done with its file soon gets the next (the big files come first, a
+# hundred milliseconds of reading 16 of them), enough that polling the pool costs nothing.
+_BATCH = (16, 256 * 1024)
 
 # How a task's size counts when ordering the queue (largest first): a class-table file costs
 # about a fifth of what the full analysis costs per byte.
@@ -572,17 +577,34 @@ class _IndexRun:
         digest = content_hash(data) if self.cache is not None else ""  # content keys the cache only
         self.classify(src, FileState(src.size, src.mtime_ns, src.ctime_ns, digest, verdict, watched), names)
 
+    def classify_unknown(self, unknown: list[SourceFile]) -> None:
+        """Read and classify ``unknown``, handing what they select to the pool every few files
+        (:data:`_BATCH`): a worker that finishes its file waits for the next hand-over."""
+        files = size = 0
+        for src in unknown:
+            self.classify_read(src)
+            files, size = files + 1, size + src.size
+            if files == _BATCH[0] or size >= _BATCH[1]:
+                self.dispatch()
+                self.drain()
+                files = size = 0
+
     def close_fixpoint(self) -> None:
         """Parse until the fixpoint closes: pool results, or local work when no pool runs.
-        The caller's ``meanwhile`` runs the first time this process waits on a pool that many
-        files keep busy (a few are parsed before it would be done)."""
+        The caller's ``meanwhile`` starts the first time this process waits on a pool that many
+        files keep busy (a few are parsed before it would be done), a step at a time, the workers
+        handed new files between steps; what is left of it when the pool is done is left."""
         meanwhile = self.options.meanwhile if self.parser.warm_parent else None
+        steps: Iterator[object] | None = None
         while True:
             self.dispatch()
             if self.parser.busy:
                 if meanwhile is not None:  # every file is classified: the pool's turn, and the caller's
-                    meanwhile()
-                    meanwhile = None
+                    steps, meanwhile = iter(meanwhile()), None
+                if steps is not None and next(steps, _DONE) is not _DONE:
+                    self.drain()  # what finished during the step, so that dispatch refills the pool
+                    continue
+                steps = None
                 self.drain(block=True)
                 continue
             outcome = self.parser.next_local()
@@ -606,11 +628,7 @@ class _IndexRun:
             if not self.reuse_selection(known):
                 self.parser.warm_parent = len(unknown) > _FEW_TO_PARSE
                 unknown.sort(key=_largest_first)
-                for start in range(0, len(unknown), _BATCH):
-                    for src in unknown[start : start + _BATCH]:
-                        self.classify_read(src)
-                    self.dispatch()
-                    self.drain()
+                self.classify_unknown(unknown)
                 self.classify_known(known)
             self.close_fixpoint()
             completed = True

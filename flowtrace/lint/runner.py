@@ -24,7 +24,7 @@ import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
@@ -335,15 +335,17 @@ def _plan(path: str | Path, opts: CheckOptions) -> _Plan:
     return _Plan(cfg, codes, layers, entries, PerFileIgnores(entries), level, accepted)
 
 
-def _after_index() -> None:
+def _after_index() -> Iterator[object]:
     """Import what the stages after the index need (the graph's networkx; the rules, and with
-    them the resolver and the analyses they read): handed to a cold scan's index, which runs it
-    while its workers parse, instead of before the first of them starts or after the last ends."""
+    them the resolver and the analyses they read), a module at a time: handed to a cold scan's
+    index, which runs it while its workers parse, instead of before the first of them starts or
+    after the last ends."""
     from flowtrace.analysis import graph
-    from flowtrace.checks import load_rule_modules
+    from flowtrace.checks import rule_module_loads
 
+    yield from rule_module_loads()
     graph.prepare()
-    load_rule_modules()
+    yield "networkx"
 
 
 def _scan(path: str | Path, opts: CheckOptions, cfg: Config) -> tuple[ScanResult, IndexOptions]:
