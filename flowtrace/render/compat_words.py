@@ -68,10 +68,10 @@ def difference_text(d: Difference, result: CompatResult) -> str:
             f"fit: this draft does not fit this target (L = {d.layers}): {named} lies past the last layer's output"
             f" b={d.layers}"
         )
-    if d.kind == DifferenceKind.PHASE:
+    if d.kind == DifferenceKind.PHASE and d.phase is not None:  # a phase difference always carries its phase
         from flowtrace.analysis.serving_phase import phase_words
 
-        return f"serving: {phase_words(d.phase, result.num_layers)}{f'  [{d.at}]' if d.at else ''}"  # type: ignore[arg-type]
+        return f"serving: {phase_words(d.phase, result.num_layers)}{f'  [{d.at}]' if d.at else ''}"
     if d.kind == DifferenceKind.DRAFT_CLASS:
         return (
             f"draft class: the engine loads this draft with {d.reason}, whose fc takes {d.expected} states "
