@@ -95,7 +95,8 @@ def compat(
 
     ``trained_boundaries`` (a list or "0,3,31") states the training layout directly and wins
     over ``trained_with``."""
-    from flowtrace.analysis.compat import ConfigError, compat as run_compat, parse_boundaries
+    from flowtrace.analysis.compat import compat as run_compat, parse_boundaries
+    from flowtrace.sources.configs import ConfigError
 
     try:
         given = parse_boundaries(trained_boundaries) if isinstance(trained_boundaries, str) else trained_boundaries
@@ -116,7 +117,8 @@ def compat_draft(result: ScanResult, name: str, target_config: str | Path | None
     served by this tree: its ids, convention and target come from the entry."""
     import difflib
 
-    from flowtrace.analysis.compat import ConfigError, catalogue_inputs, verdict
+    from flowtrace.analysis.compat import catalogue_inputs, verdict
+    from flowtrace.sources.configs import ConfigError
 
     entry = result.drafts.find(name)
     if entry is None:

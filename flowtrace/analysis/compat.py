@@ -32,8 +32,7 @@ from flowtrace.analysis.suggest import Suggestion, decided, deciding_setter, out
 from flowtrace.analysis.method_ids import trace_for_method
 from flowtrace.analysis.trace import TraceResult
 from flowtrace.sources.checkpoint import DraftCheckpoint, read_draft_checkpoint
-# Re-exported: the error compat raises and the reader of its inputs are part of its interface.
-from flowtrace.sources.configs import ConfigError as ConfigError, lookup, read_config as read_config
+from flowtrace.sources.configs import ConfigError, lookup, read_config
 
 if TYPE_CHECKING:
     from flowtrace.analysis.serving_phase import PhaseTrace

@@ -271,7 +271,7 @@ def compat_fix(
     from flowtrace.fix.draft_config import fix_draft_config
     from flowtrace.fix.model import FixReport, Proposal, Verified
 
-    from flowtrace.analysis.compat import ConfigError
+    from flowtrace.sources.configs import ConfigError
     from flowtrace.errors import UsageError
 
     try:

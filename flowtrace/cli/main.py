@@ -376,7 +376,8 @@ def trace(
             param_hint="-L/--num-layers",
         )
     if target_config:
-        from flowtrace.analysis.compat import ConfigError, read_config, target_info
+        from flowtrace.analysis.compat import target_info
+        from flowtrace.sources.configs import ConfigError, read_config
 
         try:
             target_doc = read_config(target_config, "target")
