@@ -18,6 +18,7 @@ import dataclasses
 import gc
 import re
 from collections.abc import Callable
+from typing import TypeGuard
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
@@ -126,7 +127,7 @@ def _is_class_name(name: str | None) -> bool:
     return bool(name) and name.split(".")[-1][:1].isupper()  # type: ignore[union-attr]
 
 
-def _is_self_attribute(node: ast.expr) -> bool:
+def _is_self_attribute(node: ast.expr) -> TypeGuard[ast.Attribute]:
     """``self.<name>``: what ``dotted`` spells ``self.<name>`` with one dot, read without
     spelling it (every assignment target of an ``__init__`` is asked)."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
@@ -238,7 +239,7 @@ class ClassReader:
                 callee = self.constructed_class(info, value) or dynamic_build(value)
                 if callee:
                     out.append(
-                        F.AttributeAssignment(target.attr, callee, ctx.line(node), self.assignment_via(info, value))  # type: ignore[attr-defined]
+                        F.AttributeAssignment(target.attr, callee, ctx.line(node), self.assignment_via(info, value))
                     )
 
         def mention(name: str, node: ast.AST) -> None:

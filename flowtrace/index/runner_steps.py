@@ -59,10 +59,7 @@ def _functions(tree: ast.Module, module: str) -> Iterator[tuple[str, str | None,
                     yield f"{cls}.{item.name}", cls, item
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-_SCOPE_KINDS = frozenset(_SCOPES)
+_SCOPE_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})  # nested scopes: not walked
 
 
 def _calls_in(node: ast.AST) -> list[ast.Call]:
