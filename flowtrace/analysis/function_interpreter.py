@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from flowtrace.model.safe_eval import (
@@ -23,6 +23,7 @@ from flowtrace.model.safe_eval import (
     UNBOUND,
     CannotEvaluate,
     Evaluator,
+    NodeTexts,
     WouldRaise,
     check_value,
     internal_value,
@@ -152,6 +153,29 @@ def _function_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozen
 _LOCALS: dict[int, tuple[ast.AST, frozenset[str]]] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What every run of one parsed function (see :func:`_parse_function`) may share: the
+    evaluator's node texts, and the ``x = x <op> y`` node each ``x <op>= y`` is evaluated as
+    (one node per statement, so that its texts are read once and nothing grows per run)."""
+
+    texts: NodeTexts = field(default_factory=NodeTexts)
+    augmented: dict[ast.AugAssign, ast.BinOp] = field(default_factory=dict)
+
+
+def _shared(function: _Function) -> _Shared:
+    found = _SHARED.get(id(function))
+    if found is None or found[0] is not function:
+        found = (function, _Shared())
+        if len(_SHARED) >= _PARSED_MAX:
+            _SHARED.clear()
+        _SHARED[id(function)] = found
+    return found[1]
+
+
+_SHARED: dict[int, tuple[ast.AST, _Shared]] = {}
+
+
 def _function_locals_uncached(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     bound: set[str] = set()
     declared: set[str] = set()
@@ -244,7 +268,8 @@ class _Interpreter:
 
     def __init__(self, function: _Function, names: Mapping[str, object]) -> None:
         self.function = function
-        self.ev = Evaluator(names, on_choice=self._ternary_choice)
+        self.shared = _shared(function)
+        self.ev = Evaluator(names, on_choice=self._ternary_choice, node_texts=self.shared.texts)
         self.scope: dict[str, object] = {}
         self.writes: list[Write] = []
         self.calls: list[CallSite] = []
@@ -563,7 +588,10 @@ class _Interpreter:
 
     def _augmented(self, stmt: ast.AugAssign) -> None:
         target = stmt.target
-        combined = ast.copy_location(ast.BinOp(left=target, op=stmt.op, right=stmt.value), stmt)
+        combined = self.shared.augmented.get(stmt)
+        if combined is None:
+            combined = ast.copy_location(ast.BinOp(left=target, op=stmt.op, right=stmt.value), stmt)
+            self.shared.augmented[stmt] = combined
         expression = self.ev.text(combined)
         try:
             value: object = self.ev.value(combined, self.scope)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
@@ -274,6 +274,16 @@ _Builtin = Callable[["Evaluator", ast.Call, list[object], dict[str, object]], ob
 _ChoiceHook = Callable[[ast.IfExp, bool, dict[str, object]], None]
 
 
+@dataclass(frozen=True, slots=True)
+class NodeTexts:
+    """What the evaluator reads off a node that depends on the node alone: its source text and
+    the names it loads. One per tree that is only read: a setter's source is interpreted once per
+    row that runs it (dozens of models inherit one), and each run would unparse the same nodes."""
+
+    texts: dict[ast.AST, str] = field(default_factory=dict)
+    loads: dict[ast.AST, frozenset[str]] = field(default_factory=dict)
+
+
 class Evaluator:
     """Interprets expression nodes; shared by :func:`evaluate` and
     :func:`~flowtrace.analysis.function_interpreter.run_function`.
@@ -281,13 +291,15 @@ class Evaluator:
     ``scope`` (locals) is passed explicitly because comprehensions open nested scopes.
     """
 
-    def __init__(self, names: Mapping[str, object], on_choice: _ChoiceHook | None = None) -> None:
+    def __init__(
+        self, names: Mapping[str, object], on_choice: _ChoiceHook | None = None, node_texts: NodeTexts | None = None
+    ) -> None:
         self.names = names
         self.on_choice = on_choice
         self.steps = 0
         self.comprehension_depth = 0
-        self._texts: dict[ast.AST, str] = {}
-        self._loads: dict[ast.AST, frozenset[str]] = {}
+        memo = node_texts if node_texts is not None else NodeTexts()
+        self._texts, self._loads = memo.texts, memo.loads
         self._bound: dict[str, object] = {}
         self._forgotten: set[str] = set()  # written by the run in a way we could not follow
 
