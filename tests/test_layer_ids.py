@@ -1055,3 +1055,23 @@ def test_true_division_is_exact_and_only_round_or_int_make_it_an_index():
     for refused in ("[1, 2][L / 36]", "range(L / 2)", "L / 2 // 1", "round(L / 3, 1)", "L / 0", "[L / 2]"):
         with pytest.raises(CannotEvaluate):
             evaluate(refused, {"L": 36})
+
+
+def test_runs_of_one_source_unparse_each_node_once() -> None:
+    """A setter inherited by many models is interpreted once per row: the second run of the same
+    source reads every node's text from the first (and ``x += y`` does not add a node per run)."""
+    source = "def set_ids(self, ids):\n    v = (1,)\n    for i in ids:\n        v += (i,)\n    self.x = v[len(ids)]\n"
+    calls: list[str] = []
+    real = ast.unparse
+
+    def counted(node: ast.AST) -> str:
+        text = real(node)
+        calls.append(text)
+        return text
+
+    with mock.patch.object(safe_eval.ast, "unparse", counted):
+        first = run_function(source, {"ids": [3, 4]}, {})
+        after_first = len(calls)
+        second = run_function(source, {"ids": [5, 6]}, {})
+    assert first.writes[0].value == 4 and second.writes[0].value == 6
+    assert after_first > 0 and len(calls) == after_first
