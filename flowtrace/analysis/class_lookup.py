@@ -54,6 +54,7 @@ class ClassLookup:
         self.folding: set[str] = set()  # layer classes whose forward returns the stream with the residual added
         self.reexports: dict[str, dict[str, list[str]]] = {}  # package -> name -> what its __init__ binds it to
         self._mro_cache: dict[str, list[str]] = {}
+        self._found: dict[tuple[str, str | None], str | None] = {}
         for ff in files:
             for c in ff.classes:
                 self.classes.setdefault(c.qualname, c)
@@ -93,11 +94,25 @@ class ClassLookup:
         build-context and hook engines ask (a setter engine's scan never builds it)."""
         return SourceIndex(self.files)
 
+    @cached_property
+    def fcs(self) -> dict[str, F.FcFact]:
+        """The draft fc each class defines (the last one its file lists), by class."""
+        return {fc.class_qualname: fc for ff in self.files for fc in ff.fc_definitions}
+
     def find_class(self, name: str, near: str | None = None) -> str | None:
         """The class ``name`` means. ``near`` is the class whose code names it: when the name
         points at a package that re-exports one of several same-named variants (one per
         platform, picked by its ``__init__``), the variant beside ``near`` is the one built
-        with it (each variant's wrapper and language model come from the same branch)."""
+        with it (each variant's wrapper and language model come from the same branch).
+        Memoised: the facts never change after indexing, and the rules ask for the same
+        names again and again (12,300 calls for 2,200 distinct questions in one SGLang scan)."""
+        key = (name, near)
+        if key in self._found:
+            return self._found[key]
+        found = self._found[key] = self._find_class(name, near)
+        return found
+
+    def _find_class(self, name: str, near: str | None) -> str | None:
         if name in self.classes:
             return name
         if name.startswith("arch:"):  # a factory given an architecture name: ask the registry

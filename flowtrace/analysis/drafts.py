@@ -57,9 +57,8 @@ def fixed_state_count(project: ClassLookup, qualname: str) -> FixedCount | None:
     for q in list(owners):
         cls = project.classes.get(q)
         owners += [a.callee for a in cls.assignments] if cls is not None else []
-    fcs = {fc.class_qualname: fc for ff in project.files for fc in ff.fc_definitions}
     for owner in owners:
-        fc = fcs.get(owner)
+        fc = project.fcs.get(owner)
         match = _LITERAL_COUNT.match(fc.in_features or "") if fc is not None else None
         if fc is not None and match:
             return FixedCount(qualname, fc, int(match.group(1) or match.group(2)))
