@@ -7,6 +7,7 @@ what a scan without any cache says, and a changed input must change the answer.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 from fixture_paths import FIXTURES
@@ -91,8 +92,8 @@ def test_an_edit_that_leaves_the_facts_keeps_the_findings(tmp_path, monkeypatch)
 
 
 def test_a_suppression_comment_added_since_the_last_scan_applies(tmp_path):
-    """Suppressions are text, not facts: a comment that leaves every fact as it was still
-    changes the answer, on a warm scan as on one without a cache."""
+    """A suppression comment is one of its file's facts: adding one moves the fingerprint (the
+    rest of the facts stay as they were), and the warm scan applies it as one without a cache does."""
     root = _copy(tmp_path)
     first = _check(root)
     finding = first.findings[0]
@@ -101,7 +102,10 @@ def test_a_suppression_comment_added_since_the_last_scan_applies(tmp_path):
     lines[finding.line - 1] = lines[finding.line - 1].rstrip("\n") + f"  # flowtrace: ignore[{finding.rule}]\n"
     path.write_text("".join(lines))
     warm = _check(root)
-    assert warm.result.index.fingerprint == first.result.index.fingerprint  # the facts are the same
+    assert warm.result.index.fingerprint != first.result.index.fingerprint  # the comments are facts
+    edited = {ff.path: ff for ff in warm.result.files}
+    for ff in first.result.files:  # nothing else moved
+        assert dataclasses.replace(edited[ff.path], flowtrace_comments=ff.flowtrace_comments) == ff
     assert (finding.rule, finding.file, finding.line, finding.message) not in _answer(warm)
     same_place = [f for f in first.findings if (f.file, f.line, f.rule) == (finding.file, finding.line, finding.rule)]
     assert warm.suppressed_inline == first.suppressed_inline + len(same_place)

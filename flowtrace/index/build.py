@@ -54,6 +54,7 @@ from flowtrace.index.cache import (
     dumps,
 )
 from flowtrace.sources.discover import SourceFile, discover
+from flowtrace.index.comments import flowtrace_comments
 from flowtrace.index.syntax import module_name
 from flowtrace.index.lifetime import keep_until_exit
 from flowtrace.index.packages import ancestors, distributions, read_package
@@ -133,14 +134,15 @@ def _read(absolute: str, size: int, max_bytes: int) -> bytes:
         return handle.read(max_bytes + 1) if size > max_bytes else handle.read()
 
 
-# A task: (path, absolute path, size, tier, content hash when classified). Its outcome:
-# (path, content hash, pickled facts), or (path, None, error text) when it could not be read.
+# A task: (path, absolute path, size, tier, content hash when classified, "" without a cache).
+# Its outcome: (path, content hash of what was parsed, "" without a cache, pickled facts), or
+# (path, None, error text) when it could not be read.
 _Task = tuple[str, str, int, str, str]
 _Outcome = tuple[str, str | None, bytes | str]
 
 
 def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Outcome:
-    path, absolute, size, tier, _ = task
+    path, absolute, size, tier, classified = task
     try:
         data = _read(absolute, size, limits[0])
     except OSError as exc:
@@ -154,7 +156,11 @@ def _run_task(task: _Task, conv: Conventions, limits: tuple[int, float]) -> _Out
             f"internal error while analysing ({type(exc).__name__}: {exc})",
             F.DiagnosticKind.INTERNAL,
         )
-    return path, content_hash(data), dumps(facts)
+    if len(data) <= limits[0]:  # the whole file: its suppression comments, read here once for the lint runner
+        facts = dataclasses.replace(facts, flowtrace_comments=flowtrace_comments(data))
+    # What was read, hashed: it keys the cache and vouches for the fingerprint. A scan without a
+    # cache (its files classified with no digest) has neither, and nothing reads the hash.
+    return path, content_hash(data) if classified else "", dumps(facts)
 
 
 # -- what the fixpoint matches on ----------------------------------------------------

@@ -3,13 +3,15 @@
 A warm scan takes every file's facts from the cache in a fraction of a second, then spends
 most of its time re-deriving what it derived last time: the rules' findings, the inline
 suppressions and the report's extras (worked examples, the graph), all pure functions of the
-facts (and, for the suppressions, of the files' text). So one record per scanned root, next to the fact
-cache, keeps the last scan's findings, suppressions and report under a key made of
+facts (and, for suppressions in files outside the index, of their text). So one record per
+scanned root, next to the fact cache, keeps the last scan's findings, suppressions and report
+under a key made of
 
 * the index's fingerprint (the cache salt, the selection and a hash of every selected file's
   facts, see :attr:`flowtrace.model.facts.IndexResult.fingerprint`; empty, so no memo,
   without a cache): an edit that leaves the facts as they were reuses what they decided;
-  a part also read from the files' text (suppression comments) adds their content hashes,
+  a part also read from files' text (suppression comments of files the index did not read
+  whole, or outside it) adds their content hashes,
 * a hash of flowtrace's own source (a changed rule or renderer never reuses an old answer),
 * everything of the command that shapes the answer (the rule selection, the per-file ignores).
 

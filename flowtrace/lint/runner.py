@@ -18,9 +18,7 @@ It returns a frozen :class:`CheckOutcome`; nothing here prints or exits. Errors 
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from flowtrace.checks.base import SEVERITIES, Finding
 from flowtrace.checks.selection import SelectionLayer, resolve_selection, specificity  # noqa: F401  (re-exported)
 from flowtrace.checks.run import finding_order
+from flowtrace.index.comments import MARK, comments
 from flowtrace.lint.display_paths import read_source
 from flowtrace.lint.config import Config, ConfigError, load_config, parse_selectors, rule_codes
 from flowtrace.lint.memo import ResultMemo
@@ -77,23 +76,16 @@ class SuppressionComment:
     text: str  # the comment as written
 
 
-def _comments(source: str) -> list[tuple[int, str]]:
-    """(line, text) of every comment; lines with '#' when the file does not tokenize."""
-    try:
-        return [
-            (tok.start[0], tok.string)
-            for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-            if tok.type == tokenize.COMMENT
-        ]
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return [(n, line[line.index("#") :]) for n, line in enumerate(source.splitlines(), 1) if "#" in line]
-
-
 def parse_suppressions(file: str, source: str) -> list[SuppressionComment]:
-    if "flowtrace:" not in source:
+    """The suppression comments of a file's text (read as the index reads them)."""
+    if MARK not in source:
         return []
+    return _suppressions(file, comments(source))
+
+
+def _suppressions(file: str, found: Iterable[tuple[int, str]]) -> list[SuppressionComment]:
     out = []
-    for line, text in _comments(source):
+    for line, text in found:
         m = _SUPPRESSION.search(text)
         if not m:
             continue
@@ -108,18 +100,37 @@ def collect_suppressions(
 ) -> dict[tuple[str, int], SuppressionComment]:
     """Suppression comments of every indexed file (and of any other file a finding names).
 
-    Comments are read with :mod:`tokenize`, so a docstring that merely mentions the syntax
-    is not a suppression; the index's line-based ``FileFacts.suppressions`` is not used.
+    An indexed file's comments are one of its facts (``FileFacts.flowtrace_comments``, read by
+    the index worker from the bytes it parsed); only a file the index did not read whole (too
+    large, its worker lost) and a file a finding names outside the index are read from disk.
     """
-    files = dict.fromkeys([ff.path for ff in result.files] + list(extra_files))
     out: dict[tuple[str, int], SuppressionComment] = {}
-    for file in files:
-        source = read_source(result.root, file)
-        if source is None:
-            continue
-        for s in parse_suppressions(file, source):
+    indexed: set[str] = set()
+    for ff in result.files:
+        indexed.add(ff.path)
+        if ff.flowtrace_comments is None:
+            found = _read_suppressions(result, ff.path)
+        else:
+            found = _suppressions(ff.path, ff.flowtrace_comments)
+        for s in found:
             out.setdefault((s.file, s.line), s)
+    for file in dict.fromkeys(extra_files):
+        if file not in indexed:
+            for s in _read_suppressions(result, file):
+                out.setdefault((s.file, s.line), s)
     return out
+
+
+def _read_suppressions(result: ScanResult, file: str) -> list[SuppressionComment]:
+    source = read_source(result.root, file)
+    return [] if source is None else parse_suppressions(file, source)
+
+
+def unread_files(result: ScanResult, extra_files: Iterable[str] = ()) -> list[str]:
+    """The files :func:`collect_suppressions` reads from disk (the rest come with the facts)."""
+    indexed = {ff.path for ff in result.files}
+    unread = [ff.path for ff in result.files if ff.flowtrace_comments is None]
+    return unread + sorted(set(extra_files) - indexed)
 
 
 # --------------------------------------------------------------------------- outcome
@@ -399,8 +410,9 @@ def _suppression_comments(
 ) -> dict[tuple[str, int], SuppressionComment]:
     # a finding grouped at a base class is also suppressed by comments at all its causes' lines
     files = {f.file for f in kept} | {c.file for f in kept if f.grouped for c in f.causes}
-    # suppression comments are text, not facts: keyed by the content of every file they are read from
-    read_key = text_key(result, [ff.path for ff in result.files] + sorted(files))
+    # an indexed file's comments are facts (the memo's fingerprint covers them); those read from
+    # disk are text: keyed by the content of every file they are read from
+    read_key = text_key(result, unread_files(result, files))
     if memo is not None and read_key is not None:
         return memo.get("suppressions", read_key, lambda: collect_suppressions(result, files))  # type: ignore[no-any-return]
     return collect_suppressions(result, files)

@@ -756,6 +756,11 @@ class FileFacts:
     # Functions a profile method names as the runner's default-id computation
     # (``[methods.*] default_function``): their source, for the evaluator.
     id_functions: tuple[IdFunctionFact, ...] = ()
+    # (line, text) of the comments that name ``flowtrace:`` (suppressions), read by the index
+    # worker from the bytes it parsed (flowtrace.index.comments); None when the index did not read
+    # the whole file (too large, its worker lost, facts made elsewhere): the lint runner then
+    # reads the file itself.
+    flowtrace_comments: tuple[tuple[int, str], ...] | None = None
 
     @property
     def reexports(self) -> tuple[ImportFact, ...]:
