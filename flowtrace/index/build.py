@@ -17,7 +17,8 @@ How the work flows (every step is there for speed; none changes a fact):
   forked after the parser is imported and warmed up so they share it. A worker that passes
   the per-file wall-clock limit is killed and replaced; one that crashes is replaced; the
   file becomes a diagnostic and the scan goes on. Workers read the file themselves and
-  send back pickled facts; nothing big crosses a pipe twice.
+  send back pickled facts; nothing big crosses a pipe twice. The file's suppression comments
+  are among them (``index/comments.py``): the lint runner does not read the file again.
 * The fixpoint is incremental: each result adds its relevant class names and registry
   modules, and the files waiting on those names are queued at once, while the pool is
   still busy, instead of in rounds. The selection is the least fixpoint of a monotone rule,
