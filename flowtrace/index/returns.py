@@ -241,11 +241,12 @@ class _Uses:
         if isinstance(target, ast.Tuple) and routed is not None and not attribute:
             for module in routed[0]:
                 self.add(module, UNPACK, len(target.elts), flag, stmt, routed[1])
-        for bound in stmt.targets:  # rebound: no longer the inner model's output
-            for name in (n.id for n in nodes(bound) if isinstance(n, ast.Name)):
-                self.bound.pop(name, None)
-                self.routed.pop(name, None)
-                self.parts.pop(name, None)
+        if self.bound or self.routed or self.parts:  # else nothing to forget: most statements of most forwards
+            for bound in stmt.targets:  # rebound: no longer the inner model's output
+                for name in (n.id for n in nodes(bound) if isinstance(n, ast.Name)):
+                    self.bound.pop(name, None)
+                    self.routed.pop(name, None)
+                    self.parts.pop(name, None)
         if isinstance(target, ast.Name) and called:
             self.bound[target.id] = called
         elif isinstance(target, ast.Name) and routed:
