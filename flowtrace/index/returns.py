@@ -360,10 +360,17 @@ def _shape(value: ast.expr, bindings: dict[str, set[str]]) -> tuple[F.ReturnShap
 
 
 def _return_shapes(
-    path: str, qualname: str, function: str, fn: _Fn, offset: int, texts: dict[ast.stmt, str], expressions: bool
+    path: str,
+    qualname: str,
+    function: str,
+    fn: _Fn,
+    offset: int,
+    texts: dict[ast.stmt, str],
+    expressions: Callable[[], bool],
 ) -> list[F.ReturnShapeFact]:
-    """The shape of every value a forward returns (nested functions excluded). ``expressions``:
-    whether names may be bound inside its expressions (:func:`binds_in_expressions`)."""
+    """The shape of every value a forward returns (nested functions excluded). ``expressions()``:
+    whether names may be bound inside its expressions (:func:`binds_in_expressions`), asked only
+    when a returned name needs the bindings (a regex search over the forward's text)."""
     bindings: dict[str, set[str]] | None = None  # read only for a returned name: built on the first
     out = []
     stack: list[ast.AST] = list(fn.body)
@@ -374,7 +381,7 @@ def _return_shapes(
         stack.extend(_blocks(node))  # a return is a statement: no expression holds one
         if isinstance(node, ast.Return) and node.value is not None:
             if bindings is None and isinstance(node.value, ast.Name):
-                bindings = _bindings(fn, expressions)
+                bindings = _bindings(fn, expressions())
             shape, arity = _shape(node.value, bindings or {})
             text = _text(node, texts)
             out.append(
@@ -431,8 +438,10 @@ def class_facts(
     if forward is not None:
         texts: dict[ast.stmt, str] = {}
         uses = _output_uses(path, qualname, f"{name}.forward", *forward, texts)
-        expressions = binds_in_expressions(forward[0], text("forward"))
-        shapes = _return_shapes(path, qualname, f"{name}.forward", *forward, texts, expressions)
+        fn = forward[0]
+        shapes = _return_shapes(
+            path, qualname, f"{name}.forward", *forward, texts, lambda: binds_in_expressions(fn, text("forward"))
+        )
     init = load("__init__") if "__init__" in methods else None
     found = _bool_flags(*init) if init is not None else {}
     if found:
