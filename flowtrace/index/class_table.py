@@ -18,7 +18,7 @@ import dataclasses
 import gc
 import re
 from collections.abc import Callable
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
@@ -27,6 +27,7 @@ from flowtrace.index.returns import module_facts, nodes as _walk
 from flowtrace.index.syntax import (
     BLOCK_FIELDS,
     FunctionNode,
+    Param,
     SourceText,
     all_statements,
     arguments,
@@ -138,6 +139,17 @@ class ClassReader:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        # The local classes a bare name can mention (see init_assignments), and each
+        # ``__init__``'s parameters, read once: every assignment in it may ask for them.
+        self.capitalised = frozenset(name for name in ctx.local_classes if name[:1].isupper())
+        self._parameters: dict[FunctionNode, list[Param]] = {}
+
+    def parameters(self, init: FunctionNode) -> list[Param]:
+        """``parameters(init, kwonly=True)``, computed once per ``__init__``."""
+        params = self._parameters.get(init)
+        if params is None:
+            params = self._parameters[init] = parameters(init, kwonly=True)
+        return params
 
     def fact(self, info: ClassInfo) -> F.ClassFact:
         ctx = self.ctx
@@ -205,7 +217,7 @@ class ClassReader:
         a parameter of its own resolved to its default."""
         if init is None:
             return ()
-        defaults = {p.name: dotted(p.default) for p in parameters(init, kwonly=True) if p.default is not None}
+        defaults = {p.name: dotted(p.default) for p in self.parameters(init) if p.default is not None}
         out: list[F.AttributeAssignment] = []
         for stmt in walk_statements(init.body):
             call = stmt.value if isinstance(stmt, ast.Expr) else None
@@ -232,17 +244,12 @@ class ClassReader:
         """``self.x = Cls(...)`` (or via a ``self._make()`` that returns ``Cls(...)``), plus every
         class constructed anywhere in ``__init__`` under the pseudo-attribute ``*``."""
         out: list[F.AttributeAssignment] = []
-        ctx, seen = self.ctx, set()
-
-        def assigned(node: ast.Assign | ast.AnnAssign, target: ast.expr, value: ast.expr) -> None:
-            if _is_self_attribute(target):  # self.<name> = ...
-                callee = self.constructed_class(info, value) or dynamic_build(value)
-                if callee:
-                    out.append(
-                        F.AttributeAssignment(target.attr, callee, ctx.line(node), self.assignment_via(info, value))
-                    )
+        ctx, seen, names, assigned = self.ctx, set(), set(), self.assigned
 
         def mention(name: str, node: ast.AST) -> None:
+            if name in names:  # resolved and seen already
+                return
+            names.add(name)
             resolved = ctx.resolve(name)
             if resolved not in seen:
                 seen.add(resolved)
@@ -250,30 +257,52 @@ class ClassReader:
 
         def visit_assign(node: ast.Assign) -> None:
             for target in node.targets:
-                assigned(node, target, node.value)
+                assigned(info, node, target, node.value, out)
 
         def visit_ann_assign(node: ast.AnnAssign) -> None:
             # `self.language_model: FooForCausalLM = build(...)`: the annotation changes nothing
             if node.value is not None:
-                assigned(node, node.target, node.value)
+                assigned(info, node, node.target, node.value, out)
 
         def visit_call(node: ast.Call) -> None:
-            name = dotted(node.func)
-            if _is_class_name(name):
-                mention(name, node)  # type: ignore[arg-type]
+            name = _called_class(node)
+            if name is not None:
+                mention(name, node)
+
+        capitalised = self.capitalised
 
         def visit_name(node: ast.Name) -> None:
             # a class referenced without being called: `decoder_layer_type or FooLayer`
-            if node.id[:1].isupper() and node.id in ctx.local_classes:
+            if node.id in capitalised:
                 mention(node.id, node)
 
-        visit_each(
-            init.body,
-            {ast.Assign: visit_assign, ast.AnnAssign: visit_ann_assign, ast.Call: visit_call, ast.Name: visit_name},
-        )
-        for default, node in _class_defaults(init):
+        handlers: dict[type, Callable[[Any], None]] = {
+            ast.Assign: visit_assign,
+            ast.AnnAssign: visit_ann_assign,
+            ast.Call: visit_call,
+        }
+        if capitalised:  # else no name is worth a call per name node
+            handlers[ast.Name] = visit_name
+        visit_each(init.body, handlers)
+        for default, node in _class_defaults(self.parameters(init)):
             mention(default, node)
         return out
+
+    def assigned(
+        self,
+        info: ClassInfo,
+        node: ast.Assign | ast.AnnAssign,
+        target: ast.expr,
+        value: ast.expr,
+        out: list[F.AttributeAssignment],
+    ) -> None:
+        """``self.<name> = <what builds a class>`` in ``info``'s ``__init__``, added to ``out``."""
+        if _is_self_attribute(target):  # self.<name> = ...
+            callee = self.constructed_class(info, value) or dynamic_build(value)
+            if callee:
+                out.append(
+                    F.AttributeAssignment(target.attr, callee, self.ctx.line(node), self.assignment_via(info, value))
+                )
 
     def assignment_via(self, info: ClassInfo, value: ast.expr) -> str | None:
         """How a subclass could change the class built here (see AttributeAssignment.via)."""
@@ -285,8 +314,8 @@ class ClassReader:
         if name.startswith("self.") and name.count(".") == 1 and class_attribute(info, name[5:]):
             return f"attr:{name[5:]}"  # model_cls = FooModel; self.model_cls(...): a subclass may set it
         init = info.methods.get("__init__")
-        if init is not None and "." not in name:
-            params = [p.name for p in parameters(init) if p.name != "self"]
+        if init is not None and "." not in name:  # parameters(init): the first of them, keyword-only ones after
+            params = [p.name for p in self.parameters(init)[: len(init.args.args)] if p.name != "self"]
             if name in params:
                 return f"param:{name}#{params.index(name)}"
         return None
@@ -303,7 +332,8 @@ class ClassReader:
             return self.built_by_self(info, name[5:])
         if _is_class_name(name):
             return self.ctx.resolve(name)
-        default = parameter_class(info, name)
+        init = info.methods.get("__init__")
+        default = parameter_class(self.parameters(init), name) if init is not None else None
         return self.ctx.resolve(default) if default else _factory_class(value, self.ctx.resolve)
 
     def built_by_self(self, info: ClassInfo, attribute: str) -> str | None:
@@ -317,6 +347,13 @@ class ClassReader:
                     return self.constructed_class(info, stmt.value)
         alias = class_attribute(info, attribute)
         return self.ctx.resolve(alias) if alias else None
+
+
+def _called_class(call: ast.Call) -> str | None:
+    """The callee of ``call`` spelt out (``dotted``) when it names a class (:func:`_is_class_name`),
+    its last part tested first: most calls are not, and are not spelt."""
+    last = last_name(call.func)
+    return dotted(call.func) if last is not None and last[:1].isupper() else None
 
 
 def dynamic_build(value: ast.expr) -> str | None:
@@ -340,12 +377,12 @@ def dynamic_build(value: ast.expr) -> str | None:
     return None
 
 
-def parameter_class(info: ClassInfo, name: str) -> str | None:
-    """A class handed in as an ``__init__`` parameter: ``def __init__(..., model_cls=FooModel)``."""
-    init = info.methods.get("__init__")
-    if init is None or "." in name:
+def parameter_class(params: list[Param], name: str) -> str | None:
+    """A class handed in as an ``__init__`` parameter (``params``, keyword-only ones included):
+    ``def __init__(..., model_cls=FooModel)``."""
+    if "." in name:
         return None
-    for param in parameters(init, kwonly=True):
+    for param in params:
         if param.name == name and param.default is not None:
             default = dotted(param.default)
             if _is_class_name(default):
@@ -381,10 +418,11 @@ def class_values(node: ast.ClassDef, resolve: Callable[[str], str]) -> tuple[F.A
     return tuple(out)
 
 
-def _class_defaults(init: FunctionNode) -> list[tuple[str, ast.AST]]:
-    """Classes handed in as parameter defaults: ``def __init__(..., layer_type=FooLayer)``."""
+def _class_defaults(params: list[Param]) -> list[tuple[str, ast.AST]]:
+    """Classes handed in as parameter defaults (``params``, keyword-only ones included):
+    ``def __init__(..., layer_type=FooLayer)``."""
     out: list[tuple[str, ast.AST]] = []
-    for param in parameters(init, kwonly=True):
+    for param in params:
         default = dotted(param.default) if param.default is not None else None
         if _is_class_name(default):
             out.append((default, param.node))  # type: ignore[arg-type]
