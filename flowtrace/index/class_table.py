@@ -134,11 +134,28 @@ def _is_self_attribute(node: ast.expr) -> TypeGuard[ast.Attribute]:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
+class MethodTexts:
+    """A module's method texts (``FileContext.text_of``), each joined once: the class table
+    gates three walks on a method's text (``super``, ``raise``, ``return``), the return facts
+    one per flag (``self.<flag>``), the cheap tier its layer loops."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.text_of = ctx.text_of
+        self.texts: dict[ast.stmt, str] = {}
+
+    def __call__(self, node: ast.stmt) -> str:
+        text = self.texts.get(node)
+        if text is None:
+            text = self.texts[node] = self.text_of(node)
+        return text
+
+
 class ClassReader:
     """A class's facts, read from its node through the module's names (``ctx``)."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, text_of: Callable[[ast.stmt], str] | None = None) -> None:
         self.ctx = ctx
+        self.text_of = text_of or ctx.text_of
         # The local classes a bare name can mention (see init_assignments), and each
         # ``__init__``'s parameters, read once: every assignment in it may ask for them.
         self.capitalised = frozenset(name for name in ctx.local_classes if name[:1].isupper())
@@ -180,7 +197,7 @@ class ClassReader:
         """Methods that call ``super().<their name>(...)``: they run the base's version too."""
         out = []
         for name, fn in info.methods.items():
-            text = self.ctx.text_of(fn)
+            text = self.text_of(fn)
             if "super" in text and f"super().{name}(" in "".join(text.split()):
                 out.append(name)
         return tuple(sorted(out))
@@ -190,7 +207,7 @@ class ClassReader:
         (read when a trace counts fewer captures than slots)."""
         out: list[F.RaiseCheck] = []
         for name, fn in info.methods.items():
-            if "raise" not in self.ctx.text_of(fn):
+            if "raise" not in self.text_of(fn):
                 continue  # cheap gate: no raise statement, no check
             for node in all_statements(fn.body):  # an if is a statement: no expression walk
                 if isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
@@ -202,7 +219,7 @@ class ClassReader:
         """Methods that return a newly built class (``def _init_model(...): return Cls(...)``)."""
         out: list[F.AttributeAssignment] = []
         for name, fn in info.methods.items():
-            if name.startswith("__") or "return" not in self.ctx.text_of(fn):
+            if name.startswith("__") or "return" not in self.text_of(fn):
                 continue
             for stmt in walk_statements(fn.body):
                 if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
@@ -518,12 +535,15 @@ def registry_module(prefix: str, module: str) -> str:
 
 
 # -- the tables both tiers share --------------------------------------------------------------
-def module_tables(ctx: FileContext, structure: Structure, tree: ast.Module) -> F.FileFacts:
+def module_tables(
+    ctx: FileContext, structure: Structure, tree: ast.Module, texts: MethodTexts | None = None
+) -> F.FileFacts:
     """The facts every tier extracts from a parsed module: imports, classes, registrations,
     a package ``__init__``'s imports (index/packages.py) and the return-path facts
-    (index/returns.py)."""
-    reader = ClassReader(ctx)
-    uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree, ctx.text_of)
+    (index/returns.py). ``texts``: the method texts, when the caller reads them too."""
+    texts = texts if texts is not None else MethodTexts(ctx)
+    reader = ClassReader(ctx, texts)
+    uses, shapes, flags = module_facts(ctx.path, ctx.modname, tree, texts)
     return F.FileFacts(
         path=ctx.path,
         module=ctx.modname,
