@@ -171,3 +171,36 @@ def test_shapes_the_tiers_once_read_differently(with_marker: bool):
     # an import inside a method binds the name too (the last binding of a name wins)
     assert ("Output", "pkg.outputs.Output") in [(i.local, i.qualified) for i in facts.imports]
     assert both("pkg/models/m.py", source.encode())[0] == both("pkg/models/m.py", source.encode())[1]
+
+
+# Imports inside functions count; the cheap tier walks only the functions whose lines hold
+# "import" (counted as the parser counts lines: \n, \r\n and \r each end one).
+NESTED_IMPORTS = [
+    "import os",
+    "",
+    "def first():",
+    "    importance = 1",
+    "    return importance",
+    "",
+    "def second():",
+    "    def inner():",
+    "        from pkg.a import B as C",
+    "        return C",
+    "    return inner",
+    "",
+    "class K:",
+    "    def m(self):",
+    "        x = 1",
+    "        import pkg.b",
+    "        return x",
+    "",
+]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_imports_inside_functions_are_read_whatever_ends_the_lines(newline: str):
+    data = newline.join(NESTED_IMPORTS).encode()
+    facts = table_facts("pkg/models/m.py", data, CONV)
+    assert sorted((i.local, i.qualified) for i in facts.imports) == [("C", "pkg.a.B"), ("os", "os"), ("pkg", "pkg")]
+    full, cheap = both("pkg/models/m.py", data)
+    assert cheap["imports"] == full["imports"]

@@ -14,6 +14,7 @@ class table.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import gc
 import re
@@ -58,10 +59,15 @@ class Structure:
       ``try`` blocks, nested in a class: ``pkg.mod.Outer.Inner``), each with its methods,
       the first definition of a name winning;
     * ``module_assigns``: the module-level ``x = v`` / ``x: T = v`` a registry is read from.
+
+    Inside a function only its imports count (its classes are not the module's), so a caller
+    that knows the ``import_lines`` (:func:`import_lines`) spares the walk every function whose
+    lines hold none: most of a module's statements.
     """
 
-    def __init__(self, module: ast.Module, modname: str, package: str) -> None:
+    def __init__(self, module: ast.Module, modname: str, package: str, import_lines: list[int] | None = None) -> None:
         self.modname, self.package = modname, package
+        self.import_lines = import_lines
         self.imports: dict[str, str] = {}
         self.classes: list[ClassInfo] = []
         self.module_assigns: list[ast.Assign | ast.AnnAssign] = []
@@ -87,11 +93,20 @@ class Structure:
             elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 if cls is not None and not in_function:
                     cls.methods.setdefault(stmt.name, stmt)  # type: ignore[attr-defined, arg-type]
-                self._block(stmt.body, cls, True)  # type: ignore[attr-defined]
+                if self._may_import(stmt):
+                    self._block(stmt.body, cls, True)  # type: ignore[attr-defined]
             else:
                 if kind in BLOCK_FIELDS:
                     for inner in inner_blocks(stmt):
                         self._block(inner, cls, in_function)
+
+    def _may_import(self, node: ast.stmt) -> bool:
+        """Whether an ``import`` may stand in ``node``'s lines (unknown: it may)."""
+        lines = self.import_lines
+        if lines is None:
+            return True
+        at = bisect.bisect_left(lines, node.lineno)
+        return at < len(lines) and lines[at] <= node.end_lineno  # type: ignore[operator]
 
     def _class(self, node: ast.ClassDef, outer: ClassInfo | None, in_function: bool) -> None:
         if in_function:  # a class built inside a function is not one of the module's
@@ -116,6 +131,23 @@ class Structure:
         base = absolute_base(node, self.package)
         for alias in node.names:
             self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+
+
+def import_lines(source: str) -> list[int]:
+    """The numbers of the lines whose text holds ``import``, in order, as the parser numbers
+    lines (``\\n``, ``\\r\\n`` and ``\\r`` end one): every import statement stands on one."""
+    if "\r" in source:
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+    out: list[int] = []
+    line, last = 1, 0
+    at = source.find("import")
+    while at != -1:
+        line += source.count("\n", last, at)
+        last = at
+        if not out or out[-1] != line:
+            out.append(line)
+        at = source.find("import", at + 6)
+    return out
 
 
 def package_of(path: str, modname: str) -> str:
@@ -560,7 +592,7 @@ def module_tables(
 def module_context(path: str, source: str, tree: ast.Module, conv: Conventions) -> tuple[FileContext, Structure]:
     """The module's structure and the context its facts are read through."""
     modname = module_name(path, conv.package)
-    structure = Structure(tree, modname, package_of(path, modname))
+    structure = Structure(tree, modname, package_of(path, modname), import_lines(source))
     ctx = FileContext(path, modname, SourceText(source, tree), conv, structure.imports, structure.local_classes)
     return ctx, structure
 
