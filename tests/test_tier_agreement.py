@@ -204,3 +204,38 @@ def test_imports_inside_functions_are_read_whatever_ends_the_lines(newline: str)
     assert sorted((i.local, i.qualified) for i in facts.imports) == [("C", "pkg.a.B"), ("os", "os"), ("pkg", "pkg")]
     full, cheap = both("pkg/models/m.py", data)
     assert cheap["imports"] == full["imports"]
+
+
+# The cheap tier's layer loops: a `for` whose iterable or body touches self.<layers attribute>,
+# found through each method's text (a method or loop whose text names no layers attribute, or
+# says no `for`, is not walked; "layers" in a comment alone finds nothing).
+LOOPS = """\
+class M:
+    # décodeur: the layers run below
+    def forward(self, x):
+        for i in range(3):
+            x = x + i
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def names(self):
+        # every layers entry
+        for name in ("a", "b"):
+            print(name)
+
+    def count(self):
+        n = 0
+        for _ in range(2):
+            n += len(self.layers)
+        return n
+"""
+
+
+def test_the_cheap_tier_finds_the_loops_that_touch_the_layers():
+    facts = table_facts("pkg/models/m.py", LOOPS.encode(), CONV)
+    assert "layers" in CONV.layers_attributes
+    assert [(f.class_qualname, f.function, f.location.line, f.captures) for f in facts.layer_loops] == [
+        ("pkg.models.m.M", "M.count", 17, False),
+        ("pkg.models.m.M", "M.forward", 6, False),
+    ]

@@ -622,48 +622,40 @@ def _table_facts(path: str, data: bytes, conv: Conventions) -> F.FileFacts:
             path, module_name(path, conv.package), f"syntax error: {exc}", F.DiagnosticKind.PARSE_ERROR, line
         )
     ctx, structure = module_context(path, decode(data), tree, conv)
-    source = _Source(data, conv.layers_attributes)
-    loops = tuple(loop for info in structure.classes for loop in _class_loops(info, path, conv, source))
-    return dataclasses.replace(module_tables(ctx, structure, tree), layer_loops=loops)
+    texts = MethodTexts(ctx)
+    loops = tuple(loop for info in structure.classes for loop in _class_loops(info, path, conv, texts))
+    return dataclasses.replace(module_tables(ctx, structure, tree, texts), layer_loops=loops)
 
 
-def _class_loops(info: ClassInfo, path: str, conv: Conventions, source: _Source) -> list[F.LayerLoopFact]:
+def _class_loops(info: ClassInfo, path: str, conv: Conventions, texts: MethodTexts) -> list[F.LayerLoopFact]:
     # No capture marker in this file, so any layer loop here runs without capturing.
     return [
         F.LayerLoopFact(info.qualname, f"{info.name}.{method_name}", F.Location(path, loop_line), False)
         for method_name, method in sorted(info.methods.items())
-        if source.may_loop_layers(source.of(method))
-        for loop_line in _layer_loops(method, conv.layers_attributes, source)
+        if _may_loop_layers(texts(method), conv.layers_attributes)
+        for loop_line in _layer_loops(method, conv.layers_attributes, texts.text_of)
     ]
 
 
-class _Source:
-    """The file's lines, to gate the per-method walks on the method's own text: walking every
-    method of a 3,000-line file for loops costs more than parsing it, and a walk can only find
-    what the text names."""
-
-    def __init__(self, data: bytes, layers_attributes: frozenset[str]) -> None:
-        self.lines = data.splitlines(keepends=True)  # bytes split on \n, \r\n, \r: the parser's lines
-        self.layers = tuple(a.encode() for a in layers_attributes)
-
-    def of(self, node: ast.stmt) -> bytes:
-        return b"".join(self.lines[node.lineno - 1 : node.end_lineno])
-
-    def may_loop_layers(self, text: bytes) -> bool:
-        return b"for" in text and any(a in text for a in self.layers)
+def _may_loop_layers(text: str, layers_attributes: frozenset[str]) -> bool:
+    """The gate of the per-method and per-loop walks, on their own source text (the class table
+    joins each method's text anyway): walking every method of a 3,000-line file for loops costs
+    more than parsing it, and a walk can only find a loop whose text says ``for`` and names a
+    layers attribute."""
+    return "for" in text and any(a in text for a in layers_attributes)
 
 
-def _layer_loops(method: FunctionNode, layers_attributes: frozenset[str], source: _Source) -> list[int]:
+def _layer_loops(method: FunctionNode, layers: frozenset[str], text_of: Callable[[ast.stmt], str]) -> list[int]:
     """Lines of `for` loops that run the decoder layers (iterate or index self.<layers>);
     only loops whose text names a layers attribute are walked."""
-    loops = [n for n in all_statements(method.body) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
+    loops = [n for n in all_statements(method.body) if n.__class__ is ast.For and _may_loop_layers(text_of(n), layers)]
     if len(loops) > 1:  # in the order ast.walk meets them (breadth first), as they always were
-        loops = [n for n in _walk(method) if n.__class__ is ast.For and source.may_loop_layers(source.of(n))]
+        loops = [n for n in _walk(method) if n.__class__ is ast.For and _may_loop_layers(text_of(n), layers)]
     lines = []
     for node in loops:
         touches = any(
             isinstance(sub, ast.Attribute)
-            and sub.attr in layers_attributes
+            and sub.attr in layers
             and isinstance(sub.value, ast.Name)
             and sub.value.id == "self"
             for part in [node.iter, *node.body]
