@@ -4,8 +4,8 @@
 every node of every file cost a third of the screen, so ``parse._too_deep`` skips the subtree
 of any node whose span is too short to hold that many levels (see its docstring for the
 bound). These tests hold the pruned walk to the whole walk (``prune=False``): the same
-verdict, the same line, the same imports in the same order; check the bound itself on the
-shapes that nest fastest per byte; and show that small statements are not walked into.
+verdict, the same line; check the bound itself on the shapes that nest fastest per byte, compound
+statements included; and show that small statements, compound or not, are not walked into.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from fixture_paths import FIXTURES
-from flowtrace.index import parse
 from flowtrace.index.parse import MAX_NESTING, SPAN_LEVELS, SPAN_SLACK, _line_ends, _screen, _too_deep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,19 +55,15 @@ CONTEXTS = {
 SHALLOW = "".join(f"v{i} = f(a.b[c], -d, not e, lambda: g or h)\n" for i in range(50))
 
 
-def _whole(data: bytes) -> tuple[int | None, list[tuple[int, int]]]:
-    """(line of the first node past the limit, or None; where the imports stand, in walk order) of the whole walk."""
-    tree = ast.parse(data)
-    imports: list = []
-    deep = _too_deep(tree, 1, imports, None, prune=False)
-    return (getattr(deep, "lineno", 0) if deep is not None else None), [(i.lineno, i.col_offset) for i in imports]
+def _whole(data: bytes) -> tuple[int | None, str | None]:
+    """(line, class) of the first node past the limit of the whole walk, or (None, None)."""
+    deep = _too_deep(ast.parse(data), 1, None, prune=False)
+    return (getattr(deep, "lineno", 0), type(deep).__name__) if deep is not None else (None, None)
 
 
-def _pruned(data: bytes) -> tuple[int | None, list[tuple[int, int]]]:
-    tree = ast.parse(data)
-    imports: list = []
-    deep = _too_deep(tree, 1, imports, _line_ends(data))
-    return (getattr(deep, "lineno", 0) if deep is not None else None), [(i.lineno, i.col_offset) for i in imports]
+def _pruned(data: bytes) -> tuple[int | None, str | None]:
+    deep = _too_deep(ast.parse(data), 1, _line_ends(data))
+    return (getattr(deep, "lineno", 0), type(deep).__name__) if deep is not None else (None, None)
 
 
 def _encode(text: str) -> bytes:
@@ -82,12 +77,12 @@ def test_a_deep_expression_is_caught_wherever_it_stands(shape, context):
     whole = _whole(data)
     assert whole[0] is not None, "the corpus must really be too deep"
     assert _pruned(data) == whole
-    problem, _, _ = _screen(data)
+    problem, _ = _screen(data)
     assert problem == (whole[0], f"nesting too deep to parse (over {MAX_NESTING} levels)")
 
 
 @pytest.mark.parametrize("context", sorted(CONTEXTS))
-def test_shallow_files_keep_every_import(context):
+def test_shallow_files_pass(context):
     data = _encode(CONTEXTS[context].format(e="a or -b.c()") + SHALLOW)
     assert _pruned(data) == _whole(data)
     assert _pruned(data)[0] is None
@@ -97,7 +92,7 @@ def _repository_files() -> list[Path]:
     return sorted(p for base in (FIXTURES, REPO / "flowtrace") for p in base.rglob("*.py"))
 
 
-def test_same_verdicts_and_imports_on_the_repository_files():
+def test_same_verdicts_on_the_repository_files():
     for path in _repository_files():
         data = path.read_bytes()
         assert _pruned(data) == _whole(data), path
@@ -131,21 +126,39 @@ STATEMENTS = [
     "for [a, *b] in c:\n    del a[0], b.c\n",
     "global g\nassert x, y\nraise E from F\nx: list[int] = []\nx += 1\n",
 ]
+# Compound statements that nest fastest per byte: blocks one space deeper each, ``elif`` chains
+# (each a nested ``If`` at the same indentation), one-line blocks, decorators (outside the ``def``
+# line, inside the span the walk gives a definition), except clauses, match cases.
+COMPOUND = [
+    "".join(" " * i + "if a:\n" for i in range(30)) + " " * 30 + "b\n",
+    "if a: b\n" + "elif a: b\n" * 30 + "else: b\n",
+    "".join(" " * i + ("while a:\n" if i < 10 else "for a in b:\n") for i in range(20)) + " " * 20 + "pass\n",
+    "".join(" " * i + ("def f():\n" if i < 10 else "class C:\n") for i in range(20)) + " " * 20 + "...\n",
+    "".join(" " * i + ("with a:\n" if i < 10 else "try:\n") for i in range(20))
+    + " " * 20 + "x\n" + "".join(" " * (19 - i) + "except:x\n" for i in range(10)),
+    "try:\n x\nexcept* E:\n try:\n  y\n except* F:\n  z\nelse:\n w\nfinally:\n v\n",
+    "@a\n@b.c(d)\n@e[f]\ndef g(h=-1, *, i: j = k) -> l:\n @m\n class N(O, p=q):\n  @r\n  async def s(): ...\n",
+    "async def f():\n async for a in b:\n  async with c as d:\n   if e: f\n",
+    "match v:\n case 1:\n  match w:\n   case [a]:\n    match x:\n     case _: y\n",
+    "if a: b\nwhile a: b\nfor a in b: c\nwith a: b\nclass C: d\ndef f(): g\n",
+]
 
 
 def test_the_span_bound_holds_on_the_fastest_nesting_shapes():
     """The premise of the pruning: no node's subtree is deeper than its span allows."""
     sources = [f"r = {c}\n" for c in CHAINS] + [f"{c}\n" for c in CHAINS if not c.startswith("*")] + STATEMENTS
     sources.append("async def g():\n    return " + "(await " * 20 + "x" + ")" * 20 + "\n")
+    sources += COMPOUND
     for source in sources:
         data = source.encode()
         ends = _line_ends(data)
         assert ends is not None
         for node in ast.walk(ast.parse(data)):
             last = getattr(node, "end_lineno", None)
-            if last is None or isinstance(node, tuple(parse._compound_kinds())):
+            if last is None:
                 continue
-            size = node.end_col_offset - node.col_offset if last == node.lineno else ends[last] - ends[node.lineno - 1]
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            size = node.end_col_offset - node.col_offset if last == first else ends[last] - ends[first - 1]
             assert _depth_below(node) <= SPAN_LEVELS * size + SPAN_SLACK, (source, ast.dump(node)[:80])
 
 
@@ -166,19 +179,42 @@ def test_small_statements_are_not_walked_into():
     so a depth it hides (impossible in parsed code) goes unseen; one inside a span long enough
     is found."""
     many_small = ast.Module([_lying_statement(3) for _ in range(2000)] + [_lying_statement(2 * MAX_NESTING)], [])
-    assert _too_deep(many_small, 1, [], None, prune=False) is not None
-    assert _too_deep(many_small, 1, [], None) is None
+    assert _too_deep(many_small, 1, None, prune=False) is not None
+    assert _too_deep(many_small, 1, None) is None
     big = _lying_statement(2 * MAX_NESTING)
     for node in ast.walk(big):
         node.end_col_offset = MAX_NESTING  # type: ignore[attr-defined]
-    assert _too_deep(ast.Module([big], []), 1, [], None) is not None
+    assert _too_deep(ast.Module([big], []), 1, None) is not None
 
 
-def test_a_long_span_near_the_limit_is_walked():
-    """The bound counts the node's own depth: the same expression passes at the top and is
-    caught nested deep enough in compound statements."""
-    chain = "-" * (MAX_NESTING - 20) + "1"
-    assert _pruned(f"x = {chain}\n".encode())[0] is None
-    nested = "".join("    " * i + "if a:\n" for i in range(30)) + "    " * 30 + f"x = {chain}\n"
-    assert _pruned(nested.encode()) == _whole(nested.encode())
-    assert _whole(nested.encode())[0] == 31
+def _lying_block(statement: ast.stmt, first: int, last: int, decorator: int | None = None) -> ast.stmt:
+    """``def f(): <statement>`` claiming lines ``first..last``, decorated on line ``decorator``."""
+    decorators: list[ast.expr] = []
+    if decorator is not None:
+        decorators.append(
+            ast.Name("d", ast.Load(), lineno=decorator, col_offset=1, end_lineno=decorator, end_col_offset=2)
+        )
+    block = ast.FunctionDef("f", ast.arguments([], [], None, [], [], None, []), [statement], decorators)
+    block.lineno, block.col_offset, block.end_lineno, block.end_col_offset = first, 0, last, 5
+    return block
+
+
+def _deep_statement() -> ast.stmt:
+    """A statement past the limit whose one-line span is long enough to say so."""
+    statement = _lying_statement(2 * MAX_NESTING)
+    for node in ast.walk(statement):
+        node.end_col_offset = MAX_NESTING  # type: ignore[attr-defined]
+    return statement
+
+
+def test_small_blocks_are_not_walked_into():
+    """A compound statement is pruned by its own span as well, a definition's from its first
+    decorator: a block whose span is too short to be deep is skipped whole (a depth it hides,
+    impossible in parsed code, goes unseen); one that its decorators make long enough is walked."""
+    ends = [0, *range(10, 10 * 2000, 10)]  # every line 10 bytes long
+    small = ast.Module([_lying_block(_deep_statement(), 100, 101)], [])
+    assert _too_deep(small, 1, None, prune=False) is not None
+    assert _too_deep(small, 1, ends) is None
+    assert _too_deep(ast.Module([_lying_block(_deep_statement(), 100, 101, decorator=99)], []), 1, ends) is None
+    decorated = ast.Module([_lying_block(_deep_statement(), 100, 101, decorator=5)], [])
+    assert _too_deep(decorated, 1, ends) is not None

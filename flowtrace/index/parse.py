@@ -101,10 +101,10 @@ def warm_up(conv: Conventions) -> None:
 MAX_NESTING = 1000  # weighted AST depth; real engine code stays under 30
 
 
-def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list[ast.stmt]]:
-    """``(problem, tree, imports)``: ``problem`` is (line, reason) when the analysers must not
-    read this file, else None, and then ``tree`` is the file's ``ast.Module`` (the one parse
-    of the file) and ``imports`` its import statements (anywhere).
+def _screen(data: bytes) -> tuple[tuple[int, str] | None, object]:
+    """``(problem, tree)``: ``problem`` is (line, reason) when the analysers must not read
+    this file, else None, and then ``tree`` is the file's ``ast.Module`` (the one parse of
+    the file).
 
     The stdlib parser has guards (200 brackets, its own stack limits) and never executes
     anything. Past it, a weighted depth limit refuses code nested deeper than any engine's
@@ -123,19 +123,18 @@ def _screen(data: bytes) -> tuple[tuple[int, str] | None, object, list[ast.stmt]
     except SyntaxError as exc:
         message = str(exc.msg or "invalid syntax")
         if "too many" in message or "too complex" in message:
-            return (exc.lineno or 0, f"nesting too deep to parse ({message})"), None, []
+            return (exc.lineno or 0, f"nesting too deep to parse ({message})"), None
         if "encoding" in message or "codec" in message or "decode" in message:
-            return (exc.lineno or 0, f"cannot decode: {message}"), None, []
-        return (exc.lineno or 0, f"syntax error: {message}"), None, []
+            return (exc.lineno or 0, f"cannot decode: {message}"), None
+        return (exc.lineno or 0, f"syntax error: {message}"), None
     except (RecursionError, MemoryError):
-        return (0, "nesting too deep to parse (the stdlib parser gave up)"), None, []
+        return (0, "nesting too deep to parse (the stdlib parser gave up)"), None
     except ValueError as exc:
-        return (0, f"cannot parse: {exc}"), None, []
-    imports: list[ast.stmt] = []
-    deep = _too_deep(tree, 1, imports, _line_ends(data))
+        return (0, f"cannot parse: {exc}"), None
+    deep = _too_deep(tree, 1, _line_ends(data))
     if deep is not None:
-        return (getattr(deep, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None, []
-    return None, tree, imports
+        return (getattr(deep, "lineno", 0), f"nesting too deep to parse (over {MAX_NESTING} levels)"), None
+    return None, tree
 
 
 # A node's subtree nests at most SPAN_LEVELS weighted levels per byte of the node's own
@@ -162,22 +161,6 @@ def _line_ends(data: bytes) -> list[int] | None:
     return [0, *itertools.accumulate(map(len, data.splitlines(keepends=True)))]
 
 
-def _short(node: ast.AST, depth: int, ends: list[int] | None) -> bool:
-    """Whether ``node``'s span is too short to hold a node past MAX_NESTING below ``depth``."""
-    last: int | None = getattr(node, "end_lineno", None)
-    if last is None:
-        return False
-    # a node with an end line has the other positions too (ast.AST declares none of them)
-    first: int = node.lineno  # type: ignore[attr-defined]
-    if last == first:
-        size: int = node.end_col_offset - node.col_offset  # type: ignore[attr-defined]
-    elif ends is not None and last < len(ends):
-        size = ends[last] - ends[first - 1]
-    else:
-        return False
-    return depth + SPAN_LEVELS * size <= MAX_NESTING - SPAN_SLACK
-
-
 @functools.cache
 def _compound_kinds() -> frozenset[type]:
     """Statements that hold statements (``if``, ``def``, ``try``...), and ``except`` clauses."""
@@ -186,28 +169,36 @@ def _compound_kinds() -> frozenset[type]:
     )
 
 
-def _too_deep(
-    root: ast.AST, depth: int, imports: list[ast.stmt], ends: list[int] | None, *, prune: bool = True
-) -> ast.AST | None:
+def _first_line(node: ast.AST) -> int:
+    """Where a statement's text starts: a decorated definition's first decorator."""
+    decorators = getattr(node, "decorator_list", None)
+    line: int = node.lineno  # type: ignore[attr-defined]  # a statement
+    return min(line, *(d.lineno for d in decorators)) if decorators else line
+
+
+def _too_deep(root: ast.AST, depth: int, ends: list[int] | None, *, prune: bool = True) -> ast.AST | None:
     """The first node, in walk order, whose weighted depth passes MAX_NESTING (None when none
-    does), appending every import statement met to ``imports``, in walk order.
+    does).
 
     ``prune`` skips the subtree of a node whose span is too short to hold MAX_NESTING levels
     below the node's depth: a one-line span by its columns, a longer one by its lines' bytes
     (``ends``, see :func:`_line_ends`; None: never). Each level of a chain takes at least one
-    byte of its parent's span (a unary ``-`` exactly one; a bracket, a dot, an ``or`` operand
-    more), except wrappers that take none (a statement ``Expr``, a ``MatchValue``, an operator
-    leaf, one position-less node such as a ``comprehension`` between two nodes that have
-    spans); SPAN_LEVELS and SPAN_SLACK bound those twice over. Only subtrees that cannot pass
-    the limit are skipped, the rest keeps its order, so the verdict, its line and the imports
-    are those of the whole walk. Never pruned: compound statements (imports can stand in their
-    bodies, and a def's decorators lie outside its span), and nothing inside an f-string that
-    was not pruned whole (before Python 3.12 the parts of an f-string carry the whole string's
-    span or shifted ones: only the string's own span is trustworthy).
-    """
+    byte of its parent's span (a unary ``-`` exactly one; a bracket, a dot, an ``or`` operand,
+    a nested block's keyword more), except wrappers that take none (a statement ``Expr``, a
+    ``MatchValue``, an operator leaf, one position-less node such as a ``comprehension`` or a
+    ``match_case`` between two nodes that have spans); SPAN_LEVELS and SPAN_SLACK bound those
+    twice over. A definition's span starts at its first decorator (the ``def`` line is its
+    ``lineno``). Only subtrees that cannot pass the limit are skipped, the rest keeps its
+    order, so the verdict and its line are those of the whole walk. Never pruned: nothing
+    inside an f-string that was not pruned whole (before Python 3.12 the parts of an f-string
+    carry the whole string's span or shifted ones: only the string's own span is trustworthy).
 
+    No helper call per node: most nodes met are pruned at once, and a call per node was a
+    third of the walk.
+    """
     node_type, bool_op, joined, lst = ast.AST, ast.BoolOp, ast.JoinedStr, list
-    import_kinds, compound = (ast.Import, ast.ImportFrom), _compound_kinds()
+    compound, lines = _compound_kinds(), ends or []
+    room = MAX_NESTING - SPAN_SLACK  # a node at ``depth`` with span ``size`` is safe when depth + 2 * size <= room
     stack = [(root, depth)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -215,15 +206,21 @@ def _too_deep(
         kind = node.__class__
         if kind is bool_op:
             depth += len(node.values) - 1  # type: ignore[attr-defined]  # kind is ast.BoolOp
-        elif kind in import_kinds:
-            imports.append(node)  # type: ignore[arg-type]  # kind is an import statement
         if depth > MAX_NESTING:
             return node
-        if prune and kind not in compound:
-            if _short(node, depth, ends):
-                continue
+        if prune:
+            last: int | None = getattr(node, "end_lineno", None)
+            if last is not None:
+                # a node with an end line has the other positions too (ast.AST declares none of them)
+                first: int = node.lineno if kind not in compound else _first_line(node)  # type: ignore[attr-defined]
+                if last == first:
+                    size: int = node.end_col_offset - node.col_offset  # type: ignore[attr-defined]
+                else:  # by lines; without them, as long as the limit
+                    size = lines[last] - lines[first - 1] if last < len(lines) else MAX_NESTING
+                if depth + SPAN_LEVELS * size <= room:
+                    continue
             if kind is joined:
-                found = _too_deep(node, depth, imports, None, prune=False)
+                found = _too_deep(node, depth, None, prune=False)
                 if found is not None:
                     return found
                 continue
@@ -323,7 +320,7 @@ def analyze_bytes(
     try:
         sys.setrecursionlimit(max(old_limit, 6000))
         with _time_limit(timeout_s), quiet_allocations():
-            problem, tree, _ = _screen(data)
+            problem, tree = _screen(data)
             if problem is not None:
                 return F.FileFacts.unparsed(path, modname, problem[1], F.DiagnosticKind.PARSE_ERROR, problem[0])
             module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
