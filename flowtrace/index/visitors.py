@@ -350,21 +350,27 @@ class FileAnalyzer(FileContext):
         analyzer = self
 
         def visit_call(node: ast.Call) -> None:
+            # most calls are no event: their place and their arguments' text are read only for one
+            # (the events are sorted after, so the order they are found in does not matter)
             func = dotted(node.func)
-            line, column = analyzer.start(node)
-            args = arguments(node)
-            unnamed = tuple(analyzer.code(a.value) for a in args if a.keyword is None)
             if func and func.startswith("self.") and func.count(".") == 1:
-                events.append((line, column, "compute", func, ()))
+                events.append((*analyzer.start(node), "compute", func, ()))
             callee = node.func
             if isinstance(callee, ast.Name) and callee.id in names:
-                events.append((line, column, "use:" + callee.id, "called", unnamed))
+                events.append((*analyzer.start(node), "use:" + callee.id, "called", unnamed_of(node)))
             elif isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in names:
-                events.append((line, column, "use:" + callee.value.id, f"{callee.value.id}.{callee.attr}", unnamed))
-            for arg in args:
-                if isinstance(arg.value, ast.Name) and arg.value.id in names:
-                    at = analyzer.start(arg.node)
-                    events.append((at[0], at[1], "use:" + arg.value.id, func, ()))
+                detail = f"{callee.value.id}.{callee.attr}"
+                events.append((*analyzer.start(node), "use:" + callee.value.id, detail, unnamed_of(node)))
+            for arg in node.args:
+                value = arg.value if isinstance(arg, ast.Starred) else arg
+                if isinstance(value, ast.Name) and value.id in names:
+                    events.append((*analyzer.start(arg), "use:" + value.id, func, ()))
+            for keyword in node.keywords:
+                if isinstance(keyword.value, ast.Name) and keyword.value.id in names:
+                    events.append((*analyzer.start(keyword), "use:" + keyword.value.id, func, ()))
+
+        def unnamed_of(node: ast.Call) -> tuple[str, ...]:
+            return tuple(analyzer.code(a.value) for a in arguments(node) if a.keyword is None)
 
         def visit_test(node: ast.If | ast.IfExp) -> None:
             # `if <flag>:` guards what a flagged layer records: a use of the flag where it is tested
