@@ -14,7 +14,7 @@ import bisect
 import dataclasses
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowtrace.model import facts as F
@@ -33,7 +33,6 @@ from flowtrace.index.syntax import (
     child_nodes,
     clip,
     dotted,
-    iter_nodes,
     last_name,
     module_name,
     parameters,
@@ -69,45 +68,45 @@ class _Collector:
     # -- the walk ----------------------------------------------------------------
     def walk(self, module: ast.Module) -> None:
         if self._hits:  # no line names a site word: no site to find
-            for stmt in module.body:
-                self._statement(stmt)
+            # bound here, not kept: the collector holding its own methods would be a cycle that
+            # keeps the nodes it found alive until the cyclic collector runs
+            visits: dict[type, Callable[[Any], None]] = {
+                ast.Attribute: self.visit_Attribute,
+                ast.Call: self.visit_Call,
+                ast.Subscript: self.visit_Subscript,
+            }
+            self._children(module.body, visits)
 
-    def _statement(self, stmt: ast.AST) -> None:
-        first = getattr(stmt, "lineno", None)
-        if first is not None and not self._hit_between(_first_line(stmt, first), stmt.end_lineno or first):  # type: ignore[attr-defined]
-            return  # no line of it names a site word: no site below it
+    def _children(self, children: Sequence[ast.AST], visits: dict[type, Callable[[Any], None]]) -> None:
+        """Walk the children (of a statement, or a module's statements) that a hit line falls
+        in, tested here rather than in a call per child: most children of a block hold none;
+        ``visits``: the site handlers by node class."""
+        hits = self._hits
+        count = len(hits)
+        for child in children:
+            nesting = isinstance(child, _NESTING)  # a statement, an except clause, a match case
+            first = getattr(child, "lineno", None)
+            if first is not None:  # else a parameter list, a with item, a match case: small, walked
+                last = child.end_lineno or first  # type: ignore[attr-defined]
+                at = bisect.bisect_left(hits, _first_line(child, first) if child.__class__ in _DEFINITIONS else first)
+                if at == count or hits[at] > last:
+                    continue  # no line of it names a site word: no site below it
+            if nesting:
+                self._statement(child, visits)
+            else:
+                visit_each(child, visits)
+
+    def _statement(self, stmt: ast.AST, visits: dict[type, Callable[[Any], None]]) -> None:
         kind = type(stmt)
         if kind is ast.ClassDef:
             self._class_stack.append(stmt.name)  # type: ignore[attr-defined]
         elif kind in _FUNCTIONS:
             self._func_stack.append(stmt.name)  # type: ignore[attr-defined]
-        for child in child_nodes(stmt):
-            if isinstance(child, _NESTING):
-                self._statement(child)  # a statement, an except clause, a match case
-            elif self._hit(child):
-                self._sites(child)
+        self._children(child_nodes(stmt), visits)
         if kind is ast.ClassDef:
             self._class_stack.pop()
         elif kind in _FUNCTIONS:
             self._func_stack.pop()
-
-    def _hit(self, node: ast.AST) -> bool:
-        first = getattr(node, "lineno", None)
-        if first is None:
-            return True  # a parameter list, a with item: small, walked
-        return self._hit_between(first, node.end_lineno or first)  # type: ignore[attr-defined]
-
-    def _hit_between(self, first: int, last: int) -> bool:
-        hits = self._hits
-        at = bisect.bisect_left(hits, first)
-        return at < len(hits) and hits[at] <= last
-
-    def _sites(self, node: ast.AST) -> None:
-        get = _SITES.get
-        for current in iter_nodes(node):
-            visit = get(type(current))
-            if visit is not None:
-                visit(self, current)
 
     def function_name(self) -> str:
         if not self._func_stack:
@@ -152,12 +151,8 @@ def _first_line(stmt: ast.AST, line: int) -> int:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = frozenset({*_FUNCTIONS, ast.ClassDef})  # what can have decorators
 _NESTING = (ast.stmt, ast.excepthandler, ast.match_case)
-_SITES: dict[type, Callable[[_Collector, Any], None]] = {
-    ast.Attribute: _Collector.visit_Attribute,
-    ast.Call: _Collector.visit_Call,
-    ast.Subscript: _Collector.visit_Subscript,
-}
 
 
 SiteWords = tuple[tuple[str, ...], tuple[str, ...]]  # (words as written, words in any case)
