@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from flowtrace.index.syntax import SourceText, arguments, parameters, walk_statements
+from flowtrace.index.syntax import SourceText, all_statements, arguments, parameters, walk_statements
 
 
 def _first(source: str, kind: type, index: int = 0):
@@ -84,3 +84,32 @@ def test_non_ascii_columns_are_characters():
 def test_statements_in_order_without_nested_definitions():
     fn = ast.parse("def f():\n    a = 1\n    if a:\n        b = 2\n    def g():\n        c = 3\n    return b\n").body[0]
     assert [ast.unparse(s).split("\n")[0] for s in walk_statements(fn.body)] == ["a = 1", "if a:", "b = 2", "return b"]
+
+
+def test_a_multi_line_expression_loses_its_innermost_statements_indentation():
+    """``segment`` cuts a multi-line expression's later lines by the indentation of the innermost
+    statement holding its first line: the statement starting last among those holding the line
+    (nested definitions', clauses' and cases' statements included), found for every line of
+    these sources as its definition says."""
+    sources = [
+        "x = 1; y = (\n    2)\nz = (\n  3); w = [\n 4]\n",
+        "class C:\n    @d(\n        1)\n    def f(self):\n        if a:\n            b = f(\n                c,\n"
+        "            )\n        else:\n            try:\n                g(\n                  h)\n"
+        "            except E:\n                pass\n        return (\n            i)\n",
+        "match v:\n    case 1:\n        a = [\n            1]\n    case _:\n        while b:\n"
+        "            c = {\n                2}\n",
+        "def f(): return (\n    1)\n\n\nasync def g():\n    async with a:\n        async for b in c:\n"
+        "            d = (\n              e)\n",
+    ]
+    for source in sources:
+        tree = ast.parse(source)
+        text = SourceText(source, tree)
+        statements = all_statements(tree.body)
+        for line in range(len(text.lines) + 2):
+            holders = [s.lineno for s in statements if s.lineno <= line <= (s.end_lineno or s.lineno)]
+            own = text.line_text(line)
+            expected = text.line_text(max(holders)) if holders else own
+            indent = expected[: len(expected) - len(expected.lstrip(" \t"))]
+            assert text._block_indent(line, own) == indent, (source, line)
+    text, call = _first(sources[1], ast.Call, 1)  # f(c,) under the if (d(1) is the first call)
+    assert text.segment(call) == "f(\n    c,\n)"

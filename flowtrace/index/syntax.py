@@ -9,6 +9,7 @@ with their defaults (:func:`parameters`), and a node's exact source text (:class
 from __future__ import annotations
 
 import ast
+import bisect
 import keyword
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -427,13 +428,12 @@ class SourceText:
     """A file's lines, and the exact source of a node (``ast`` columns are UTF-8 byte offsets;
     lines are split as the parser splits them)."""
 
-    __slots__ = ("lines", "_encoded", "_tree", "_starts")
+    __slots__ = ("lines", "_encoded", "_tree")
 
     def __init__(self, source: str, tree: ast.Module | None = None) -> None:
         self.lines = _parser_lines(source)
         self._encoded: dict[int, bytes] = {}
         self._tree = tree  # for the block a multi-line node stands in
-        self._starts: list[tuple[int, int, int]] | None = None  # (first line, last line, column) per statement
 
     def line_text(self, number: int) -> str:
         return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
@@ -478,22 +478,15 @@ class SourceText:
 
     def _block_indent(self, line: int, text: str) -> str:
         """The indentation of the innermost statement holding ``line`` (the line's own
-        indentation when the tree is unknown)."""
+        indentation when the tree is unknown or no statement holds it)."""
         own = text[: len(text) - len(text.lstrip(" \t"))]
         if self._tree is None:
             return own
-        if self._starts is None:
-            self._starts = sorted(
-                (n.lineno, n.end_lineno or n.lineno, n.col_offset) for n in all_statements(self._tree.body)
-            )
-        import bisect
-
-        at = bisect.bisect_right(self._starts, (line, 1 << 30, 0))
-        for first, last, _ in reversed(self._starts[:at]):
-            if last >= line:
-                statement_line = self.line_text(first)
-                return statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
-        return own
+        first = _holder_line(self._tree.body, line)
+        if first is None:
+            return own
+        statement_line = self.line_text(first)
+        return statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
 
     def _grouped(self, first: int, start: int, last: int, end: int) -> tuple[int, int, int, int]:
         """The span widened over each pair of parentheses that only groups it."""
@@ -546,6 +539,35 @@ class SourceText:
     def character_column(self, node: ast.AST) -> int:
         """The node's start column in characters."""
         return self._column(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+def _holder_line(block: list[ast.stmt], line: int) -> int | None:
+    """The last first line of the statements (those of :func:`all_statements`) that hold
+    ``line``, None when none does. Only the statements holding it are entered (a statement's
+    own statements lie within its lines), each block found by bisection: the statements of a
+    block follow each other, so those holding ``line`` are the last ones starting at or before
+    it, back to the first that ends before it."""
+    best: int | None = None
+    pending = [block]
+    while pending:
+        statements = pending.pop()
+        at = bisect.bisect_right(statements, line, key=_first_of)
+        while at:
+            at -= 1
+            stmt = statements[at]
+            if (stmt.end_lineno or stmt.lineno) < line:
+                break
+            if best is None or stmt.lineno > best:
+                best = stmt.lineno
+            if type(stmt) in _SCOPES_SET:
+                pending.append(stmt.body)  # type: ignore[attr-defined]
+            else:
+                pending.extend(inner_blocks(stmt))
+    return best
+
+
+def _first_of(stmt: ast.stmt) -> int:
+    return stmt.lineno
 
 
 _COMPOUND = (*_DECORATED, *BLOCK_FIELDS)
