@@ -427,3 +427,30 @@ def test_ids_the_runner_shifts_count_like_a_shift_in_the_setter(tmp_path):
     t = api.trace(result, "DenseMoeForCausalLM", [1, 2, 30], 61)
     # the setter adds one to [2, 3, 31]: indices [3, 4, 32], recorded before layer i (b = i)
     assert {p.phase: (p.ids, p.boundaries) for p in t.phases}["graph replay"] == ((2, 3, 31), (3, 4, 32))
+
+
+def test_functions_whose_text_names_no_callee_are_not_walked_and_nothing_is_lost():
+    """``runner_functions`` spares finding the calls of a function whose ASCII text spells no
+    name that could make it matter (a setter, a capture, a warm-up; a function already kept):
+    the facts are those of reading every function, on the fixture's runner files and where a
+    name is spelled with a letter the parser normalises (a fullwidth ``ｓ`` is ``s``)."""
+    from flowtrace.engines.profiles import Conventions, select_profiles
+    from flowtrace.index.runner_steps import runner_functions
+    from flowtrace.index.syntax import SourceText
+
+    conv = Conventions.merge(select_profiles(SERVING, None))
+    setter = next(s for s in sorted(conv.setters) if s[0].isalpha())
+    wide = chr(ord(setter[0]) - ord("a") + ord("ａ")) + setter[1:]
+    spelled = (
+        f"class R:\n    def step_a(self):\n        self.model.{wide}(self.ids)\n\n"
+        "    def first(self):\n        self.step_a()\n\n    def second(self):\n        self.ｓtep_a()\n\n"
+        "    def idle(self):\n        return 1\n"
+    )
+    sources = [(SERVING / name).read_text() for name in (RUNNER, GRAPHS)] + [spelled]
+    for source in sources:
+        tree = ast.parse(source)
+        lines = SourceText(source, tree).lines
+        gated = runner_functions("f.py", "m", tree, conv, {}, lines)
+        assert gated == runner_functions("f.py", "m", tree, conv, {})
+    assert [fn.name for fn in gated] == ["step_a", "first", "second"]
+    assert [(s.kind, s.name) for s in gated[0].steps] == [(F.RunnerStepKind.SETTER, setter)]

@@ -325,13 +325,14 @@ def analyze_bytes(
                 return F.FileFacts.unparsed(path, modname, problem[1], F.DiagnosticKind.PARSE_ERROR, problem[0])
             module: ast.Module = tree  # type: ignore[assignment]  # no problem: the screen's tree
             source = decode(data, strict=True)  # the parser lets undecodable comments pass
-            facts = FileAnalyzer(path, source, module, conv).facts()
+            analyzer = FileAnalyzer(path, source, module, conv)
+            facts = analyzer.facts()
             entry_calls, predicates = runner_facts(path, data, module, conv)
             if entry_calls or predicates:
                 facts = dataclasses.replace(facts, entry_calls=entry_calls, interface_predicates=predicates)
             if runner_steps.wanted(data, conv):
                 imports = {i.local: i.qualified for i in facts.imports}
-                runner = runner_steps.runner_functions(path, modname, module, conv, imports)
+                runner = runner_steps.runner_functions(path, modname, module, conv, imports, analyzer.lines)
                 if runner:
                     facts = dataclasses.replace(facts, runner_functions=runner)
             if conv.id_functions:

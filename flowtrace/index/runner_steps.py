@@ -15,7 +15,7 @@ handed as written or changed first) are recognised structurally.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.syntax import (
@@ -153,11 +153,19 @@ class _Reader:
     """Reads the steps of the functions of one module (see the module doc)."""
 
     def __init__(
-        self, path: str, module: str, conv: Conventions, imports: Mapping[str, str], local_classes: Mapping[str, str]
+        self,
+        path: str,
+        module: str,
+        conv: Conventions,
+        imports: Mapping[str, str],
+        local_classes: Mapping[str, str],
+        lines: list[str] | None = None,
     ) -> None:
         self.path, self.module, self.conv = path, module, conv
         self.imports, self.local_classes = imports, local_classes
+        self.lines = lines
         self.names = _serving_names(conv)
+        self.callees = frozenset(conv.setters | conv.graph_capture | conv.warmup)  # what makes a call direct
         self.recorded: set[str] = set()  # names of this module's functions whose steps are kept
         self.module_functions: set[str] = set()
         self.calls: dict[FunctionNode, list[ast.Call]] = {}  # each function's calls, found once for the fixpoint
@@ -171,12 +179,24 @@ class _Reader:
     def loc(self, node: ast.AST) -> F.Location:
         return F.Location(self.path, node.lineno)  # type: ignore[attr-defined]
 
+    def names_none(self, fn: FunctionNode, names: Collection[str]) -> bool:
+        """The function's text (decorators to last line) is ASCII and spells none of ``names``: then
+        none of its calls is named so (a non-ASCII text may spell a name the parser normalises),
+        and its calls need not be found. False without the file's lines."""
+        if self.lines is None:
+            return False
+        first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+        text = "\n".join(self.lines[first - 1 : fn.end_lineno or fn.lineno])
+        return text.isascii() and not any(name in text for name in names)
+
     # -- which functions matter -----------------------------------------------------
     def direct(self, fn: FunctionNode) -> bool:
         """The function calls a setter on another object, or a capture / warm-up call, or is a
         serving entry itself."""
         if fn.name in self.names:
             return True
+        if self.names_none(fn, self.callees):
+            return False
         for call in self.calls_of(fn):
             name = last_name(call.func)
             if name in self.conv.setters and isinstance(call.func, ast.Attribute) and not _is_own(call.func.value):
@@ -194,7 +214,7 @@ class _Reader:
         while changed:
             changed = False
             for _, _, fn in functions:
-                if fn.name in self.recorded or fn.name in self.conv.setters:
+                if fn.name in self.recorded or fn.name in self.conv.setters or self.names_none(fn, self.recorded):
                     continue
                 if any(self.local_call(call) for call in self.calls_of(fn)):
                     self.recorded.add(fn.name)
@@ -332,11 +352,18 @@ def _value_names(node: ast.AST) -> Iterator[ast.Name]:
 
 
 def runner_functions(
-    path: str, module: str, tree: ast.Module, conv: Conventions, imports: Mapping[str, str]
+    path: str,
+    module: str,
+    tree: ast.Module,
+    conv: Conventions,
+    imports: Mapping[str, str],
+    lines: list[str] | None = None,
 ) -> tuple[F.RunnerFunctionFact, ...]:
-    """The runner functions of one module with their steps (see the module doc)."""
+    """The runner functions of one module with their steps (see the module doc). ``lines``: the
+    file's lines as the parser numbers them, when known (they spare walking the functions whose
+    text names no call that could matter)."""
     local_classes = {n.name: f"{module}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
-    reader = _Reader(path, module, conv, imports, local_classes)
+    reader = _Reader(path, module, conv, imports, local_classes, lines)
     functions = list(_functions(tree, module))
     reader.choose(functions)
     out = []
