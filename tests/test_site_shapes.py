@@ -101,3 +101,39 @@ def test_sites_of_one_loop_keep_the_calls_order(conv: Conventions) -> None:
     """
     found = [(s.mechanism, s.point, s.location.line) for s in _sites(source, conv)]
     assert found == [(F.Mechanism.HELPER, F.Point.INPUT, 5), (F.Mechanism.APPEND, F.Point.INPUT, 8)]
+
+
+def test_calls_with_tests_in_walk_order_with_the_ifs_around_each():
+    """The calls the shapes read: pre-order, each with the tests of the ``if`` statements
+    around it (an ``if``'s own test for the calls in it, its ``else`` arm included), inside
+    lambdas and class bodies but not nested functions."""
+    from flowtrace.index.sites.context import calls_with_tests
+
+    source = textwrap.dedent(
+        """
+        a()
+        if b(c()):
+            d(e())
+            def g():
+                h()
+            k = lambda: m(p=q())
+        else:
+            if r:
+                n()
+        class C:
+            o()
+        """
+    )
+    calls = calls_with_tests(ast.parse(source).body)
+    found = [(ast.unparse(call), [ast.unparse(t) for t in tests]) for call, tests in calls]
+    assert found == [
+        ("a()", []),
+        ("b(c())", ["b(c())"]),
+        ("c()", ["b(c())"]),
+        ("d(e())", ["b(c())"]),
+        ("e()", ["b(c())"]),
+        ("m(p=q())", ["b(c())"]),
+        ("q()", ["b(c())"]),
+        ("n()", ["b(c())", "r"]),
+        ("o()", []),
+    ]

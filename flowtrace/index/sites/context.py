@@ -28,10 +28,12 @@ from flowtrace.index.streams import (
     unguarded_operand,
 )
 from flowtrace.index.syntax import (
-    FastVisitor,
+    SOURCE_ORDERED,
     FunctionNode,
     Position,
     arguments,
+    child_fields,
+    child_nodes,
     int_value,
     is_name,
     dotted,
@@ -499,36 +501,55 @@ def _handed(call: ast.Call, parameter: str, position: int | None) -> ast.expr | 
     return named.get(parameter) or (values[position] if position is not None and 0 <= position < len(values) else None)
 
 
-class _Calls(FastVisitor):
-    """Collects the calls below a node with the tests of the ``if`` statements around them,
-    outside nested functions, in walk order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[ast.Call, Tests]] = []
-        self._tests: list[ast.expr] = []
-
-    def visit_If(self, node: ast.If) -> None:
-        self._tests.append(node.test)
-
-    def leave_If(self, original_node: ast.If) -> None:
-        self._tests.pop()
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self.calls.append((node, tuple(self._tests)))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> bool:
-        return False
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> bool:
-        return False
-
-
 def calls_with_tests(body: list[ast.stmt]) -> list[tuple[ast.Call, Tests]]:
-    """The calls below a block with the if-tests around each (see :class:`_Calls`)."""
-    found = _Calls()
-    found.walk(body)
-    return found.calls
+    """The calls below a block with the tests of the ``if`` statements around each (an ``if``'s
+    own test among them, for the calls in it), outside nested functions, in pre-order.
+
+    One loop over a stack (None marks leaving an ``if``) reading each node's child fields, as
+    :func:`flowtrace.index.syntax.visit_each` does (a call and a dict through ``child_nodes``,
+    for their source order): a visitor's dispatch, a pair and a child list per node were most
+    of the cost of the layer loops' reading."""
+    calls: list[tuple[ast.Call, Tests]] = []
+    tests: list[ast.expr] = []
+    stack: list[ast.AST | None] = list(reversed(body))
+    pop, push, extend, node_type, lst, fields_of = stack.pop, stack.append, stack.extend, ast.AST, list, _REVERSED.get
+    while stack:
+        current = pop()
+        if current is None:
+            tests.pop()
+            continue
+        kind = current.__class__
+        if kind is ast.Call:
+            calls.append((current, tuple(tests)))  # type: ignore[arg-type]  # kind is ast.Call
+        elif kind is ast.If:
+            tests.append(current.test)  # type: ignore[attr-defined]  # kind is ast.If
+            push(None)
+        elif kind in _DEFINITIONS:
+            continue
+        if kind in SOURCE_ORDERED:
+            children = child_nodes(current)
+            children.reverse()
+            extend(children)
+            continue
+        fields = fields_of(kind)
+        if fields is None:
+            fields = _reversed_fields(kind)
+        for name in fields:  # the last field first: the stack pops the first child first
+            value = getattr(current, name, None)
+            if value.__class__ is lst:
+                extend([item for item in reversed(value) if isinstance(item, node_type)])
+            elif isinstance(value, node_type):
+                push(value)
+    return calls
+
+
+_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})  # nested functions: not walked
+_REVERSED: dict[type, tuple[str, ...]] = {}
+
+
+def _reversed_fields(kind: type) -> tuple[str, ...]:
+    fields = _REVERSED[kind] = tuple(reversed(child_fields(kind)))
+    return fields
 
 
 def _calls(body: list[ast.stmt]) -> list[ast.Call]:
