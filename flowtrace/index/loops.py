@@ -57,10 +57,11 @@ class LoopAnalyzer:
         loop_facts: list[F.LayerLoopFact] = []
         found: list[F.CaptureSiteFact] = []
         for loop in loops:
-            layer_call = self.layer_call(loop)
+            calls = calls_with_tests(loop.body)  # read once: to find the layer call, then by the shapes
+            layer_call = self.layer_call(loop, calls)
             if layer_call is None:
                 continue
-            ctx = self.loop_context(forward, loop, layer_call, statements)
+            ctx = self.loop_context(forward, loop, layer_call, statements, calls)
             loop_sites = sites.captures(ctx) if ctx is not None else []
             loop_facts.append(F.LayerLoopFact(self.info.qualname, self.function, self.file.loc(loop), bool(loop_sites)))
             found.extend(loop_sites)
@@ -202,10 +203,11 @@ class LoopAnalyzer:
     def names_layers(self, node: ast.expr) -> bool:
         return (dotted(node) or "").split(".")[-1] in self.conv.layers_attributes
 
-    def layer_call(self, loop: LoopNode) -> ast.Call | None:
-        """The call that runs one decoder layer inside the loop, if this is a layer loop."""
+    def layer_call(self, loop: LoopNode, calls: list[tuple[ast.Call, Tests]]) -> ast.Call | None:
+        """The call that runs one decoder layer inside the loop (``calls``: those of its body,
+        see :func:`calls_with_tests`), if this is a layer loop."""
         names = self.layer_names(loop)
-        for call, _ in calls_with_tests(loop.body):
+        for call, _ in calls:
             func = call.func
             if isinstance(func, ast.Name) and func.id in names:
                 return call
@@ -216,14 +218,19 @@ class LoopAnalyzer:
         return None
 
     def loop_context(
-        self, forward: ForwardContext, loop: LoopNode, layer_call: ast.Call, statements: list[ast.stmt]
+        self,
+        forward: ForwardContext,
+        loop: LoopNode,
+        layer_call: ast.Call,
+        statements: list[ast.stmt],
+        body_calls: list[tuple[ast.Call, Tests]],
     ) -> LoopContext | None:
         """Everything the shapes share about one layer loop (None without an index variable)."""
         index, _ = self.loop_variables(loop)
         if index is None:
             return None
         pre, post, post_at = self.outside_captures(forward, loop)
-        calls = tuple(calls_with_tests(loop.body))
+        calls = tuple(body_calls)
         return LoopContext(
             forward=forward,
             loop=loop,
