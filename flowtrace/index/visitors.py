@@ -416,10 +416,13 @@ class FileAnalyzer(FileContext):
     def concat_facts(self) -> list[F.ConcatFact]:
         out = []
         for ln, node, function in self.collector.concats:
-            text = self.code(node)
+            # the arguments' text lies in the call's lines: lines naming neither cannot hold it
+            lines = "\n".join(self.lines[node.lineno - 1 : node.end_lineno])
+            if "aux" not in lines.lower() and not any(a in lines for a in self.conv.attributes):
+                continue
             args_text = " ".join(self.code(a.node) for a in arguments(node))
             if "aux" in args_text.lower() or any(a in args_text for a in self.conv.attributes):
-                out.append(F.ConcatFact(F.Location(self.path, ln), clip(text), function))
+                out.append(F.ConcatFact(F.Location(self.path, ln), clip(self.code(node)), function))
         return out
 
     def config_read_facts(self) -> list[F.ConfigReadFact]:
