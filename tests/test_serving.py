@@ -454,3 +454,28 @@ def test_functions_whose_text_names_no_callee_are_not_walked_and_nothing_is_lost
         assert gated == runner_functions("f.py", "m", tree, conv, {})
     assert [fn.name for fn in gated] == ["step_a", "first", "second"]
     assert [(s.kind, s.name) for s in gated[0].steps] == [(F.RunnerStepKind.SETTER, setter)]
+
+
+def test_the_byte_gate_is_its_definition():
+    """``wanted``: a file calls an entry setter (``.<setter>(``) or defines a serving entry
+    (``def <name>(``), as bytes; the entries are found in one scan, with the same verdict as a
+    search for each name."""
+    import random
+
+    from flowtrace.engines.profiles import Conventions, select_profiles
+    from flowtrace.index.runner_steps import _serving_names, wanted
+
+    conv = Conventions.merge(select_profiles(SERVING, None))
+    names = sorted(_serving_names(conv))
+    pieces = [b"def ", b"async ", b"un", b"x", b" ", b"(", b"\n", b"def def ", b".", *(n.encode() for n in names)]
+    rng = random.Random(5)
+    samples = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(3000)]
+    samples += [f"def {n}(".encode() for n in names] + [f"def {n} (".encode() for n in names]
+    hits = 0
+    for data in samples:
+        expected = any(f".{s}(".encode() in data for s in conv.setters) or any(
+            f"def {n}(".encode() in data for n in names
+        )
+        hits += expected
+        assert wanted(data, conv) == expected, data
+    assert 0 < hits < len(samples)

@@ -15,6 +15,7 @@ handed as written or changed first) are recognised structurally.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Collection, Iterator, Mapping
 
 from flowtrace.engines.profiles import Conventions
@@ -44,7 +45,15 @@ def wanted(data: bytes, conv: Conventions) -> bool:
         return False
     if any(f".{s}(".encode() in data for s in conv.setters):
         return True
-    return any(f"def {n}(".encode() in data for n in _serving_names(conv))
+    names = _serving_names(conv)
+    plain = {n for n in names if n.isascii() and n.isidentifier()}
+    # one scan for every `def <name>(` (none hides another) instead of one scan per name
+    if plain and not plain.isdisjoint(m.decode() for m in _DEFINED.findall(data)):
+        return True
+    return any(f"def {n}(".encode() in data for n in names - plain)
+
+
+_DEFINED = re.compile(rb"def ([A-Za-z_][A-Za-z0-9_]*)\(")
 
 
 def _functions(tree: ast.Module, module: str) -> Iterator[tuple[str, str | None, FunctionNode]]:
