@@ -575,3 +575,23 @@ def test_buffer_site_point_and_index_0_follow_the_layer_call(tmp_path, old, new,
     assert c.site.first_none == first_none
     if first_none:
         assert c.site.first_none_at.line == 16 and c.stream.raising_index == 0
+
+
+def test_a_returns_tests_are_those_of_the_statements_around_it():
+    """The early-return reading climbs from a return through the statements around it (a
+    clause, a case, a nested definition) to the function, keeping the ``if``/``while`` tests."""
+    import ast
+
+    from flowtrace.index.stream_facts import _parents, _tests_above
+
+    fn = ast.parse(
+        "def f():\n"
+        "    if a:\n        while b:\n            try:\n                pass\n            except E:\n"
+        "                match m:\n                    case 1:\n                        return 1\n"
+        "    def g():\n        if c:\n            return 2\n"
+        "    return x if d else y\n"
+    ).body[0]
+    parents = _parents(fn)
+    returns = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Return)), key=lambda r: r.lineno)
+    assert [[ast.unparse(t) for t in _tests_above(r, parents)] for r in returns] == [["b", "a"], ["c"], []]
+    assert parents[returns[2]] is fn

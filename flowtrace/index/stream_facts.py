@@ -38,11 +38,23 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def _parents(fn: ast.AST) -> dict[ast.AST, ast.AST]:
+    """The parent of every statement (and ``except`` clause, ``case``) below ``fn``, nested
+    definitions' included: what a return's ancestors are. Statements stand only in these
+    lists, so no expression is visited (most of a function's nodes)."""
     out: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(fn):
-        for child in ast.iter_child_nodes(parent):
-            out[child] = parent
+    stack = [fn]
+    while stack:
+        parent = stack.pop()
+        for field in _STATEMENT_LISTS:
+            children = getattr(parent, field, None)
+            if children.__class__ is list:
+                for child in children:
+                    out[child] = parent
+                    stack.append(child)
     return out
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")  # an IfExp's or a lambda's are not lists
 
 
 def _tests_above(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.expr]:
