@@ -17,6 +17,7 @@ import ast
 from dataclasses import dataclass, field
 
 from flowtrace.index.context import ClassInfo, FileContext
+from flowtrace.index.returns import nodes
 from flowtrace.index.syntax import FunctionNode, arguments, dotted, inner_blocks
 from flowtrace.model import facts as F
 
@@ -166,14 +167,15 @@ def layer_runs(
     attributes = {s.attribute for s in sites if s.attribute} | set(file.conv.attributes)
     out: list[F.LayerRunFact] = []
     method: _Method | None = None  # gathered at the first layer-running call
+    walked = nodes(fn)  # ast.walk's nodes and order (less the contexts), walked once
     iterated = {
         id(n)
-        for loop in ast.walk(fn)
+        for loop in walked
         if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension))
-        for n in ast.walk(loop.iter)
+        for n in nodes(loop.iter)
     }
     # a loop's own `islice(self.layers, a, b)` is the loop
-    for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call) and id(n) not in iterated):
+    for call in (n for n in walked if isinstance(n, ast.Call) and id(n) not in iterated):
         handed = [(_layers_argument(a.value, layers), a) for a in arguments(call)]
         found = next((h for h, _ in handed if h is not None), None)
         if (
@@ -185,13 +187,13 @@ def layer_runs(
         text, whole = found
         capture = any(
             isinstance(n, ast.Name) and n.id in containers or isinstance(n, ast.Attribute) and n.attr in attributes
-            for a in arguments(call) for n in ast.walk(a.value)
+            for a in arguments(call) for n in nodes(a.value)
         )
         method = method or _method(fn)
         stmt = method.statements.get(call)
         direct = method.tests(stmt)
         tests = _deciding_tests(method, direct)
-        flags = tuple(dict.fromkeys(n.attr for t in tests for n in ast.walk(t) if isinstance(n, ast.Attribute)))
+        flags = tuple(dict.fromkeys(n.attr for t in tests for n in nodes(t) if isinstance(n, ast.Attribute)))
         out.append(F.LayerRunFact(
             info.qualname, f"{info.name}.{fn.name}", file.loc(call), dotted(call.func) or ast.unparse(call.func),
             text, whole, capture, " and ".join(ast.unparse(t) for t in direct), flags,
