@@ -390,39 +390,6 @@ def _reversed_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
-class FastVisitor:
-    """``visit_<Node>`` / ``leave_<Node>`` by ``ast`` class name over :func:`child_nodes`,
-    read-only and iterative (no recursion limit). ``visit_`` returning False skips the
-    node's children (and its ``leave_``)."""
-
-    def walk(self, node: NodeOrBlock) -> None:
-        cache = self.__class__.__dict__.get("_handler_cache")
-        if cache is None:
-            cache = {}
-            setattr(self.__class__, "_handler_cache", cache)
-        roots = node if isinstance(node, list) else [node]
-        stack: list[tuple[ast.AST, bool]] = [(n, False) for n in reversed(roots)]
-        while stack:
-            current, leaving = stack.pop()
-            kind = type(current)
-            handlers = cache.get(kind)
-            if handlers is None:
-                handlers = (
-                    getattr(self.__class__, f"visit_{kind.__name__}", None),
-                    getattr(self.__class__, f"leave_{kind.__name__}", None),
-                )
-                cache[kind] = handlers
-            if leaving:
-                handlers[1](self, current)  # type: ignore[misc]  # only pushed with a leave_ handler
-                continue
-            if handlers[0] is not None and handlers[0](self, current) is False:
-                continue
-            if handlers[1] is not None:
-                stack.append((current, True))
-            for child in reversed(child_nodes(current)):
-                stack.append((child, False))
-
-
 # -- source text ------------------------------------------------------------------------------
 class SourceText:
     """A file's lines, and the exact source of a node (``ast`` columns are UTF-8 byte offsets;
@@ -600,7 +567,6 @@ def _parser_lines(source: str) -> list[str]:
 
 __all__ = [
     "Arg",
-    "FastVisitor",
     "FunctionNode",
     "Param",
     "SourceText",
