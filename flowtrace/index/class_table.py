@@ -26,6 +26,8 @@ from flowtrace.index.context import ClassInfo, FileContext
 from flowtrace.index.packages import absolute_base, package_imports
 from flowtrace.index.returns import module_facts, nodes as _walk
 from flowtrace.index.syntax import (
+    line_numbers,
+    find_all,
     BLOCK_FIELDS,
     FunctionNode,
     Param,
@@ -138,16 +140,7 @@ def import_lines(source: str) -> list[int]:
     lines (``\\n``, ``\\r\\n`` and ``\\r`` end one): every import statement stands on one."""
     if "\r" in source:
         source = source.replace("\r\n", "\n").replace("\r", "\n")
-    out: list[int] = []
-    line, last = 1, 0
-    at = source.find("import")
-    while at != -1:
-        line += source.count("\n", last, at)
-        last = at
-        if not out or out[-1] != line:
-            out.append(line)
-        at = source.find("import", at + 6)
-    return out
+    return line_numbers(source, find_all(source, "import"))
 
 
 def package_of(path: str, modname: str) -> str:

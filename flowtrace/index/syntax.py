@@ -565,6 +565,30 @@ def _parser_lines(source: str) -> list[str]:
     return source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+def find_all(text: str, word: str) -> list[int]:
+    """Every offset where ``word`` starts in ``text``, overlapping ones included."""
+    out: list[int] = []
+    at = text.find(word)
+    while at >= 0:
+        out.append(at)
+        at = text.find(word, at + 1)
+    return out
+
+
+def line_numbers(text: str, offsets: list[int]) -> list[int]:
+    """The (1-based, ascending, distinct) numbers of the lines of ``text`` (lines ended by
+    ``\n`` alone) the ``offsets`` fall in, by counting line breaks between them: cheaper than
+    splitting a file into lines when few offsets are asked about."""
+    numbers: list[int] = []
+    line, previous = 1, 0
+    for at in sorted(set(offsets)):
+        line += text.count("\n", previous, at)
+        previous = at
+        if not numbers or numbers[-1] != line:
+            numbers.append(line)
+    return numbers
+
+
 __all__ = [
     "Arg",
     "FunctionNode",
@@ -581,11 +605,13 @@ __all__ = [
     "decode",
     "dotted",
     "end_of",
+    "find_all",
     "int_value",
     "is_name",
     "iter_nodes",
     "keyword_args",
     "last_name",
+    "line_numbers",
     "module_name",
     "names_in",
     "parameter_names",

@@ -26,6 +26,8 @@ from flowtrace.index.setters import SetterAnalyzer
 from flowtrace.index.class_table import Structure, module_tables, package_of
 from flowtrace.index.stream_facts import function_facts, self_calls
 from flowtrace.index.syntax import (
+    line_numbers,
+    find_all,
     FunctionNode,
     SourceText,
     arguments,
@@ -177,31 +179,14 @@ def _hit_lines(lines: list[str], words: SiteWords) -> list[int]:
     offsets: list[int] = []
     exact, folded = words
     for word in exact:
-        offsets += _finds(text, word)
+        offsets += find_all(text, word)
     if folded and text.isascii() and all(w.isascii() for w in folded):
         lowered = text.lower()
         for word in folded:
-            offsets += _finds(lowered, word.lower())
+            offsets += find_all(lowered, word.lower())
     elif folded:
         offsets += [m.start() for m in _any_case(folded).finditer(text)]
-    numbers: list[int] = []
-    line, previous = 1, 0
-    for at in sorted(set(offsets)):
-        line += text.count("\n", previous, at)
-        previous = at
-        if not numbers or numbers[-1] != line:
-            numbers.append(line)
-    return numbers
-
-
-def _finds(text: str, word: str) -> list[int]:
-    """Every offset where ``word`` starts in ``text``, overlapping ones included."""
-    out: list[int] = []
-    at = text.find(word)
-    while at >= 0:
-        out.append(at)
-        at = text.find(word, at + 1)
-    return out
+    return line_numbers(text, offsets)
 
 
 @functools.lru_cache(maxsize=16)

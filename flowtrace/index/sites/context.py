@@ -10,8 +10,9 @@ shape. A fact is assembled by :meth:`LoopContext.fact` from typed pieces, never 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from flowtrace.engines.profiles import Conventions
 from flowtrace.index.context import ClassInfo, FileContext
@@ -28,11 +29,9 @@ from flowtrace.index.streams import (
     unguarded_operand,
 )
 from flowtrace.index.syntax import (
-    SOURCE_ORDERED,
     FunctionNode,
     Position,
     arguments,
-    child_fields,
     child_nodes,
     int_value,
     is_name,
@@ -45,6 +44,7 @@ from flowtrace.index.syntax import (
     positional,
     start_of,
     string_value,
+    visit_each,
     walk_statements,
 )
 from flowtrace.model import facts as F
@@ -503,53 +503,36 @@ def _handed(call: ast.Call, parameter: str, position: int | None) -> ast.expr | 
 
 def calls_with_tests(body: list[ast.stmt]) -> list[tuple[ast.Call, Tests]]:
     """The calls below a block with the tests of the ``if`` statements around each (an ``if``'s
-    own test among them, for the calls in it), outside nested functions, in pre-order.
-
-    One loop over a stack (None marks leaving an ``if``) reading each node's child fields, as
-    :func:`flowtrace.index.syntax.visit_each` does (a call and a dict through ``child_nodes``,
-    for their source order): a visitor's dispatch, a pair and a child list per node were most
-    of the cost of the layer loops' reading."""
+    own test among them, for the calls in it), outside nested functions, in pre-order: the
+    statements are followed here (an ``if`` holds its test while its children are read), the
+    expressions between them walked by :func:`flowtrace.index.syntax.visit_each`."""
     calls: list[tuple[ast.Call, Tests]] = []
     tests: list[ast.expr] = []
-    stack: list[ast.AST | None] = list(reversed(body))
-    pop, push, extend, node_type, lst, fields_of = stack.pop, stack.append, stack.extend, ast.AST, list, _REVERSED.get
-    while stack:
-        current = pop()
-        if current is None:
-            tests.pop()
-            continue
-        kind = current.__class__
-        if kind is ast.Call:
-            calls.append((current, tuple(tests)))  # type: ignore[arg-type]  # kind is ast.Call
-        elif kind is ast.If:
-            tests.append(current.test)  # type: ignore[attr-defined]  # kind is ast.If
-            push(None)
-        elif kind in _DEFINITIONS:
-            continue
-        if kind in SOURCE_ORDERED:
-            children = child_nodes(current)
-            children.reverse()
-            extend(children)
-            continue
-        fields = fields_of(kind)
-        if fields is None:
-            fields = _reversed_fields(kind)
-        for name in fields:  # the last field first: the stack pops the first child first
-            value = getattr(current, name, None)
-            if value.__class__ is lst:
-                extend([item for item in reversed(value) if isinstance(item, node_type)])
-            elif isinstance(value, node_type):
-                push(value)
+    handlers: dict[type, Callable[[Any], None]] = {ast.Call: lambda node: calls.append((node, tuple(tests)))}
+    _calls_below(list(body), tests, handlers)
     return calls
 
 
+def _calls_below(nodes: list[ast.AST], tests: list[ast.expr], handlers: dict[type, Callable[[Any], None]]) -> None:
+    """:func:`calls_with_tests`' walk (a module function: a nested one calling itself would be
+    a reference cycle that keeps the calls it found, and their tree, for the cyclic collector)."""
+    for node in nodes:
+        kind = node.__class__
+        if kind in _DEFINITIONS:
+            continue
+        if kind is ast.If:
+            tests.append(node.test)  # type: ignore[attr-defined]  # kind is ast.If
+        for child in child_nodes(node):
+            if isinstance(child, _NESTING):
+                _calls_below([child], tests, handlers)
+            else:
+                visit_each(child, handlers)
+        if kind is ast.If:
+            tests.pop()
+
+
 _DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})  # nested functions: not walked
-_REVERSED: dict[type, tuple[str, ...]] = {}
-
-
-def _reversed_fields(kind: type) -> tuple[str, ...]:
-    fields = _REVERSED[kind] = tuple(reversed(child_fields(kind)))
-    return fields
+_NESTING = (ast.stmt, ast.excepthandler, ast.match_case)  # what holds statements, or is one
 
 
 def _calls(body: list[ast.stmt]) -> list[ast.Call]:
